@@ -1,0 +1,25 @@
+// The subcommands of the `heddle` CLI: each file registers one with CLI11 and returns how to run
+// it. Runners return the process exit code: 0 ok, 1 user error, 2 internal error.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "heddle/support/Diagnostic.h"
+
+namespace heddle::cli {
+
+/// A registered subcommand: the CLI11 node it parsed into and the function that runs it.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+/// Prints a user error to stderr in the `file:line:col: error: ...` form and returns exit code 1.
+int user_error(const Diagnostic& d);
+
+/// `heddle show`: summary, shape table, text/DOT/JSON export of a model.
+Command add_show_command(CLI::App& root);
+
+}  // namespace heddle::cli
