@@ -1,10 +1,131 @@
+// `heddle show`: what a model is: ops, tensors, parameters, FLOPs, a shape table; exports to the
+// text form, Graphviz DOT and JSON.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
 #include "Command.h"
+#include "heddle/ir/DotExport.h"
+#include "heddle/ir/GraphStats.h"
+#include "heddle/ir/TextParser.h"
+#include "heddle/ir/TextPrinter.h"
+#include "heddle/ir/Verifier.h"
+#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 
+namespace {
+
+struct ShowOptions {
+  std::string model;
+  std::string dot_file;
+  std::string text_file;
+  bool json = false;
+  int limit = 40;
+};
+
+Status write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return Diagnostic(SourceLoc{path, 0, 0}, "cannot open file for writing");
+  out << text;
+  out.close();
+  if (!out) return Diagnostic(SourceLoc{path, 0, 0}, "cannot write file");
+  return {};
+}
+
+nlohmann::json value_list(const Graph& g, const std::vector<ValueId>& ids) {
+  nlohmann::json a = nlohmann::json::array();
+  for (ValueId v : ids) a.push_back({{"name", g.value(v).name}, {"type", g.type(v).to_string()}});
+  return a;
+}
+
+void print_summary(const Graph& g, const GraphStats& s, int limit) {
+  fmt::print("graph {}{}\n", g.name(), g.source_file().empty() ? "" : " (" + g.source_file() + ")");
+  fmt::print("  ops          {}\n", s.ops);
+  fmt::print("  tensors      {}\n", s.tensors);
+  fmt::print("  parameters   {} ({})\n", human_count(static_cast<double>(s.parameters)),
+             human_bytes(static_cast<double>(s.parameter_bytes)));
+  fmt::print("  activations  {}\n", human_bytes(static_cast<double>(s.activation_bytes)));
+  fmt::print("  FLOPs        {}\n", human_count(s.flops));
+  for (ValueId v : g.inputs())
+    fmt::print("  input        {}: {}\n", value_ref(g.value(v).name), g.type(v).to_string());
+  for (ValueId v : g.outputs())
+    fmt::print("  output       {}: {}\n", value_ref(g.value(v).name), g.type(v).to_string());
+
+  std::map<std::string, int64_t> kinds;
+  for (const Op& op : g.ops()) ++kinds[std::string(op_kind_name(op.kind))];
+  std::vector<std::string> parts;
+  for (const auto& [k, n] : kinds) parts.push_back(k + " x" + std::to_string(n));
+  if (!parts.empty()) fmt::print("  op kinds     {}\n", join(parts, ", "));
+
+  fmt::print("\n{:<5} {:<14} {:<20} {:<24} {:>10}  {}\n", "#", "op", "result", "type", "FLOPs",
+             "index space");
+  int64_t shown = 0;
+  for (OpId i = 0; i < g.num_ops(); ++i) {
+    if (shown == limit) {
+      fmt::print("... {} more ops (--limit N shows more, --text FILE writes them all)\n",
+                 g.num_ops() - shown);
+      break;
+    }
+    const Op& op = g.op(i);
+    ValueId r = op.results.empty() ? -1 : op.results[0].value;
+    fmt::print("{:<5} {:<14} {:<20} {:<24} {:>10}  {}\n", i, op_kind_name(op.kind),
+               r < 0 ? "" : value_ref(g.value(r).name), r < 0 ? "" : g.type(r).to_string(),
+               human_count(op_flops(g, i)), op.space.to_string());
+    ++shown;
+  }
+}
+
+int run_show(const ShowOptions& o) {
+  auto parsed = parse_graph_file(o.model);
+  if (!parsed.ok()) return user_error(parsed.error());
+  const Graph& g = *parsed;
+  auto diags = verify(g);
+  if (!diags.empty()) {
+    const size_t kMax = 20;
+    for (size_t i = 0; i < diags.size() && i < kMax; ++i)
+      std::fprintf(stderr, "%s\n", diags[i].to_string().c_str());
+    if (diags.size() > kMax) std::fprintf(stderr, "... and %zu more errors\n", diags.size() - kMax);
+    return 1;
+  }
+  if (!o.dot_file.empty())
+    if (auto s = write_file(o.dot_file, to_dot(g)); !s.ok()) return user_error(s.error());
+  if (!o.text_file.empty())
+    if (auto s = write_file(o.text_file, print_graph(g)); !s.ok()) return user_error(s.error());
+  GraphStats s = graph_stats(g);
+  if (o.json) {
+    nlohmann::json j = {{"graph", g.name()},
+                        {"ops", s.ops},
+                        {"tensors", s.tensors},
+                        {"parameters", s.parameters},
+                        {"parameter_bytes", s.parameter_bytes},
+                        {"activation_bytes", s.activation_bytes},
+                        {"flops", s.flops},
+                        {"inputs", value_list(g, g.inputs())},
+                        {"outputs", value_list(g, g.outputs())}};
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  print_summary(g, s, o.limit);
+  return 0;
+}
+
+}  // namespace
+
 Command add_show_command(CLI::App& root) {
-  auto* app = root.add_subcommand("show", "Summarize a model: ops, tensors, parameters, FLOPs.");
-  return {app, [] { return 0; }};
+  auto opts = std::make_shared<ShowOptions>();
+  auto* app = root.add_subcommand(
+      "show", "Summarize a model: ops, tensors, parameters, FLOPs and a table of its ops.");
+  app->add_option("MODEL", opts->model, "A text-IR file (.hd)")->required();
+  app->add_option("--dot", opts->dot_file, "Write the graph as Graphviz DOT to FILE");
+  app->add_option("--text", opts->text_file, "Write the graph in heddle's text form to FILE");
+  app->add_flag("--json", opts->json, "Print one JSON object instead of the text summary");
+  app->add_option("--limit", opts->limit, "Rows of the op table to print (default 40)")
+      ->check(CLI::NonNegativeNumber);
+  return {app, [opts] { return run_show(*opts); }};
 }
 
 }  // namespace heddle::cli

@@ -19,8 +19,10 @@ class AffineMap {
   AffineMap(int64_t in, std::vector<int64_t> matrix, IVec offset);
   /// The identity on Z^n.
   static AffineMap identity(int64_t n);
-  /// Rows given as vectors of coefficients, plus an offset. Precondition: each row has `in` entries.
-  static AffineMap from_rows(int64_t in, const std::vector<std::vector<int64_t>>& rows, IVec offset);
+  /// Rows given as vectors of coefficients, plus an offset. Precondition: each row has `in`
+  /// entries.
+  static AffineMap from_rows(int64_t in, const std::vector<std::vector<int64_t>>& rows,
+                             IVec offset);
 
   int64_t in_rank() const { return in_; }
   int64_t out_rank() const { return offset_.size(); }

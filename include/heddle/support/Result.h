@@ -73,8 +73,8 @@ class [[nodiscard]] Status {
 }  // namespace heddle
 
 /// Evaluates a Status or Result expression and returns its Diagnostic from the caller on failure.
-#define HEDDLE_TRY(expr)                             \
-  do {                                               \
-    auto&& heddle_try_ = (expr);                     \
+#define HEDDLE_TRY(expr)                               \
+  do {                                                 \
+    auto&& heddle_try_ = (expr);                       \
     if (!heddle_try_.ok()) return heddle_try_.error(); \
   } while (0)

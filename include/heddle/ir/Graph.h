@@ -1,0 +1,114 @@
+// Graph: SSA, topologically ordered block ops over index spaces. Shape only: building a graph
+// allocates no tensor data, so a 175B-parameter model costs the same as a small one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "heddle/ir/Attribute.h"
+#include "heddle/ir/IndexProjection.h"
+#include "heddle/ir/IndexSpace.h"
+#include "heddle/ir/OpKind.h"
+#include "heddle/ir/TensorType.h"
+#include "heddle/support/Diagnostic.h"
+
+namespace heddle {
+
+using ValueId = int32_t;
+using OpId = int32_t;
+/// The producer of graph inputs and parameters.
+inline constexpr OpId kNoOp = -1;
+
+/// Where a value comes from.
+enum class ValueRole : uint8_t { kInput, kParam, kResult };
+
+/// `input`, `param`, `result`.
+std::string_view value_role_name(ValueRole r);
+
+/// A tensor value: named, typed, defined once.
+struct Value {
+  std::string name;  ///< without the leading `%`
+  TensorType type;
+  ValueRole role = ValueRole::kInput;
+  OpId producer = kNoOp;     ///< the defining op for results
+  int32_t result_index = 0;  ///< which result of the producer
+};
+
+/// One operand or result of an op: the value and how the op's index points address it.
+struct Operand {
+  ValueId value = -1;
+  IndexProjection proj;
+  /// Reads outside the tensor yield zero (padded convolutions and pooling). Inputs only.
+  bool padded = false;
+  bool operator==(const Operand&) const = default;
+};
+
+/// A block operation over an index space.
+struct Op {
+  OpKind kind = OpKind::kIdentity;
+  Attrs attrs;
+  IndexSpace space;
+  std::vector<Operand> inputs;
+  std::vector<Operand> results;
+  int32_t line = 0;  ///< source position in the text form it was parsed from; 0 if built
+  int32_t col = 0;
+};
+
+/// A whole program. Values and ops are appended in a topological order: an op's inputs are
+/// inputs, params or results of earlier ops. Structural rules are checked by `verify()`.
+class Graph {
+ public:
+  explicit Graph(std::string name = "main") : name_(std::move(name)) {}
+
+  const std::string& name() const { return name_; }
+  /// The file the graph was parsed from, for diagnostics; empty when built in code.
+  const std::string& source_file() const { return source_file_; }
+  void set_source_file(std::string file) { source_file_ = std::move(file); }
+
+  /// Declares a graph input.
+  ValueId add_input(std::string name, TensorType type);
+  /// Declares a parameter (a weight).
+  ValueId add_param(std::string name, TensorType type);
+  /// Appends an op whose results are new values named `result_names` with `result_types`;
+  /// `results[i].value` is filled in. Precondition: inputs name existing values; the three result
+  /// vectors have equal sizes. Returns the new values' ids.
+  std::vector<ValueId> add_op(Op op, const std::vector<std::string>& result_names,
+                              const std::vector<TensorType>& result_types);
+  /// Marks a value as a graph output. Precondition: the value exists.
+  void add_output(ValueId v);
+
+  int64_t num_values() const { return static_cast<int64_t>(values_.size()); }
+  int64_t num_ops() const { return static_cast<int64_t>(ops_.size()); }
+  const std::vector<Value>& values() const { return values_; }
+  const std::vector<Op>& ops() const { return ops_; }
+  /// Precondition: 0 <= id < num_values().
+  const Value& value(ValueId id) const;
+  /// Precondition: 0 <= id < num_ops().
+  const Op& op(OpId id) const;
+  /// Inputs, params and outputs in declaration order.
+  const std::vector<ValueId>& inputs() const { return inputs_; }
+  const std::vector<ValueId>& params() const { return params_; }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+  /// The first value called `name`, if any.
+  std::optional<ValueId> find_value(std::string_view name) const;
+  /// The type of value `id`.
+  const TensorType& type(ValueId id) const { return value(id).type; }
+  /// The source location of op `id` (file, line, col where known).
+  SourceLoc loc(OpId id) const;
+
+ private:
+  ValueId add_value(Value v);
+
+  std::string name_;
+  std::string source_file_;
+  std::vector<Value> values_;
+  std::vector<Op> ops_;
+  std::vector<ValueId> inputs_, params_, outputs_;
+  std::unordered_map<std::string, ValueId> by_name_;
+};
+
+}  // namespace heddle
