@@ -3,6 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DHEDDLE_WERROR=ON
 HEDDLE := $(BUILD)/tools/heddle/heddle
+MAKEFLAGS += --no-print-directory
 
 .PHONY: all deps configure build run test bench format clean
 
