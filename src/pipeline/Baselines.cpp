@@ -103,6 +103,27 @@ int zb_rank(const Block& b) {
   return b.type == "forward" ? 1 : 2;
 }
 
+/// ZB-H1 (arXiv 2401.10241, figure 3 top): 1F1B's order of F and B; device d runs the W of
+/// micro-batch j right after the B of micro-batch j + d, so every device holds p micro-batches
+/// (1F1B's peak, reached by device 0 only) and the delayed W fill the cool-down bubbles.
+BaselineSchedule zb_h1(const Placement& p, int m) {
+  const int P = p.num_devices, nb = 3 * P;
+  std::vector<std::vector<int>> orders(P);
+  for (int d = 0; d < P; ++d) {
+    auto f = [&](int k) { return k * nb + d; };
+    auto b = [&](int k) { return k * nb + P + (P - 1 - d); };
+    auto w = [&](int k) { return k * nb + 2 * P + (P - 1 - d); };
+    std::vector<int> fb = one_f_one_b(m, P - 1 - d, f, b);
+    int backwards = 0, weights = 0;
+    for (int op : fb) {
+      orders[d].push_back(op);
+      if (op % nb == P + (P - 1 - d) && ++backwards > d) orders[d].push_back(w(weights++));
+    }
+    while (weights < m) orders[d].push_back(w(weights++));
+  }
+  return {"zb-h1", schedule_from_device_orders(p, m, orders), max_load(p)};
+}
+
 }  // namespace
 
 std::vector<std::string> baseline_names() {
@@ -143,13 +164,11 @@ Result<BaselineSchedule> build_baseline(std::string_view name, const Placement& 
   if (name == "1f1b") return one_f_one_b_vshape(p, m);
   if (name == "interleaved") return interleaved(p, m);
   if (name == "zb-h1") {
-    // 1F1B's memory (p - d micro-batches in flight on device d); W waits until F cannot start.
-    return BaselineSchedule{"zb-h1", greedy(p, m, zb_rank, [&](int d) { return P - d; }),
-                            max_load(p)};
+    return zb_h1(p, m);
   }
   if (name == "zb-h2") {
-    // About twice 1F1B's memory: 2(p - d) - 1 in flight, so warm-up forwards fill the bubble.
-    return BaselineSchedule{"zb-h2", greedy(p, m, zb_rank, [&](int d) { return 2 * (P - d) - 1; }),
+    // 2p - 1 micro-batches in flight on every device: extra warm-up forwards fill the bubble.
+    return BaselineSchedule{"zb-h2", greedy(p, m, zb_rank, [&](int) { return 2 * P - 1; }),
                             max_load(p)};
   }
   if (name == "chimera") {

@@ -43,8 +43,9 @@ std::vector<std::vector<int>> unit_orders(const Placement& p) {
   std::vector<int> b = a;
   std::stable_sort(a.begin(), a.end(), [&](int x, int y) { return head[x] < head[y]; });
   std::stable_sort(b.begin(), b.end(), [&](int x, int y) { return tail[x] > tail[y]; });
-  if (a == b) return {a};
-  return {a, b};
+  std::vector<std::vector<int>> out = {a};
+  if (b != a) out.push_back(b);
+  return out;
 }
 
 /// The periods to try: the lower bound, then small steps, then geometric ones up to `hi`.
@@ -160,7 +161,15 @@ Result<SearchResult> search_schedule(const Placement& p, int m, double memory_li
   lopt.memory_limit.assign(p.num_devices, memory_limit);
 
   // Repeating units for increasing periods; each is used directly and as list-schedule keys.
-  auto orders = unit_orders(p);
+  std::vector<std::pair<std::vector<int>, MultiDevice>> orders;
+  for (const auto& order : unit_orders(p)) orders.push_back({order, MultiDevice::kInOrder});
+  if (std::any_of(p.blocks.begin(), p.blocks.end(),
+                  [](const Block& b) { return b.devices.size() > 1; })) {
+    for (const auto& order : unit_orders(p)) {
+      orders.push_back({order, MultiDevice::kReserveAtHead});
+      orders.push_back({order, MultiDevice::kReservePacked});
+    }
+  }
   double total_span = 0;
   for (const Block& b : p.blocks) total_span += b.span;
   auto periods = candidate_periods(
@@ -169,8 +178,8 @@ Result<SearchResult> search_schedule(const Placement& p, int m, double memory_li
   for (double period : periods) {
     if (extra >= options.extra_periods || elapsed() > options.time_limit_s) break;
     if (extra >= 0) ++extra;
-    for (const auto& order : orders) {
-      auto unit = modulo_schedule(p, period, order);
+    for (const auto& [order, multi] : orders) {
+      auto unit = modulo_schedule(p, period, order, multi);
       if (!unit) continue;
       Schedule direct = unroll(*unit, m);
       if (extra < 0 && validate_schedule(p, direct, memory_limit).ok()) extra = 0;

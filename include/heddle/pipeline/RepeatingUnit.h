@@ -18,12 +18,22 @@ struct RepeatingUnit {
   bool operator==(const RepeatingUnit&) const = default;
 };
 
-/// Places the blocks of one micro-batch in `order` (a topological order of p) on a modulo
-/// reservation table: each at the earliest offset after its dependencies end at which all its
-/// devices are free modulo `period`. nullopt when a block finds no free slot within one period
-/// of its earliest start (then the period is too short). Precondition: period >= every span.
+/// How `modulo_schedule` treats blocks on several devices.
+enum class MultiDevice {
+  kInOrder,        ///< Like any block, in priority order (with eviction when they find no slot).
+  kReserveAtHead,  ///< Reserve their slot modulo the period first, near their earliest start.
+  kReservePacked,  ///< Reserve their slots first, packed from offset 0.
+};
+
+/// Places the blocks of one micro-batch on a modulo reservation table (iterative modulo
+/// scheduling): in `order` (a priority order; topological for the reserving modes), each block
+/// goes to the earliest offset after its placed dependencies at which all its devices are free
+/// modulo `period`; with kInOrder a block without such a slot within one period is forced in and
+/// evicts what it clashes with. nullopt when that does not settle within a step budget, or (when
+/// reserving) a block finds no slot. Precondition: period >= every span.
 std::optional<RepeatingUnit> modulo_schedule(const Placement& p, double period,
-                                             const std::vector<int>& order);
+                                             const std::vector<int>& order,
+                                             MultiDevice multi = MultiDevice::kInOrder);
 
 /// The schedule of `m` micro-batches that repeats `unit`: start(i, b) = i * period + offset[b].
 /// Valid for dependencies and exclusivity by construction; memory must still be checked.
