@@ -22,4 +22,7 @@ int user_error(const Diagnostic& d);
 /// `heddle show`: summary, shape table, text/DOT/JSON export of a model.
 Command add_show_command(CLI::App& root);
 
+/// `heddle schedule`: pipeline schedule search and baselines for a placement.
+Command add_schedule_command(CLI::App& root);
+
 }  // namespace heddle::cli
