@@ -1,0 +1,42 @@
+// Box-level reference kernels: compute any sub-box of an op's index space, so the same kernel
+// computes a whole op or any shard of it. Contractions call OpenBLAS sgemm; the rest are fp32
+// loops.
+#pragma once
+
+#include <vector>
+
+#include "heddle/ir/Graph.h"
+#include "heddle/ops/Tensor.h"
+#include "heddle/support/Result.h"
+
+namespace heddle::kernels {
+
+/// How a kernel call combines with what its outputs already hold.
+struct KernelOptions {
+  /// false (default): outputs over the box's image are overwritten (ops with reduce dims first
+  /// reset them to the monoid's identity). true: ops with reduce dims combine their partial
+  /// result into the existing values with the monoid (sum, max, min), so splitting the reduce
+  /// dims of a box into pieces and running them in turn gives the whole result. Ops without
+  /// reduce dims always overwrite.
+  bool accumulate = false;
+  /// When > 0, overrides the `step` attribute of adamw (bias correction); default 0.
+  int64_t optimizer_step = 0;
+};
+
+/// Computes the points of index box `box` of `op`: for each result, the elements of the
+/// projection image of `box`. Tensors may be tiles (see Tensor::origin); all addressing is global.
+/// Preconditions: box lies inside op.space; inputs[i] holds the image of `box` under input i's
+/// projection (for `padded` inputs: that image intersected with the tensor; elements outside the
+/// tile read as zero); outputs[i] holds the image under result i's projection. Returns a
+/// Diagnostic for data errors (e.g. a label out of range) and for op forms no kernel implements.
+Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& inputs,
+           const std::vector<Tensor*>& outputs, const KernelOptions& options = {});
+
+/// Combines `src` into `dst` elementwise over the intersection of their regions with monoid `m`
+/// (for merging partial results computed into separate buffers).
+void combine(Monoid m, Tensor& dst, const Tensor& src);
+
+/// The identity of monoid `m`: 0, -inf or +inf.
+float monoid_identity(Monoid m);
+
+}  // namespace heddle::kernels

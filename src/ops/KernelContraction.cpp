@@ -1,0 +1,244 @@
+// Contraction kernels. einsum groups its index dims into batch, M, N and K and calls cblas_sgemm
+// once per batch point, on the tiles in place when their strides allow, else on packed copies.
+// Embedding lookups and their gradients are gathers/scatter-adds over the one-hot dim.
+#include <cblas.h>
+
+#include "KernelUtil.h"
+
+namespace heddle::kdetail {
+
+namespace {
+
+// A group of index dims seen from one operand: enumerated in index-dim order.
+struct Group {
+  std::vector<int64_t> dims;
+  int64_t total = 1;
+};
+
+// True when every row of `p` is one index dim with coefficient 1, no offset, unit window.
+bool simple_proj(const IndexProjection& p) {
+  const AffineMap& m = p.map();
+  for (int64_t r = 0; r < m.out_rank(); ++r) {
+    if (m.offset()[r] != 0 || p.window()[r] != 1) return false;
+    int nz = 0;
+    for (int64_t c = 0; c < m.in_rank(); ++c) {
+      if (m.at(r, c) == 0) continue;
+      if (m.at(r, c) != 1) return false;
+      ++nz;
+    }
+    if (nz != 1) return false;
+  }
+  return true;
+}
+
+// Merged (extent, stride) of `g` in operand `a` over box extents `ext`, if the group is one
+// regular stride in index-dim order; stride 0 means "any" (total extent 1).
+bool merged_stride(const Group& g, const Access& a, const std::vector<int64_t>& ext,
+                   int64_t* stride) {
+  int64_t expect = -1;
+  *stride = 0;
+  for (auto it = g.dims.rbegin(); it != g.dims.rend(); ++it) {
+    int64_t d = *it;
+    if (ext[d] == 1) continue;
+    int64_t s = a.coef[d];
+    if (expect >= 0 && s != expect) return false;
+    if (expect < 0) *stride = s;
+    expect = s * ext[d];
+  }
+  return true;
+}
+
+// Relative offsets (from the group's first point) of every point of `g`, in enumeration order.
+std::vector<int64_t> group_offsets(const Group& g, const Access& a,
+                                   const std::vector<int64_t>& ext) {
+  std::vector<int64_t> off = {0};
+  for (int64_t d : g.dims) {
+    std::vector<int64_t> next;
+    next.reserve(off.size() * static_cast<size_t>(ext[d]));
+    for (int64_t o : off)
+      for (int64_t i = 0; i < ext[d]; ++i) next.push_back(o + i * a.coef[d]);
+    off = std::move(next);
+  }
+  return off;
+}
+
+// One matrix operand of sgemm: [rows x cols] at `data` with transposition and leading dim.
+struct Mat {
+  const float* data = nullptr;
+  bool trans = false;
+  int64_t ld = 1;
+  std::vector<float> packed;
+};
+
+// Describes operand `a` (rows group R, cols group C) at local offset `base` as a sgemm matrix,
+// packing it when its strides do not form one.
+void describe(const Access& a, const Group& R, const Group& C, int64_t base,
+              const std::vector<int64_t>& roff, const std::vector<int64_t>& coff, bool can_direct,
+              int64_t rs, int64_t cs, Mat* m) {
+  const float* d = a.t->f32() + base;
+  if (can_direct) {
+    if ((cs == 1 || C.total == 1) && (R.total == 1 || rs >= std::max<int64_t>(C.total, 1))) {
+      m->data = d;
+      m->trans = false;
+      m->ld = R.total == 1 ? std::max<int64_t>(C.total, 1) : rs;
+      return;
+    }
+    if ((rs == 1 || R.total == 1) && (C.total == 1 || cs >= std::max<int64_t>(R.total, 1))) {
+      m->data = d;
+      m->trans = true;
+      m->ld = C.total == 1 ? std::max<int64_t>(R.total, 1) : cs;
+      return;
+    }
+  }
+  m->packed.resize(static_cast<size_t>(R.total * C.total));
+  for (int64_t r = 0; r < R.total; ++r)
+    for (int64_t c = 0; c < C.total; ++c) m->packed[r * C.total + c] = d[roff[r] + coff[c]];
+  m->data = m->packed.data();
+  m->trans = false;
+  m->ld = std::max<int64_t>(C.total, 1);
+}
+
+Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                   const std::vector<Tensor*>& outs, const KernelOptions& o, bool* handled) {
+  *handled = false;
+  if (ins.size() != 2 || outs.size() != 1) return {};
+  for (const auto* v : {&op.inputs, &op.results})
+    for (const auto& x : *v)
+      if (!simple_proj(x.proj) || x.padded) return {};
+  for (const Tensor* t : ins)
+    if (t->is_int()) return {};
+  Access A(*ins[0], op.inputs[0]), B(*ins[1], op.inputs[1]), C(*outs[0], op.results[0]);
+  int64_t n = op.space.rank();
+  Group batch, M, N, K;
+  std::vector<int64_t> ext(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    ext[k] = box.end()[k] - box.start()[k];
+    bool a = !op.inputs[0].proj.map().column(k).values().empty() &&
+             op.inputs[0].proj.map().column(k) != IVec::zeros(A.t->rank());
+    bool b = op.inputs[1].proj.map().column(k) != IVec::zeros(B.t->rank());
+    bool c = op.results[0].proj.map().column(k) != IVec::zeros(C.t->rank());
+    Group* g = a && b && c ? &batch : a && c ? &M : b && c ? &N : a && b ? &K : nullptr;
+    if (!g) return {};  // a dim summed in one operand only, or a pure broadcast: generic loop
+    if (g == &K && !op.space.dim(k).reduce) return {};
+    g->dims.push_back(k);
+    g->total *= ext[k];
+  }
+  *handled = true;
+  init_outputs(op, box, outs, o);
+  if (M.total == 0 || N.total == 0 || K.total == 0 || batch.total == 0) return {};
+  int64_t a_rs, a_cs, b_rs, b_cs, c_rs, c_cs;
+  bool a_direct = merged_stride(M, A, ext, &a_rs) && merged_stride(K, A, ext, &a_cs);
+  bool b_direct = merged_stride(K, B, ext, &b_rs) && merged_stride(N, B, ext, &b_cs);
+  bool c_direct = merged_stride(M, C, ext, &c_rs) && merged_stride(N, C, ext, &c_cs) &&
+                  (c_cs == 1 || N.total == 1) && (M.total == 1 || c_rs >= N.total);
+  std::vector<int64_t> a_roff, a_coff, b_roff, b_coff, c_roff, c_coff;
+  if (!a_direct) {
+    a_roff = group_offsets(M, A, ext);
+    a_coff = group_offsets(K, A, ext);
+  }
+  if (!b_direct) {
+    b_roff = group_offsets(K, B, ext);
+    b_coff = group_offsets(N, B, ext);
+  }
+  if (!c_direct) {
+    c_roff = group_offsets(M, C, ext);
+    c_coff = group_offsets(N, C, ext);
+  }
+  // The batch dims are iterated over; the others start at the box start.
+  Box bbox = box;
+  {
+    std::vector<int64_t> s(box.start().values()), e(box.start().values());
+    for (int64_t k : batch.dims) e[k] = box.end()[k];
+    for (int64_t k = 0; k < n; ++k)
+      if (e[k] == s[k]) e[k] = s[k] + 1;
+    bbox = Box(IVec(s), IVec(e));
+  }
+  std::vector<float> ctmp;
+  bool accumulate = store_mode(op) == Store::kSum;  // partial sums add into the output
+  for_each_point(bbox, [&](const int64_t* p) {
+    Mat ma, mb;
+    describe(A, M, K, A.offset(p), a_roff, a_coff, a_direct, a_rs, a_cs, &ma);
+    describe(B, K, N, B.offset(p), b_roff, b_coff, b_direct, b_rs, b_cs, &mb);
+    float* cd = outs[0]->f32() + C.offset(p);
+    float* cptr = cd;
+    int64_t ldc = M.total == 1 ? N.total : c_rs;
+    float beta = accumulate ? 1.0f : 0.0f;
+    if (!c_direct) {
+      ctmp.assign(static_cast<size_t>(M.total * N.total), 0.0f);
+      cptr = ctmp.data();
+      ldc = N.total;
+      beta = 0.0f;
+    }
+    cblas_sgemm(CblasRowMajor, ma.trans ? CblasTrans : CblasNoTrans,
+                mb.trans ? CblasTrans : CblasNoTrans, static_cast<int>(M.total),
+                static_cast<int>(N.total), static_cast<int>(K.total), 1.0f, ma.data,
+                static_cast<int>(ma.ld), mb.data, static_cast<int>(mb.ld), beta, cptr,
+                static_cast<int>(ldc));
+    if (!c_direct)
+      for (int64_t r = 0; r < M.total; ++r)
+        for (int64_t c = 0; c < N.total; ++c) {
+          float v = ctmp[r * N.total + c];
+          float& dst = cd[c_roff[r] + c_coff[c]];
+          dst = accumulate ? dst + v : v;
+        }
+  });
+  return {};
+}
+
+// The index dim that projection row `row` of `proj` reads.
+int64_t dim_of_row(const IndexProjection& proj, int64_t row) {
+  for (int64_t k = 0; k < proj.index_rank(); ++k)
+    if (proj.map().at(row, k) != 0) return k;
+  return -1;
+}
+
+// Gather (embedding) or scatter-add (embedding_grad) over the one-hot dim `v`: points of the box
+// with v collapsed; the id at each point selects the v coordinate.
+Status one_hot(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+               const std::vector<Tensor*>& outs, const KernelOptions& o) {
+  bool grad = op.kind == OpKind::kEmbeddingGrad;
+  init_outputs(op, box, outs, o);
+  // embedding: ids, table(v, h) -> out. embedding_grad: ids, dy -> out(v, h).
+  int64_t v = grad ? dim_of_row(op.results[0].proj, 0) : dim_of_row(op.inputs[1].proj, 0);
+  if (v < 0) return Diagnostic("embedding: cannot find the vocabulary dim");
+  Access ids(*ins[0], op.inputs[0]), src(*ins[1], op.inputs[1]), dst(*outs[0], op.results[0]);
+  const Access& table_side = grad ? dst : src;  // the operand addressed by v
+  int64_t v0 = box.start()[v], v1 = box.end()[v];
+  std::vector<int64_t> e(box.end().values());
+  e[v] = v0 + 1;
+  Box sub(box.start(), IVec(e));
+  float* out = outs[0]->f32();
+  for_each_point(sub, [&](const int64_t* p) {
+    auto id = static_cast<int64_t>(ids.load(ids.offset(p)));
+    if (id < v0 || id >= v1) return;
+    int64_t shift = table_side.coef[v] * (id - v0);
+    int64_t so = src.offset(p) + (grad ? 0 : shift);
+    int64_t dof = dst.offset(p) + (grad ? shift : 0);
+    out[dof] += src.load(so);
+  });
+  // Ids outside [0, V) contribute nothing; report them so bad data does not pass silently.
+  int64_t V = op.space.dim(v).extent;
+  bool bad = false;
+  for_each_point(sub, [&](const int64_t* p) {
+    auto id = static_cast<int64_t>(ids.load(ids.offset(p)));
+    bad = bad || id < 0 || id >= V;
+  });
+  if (bad)
+    return Diagnostic("embedding: an id is outside the vocabulary [0, " + std::to_string(V) + ")");
+  return {};
+}
+
+}  // namespace
+
+Status run_contraction(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                       const std::vector<Tensor*>& outs, const KernelOptions& o) {
+  if (op.kind == OpKind::kEmbedding || op.kind == OpKind::kEmbeddingGrad)
+    return one_hot(op, box, ins, outs, o);
+  bool handled = false;
+  HEDDLE_TRY(einsum_gemm(op, box, ins, outs, o, &handled));
+  if (handled) return {};
+  if (!unit_windows(op)) return Diagnostic("einsum: windowed operands are not supported");
+  return run_pointwise(op, box, ins, outs, o);
+}
+
+}  // namespace heddle::kdetail

@@ -1,0 +1,209 @@
+// Private machinery of the reference kernels: operand access through projections, box iteration,
+// output initialisation and combining.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "heddle/ir/Graph.h"
+#include "heddle/ops/Kernel.h"
+#include "heddle/ops/Tensor.h"
+
+namespace heddle::kdetail {
+
+using kernels::KernelOptions;
+
+/// How a result element is written.
+enum class Store : uint8_t { kAssign, kSum, kMax, kMin };
+
+/// The store mode of `op`: its reduce monoid, or kAssign without reduce dims.
+Store store_mode(const Op& op);
+
+inline void store(Store m, float* dst, float v) {
+  switch (m) {
+    case Store::kAssign:
+      *dst = v;
+      break;
+    case Store::kSum:
+      *dst += v;
+      break;
+    case Store::kMax:
+      *dst = std::max(*dst, v);
+      break;
+    case Store::kMin:
+      *dst = std::min(*dst, v);
+      break;
+  }
+}
+
+/// One operand seen through its projection: linear offset of the window start at index point p
+/// is base + sum_k coef[k] * p[k] (local to the tile).
+struct Access {
+  const Tensor* t = nullptr;
+  const IndexProjection* proj = nullptr;
+  bool padded = false;
+  int64_t base = 0;
+  std::vector<int64_t> coef;
+  std::vector<int64_t> woff;  ///< local offsets of the window's elements, row-major
+
+  Access(const Tensor& tensor, const Operand& operand);
+  int64_t offset(const int64_t* p) const {
+    int64_t o = base;
+    for (size_t k = 0; k < coef.size(); ++k) o += coef[k] * p[k];
+    return o;
+  }
+  /// Global tensor coordinates of the window start at p.
+  std::vector<int64_t> coords(const int64_t* p) const;
+  /// True when element `e` of the window at global start `c` lies inside the tile.
+  bool inside(const std::vector<int64_t>& c, int64_t e) const;
+  /// Reads the window at p into buf (row-major); elements outside the tile read `pad`.
+  void read(const int64_t* p, float* buf, float pad = 0.0f) const;
+  /// Element value at local offset o as float.
+  float load(int64_t o) const {
+    return t->is_int() ? static_cast<float>(t->i64()[o]) : t->f32()[o];
+  }
+  int64_t window_size() const { return static_cast<int64_t>(woff.size()); }
+};
+
+/// Calls f(p, n) for every row of `box`: p is the row's first point (last coordinate at the box
+/// start), n the box extent along the last dim. A 0-d box is one row of length 1.
+template <class F>
+void for_each_row(const Box& box, F&& f) {
+  if (box.empty()) return;
+  int64_t r = box.rank();
+  std::vector<int64_t> p(box.start().values());
+  if (r == 0) {
+    f(p.data(), int64_t{1});
+    return;
+  }
+  int64_t n = box.end()[r - 1] - box.start()[r - 1];
+  while (true) {
+    f(p.data(), n);
+    int64_t d = r - 2;
+    for (; d >= 0; --d) {
+      if (++p[d] < box.end()[d]) break;
+      p[d] = box.start()[d];
+    }
+    if (d < 0) return;
+  }
+}
+
+/// Calls f(p) for every point of `box`.
+template <class F>
+void for_each_point(const Box& box, F&& f) {
+  int64_t r = box.rank();
+  for_each_row(box, [&](int64_t* p, int64_t n) {
+    if (r == 0) return f(p);
+    int64_t s = p[r - 1];
+    for (int64_t j = 0; j < n; ++j) {
+      p[r - 1] = s + j;
+      f(p);
+    }
+    p[r - 1] = s;
+  });
+}
+
+/// Resets the image of `box` under result `i` of `op` to the store mode's identity when the op
+/// reduces and the call does not accumulate.
+void init_outputs(const Op& op, const Box& box, const std::vector<Tensor*>& outs,
+                  const KernelOptions& o);
+
+/// Pointwise loop over operands with unit windows: f(in, out, p, j) gets the input values of the
+/// point (row start p, offset j along the last dim) and fills out[] for every result.
+template <class F>
+void pointwise(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+               const std::vector<Tensor*>& outs, Store mode, F&& f) {
+  std::vector<Access> ai, ao;
+  bool slow = false;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    ai.emplace_back(*ins[i], op.inputs[i]);
+    slow = slow || op.inputs[i].padded;
+  }
+  for (size_t i = 0; i < outs.size(); ++i) ao.emplace_back(*outs[i], op.results[i]);
+  int64_t r = box.rank();
+  size_t ni = ai.size(), no = ao.size();
+  float in[8] = {}, out[4] = {};
+  int64_t oi[8], si[8], oo[4], so[4];
+  for_each_row(box, [&](int64_t* p, int64_t n) {
+    for (size_t k = 0; k < ni; ++k) {
+      oi[k] = ai[k].offset(p);
+      si[k] = r ? ai[k].coef[r - 1] : 0;
+    }
+    for (size_t k = 0; k < no; ++k) {
+      oo[k] = ao[k].offset(p);
+      so[k] = r ? ao[k].coef[r - 1] : 0;
+    }
+    if (!slow) {
+      for (int64_t j = 0; j < n; ++j) {
+        for (size_t k = 0; k < ni; ++k) in[k] = ai[k].load(oi[k] + j * si[k]);
+        f(in, out, p, j);
+        for (size_t k = 0; k < no; ++k) store(mode, outs[k]->f32() + oo[k] + j * so[k], out[k]);
+      }
+      return;
+    }
+    int64_t s = r ? p[r - 1] : 0;
+    for (int64_t j = 0; j < n; ++j) {
+      if (r) p[r - 1] = s + j;
+      for (size_t k = 0; k < ni; ++k) {
+        if (!ai[k].padded) {
+          in[k] = ai[k].load(oi[k] + j * si[k]);
+          continue;
+        }
+        auto c = ai[k].coords(p);
+        in[k] = ai[k].inside(c, 0) ? ai[k].load(ai[k].offset(p)) : 0.0f;
+      }
+      if (r) p[r - 1] = s;
+      f(in, out, p, j);
+      for (size_t k = 0; k < no; ++k) store(mode, outs[k]->f32() + oo[k] + j * so[k], out[k]);
+    }
+  });
+}
+
+/// True when every operand and result of `op` has a unit window.
+bool unit_windows(const Op& op);
+
+// Kernel families, one file each.
+Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                     const std::vector<Tensor*>& outs, const KernelOptions& o);
+Status run_contraction(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                       const std::vector<Tensor*>& outs, const KernelOptions& o);
+Status run_window(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                  const std::vector<Tensor*>& outs, const KernelOptions& o);
+Status run_conv(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                const std::vector<Tensor*>& outs, const KernelOptions& o);
+
+}  // namespace heddle::kdetail
+
+namespace heddle::kdetail {
+
+using kernels::KernelOptions;
+
+/// Attribute getters with defaults (ints read as floats where a float is wanted).
+inline double attr_f(const Op& op, const char* name, double def) {
+  auto it = op.attrs.find(name);
+  if (it == op.attrs.end()) return def;
+  if (auto* d = std::get_if<double>(&it->second)) return *d;
+  if (auto* i = std::get_if<int64_t>(&it->second)) return static_cast<double>(*i);
+  return def;
+}
+inline int64_t attr_i(const Op& op, const char* name, int64_t def) {
+  auto it = op.attrs.find(name);
+  if (it == op.attrs.end()) return def;
+  if (auto* i = std::get_if<int64_t>(&it->second)) return *i;
+  return def;
+}
+inline std::string attr_s(const Op& op, const char* name) {
+  auto it = op.attrs.find(name);
+  if (it == op.attrs.end()) return "";
+  if (auto* s = std::get_if<std::string>(&it->second)) return *s;
+  return "";
+}
+inline std::vector<int64_t> attr_ints(const Op& op, const char* name, std::vector<int64_t> def) {
+  auto it = op.attrs.find(name);
+  if (it == op.attrs.end()) return def;
+  if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+  return def;
+}
+
+}  // namespace heddle::kdetail

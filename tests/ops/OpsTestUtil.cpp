@@ -1,0 +1,147 @@
+#include "OpsTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "heddle/ops/Kernel.h"
+
+namespace heddle::test {
+
+void for_all(const IVec& shape, const std::function<void(const IVec&)>& f) {
+  int64_t r = shape.size();
+  for (int64_t s : shape)
+    if (s == 0) return;
+  std::vector<int64_t> p(static_cast<size_t>(r), 0);
+  while (true) {
+    f(IVec(p));
+    int64_t d = r - 1;
+    for (; d >= 0; --d) {
+      if (++p[d] < shape[d]) break;
+      p[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+Tensor random_tensor(const TensorType& t, std::mt19937& rng, double lo, double hi, int64_t int_hi) {
+  Tensor x(t);
+  if (x.is_int()) {
+    std::uniform_int_distribution<int64_t> d(0, int_hi - 1);
+    for (int64_t i = 0; i < x.numel(); ++i) x.i64()[i] = d(rng);
+  } else {
+    std::uniform_real_distribution<double> d(lo, hi);
+    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = static_cast<float>(d(rng));
+  }
+  return x;
+}
+
+std::vector<Tensor> run_whole(const Graph& g, OpId id, const std::vector<Tensor>& inputs) {
+  const Op& op = g.op(id);
+  std::vector<Tensor> outs;
+  for (const auto& r : op.results) outs.emplace_back(g.type(r.value));
+  std::vector<const Tensor*> in;
+  for (const auto& t : inputs) in.push_back(&t);
+  std::vector<Tensor*> out;
+  for (auto& t : outs) out.push_back(&t);
+  Status s = kernels::run(op, op.space.box(), in, out);
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+  return outs;
+}
+
+namespace {
+
+void partition(const Box& b, std::mt19937& rng, int depth, std::vector<Box>& out) {
+  std::vector<int64_t> splittable;
+  for (int64_t d = 0; d < b.rank(); ++d)
+    if (b.shape()[d] > 1) splittable.push_back(d);
+  if (depth == 0 || splittable.empty()) {
+    out.push_back(b);
+    return;
+  }
+  int64_t d = splittable[std::uniform_int_distribution<size_t>(0, splittable.size() - 1)(rng)];
+  int64_t cut = std::uniform_int_distribution<int64_t>(b.start()[d] + 1, b.end()[d] - 1)(rng);
+  partition(Box(b.start(), b.end().with(d, cut)), rng, depth - 1, out);
+  partition(Box(b.start().with(d, cut), b.end()), rng, depth - 1, out);
+}
+
+std::optional<Monoid> monoid_of(const Op& op) {
+  for (const auto& d : op.space.dims())
+    if (d.reduce) return d.reduce;
+  return std::nullopt;
+}
+
+// Copies exactly the elements the points of `piece` write (a tile's bounding box may hold
+// elements of other pieces when a projection merges dims).
+void copy_written(const IndexProjection& proj, const Box& piece, const Tensor& tile, Tensor& dst) {
+  for_all(piece.shape(), [&](const IVec& q) {
+    IVec p = q + piece.start();
+    Box w = proj.window_at(p);
+    for_all(w.shape(), [&](const IVec& e) {
+      IVec c = w.start() + e;
+      dst.set(c, tile.at(c));
+    });
+  });
+}
+
+}  // namespace
+
+std::vector<Tensor> run_pieces(const Graph& g, OpId id, const std::vector<Tensor>& inputs,
+                               std::mt19937& rng, bool accumulate) {
+  const Op& op = g.op(id);
+  std::vector<Box> pieces;
+  partition(op.space.box(), rng, 4, pieces);
+  auto m = monoid_of(op);
+  std::vector<Tensor> outs;
+  for (const auto& r : op.results) {
+    outs.emplace_back(g.type(r.value));
+    if (m) outs.back().fill(kernels::monoid_identity(*m));
+  }
+  for (const Box& piece : pieces) {
+    std::vector<Tensor> tiles;
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      Box img = op.inputs[i].proj.image(piece).intersect(inputs[i].region());
+      tiles.push_back(inputs[i].crop(img));
+    }
+    std::vector<const Tensor*> in;
+    for (const auto& t : tiles) in.push_back(&t);
+    std::vector<Tensor> otiles;
+    std::vector<Tensor*> out;
+    if (accumulate) {
+      for (auto& t : outs) out.push_back(&t);
+    } else {
+      for (size_t i = 0; i < op.results.size(); ++i)
+        otiles.push_back(Tensor::tile(outs[i].dtype(), op.results[i].proj.image(piece)));
+      for (auto& t : otiles) out.push_back(&t);
+    }
+    kernels::KernelOptions ko;
+    ko.accumulate = accumulate;
+    Status s = kernels::run(op, piece, in, out, ko);
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+    if (!accumulate)
+      for (size_t i = 0; i < otiles.size(); ++i) {
+        if (m)
+          kernels::combine(*m, outs[i], otiles[i]);
+        else
+          copy_written(op.results[i].proj, piece, otiles[i], outs[i]);
+      }
+  }
+  return outs;
+}
+
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.is_int() != b.is_int())
+    return std::numeric_limits<double>::infinity();
+  double m = 0;
+  for_all(a.shape(), [&](const IVec& p) {
+    double x = a.at(p), y = b.at(p);
+    if (std::isinf(x) && x == y) return;
+    double d = std::fabs(x - y) / (1.0 + std::fabs(y));
+    if (std::isnan(d)) d = std::numeric_limits<double>::infinity();
+    m = std::max(m, d);
+  });
+  return m;
+}
+
+}  // namespace heddle::test

@@ -1,0 +1,34 @@
+// Helpers of the ops tests: random tensors, running one op whole or as random sub-boxes, and
+// element iteration for the naive evaluators.
+#pragma once
+
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "heddle/ir/Graph.h"
+#include "heddle/ops/Tensor.h"
+
+namespace heddle::test {
+
+/// Calls f(p) for every coordinate of `shape`.
+void for_all(const IVec& shape, const std::function<void(const IVec&)>& f);
+
+/// A tensor of `t` filled uniformly in [lo, hi) (floats) or [0, int_hi) (integers).
+Tensor random_tensor(const TensorType& t, std::mt19937& rng, double lo = -1.0, double hi = 1.0,
+                     int64_t int_hi = 2);
+
+/// Runs op `id` of `g` over its whole index space on full tensors.
+std::vector<Tensor> run_whole(const Graph& g, OpId id, const std::vector<Tensor>& inputs);
+
+/// Runs op `id` as a random partition of its index space into sub-boxes (reduce dims split too),
+/// each on cropped input tiles into its own output tile, then merges: partials of reduce dims
+/// with the monoid, parallel tiles by copying. With `accumulate`, runs the pieces directly into
+/// shared outputs with KernelOptions::accumulate instead.
+std::vector<Tensor> run_pieces(const Graph& g, OpId id, const std::vector<Tensor>& inputs,
+                               std::mt19937& rng, bool accumulate);
+
+/// Max |a - b| / (1 + |b|) over elements; infinity on shape mismatch. Equal infinities count 0.
+double max_rel_diff(const Tensor& a, const Tensor& b);
+
+}  // namespace heddle::test
