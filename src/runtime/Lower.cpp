@@ -27,7 +27,11 @@ class Lowering {
     for (OpId i = 0; i < g_.num_ops(); ++i) HEDDLE_TRY(op(i));
     if (o_.replicate_outputs)
       for (ValueId v : g_.outputs()) {
-        if (!placement_[v]) HEDDLE_TRY(load(v, TensorSharding::replicated(mesh_.rank())));
+        if (!placement_[v]) {
+          auto pin = plan_.pinned.find(v);
+          HEDDLE_TRY(load(v, pin == plan_.pinned.end() ? TensorSharding::replicated(mesh_.rank())
+                                                       : pin->second));
+        }
         HEDDLE_TRY(reshard(v, TensorSharding::replicated(mesh_.rank())));
       }
     return std::move(progs_);
@@ -99,10 +103,11 @@ class Lowering {
                           value_ref(g_.value(v).name) + " twice with different placements (" +
                           it->second.to_string() + " and " + want.to_string() +
                           "); lowering does not support that yet");
-      if (!placement_[v])
-        HEDDLE_TRY(load(v, want));
-      else
-        HEDDLE_TRY(reshard(v, want));
+      if (!placement_[v]) {
+        auto pin = plan_.pinned.find(v);
+        HEDDLE_TRY(load(v, pin == plan_.pinned.end() ? want : pin->second));
+      }
+      HEDDLE_TRY(reshard(v, want));
     }
     for (size_t k = 0; k < op.inputs.size(); ++k) {
       if (!pl->inputs[k].has_halo()) continue;

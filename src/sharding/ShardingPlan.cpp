@@ -5,8 +5,10 @@
 namespace heddle {
 
 ShardingPlan ShardingPlan::replicated(const Graph& g, const Mesh& mesh) {
-  return {mesh, std::vector<OpStrategy>(static_cast<size_t>(g.num_ops()),
-                                        OpStrategy::replicated(mesh.rank()))};
+  return {mesh,
+          std::vector<OpStrategy>(static_cast<size_t>(g.num_ops()),
+                                  OpStrategy::replicated(mesh.rank())),
+          {}};
 }
 
 Status ShardingPlan::check(const Graph& g) const {

@@ -134,7 +134,7 @@ TEST(Execute, ConvolutionRowShardsExchangeHalos) {
       "(n, co, oh, ow)\n output %c\n}");
   ASSERT_TRUE(g.ok()) << g.error().to_string();
   Mesh mesh = *Mesh::parse("h=4");
-  ShardingPlan plan{mesh, {OpStrategy({2})}};
+  ShardingPlan plan{mesh, {OpStrategy({2})}, {}};
   auto progs = lower(*g, plan);
   ASSERT_TRUE(progs.ok());
   EXPECT_EQ(program_stats(*g, *progs).fetches, 4);
@@ -159,7 +159,7 @@ TEST(Execute, RowParallelMatmulAllReducesItsPartialSums) {
       " %e: f32[4, 6] = exp [m=4, n=6] %r(m, n) -> (m, n)\n output %e\n}");
   ASSERT_TRUE(g.ok());
   Mesh mesh = *Mesh::parse("tp=2");
-  ShardingPlan plan{mesh, {OpStrategy({2}), OpStrategy({1}), OpStrategy({1})}};
+  ShardingPlan plan{mesh, {OpStrategy({2}), OpStrategy({1}), OpStrategy({1})}, {}};
   auto progs = lower(*g, plan);
   ASSERT_TRUE(progs.ok()) << progs.error().to_string();
   std::string text = (*progs)[0].to_string(*g, mesh);
@@ -183,7 +183,7 @@ TEST(Execute, AKernelErrorOnOneDeviceFailsTheRunWithoutHanging) {
       " %y: f32[4] = exp [s=4] %l(s) -> (s)\n output %y\n}");
   ASSERT_TRUE(g.ok()) << g.error().to_string();
   Mesh mesh = *Mesh::parse("2");
-  ShardingPlan plan{mesh, {OpStrategy({0}), OpStrategy({0})}};
+  ShardingPlan plan{mesh, {OpStrategy({0}), OpStrategy({0})}, {}};
   auto progs = lower(*g, plan);
   ASSERT_TRUE(progs.ok()) << progs.error().to_string();
   TensorMap feeds = random_feeds(*g, 1);

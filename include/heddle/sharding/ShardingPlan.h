@@ -2,6 +2,7 @@
 // per-device programs. Printed as one line per op with the placements it implies.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,9 @@ namespace heddle {
 struct ShardingPlan {
   Mesh mesh;
   std::vector<OpStrategy> ops;  ///< indexed by OpId
+  /// Where graph inputs and parameters start (user pins); others start where their first
+  /// consumer wants them.
+  std::map<ValueId, TensorSharding> pinned;
 
   /// Every op replicated on every axis (data moves only for outputs).
   static ShardingPlan replicated(const Graph& g, const Mesh& mesh);
