@@ -4,6 +4,8 @@ JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DHEDDLE_WERROR=ON
 HEDDLE := $(BUILD)/tools/heddle/heddle
 MAKEFLAGS += --no-print-directory
+# `make run` shows this model: a zoo name or a text-IR file (e.g. MODEL=examples/mlp.hd).
+MODEL ?= gpt3-1.3b
 
 .PHONY: all deps configure build run test bench format clean
 
@@ -19,7 +21,7 @@ build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
 
 run: build
-	$(HEDDLE) show examples/mlp.hd
+	$(HEDDLE) show $(MODEL)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)

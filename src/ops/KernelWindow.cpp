@@ -67,6 +67,8 @@ struct RotaryGeom {
 Status top2(const Op& op, const std::vector<const Tensor*>& ins, const std::vector<Tensor*>& outs) {
   const Tensor& p = *ins[0];
   Tensor& out = *outs[0];
+  Tensor& mask = *outs[1];
+  mask.fill(0.0);
   int64_t S = p.shape()[0], E = p.shape()[1], C = attr_i(op, "capacity", 1);
   out.fill(0.0);
   std::vector<int64_t> count(static_cast<size_t>(E), 0);
@@ -80,9 +82,11 @@ Status top2(const Op& op, const std::vector<const Tensor*>& ins, const std::vect
       if (e != e1 && row[e] > row[e2]) e2 = e;
     double denom = static_cast<double>(row[e1]) + row[e2];
     for (int64_t e : {e1, e2}) {
-      if (count[e] < C)
+      if (count[e] < C) {
         out.f32()[(s * E + e) * C + count[e]] =
             static_cast<float>(denom > 0 ? row[e] / denom : 0.5);
+        mask.f32()[(s * E + e) * C + count[e]] = 1.0f;
+      }
       ++count[e];
     }
   }

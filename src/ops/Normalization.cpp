@@ -164,20 +164,27 @@ ValueId Ops::cross_entropy(ValueId logits, ValueId labels) {
   return emit1(std::move(op), TensorType(type(logits).dtype(), shape(labels)));
 }
 
-ValueId Ops::top2_gating(ValueId probs, int64_t capacity) {
-  if (bad({probs})) return kNoValue;
+std::vector<ValueId> Ops::top2_gating(ValueId probs, int64_t capacity) {
+  if (bad({probs})) return {};
   const IVec& s = shape(probs);
-  if (s.size() != 2 || s[1] < 2)
-    return error("top2_gating", "probs must be [tokens, experts] with >= 2 experts, got " +
-                                    type(probs).to_string());
-  if (capacity < 1) return error("top2_gating", "field 'capacity' must be >= 1");
+  if (s.size() != 2 || s[1] < 2) {
+    error("top2_gating",
+          "probs must be [tokens, experts] with >= 2 experts, got " + type(probs).to_string());
+    return {};
+  }
+  if (capacity < 1) {
+    error("top2_gating", "field 'capacity' must be >= 1");
+    return {};
+  }
   Op op;
   op.kind = OpKind::kTop2Gating;
   op.attrs = {{"capacity", capacity}};
   op.space = IndexSpace();
   op.inputs = {{probs, make_proj(0, {{}, {}}, {}, {s[0], s[1]}), false}};
-  op.results = {{-1, make_proj(0, {{}, {}, {}}, {}, {s[0], s[1], capacity}), false}};
-  return emit1(std::move(op), TensorType(type(probs).dtype(), IVec{s[0], s[1], capacity}));
+  auto rp = make_proj(0, {{}, {}, {}}, {}, {s[0], s[1], capacity});
+  op.results = {{-1, rp, false}, {-1, rp, false}};
+  TensorType t(type(probs).dtype(), IVec{s[0], s[1], capacity});
+  return emit(std::move(op), {t, t});
 }
 
 }  // namespace heddle

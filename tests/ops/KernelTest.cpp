@@ -601,7 +601,10 @@ TEST(Kernels, Top2GatingRespectsCapacity) {
   Graph g;
   Ops ops(g);
   ValueId p = ops.input("p", f32({4, 3}));
-  ops.output(ops.top2_gating(p, 2));
+  auto gate = ops.top2_gating(p, 2);
+  ASSERT_EQ(gate.size(), 2u);
+  ops.output(gate[0]);
+  ops.output(gate[1]);
   ASSERT_TRUE(verify(g).empty());
   Tensor probs(DType::kF32, IVec{4, 3});
   // Every token prefers expert 0, then expert 1; expert 0 holds only two tokens.
@@ -616,6 +619,7 @@ TEST(Kernels, Top2GatingRespectsCapacity) {
   for (int64_t k = 0; k < 2; ++k) EXPECT_EQ(c.at(IVec{2, 0, k}), 0.0);  // over capacity: dropped
   EXPECT_NEAR(c.at(IVec{2, 2, 0}), 0.2 / 0.9, 1e-6);  // token 2 still reaches expert 2
   EXPECT_NEAR(c.at(IVec{3, 2, 1}), 0.7 / 0.9, 1e-6);
+  for (int64_t i = 0; i < c.numel(); ++i) EXPECT_EQ(out[1].f32()[i], c.f32()[i] > 0 ? 1.0f : 0.0f);
 }
 
 TEST(Kernels, BadLabelIsADiagnostic) {

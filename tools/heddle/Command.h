@@ -6,7 +6,10 @@
 #include <functional>
 #include <string>
 
+#include "heddle/ir/Graph.h"
+#include "heddle/ops/zoo/Zoo.h"
 #include "heddle/support/Diagnostic.h"
+#include "heddle/support/Result.h"
 
 namespace heddle::cli {
 
@@ -18,6 +21,13 @@ struct Command {
 
 /// Prints a user error to stderr in the `file:line:col: error: ...` form and returns exit code 1.
 int user_error(const Diagnostic& d);
+
+/// MODEL as a zoo name (with overrides and options), else as a text-IR file.
+Result<Graph> resolve_model(const std::string& model, const zoo::ZooOverrides& overrides,
+                            const zoo::ModelOptions& options);
+
+/// Registers --layers --hidden --heads --seq --vocab --batch on `app`, filling `o`.
+void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o);
 
 /// `heddle show`: summary, shape table, text/DOT/JSON export of a model.
 Command add_show_command(CLI::App& root);

@@ -13,6 +13,8 @@
 #include "heddle/ir/TextParser.h"
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/ir/Verifier.h"
+#include "heddle/ops/OpCost.h"
+#include "heddle/ops/zoo/Zoo.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
@@ -21,11 +23,19 @@ namespace {
 
 struct ShowOptions {
   std::string model;
+  bool list = false;
+  zoo::ZooOverrides overrides;
   std::string dot_file;
   std::string text_file;
   bool json = false;
   int limit = 40;
 };
+
+void print_zoo_list() {
+  fmt::print("{:<18} {:<8} {}\n", "model", "family", "description");
+  for (const auto& e : zoo::zoo_entries())
+    fmt::print("{:<18} {:<8} {}\n", e.name, e.family, e.description);
+}
 
 Status write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -87,13 +97,48 @@ void print_summary(const Graph& g, const GraphStats& s, int limit) {
     ValueId r = op.results.empty() ? -1 : op.results[0].value;
     fmt::print("{:<5} {:<14} {:<20} {:<24} {:>10}  {}\n", i, op_kind_name(op.kind),
                r < 0 ? "" : value_ref(g.value(r).name), r < 0 ? "" : g.type(r).to_string(),
-               human_count(op_flops(g, i)), op.space.to_string());
+               human_count(op_cost(g, i).flops), op.space.to_string());
     ++shown;
   }
 }
 
+}  // namespace
+
+Result<Graph> resolve_model(const std::string& model, const zoo::ZooOverrides& overrides,
+                            const zoo::ModelOptions& options) {
+  if (zoo::is_zoo_model(model)) return zoo::build_zoo_model(model, overrides, options);
+  std::ifstream probe(model);
+  if (!probe) return zoo::build_zoo_model(model, overrides, options);  // names the zoo
+  if (overrides.layers || overrides.hidden || overrides.heads || overrides.seq || overrides.vocab ||
+      overrides.batch)
+    return Diagnostic(SourceLoc{model, 0, 0},
+                      "--layers/--hidden/--heads/--seq/--vocab/--batch apply to zoo models only");
+  return parse_graph_file(model);
+}
+
+void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o) {
+  auto opt = [&](const char* flag, std::optional<int64_t>& dst, const char* what) {
+    app->add_option_function<int64_t>(
+        flag, [&dst](const int64_t& v) { dst = v; }, what);
+  };
+  opt("--layers", o.layers, "Zoo models: number of layers");
+  opt("--hidden", o.hidden, "Zoo models: hidden size");
+  opt("--heads", o.heads, "Zoo models: attention heads");
+  opt("--seq", o.seq, "Zoo models: sequence length");
+  opt("--vocab", o.vocab, "Zoo models: vocabulary size");
+  opt("--batch", o.batch, "Zoo models: batch size");
+}
+
+namespace {
+
 int run_show(const ShowOptions& o) {
-  auto parsed = parse_graph_file(o.model);
+  if (o.list) {
+    print_zoo_list();
+    return 0;
+  }
+  if (o.model.empty())
+    return user_error(Diagnostic("give a MODEL (a zoo name or a file), or --list"));
+  auto parsed = resolve_model(o.model, o.overrides, {});
   if (!parsed.ok()) return user_error(parsed.error());
   const Graph& g = *parsed;
   auto diags = verify(g);
@@ -109,6 +154,7 @@ int run_show(const ShowOptions& o) {
   if (!o.text_file.empty())
     if (auto s = write_file(o.text_file, print_graph(g)); !s.ok()) return user_error(s.error());
   GraphStats s = graph_stats(g);
+  s.flops = graph_flops(g);
   if (o.json) {
     nlohmann::json j = {{"graph", g.name()},
                         {"ops", s.ops},
@@ -132,7 +178,9 @@ Command add_show_command(CLI::App& root) {
   auto opts = std::make_shared<ShowOptions>();
   auto* app = root.add_subcommand(
       "show", "Summarize a model: ops, tensors, parameters, FLOPs and a table of its ops.");
-  app->add_option("MODEL", opts->model, "A text-IR file (.hd)")->required();
+  app->add_option("MODEL", opts->model, "A zoo name (see --list) or a text-IR file (.hd)");
+  app->add_flag("--list", opts->list, "List the zoo's models");
+  add_zoo_overrides(app, opts->overrides);
   app->add_option("--dot", opts->dot_file, "Write the graph as Graphviz DOT to FILE");
   app->add_option("--text", opts->text_file, "Write the graph in heddle's text form to FILE");
   app->add_flag("--json", opts->json, "Print one JSON object instead of the text summary");

@@ -1,0 +1,40 @@
+// The zoo registry: named presets (mlp, gpt3-*, megatron-*, llama*, resnet50, vit-b16,
+// gshard-moe, small test sizes) with the overrides of `heddle show`.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "heddle/ops/zoo/Models.h"
+
+namespace heddle::zoo {
+
+/// One zoo entry for `heddle show --list`.
+struct ZooEntry {
+  std::string name;
+  std::string family;       ///< mlp, gpt, llama, resnet, vit, moe
+  std::string description;  ///< sizes and where the preset comes from
+};
+
+/// Overrides of a preset; unset fields keep the preset's value.
+struct ZooOverrides {
+  std::optional<int64_t> layers, hidden, heads, seq, vocab, batch;
+};
+
+/// Every preset, in a stable order.
+const std::vector<ZooEntry>& zoo_entries();
+
+/// True when `name` is a preset.
+bool is_zoo_model(std::string_view name);
+
+/// Builds preset `name` with overrides. Diagnostics: unknown name (listing the presets), an
+/// override the family does not take, inconsistent sizes.
+Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over = {},
+                              const ModelOptions& options = {});
+
+/// The GPT config of a gpt/megatron preset with overrides applied (for formula checks).
+Result<GptConfig> gpt_preset(std::string_view name, const ZooOverrides& over = {});
+
+}  // namespace heddle::zoo

@@ -1,0 +1,122 @@
+#include "heddle/ops/Interpreter.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <random>
+
+#include "heddle/ops/Kernel.h"
+#include "heddle/support/Assert.h"
+
+namespace heddle {
+
+namespace {
+
+// FNV-1a: a hash that is the same on every platform and build.
+uint64_t stable_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+bool ends_with(const std::string& s, const std::string& t) {
+  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+}
+bool starts_with(const std::string& s, const std::string& t) { return s.rfind(t, 0) == 0; }
+
+}  // namespace
+
+Tensor init_param(const std::string& name, const TensorType& type, uint64_t seed) {
+  Tensor t(type);
+  if (t.is_int()) return t;
+  if (name.find("gamma") != std::string::npos || ends_with(name, ".g")) {
+    t.fill(1.0);
+    return t;
+  }
+  bool zero = name.find("beta") != std::string::npos || name.find("bias") != std::string::npos ||
+              ends_with(name, ".b") || starts_with(name, "m.") || starts_with(name, "v.") ||
+              starts_with(name, "vel.") || type.rank() <= 1;
+  if (zero) return t;
+  const IVec& s = type.shape();
+  double fan_in = s.size() == 4 ? static_cast<double>(s[1] * s[2] * s[3])
+                                : static_cast<double>(s.product() / s[s.size() - 1]);
+  double bound = 1.0 / std::sqrt(std::max(fan_in, 1.0));
+  std::mt19937_64 rng(seed ^ stable_hash(name));
+  std::uniform_real_distribution<double> d(-bound, bound);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = static_cast<float>(d(rng));
+  return t;
+}
+
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, int64_t int_hi) {
+  std::vector<Tensor> out;
+  for (ValueId v : g.inputs()) {
+    std::mt19937_64 rng(seed ^ stable_hash(g.value(v).name));
+    Tensor t(g.type(v));
+    if (t.is_int()) {
+      int64_t hi = t.dtype() == DType::kBool ? 2 : int_hi;
+      std::uniform_int_distribution<int64_t> d(0, hi - 1);
+      for (int64_t i = 0; i < t.numel(); ++i) t.i64()[i] = d(rng);
+    } else {
+      std::uniform_real_distribution<double> d(-1.0, 1.0);
+      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = static_cast<float>(d(rng));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Interpreter::Interpreter(const Graph& g, InterpreterOptions options) : g_(g) {
+  if (options.blas_threads > 0) openblas_set_num_threads(options.blas_threads);
+  values_.resize(static_cast<size_t>(g.num_values()));
+  for (ValueId p : g.params()) values_[p] = init_param(g.value(p).name, g.type(p), options.seed);
+}
+
+const Tensor& Interpreter::param(ValueId v) const {
+  HEDDLE_ASSERT(g_.value(v).role == ValueRole::kParam) << g_.value(v).name << " is not a param";
+  return values_[v];
+}
+
+void Interpreter::set_param(ValueId v, Tensor t) {
+  HEDDLE_ASSERT(g_.value(v).role == ValueRole::kParam) << g_.value(v).name << " is not a param";
+  HEDDLE_ASSERT(t.shape() == g_.type(v).shape()) << "set_param " << g_.value(v).name;
+  values_[v] = std::move(t);
+}
+
+const Tensor& Interpreter::value(ValueId v) const {
+  HEDDLE_ASSERT(v >= 0 && v < g_.num_values()) << "value " << v;
+  return values_[v];
+}
+
+Result<std::vector<Tensor>> Interpreter::run(const std::vector<Tensor>& inputs,
+                                             int64_t optimizer_step) {
+  if (inputs.size() != g_.inputs().size())
+    return Diagnostic("the graph takes " + std::to_string(g_.inputs().size()) + " input(s), got " +
+                      std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ValueId v = g_.inputs()[i];
+    if (inputs[i].shape() != g_.type(v).shape() ||
+        inputs[i].is_int() != !dtype_is_float(g_.type(v).dtype()))
+      return Diagnostic("input %" + g_.value(v).name + " must be " + g_.type(v).to_string() +
+                        ", got " + inputs[i].to_string());
+    values_[v] = inputs[i];
+  }
+  kernels::KernelOptions ko;
+  ko.optimizer_step = optimizer_step;
+  for (OpId id = 0; id < g_.num_ops(); ++id) {
+    const Op& op = g_.op(id);
+    std::vector<const Tensor*> in;
+    for (const auto& o : op.inputs) in.push_back(&values_[o.value]);
+    std::vector<Tensor*> out;
+    for (const auto& r : op.results) {
+      values_[r.value] = Tensor(g_.type(r.value));
+      out.push_back(&values_[r.value]);
+    }
+    Status s = kernels::run(op, op.space.box(), in, out, ko);
+    if (!s.ok()) return Diagnostic(g_.loc(id), s.error().message);
+  }
+  std::vector<Tensor> outs;
+  for (ValueId v : g_.outputs()) outs.push_back(values_[v]);
+  return outs;
+}
+
+}  // namespace heddle

@@ -1,0 +1,210 @@
+// The zoo's presets. Sources: GPT-3 sizes as in Alpa's benchmark suite (seq 1024, vocab 51200;
+// gpt3-175b from the GPT-3 paper, seq 2048, vocab 50257); Megatron rows from Narayanan et al.
+// SC'21 Table 1 (vocab 51,200, seq 2,048); Llama 2 / Llama 3 model cards.
+#include "heddle/ops/zoo/Zoo.h"
+
+#include <functional>
+
+#include "heddle/support/Strings.h"
+
+namespace heddle::zoo {
+
+namespace {
+
+struct GptRow {
+  const char* name;
+  int64_t layers, hidden, heads, seq, vocab;
+  const char* source;
+};
+
+const GptRow kGpt[] = {
+    {"gpt-tiny", 2, 64, 4, 32, 128, "small test size"},
+    {"gpt3-1.3b", 24, 2048, 32, 1024, 51200, "Alpa GPT-3 1.3B"},
+    {"gpt3-2.6b", 32, 2560, 32, 1024, 51200, "Alpa GPT-3 2.6B"},
+    {"gpt3-6.7b", 32, 4096, 32, 1024, 51200, "Alpa GPT-3 6.7B"},
+    {"gpt3-15b", 48, 5120, 40, 1024, 51200, "Alpa GPT-3 15B"},
+    {"gpt3-39b", 48, 8192, 64, 1024, 51200, "Alpa GPT-3 39B"},
+    {"gpt3-175b", 96, 12288, 96, 2048, 50257, "GPT-3 paper 175B"},
+    {"megatron-1.7b", 24, 2304, 24, 2048, 51200, "Megatron-LM Table 1"},
+    {"megatron-3.6b", 30, 3072, 32, 2048, 51200, "Megatron-LM Table 1"},
+    {"megatron-7.5b", 36, 4096, 32, 2048, 51200, "Megatron-LM Table 1"},
+    {"megatron-18.4b", 40, 6144, 48, 2048, 51200, "Megatron-LM Table 1"},
+    {"megatron-39.1b", 48, 8192, 64, 2048, 51200, "Megatron-LM Table 1"},
+    {"megatron-76.1b", 60, 10240, 80, 2048, 51200, "Megatron-LM Table 1"},
+    {"megatron-145.6b", 80, 12288, 96, 2048, 51200, "Megatron-LM Table 1"},
+    {"megatron-310.1b", 96, 16384, 128, 2048, 51200, "Megatron-LM Table 1"},
+    {"megatron-529.6b", 105, 20480, 128, 2048, 51200, "Megatron-LM Table 1"},
+    {"megatron-1t", 128, 25600, 160, 2048, 51200, "Megatron-LM Table 1 (1008B)"},
+};
+
+struct LlamaRow {
+  const char* name;
+  int64_t layers, hidden, heads, kv_heads, ffn, vocab, seq;
+  double theta;
+  const char* source;
+};
+
+const LlamaRow kLlama[] = {
+    {"llama-tiny", 2, 64, 4, 2, 172, 128, 32, 10000.0, "small test size"},
+    {"llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096, 10000.0, "Llama 2 model card, 6.74B"},
+    {"llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096, 10000.0, "Llama 2 model card, 69.0B"},
+    {"llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, 500000.0,
+     "Llama 3.1 model card, 405B"},
+};
+
+std::vector<ZooEntry> make_entries() {
+  std::vector<ZooEntry> e;
+  e.push_back({"mlp", "mlp", "784-512-512-10 classifier, batch 64 (examples/mlp.hd)"});
+  for (const auto& r : kGpt)
+    e.push_back({r.name, "gpt",
+                 "l=" + std::to_string(r.layers) + " h=" + std::to_string(r.hidden) +
+                     " heads=" + std::to_string(r.heads) + " s=" + std::to_string(r.seq) +
+                     " V=" + std::to_string(r.vocab) + " (" + r.source + ")"});
+  for (const auto& r : kLlama)
+    e.push_back({r.name, "llama",
+                 "l=" + std::to_string(r.layers) + " h=" + std::to_string(r.hidden) +
+                     " heads=" + std::to_string(r.heads) + "/" + std::to_string(r.kv_heads) +
+                     " kv ffn=" + std::to_string(r.ffn) + " V=" + std::to_string(r.vocab) + " (" +
+                     r.source + ")"});
+  e.push_back({"resnet50", "resnet", "ResNet-50 v1.5, 224x224, 1000 classes (25.6M)"});
+  e.push_back({"vit-b16", "vit", "ViT-B/16, 224x224, 1000 classes (86.6M)"});
+  e.push_back({"gshard-moe", "moe", "GShard MoE: l=12 h=768 heads=12, 8 experts, top-2"});
+  e.push_back({"moe-tiny", "moe", "small test size, 4 experts, top-2"});
+  return e;
+}
+
+// Applies the overrides named in `allowed`; any other set override is an error.
+Status apply(const ZooOverrides& o, std::string_view model,
+             std::initializer_list<const char*> allowed,
+             std::initializer_list<std::pair<const char*, int64_t*>> fields) {
+  const std::pair<const char*, const std::optional<int64_t>*> all[] = {
+      {"layers", &o.layers}, {"hidden", &o.hidden}, {"heads", &o.heads},
+      {"seq", &o.seq},       {"vocab", &o.vocab},   {"batch", &o.batch}};
+  for (auto [name, val] : all) {
+    if (!val->has_value()) continue;
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || std::string_view(a) == name;
+    if (!ok)
+      return Diagnostic("override --" + std::string(name) + " does not apply to model '" +
+                        std::string(model) + "'");
+    for (auto [f, dst] : fields)
+      if (std::string_view(f) == name) *dst = **val;
+  }
+  return {};
+}
+
+}  // namespace
+
+const std::vector<ZooEntry>& zoo_entries() {
+  static const std::vector<ZooEntry> e = make_entries();
+  return e;
+}
+
+bool is_zoo_model(std::string_view name) {
+  for (const auto& e : zoo_entries())
+    if (e.name == name) return true;
+  return false;
+}
+
+Result<GptConfig> gpt_preset(std::string_view name, const ZooOverrides& over) {
+  for (const auto& r : kGpt) {
+    if (name != r.name) continue;
+    GptConfig c;
+    c.layers = r.layers;
+    c.hidden = r.hidden;
+    c.heads = r.heads;
+    c.seq = r.seq;
+    c.vocab = r.vocab;
+    c.batch = name == "gpt-tiny" ? 2 : 1;
+    HEDDLE_TRY(apply(over, name, {"layers", "hidden", "heads", "seq", "vocab", "batch"},
+                     {{"layers", &c.layers},
+                      {"hidden", &c.hidden},
+                      {"heads", &c.heads},
+                      {"seq", &c.seq},
+                      {"vocab", &c.vocab},
+                      {"batch", &c.batch}}));
+    return c;
+  }
+  return Diagnostic("'" + std::string(name) + "' is not a GPT preset");
+}
+
+Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
+                              const ModelOptions& options) {
+  const std::initializer_list<const char*> kLm = {"layers", "hidden", "heads",
+                                                  "seq",    "vocab",  "batch"};
+  if (name == "mlp") {
+    MlpConfig c;
+    HEDDLE_TRY(apply(over, name, {"layers", "hidden", "batch"},
+                     {{"layers", &c.layers}, {"hidden", &c.hidden}, {"batch", &c.batch}}));
+    return build_mlp(c, options);
+  }
+  for (const auto& r : kGpt)
+    if (name == r.name) {
+      auto c = gpt_preset(name, over);
+      HEDDLE_TRY(c);
+      return build_gpt(*c, options);
+    }
+  for (const auto& r : kLlama)
+    if (name == r.name) {
+      LlamaConfig c;
+      c.layers = r.layers;
+      c.hidden = r.hidden;
+      c.heads = r.heads;
+      c.kv_heads = r.kv_heads;
+      c.ffn = r.ffn;
+      c.vocab = r.vocab;
+      c.seq = r.seq;
+      c.rope_theta = r.theta;
+      c.batch = name == "llama-tiny" ? 2 : 1;
+      HEDDLE_TRY(apply(over, name, kLm,
+                       {{"layers", &c.layers},
+                        {"hidden", &c.hidden},
+                        {"heads", &c.heads},
+                        {"seq", &c.seq},
+                        {"vocab", &c.vocab},
+                        {"batch", &c.batch}}));
+      if (over.heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
+      return build_llama(c, options);
+    }
+  if (name == "resnet50") {
+    ResNetConfig c;
+    HEDDLE_TRY(apply(over, name, {"batch"}, {{"batch", &c.batch}}));
+    return build_resnet50(c, options);
+  }
+  if (name == "vit-b16") {
+    VitConfig c;
+    HEDDLE_TRY(apply(
+        over, name, {"layers", "hidden", "heads", "batch"},
+        {{"layers", &c.layers}, {"hidden", &c.hidden}, {"heads", &c.heads}, {"batch", &c.batch}}));
+    return build_vit(c, options);
+  }
+  if (name == "gshard-moe" || name == "moe-tiny") {
+    MoeConfig c;
+    if (name == "gshard-moe") {
+      c.layers = 12;
+      c.hidden = 768;
+      c.heads = 12;
+      c.experts = 8;
+      c.ffn = 3072;
+      c.seq = 1024;
+      c.vocab = 32000;
+    } else {
+      c.batch = 2;
+    }
+    HEDDLE_TRY(apply(over, name, kLm,
+                     {{"layers", &c.layers},
+                      {"hidden", &c.hidden},
+                      {"heads", &c.heads},
+                      {"seq", &c.seq},
+                      {"vocab", &c.vocab},
+                      {"batch", &c.batch}}));
+    return build_moe(c, options);
+  }
+  std::vector<std::string> names;
+  for (const auto& e : zoo_entries()) names.push_back(e.name);
+  return Diagnostic(
+      "unknown model '" + std::string(name) +
+      "': not a zoo name (heddle show --list) and not a file; zoo: " + join(names, ", "));
+}
+
+}  // namespace heddle::zoo

@@ -1,0 +1,137 @@
+// The zoo: every preset builds and verifies; parameter counts equal the published numbers; small
+// presets run in the interpreter; bad configs name the field and the constraint.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "heddle/ir/GraphStats.h"
+#include "heddle/ops/Interpreter.h"
+#include "heddle/ops/OpCost.h"
+#include "heddle/ops/zoo/Zoo.h"
+
+namespace heddle {
+namespace {
+
+int64_t params(const Graph& g) { return graph_stats(g).parameters; }
+
+TEST(Zoo, EveryPresetBuildsAndVerifies) {
+  for (const auto& e : zoo::zoo_entries()) {
+    SCOPED_TRACE(e.name);
+    auto g = zoo::build_zoo_model(e.name);
+    ASSERT_TRUE(g.ok()) << g.error().to_string();
+    EXPECT_GT(params(*g), 0);
+    EXPECT_GT(graph_flops(*g), 0);
+    ASSERT_EQ(g->outputs().size(), 1u);
+  }
+}
+
+TEST(Zoo, GptPresetsMatchTheMegatronFormula) {
+  // Megatron's P = 12 l h^2 (1 + 13/(12h) + (V+s)/(12 l h)) counts every weight but the final
+  // LayerNorm (2h), which the graph has.
+  for (const auto& e : zoo::zoo_entries()) {
+    if (e.family != "gpt") continue;
+    SCOPED_TRACE(e.name);
+    auto c = zoo::gpt_preset(e.name);
+    ASSERT_TRUE(c.ok());
+    auto g = zoo::build_gpt(*c);
+    ASSERT_TRUE(g.ok());
+    double l = double(c->layers), h = double(c->hidden), V = double(c->vocab), s = double(c->seq);
+    double formula = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h));
+    EXPECT_EQ(zoo::megatron_parameters(*c), std::llround(formula));
+    EXPECT_EQ(params(*g), zoo::megatron_parameters(*c) + 2 * c->hidden);
+  }
+}
+
+TEST(Zoo, MegatronRowsReproduceTable1) {
+  // First column of Narayanan et al. Table 1, in billions (one decimal; 1008 for the last row).
+  const std::pair<const char*, double> rows[] = {
+      {"megatron-1.7b", 1.7},     {"megatron-3.6b", 3.6},     {"megatron-7.5b", 7.5},
+      {"megatron-18.4b", 18.4},   {"megatron-39.1b", 39.1},   {"megatron-76.1b", 76.1},
+      {"megatron-145.6b", 145.6}, {"megatron-310.1b", 310.1}, {"megatron-529.6b", 529.6},
+      {"megatron-1t", 1008.0}};
+  for (auto [name, billions] : rows) {
+    auto c = zoo::gpt_preset(name);
+    ASSERT_TRUE(c.ok());
+    double p = double(zoo::megatron_parameters(*c)) / 1e9;
+    double digits = billions >= 1000 ? 1.0 : 10.0;
+    EXPECT_EQ(std::round(p * digits) / digits, billions) << name << " " << p;
+  }
+}
+
+TEST(Zoo, PublishedParameterCounts) {
+  auto llama = zoo::build_zoo_model("llama2-7b");
+  ASSERT_TRUE(llama.ok());
+  EXPECT_EQ(params(*llama), 6738415616);  // 6.74B (Llama 2 paper / model card)
+  auto rn = zoo::build_zoo_model("resnet50");
+  ASSERT_TRUE(rn.ok());
+  EXPECT_EQ(params(*rn), 25557032);  // torchvision resnet50: 25.6M
+  auto vit = zoo::build_zoo_model("vit-b16");
+  ASSERT_TRUE(vit.ok());
+  EXPECT_EQ(params(*vit), 86567656);  // timm vit_base_patch16_224: 86.6M
+  auto l70 = zoo::build_zoo_model("llama2-70b");
+  ASSERT_TRUE(l70.ok());
+  EXPECT_NEAR(double(params(*l70)) / 1e9, 68.98, 0.01);
+  auto l405 = zoo::build_zoo_model("llama3-405b");
+  ASSERT_TRUE(l405.ok());
+  EXPECT_NEAR(double(params(*l405)) / 1e9, 405.9, 0.1);
+}
+
+TEST(Zoo, SmallPresetsRunInTheInterpreter) {
+  for (const char* name : {"mlp", "gpt-tiny", "llama-tiny", "moe-tiny"}) {
+    SCOPED_TRACE(name);
+    zoo::ModelOptions mo;
+    mo.with_loss = true;
+    zoo::ZooOverrides ov;
+    if (std::string(name) == "mlp") ov.batch = 4;
+    auto g = zoo::build_zoo_model(name, ov, mo);
+    ASSERT_TRUE(g.ok()) << g.error().to_string();
+    Interpreter it(*g);
+    auto r = it.run(random_inputs(*g, 1, 10));
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    float loss = (*r)[0].f32()[0];
+    EXPECT_TRUE(std::isfinite(loss));
+    EXPECT_GT(loss, 0.5);  // near log(classes) at initialisation
+  }
+}
+
+TEST(Zoo, OverridesAndBadConfigs) {
+  zoo::ZooOverrides o;
+  o.layers = 3;
+  o.hidden = 96;
+  o.heads = 6;
+  auto g = zoo::build_zoo_model("gpt-tiny", o);
+  ASSERT_TRUE(g.ok());
+  auto c = zoo::gpt_preset("gpt-tiny", o);
+  EXPECT_EQ(params(*g), zoo::megatron_parameters(*c) + 2 * 96);
+
+  o.heads = 5;
+  auto bad = zoo::build_zoo_model("gpt-tiny", o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("hidden 96 is not divisible by heads 5"), std::string::npos)
+      << bad.error().message;
+
+  zoo::ZooOverrides v;
+  v.vocab = 10;
+  auto r = zoo::build_zoo_model("resnet50", v);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("--vocab does not apply"), std::string::npos);
+
+  zoo::ZooOverrides l;
+  l.layers = 0;
+  auto z = zoo::build_zoo_model("llama-tiny", l);
+  ASSERT_FALSE(z.ok());
+  EXPECT_NE(z.error().message.find("'layers' must be >= 1"), std::string::npos);
+
+  auto u = zoo::build_zoo_model("gpt-5");
+  ASSERT_FALSE(u.ok());
+  EXPECT_NE(u.error().message.find("unknown model 'gpt-5'"), std::string::npos);
+
+  zoo::MlpConfig m;
+  m.activation = "swish";
+  auto a = zoo::build_mlp(m);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message.find("'activation'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace heddle
