@@ -28,6 +28,13 @@ class ListRun {
     busy_.assign(p_.num_devices, false);
     mem_.assign(p_.num_devices, 0.0);
     sched_ = Schedule{m_, nb_, std::vector<double>(n, -1.0)};
+    if (opt_.protect_earlier) {
+      need_.assign(m_, std::vector<double>(p_.num_devices, 0.0));
+      left_.assign(m_, nb_);
+      for (int i = 0; i < m_; ++i)
+        for (const Block& b : p_.blocks)
+          for (int d : b.devices) need_[i][d] += std::max(0.0, b.memory);
+    }
     for (int op = 0; op < n; ++op)
       if (waiting_[op] == 0) release(op);
     int started = 0;
@@ -63,9 +70,28 @@ class ListRun {
   bool fits(int op) const {
     const Block& b = p_.blocks[op % nb_];
     if (b.memory <= 0 || opt_.memory_limit.empty()) return true;
-    for (int d : b.devices)
-      if (mem_[d] + b.memory > opt_.memory_limit[d] + kTimeEpsilon) return false;
+    const int micro = op / nb_;
+    for (int d : b.devices) {
+      double reserved = 0;
+      if (opt_.protect_earlier) {
+        for (int j : active_) {
+          if (j >= micro) break;
+          reserved += need_[j][d];
+        }
+      }
+      if (mem_[d] + b.memory + reserved > opt_.memory_limit[d] + kTimeEpsilon) return false;
+    }
     return true;
+  }
+
+  /// Books the start of `op` for protect_earlier.
+  void account(int op) {
+    if (!opt_.protect_earlier) return;
+    const int micro = op / nb_;
+    const Block& b = p_.blocks[op % nb_];
+    for (int d : b.devices) need_[micro][d] -= std::max(0.0, b.memory);
+    if (left_[micro] == nb_) active_.insert(micro);
+    if (--left_[micro] == 0) active_.erase(micro);
   }
 
   /// Starts operations at `now` until no free device has a startable one; returns how many.
@@ -102,6 +128,7 @@ class ListRun {
         busy_[d] = true;
         mem_[d] += b.memory;
       }
+      account(op);
       sched_.start[op] = now;
       events_.push({now + b.span, op});
       ++started;
@@ -119,6 +146,9 @@ class ListRun {
   std::vector<std::set<Entry>> ready_;
   std::vector<bool> busy_;
   std::vector<double> mem_;
+  std::vector<std::vector<double>> need_;  // positive memory micro-batch i has yet to take on d
+  std::vector<int> left_;                  // blocks of micro-batch i not started
+  std::set<int> active_;                   // micro-batches started and not fully started
   Schedule sched_;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> events_;
 };
