@@ -2,6 +2,7 @@
 // bad input.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -23,11 +24,14 @@ std::string read(const std::string& path) {
   return ss.str();
 }
 
-std::string tmp(const std::string& name) { return ::testing::TempDir() + "/heddle_cli_" + name; }
+// Per-process names: ctest runs the tests of this file in parallel processes.
+std::string tmp(const std::string& name) {
+  return ::testing::TempDir() + "/heddle_cli_" + std::to_string(getpid()) + "_" + name;
+}
 
 CliRun heddle(const std::string& args) {
   const char* bin = std::getenv("HEDDLE_BINARY_DIR");
-  std::string exe = std::string(bin ? bin : "build") + "/tools/heddle/heddle";
+  std::string exe = bin ? std::string(bin) + "/tools/heddle/heddle" : std::string(HEDDLE_EXE);
   std::string out = tmp("out.txt"), err = tmp("err.txt");
   int status = std::system((exe + " " + args + " >" + out + " 2>" + err).c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read(out), read(err)};

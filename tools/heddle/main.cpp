@@ -1,10 +1,9 @@
 // Entry point of the `heddle` command: wires the subcommands together and maps failures onto the
 // exit codes of the CLI contract (0 ok, 1 user error, 2 internal error).
-#include <unistd.h>
-
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <unistd.h>
 #include <vector>
 
 #include "Command.h"
@@ -27,9 +26,8 @@ extern "C" void on_abort(int) { _exit(2); }
 
 int main(int argc, char** argv) {
   std::signal(SIGABRT, on_abort);
-  CLI::App app{
-      "heddle: one tensor program, many devices. Plans, simulates and runs partitioned "
-      "tensor programs."};
+  CLI::App app{"heddle: one tensor program, many devices. Plans, simulates and runs partitioned "
+               "tensor programs."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "heddle 0.1.0");
   std::vector<heddle::cli::Command> commands = {
