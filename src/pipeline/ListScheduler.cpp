@@ -55,7 +55,12 @@ class ListRun {
 
  private:
   void release(int op) {
-    for (int d : p_.blocks[op % nb_].devices) ready_[d].insert({key_[op], op});
+    const Block& b = p_.blocks[op % nb_];
+    if (b.devices.size() > 1) {
+      multi_.insert({key_[op], op});
+    } else {
+      ready_[b.devices[0]].insert({key_[op], op});
+    }
   }
 
   void finish(int op) {
@@ -95,17 +100,39 @@ class ListRun {
   }
 
   /// Starts operations at `now` until no free device has a startable one; returns how many.
+  /// Candidates are each free device's best-priority ready single-device operation that fits in
+  /// memory, and the best ready multi-device operation that fits and finds all its devices free;
+  /// the best candidate starts. With `reserve`, the best fitting multi-device operation that
+  /// waits for a busy device holds its idle devices, so lower priorities cannot starve it.
   int dispatch(double now) {
     std::vector<bool> reserved(p_.num_devices, false);
-    std::set<int> blocked;
     int started = 0;
+    auto all_free = [&](const Block& b) {
+      for (int x : b.devices)
+        if (busy_[x] || reserved[x]) return false;
+      return true;
+    };
     while (true) {
       bool found = false;
       Entry best{0, -1};
+      for (const Entry& e : multi_) {
+        if (!fits(e.second)) continue;
+        const Block& b = p_.blocks[e.second % nb_];
+        if (all_free(b)) {
+          best = e;
+          found = true;
+          break;
+        }
+        if (opt_.reserve) {
+          for (int x : b.devices)
+            if (!busy_[x]) reserved[x] = true;
+          break;
+        }
+      }
       for (int d = 0; d < p_.num_devices; ++d) {
         if (busy_[d] || reserved[d]) continue;
         for (const Entry& e : ready_[d]) {
-          if (blocked.count(e.second) || !fits(e.second)) continue;
+          if (!fits(e.second)) continue;
           if (!found || e < best) best = e;
           found = true;
           break;
@@ -114,17 +141,12 @@ class ListRun {
       if (!found) break;
       const int op = best.second;
       const Block& b = p_.blocks[op % nb_];
-      bool all_free = true;
-      for (int d : b.devices) all_free = all_free && !busy_[d] && !reserved[d];
-      if (!all_free) {
-        blocked.insert(op);
-        if (opt_.reserve)
-          for (int d : b.devices)
-            if (!busy_[d]) reserved[d] = true;
-        continue;
+      if (b.devices.size() > 1) {
+        multi_.erase(best);
+      } else {
+        ready_[b.devices[0]].erase(best);
       }
       for (int d : b.devices) {
-        ready_[d].erase(best);
         busy_[d] = true;
         mem_[d] += b.memory;
       }
@@ -143,7 +165,8 @@ class ListRun {
   const ListOptions& opt_;
   std::vector<std::vector<int>> succ_;
   std::vector<int> waiting_;
-  std::vector<std::set<Entry>> ready_;
+  std::vector<std::set<Entry>> ready_;  // ready single-device operations, per device
+  std::set<Entry> multi_;               // ready multi-device operations
   std::vector<bool> busy_;
   std::vector<double> mem_;
   std::vector<std::vector<double>> need_;  // positive memory micro-batch i has yet to take on d

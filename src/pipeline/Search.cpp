@@ -249,19 +249,29 @@ Result<SearchResult> search_schedule(const Placement& p, int m, double memory_li
   for (double period : periods) {
     if (extra >= options.extra_periods || elapsed() > options.time_limit_s) break;
     if (extra >= 0) ++extra;
+    // Every unit is tried directly; the list schedules start from the unit with the shortest
+    // latency (one micro-batch's span), which keeps the least memory in flight.
+    std::optional<RepeatingUnit> shortest;
+    double shortest_latency = 0;
     for (const auto& [order, multi] : orders) {
       auto unit = modulo_schedule(p, period, order, multi);
       if (!unit) continue;
       Schedule direct = unroll(*unit, m);
       if (extra < 0 && validate_schedule(p, direct, memory_limit).ok()) extra = 0;
       best.offer("unit", direct, period);
-      for (const ListOptions& o : variants) {
-        auto s = list_schedule(p, m, unit_keys(unit->offset, period, m), o);
-        if (!s) continue;
-        auto offset = unit->offset;
-        best.offer("unit+list", *s, period,
-                   [&p, m, offset, period, o] { return list_slope(p, m, offset, period, o); });
+      double latency = compute_stats(p, unroll(*unit, 1)).makespan;
+      if (!shortest || latency < shortest_latency) {
+        shortest = unit;
+        shortest_latency = latency;
       }
+    }
+    if (!shortest) continue;
+    for (const ListOptions& o : variants) {
+      auto s = list_schedule(p, m, unit_keys(shortest->offset, period, m), o);
+      if (!s) continue;
+      auto offset = shortest->offset;
+      best.offer("unit+list", *s, period,
+                 [&p, m, offset, period, o] { return list_slope(p, m, offset, period, o); });
     }
   }
   // Plain list scheduling by earliest start, micro-batches spaced by the period bound.
