@@ -151,13 +151,15 @@ Result<BaselineSchedule> build_baseline(std::string_view name, const Placement& 
   auto ok = applicable_baselines(p, m);
   if (std::find(ok.begin(), ok.end(), name) == ok.end()) {
     std::string why = name == "interleaved" && p.family == "interleaved"
-                          ? fmt::format(" (it needs the micro-batch count {} to be a multiple of "
-                                        "the device count {})",
-                                        m, p.num_devices)
+                          ? fmt::format(
+                                " (it needs the micro-batch count {} to be a multiple of "
+                                "the device count {})",
+                                m, p.num_devices)
                           : "";
-    return Diagnostic(fmt::format("baseline '{}' does not apply to placement '{}'{}; baselines "
-                                  "that apply: {}",
-                                  name, p.name, why, join(ok, ", ")));
+    return Diagnostic(
+        fmt::format("baseline '{}' does not apply to placement '{}'{}; baselines "
+                    "that apply: {}",
+                    name, p.name, why, join(ok, ", ")));
   }
   const int P = p.num_devices;
   if (name == "gpipe") return gpipe(p, m);
@@ -174,8 +176,7 @@ Result<BaselineSchedule> build_baseline(std::string_view name, const Placement& 
   if (name == "chimera") {
     // Both directions share each device: p + 1 half micro-batches in flight (1F1B per direction).
     auto rank = [](const Block& b) { return b.type == "forward" ? 1 : 0; };
-    return BaselineSchedule{"chimera", greedy(p, m, rank, [&](int) { return P + 1; }),
-                            max_load(p)};
+    return BaselineSchedule{"chimera", greedy(p, m, rank, [&](int) { return P + 1; }), max_load(p)};
   }
   return sequential_schedule(p, m);
 }

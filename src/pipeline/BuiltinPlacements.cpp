@@ -89,7 +89,8 @@ Placement make_vshape_zb(int p, double f_span, double b_span, double w_span) {
   HEDDLE_ASSERT(p >= 1);
   Builder bld("vshape-zb", "vshape-zb", p);
   std::vector<int> ids;
-  for (int d = 0; d < p; ++d) ids.push_back(bld.add(fmt::format("f{}", d), kForward, f_span, 1, {d}));
+  for (int d = 0; d < p; ++d)
+    ids.push_back(bld.add(fmt::format("f{}", d), kForward, f_span, 1, {d}));
   for (int d = p - 1; d >= 0; --d) {
     ids.push_back(bld.add(fmt::format("b{}", d), kBackward, b_span, 0, {d}));
   }
@@ -126,8 +127,10 @@ Placement make_kshape(int p, double f_span, double b_span) {
   Builder bld("kshape", "kshape", p);
   const int h = p / 2;
   std::vector<int> fa, fb, ba, bb;
-  for (int d = 0; d < h; ++d) fa.push_back(bld.add(fmt::format("fa{}", d), kForward, f_span, 1, {d}));
-  for (int d = h; d < p; ++d) fb.push_back(bld.add(fmt::format("fb{}", d), kForward, f_span, 1, {d}));
+  for (int d = 0; d < h; ++d)
+    fa.push_back(bld.add(fmt::format("fa{}", d), kForward, f_span, 1, {d}));
+  for (int d = h; d < p; ++d)
+    fb.push_back(bld.add(fmt::format("fb{}", d), kForward, f_span, 1, {d}));
   int fj = bld.add("f_join", kForward, 1, 1, bld.all());
   int bj = bld.add("b_join", kBackward, 1, -1, bld.all());
   for (int d = h - 1; d >= 0; --d) {
@@ -188,23 +191,25 @@ Result<Placement> builtin_placement(std::string_view spec, int devices) {
     std::optional<int64_t> v;
     if (spec.size() > 12 && spec[11] == ':') v = parse_int(spec.substr(12));
     if (!v || *v < 1 || *v > 64) {
-      return Diagnostic(fmt::format("placement '{}': write interleaved:V with V the number of "
-                                    "model chunks per device, 1 to 64 (e.g. interleaved:2)",
-                                    spec));
+      return Diagnostic(
+          fmt::format("placement '{}': write interleaved:V with V the number of "
+                      "model chunks per device, 1 to 64 (e.g. interleaved:2)",
+                      spec));
     }
     return make_interleaved(devices, static_cast<int>(*v));
   }
   if (spec == "xshape" || spec == "nnshape" || spec == "kshape") {
     if (devices < 2) {
-      return Diagnostic(fmt::format("placement '{}' needs at least 2 devices, got {}", spec,
-                                    devices));
+      return Diagnostic(
+          fmt::format("placement '{}' needs at least 2 devices, got {}", spec, devices));
     }
     if (spec == "xshape") return make_xshape(devices);
     if (spec == "nnshape") return make_nnshape(devices);
     if (devices % 2) {
-      return Diagnostic(fmt::format("placement 'kshape' splits the devices into two equal "
-                                    "branches; use an even device count, not {}",
-                                    devices));
+      return Diagnostic(
+          fmt::format("placement 'kshape' splits the devices into two equal "
+                      "branches; use an even device count, not {}",
+                      devices));
     }
     return make_kshape(devices);
   }

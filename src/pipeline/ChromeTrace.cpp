@@ -18,14 +18,15 @@ std::string chrome_trace_json(const Placement& p, const Schedule& s) {
     const Block& b = p.blocks[op % s.blocks];
     const int micro = op / s.blocks;
     for (int d : b.devices) {
-      events.push_back({{"name", b.name + " #" + std::to_string(micro)},
-                        {"cat", b.type},
-                        {"ph", "X"},
-                        {"ts", s.start[op] * kMicrosPerUnit},
-                        {"dur", b.span * kMicrosPerUnit},
-                        {"pid", d},
-                        {"tid", d},
-                        {"args", {{"micro_batch", micro}, {"block", b.name}, {"memory", b.memory}}}});
+      events.push_back(
+          {{"name", b.name + " #" + std::to_string(micro)},
+           {"cat", b.type},
+           {"ph", "X"},
+           {"ts", s.start[op] * kMicrosPerUnit},
+           {"dur", b.span * kMicrosPerUnit},
+           {"pid", d},
+           {"tid", d},
+           {"args", {{"micro_batch", micro}, {"block", b.name}, {"memory", b.memory}}}});
     }
   }
   nlohmann::json trace = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};

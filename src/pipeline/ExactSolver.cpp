@@ -80,9 +80,10 @@ Result<ExactResult> solve_exact(const Placement& p, int m, double memory_limit,
   for (int b = 0; b < nb; ++b) vars += std::max(0, horizon - tail[b] - span[b] - head[b] + 1);
   vars *= m;
   if (vars > options.max_variables) {
-    return Diagnostic(fmt::format("the exact method would need {} variables (limit {}); use fewer "
-                                  "devices or micro-batches",
-                                  vars, options.max_variables));
+    return Diagnostic(
+        fmt::format("the exact method would need {} variables (limit {}); use fewer "
+                    "devices or micro-batches",
+                    vars, options.max_variables));
   }
 
   Program prog;
@@ -98,7 +99,8 @@ Result<ExactResult> solve_exact(const Placement& p, int m, double memory_limit,
   }
   auto x = [&](int op, int t) { return first_col[op] + (t - first_t[op]); };
   auto starts_by = [&](int op, int t, double coef, std::vector<std::pair<int, double>>& terms) {
-    for (int tau = first_t[op]; tau <= std::min(t, last_t[op]); ++tau) terms.push_back({x(op, tau), coef});
+    for (int tau = first_t[op]; tau <= std::min(t, last_t[op]); ++tau)
+      terms.push_back({x(op, tau), coef});
   };
   for (int op = 0; op < n; ++op) {
     std::vector<std::pair<int, double>> once, end;
@@ -106,7 +108,8 @@ Result<ExactResult> solve_exact(const Placement& p, int m, double memory_limit,
     prog.add_row(once, 1, 1);
     if (succ[op % nb].empty()) {
       end.push_back({cmax, 1.0});
-      for (int t = first_t[op]; t <= last_t[op]; ++t) end.push_back({x(op, t), -(t + span[op % nb])});
+      for (int t = first_t[op]; t <= last_t[op]; ++t)
+        end.push_back({x(op, t), -(t + span[op % nb])});
       prog.add_row(end, 0, COIN_DBL_MAX);
     }
   }

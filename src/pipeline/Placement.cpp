@@ -16,7 +16,8 @@ namespace heddle::pipeline {
 namespace {
 
 std::string number(double v) {
-  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{}", static_cast<long long>(v));
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    return fmt::format("{}", static_cast<long long>(v));
   return fmt::format("{}", v);
 }
 
@@ -62,16 +63,16 @@ size_t Placement::hash() const {
 Status check_placement(const Placement& p, const std::string& file) {
   SourceLoc loc{file, 0, 0};
   if (p.num_devices < 1) {
-    return Diagnostic(loc, fmt::format("the placement needs at least one device, got {}",
-                                       p.num_devices));
+    return Diagnostic(
+        loc, fmt::format("the placement needs at least one device, got {}", p.num_devices));
   }
   if (p.blocks.empty()) return Diagnostic(loc, "the placement has no blocks");
   std::set<std::string> names;
   for (const Block& b : p.blocks) {
     if (b.name.empty()) return Diagnostic(loc, "a block has an empty name; give every block one");
     if (!names.insert(b.name).second) {
-      return Diagnostic(loc, fmt::format("block name '{}' is used twice; names must be unique",
-                                         b.name));
+      return Diagnostic(loc,
+                        fmt::format("block name '{}' is used twice; names must be unique", b.name));
     }
     if (!(b.span > 0) || !std::isfinite(b.span)) {
       return Diagnostic(loc, fmt::format("block '{}' has span {}; spans must be positive", b.name,
@@ -139,7 +140,7 @@ Status check_placement(const Placement& p, const std::string& file) {
     }
     std::vector<std::string> cycle;
     for (size_t i = path.size(); i-- > at[cur];) cycle.push_back(p.blocks[path[i]].name);
-    cycle.push_back(p.blocks[cur].name);
+    cycle.push_back(cycle.front());
     return Diagnostic(loc, fmt::format("the dependencies have a cycle: {}; dependencies must "
                                        "form a DAG",
                                        join(cycle, " -> ")));

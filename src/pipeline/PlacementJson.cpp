@@ -40,8 +40,9 @@ Result<Placement> parse_placement_json(std::string_view text, const std::string&
     size_t byte = e.byte > 0 ? e.byte - 1 : 0;
     std::string what = e.what();
     auto colon = what.rfind(": ");
-    return Diagnostic(locate(text, byte, file),
-                      "invalid JSON: " + (colon == std::string::npos ? what : what.substr(colon + 2)));
+    return Diagnostic(
+        locate(text, byte, file),
+        "invalid JSON: " + (colon == std::string::npos ? what : what.substr(colon + 2)));
   }
   if (!j.is_object()) return err("a placement file must hold a JSON object");
   Placement p;
@@ -96,9 +97,10 @@ Result<Placement> parse_placement_json(std::string_view text, const std::string&
       if (!d.is_number_integer()) return err(at + ": \"devices\" must hold integers");
       long long dev = d.get<long long>();
       if (dev < 0 || dev >= p.num_devices) {
-        return err(fmt::format("{} is on device {}, which does not exist: the placement has {} "
-                               "devices (0 to {})",
-                               at, dev, p.num_devices, p.num_devices - 1));
+        return err(
+            fmt::format("{} is on device {}, which does not exist: the placement has {} "
+                        "devices (0 to {})",
+                        at, dev, p.num_devices, p.num_devices - 1));
       }
       blk.devices.push_back(static_cast<int>(dev));
     }
@@ -116,7 +118,8 @@ Result<Placement> parse_placement_json(std::string_view text, const std::string&
       }
       std::string a = d[0].get<std::string>(), b = d[1].get<std::string>();
       for (const auto& n : {a, b})
-        if (!index.count(n)) return err(fmt::format("{} names block '{}', which is not defined", at, n));
+        if (!index.count(n))
+          return err(fmt::format("{} names block '{}', which is not defined", at, n));
       p.deps.push_back({index[a], index[b]});
     }
   }

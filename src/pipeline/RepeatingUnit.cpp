@@ -15,9 +15,15 @@ namespace {
 class ModuloScheduler {
  public:
   ModuloScheduler(const Placement& p, double period, const std::vector<int>& order)
-      : p_(p), period_(period), order_(order), pred_(predecessors(p)), succ_(successors(p)),
-        on_device_(p.num_devices), offset_(p.blocks.size(), 0.0),
-        placed_(p.blocks.size(), false), last_forced_(p.blocks.size(), -1.0) {
+      : p_(p),
+        period_(period),
+        order_(order),
+        pred_(predecessors(p)),
+        succ_(successors(p)),
+        on_device_(p.num_devices),
+        offset_(p.blocks.size(), 0.0),
+        placed_(p.blocks.size(), false),
+        last_forced_(p.blocks.size(), -1.0) {
     for (size_t b = 0; b < p.blocks.size(); ++b)
       for (int d : p.blocks[b].devices) on_device_[d].push_back(static_cast<int>(b));
   }
@@ -72,7 +78,8 @@ class ModuloScheduler {
       // Jump to the end of the clashing block, in the copy that overlaps s.
       double rel = std::fmod(s - offset_[c], period_);
       if (rel < 0) rel += period_;
-      double jump = rel < p_.blocks[c].span ? p_.blocks[c].span - rel : period_ - rel + p_.blocks[c].span;
+      double jump =
+          rel < p_.blocks[c].span ? p_.blocks[c].span - rel : period_ - rel + p_.blocks[c].span;
       s += std::max(jump, kTimeEpsilon);
     }
     if (!found) {
@@ -153,7 +160,8 @@ class ReserveFirst {
 
  private:
   void reserve(int b, double s) {
-    for (int d : p_.blocks[b].devices) busy_[d].push_back({std::fmod(s, period_), p_.blocks[b].span});
+    for (int d : p_.blocks[b].devices)
+      busy_[d].push_back({std::fmod(s, period_), p_.blocks[b].span});
   }
 
   bool is_free(int b, double s) const {
@@ -179,7 +187,8 @@ class ReserveFirst {
     for (int c : pending_[d]) need.push_back(p_.blocks[c].span);
     std::sort(need.rbegin(), need.rend());
     for (double n : need) {
-      auto it = std::find_if(gaps.begin(), gaps.end(), [&](double g) { return g >= n - kTimeEpsilon; });
+      auto it =
+          std::find_if(gaps.begin(), gaps.end(), [&](double g) { return g >= n - kTimeEpsilon; });
       if (it == gaps.end()) return false;
       *it -= n;
     }

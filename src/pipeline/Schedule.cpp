@@ -93,8 +93,7 @@ Schedule schedule_from_sequence(const Placement& p, int m, const std::vector<int
 Schedule left_justify(const Placement& p, const Schedule& s) {
   std::vector<int> seq(s.num_ops());
   std::iota(seq.begin(), seq.end(), 0);
-  std::stable_sort(seq.begin(), seq.end(),
-                   [&](int a, int b) { return s.start[a] < s.start[b]; });
+  std::stable_sort(seq.begin(), seq.end(), [&](int a, int b) { return s.start[a] < s.start[b]; });
   return schedule_from_sequence(p, s.micro_batches, seq);
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <numeric>
+#include <optional>
 
 #include "heddle/pipeline/Baselines.h"
 #include "heddle/pipeline/ListScheduler.h"
@@ -117,13 +118,77 @@ std::vector<double> unit_keys(const std::vector<double>& offset, double period, 
 }
 
 /// Average time per extra micro-batch of a list schedule keyed by `offset`/`period`, measured
-/// between m and m + k micro-batches.
+/// in steady state: between max(m, 4p) and that + max(8, 2p) micro-batches.
 double list_slope(const Placement& p, int m, const std::vector<double>& offset, double period,
-                  const ListOptions& opt, double makespan_m) {
-  const int k = std::max(8, 2 * p.num_devices);
-  auto s = list_schedule(p, m + k, unit_keys(offset, period, m + k), opt);
-  if (!s) return period;
-  return (compute_stats(p, left_justify(p, *s)).makespan - makespan_m) / k;
+                  const ListOptions& opt) {
+  const int m1 = std::max(m, 4 * p.num_devices), k = std::max(8, 2 * p.num_devices);
+  auto makespan = [&](int count) -> std::optional<double> {
+    auto s = list_schedule(p, count, unit_keys(offset, period, count), opt);
+    if (!s) return std::nullopt;
+    return compute_stats(p, left_justify(p, *s)).makespan;
+  };
+  auto a = makespan(m1), b = makespan(m1 + k);
+  if (!a || !b) return period;
+  return (*b - *a) / k;
+}
+
+/// Depth-first branch and bound over operation sequences (each operation as early as its
+/// dependencies and the previous operation on its devices allow), pruned by `best` and by each
+/// device's remaining load; stops after `budget` nodes. Every left-justified schedule is such a
+/// sequence, so an exhausted search proves optimality. Returns a better schedule, if found.
+std::optional<Schedule> branch_and_bound(const Placement& p, int m, double limit, double best,
+                                         long budget) {
+  const int nb = static_cast<int>(p.blocks.size());
+  const int n = m * nb;
+  auto pred = predecessors(p);
+  std::vector<double> start(n, -1.0), free_at(p.num_devices, 0.0), mem(p.num_devices, 0.0);
+  std::vector<double> left = device_loads(p);
+  for (double& l : left) l *= m;
+  std::optional<Schedule> found;
+  auto dfs = [&](auto&& self, int done, double makespan) -> void {
+    if (budget-- <= 0 || makespan >= best - kTimeEpsilon) return;
+    for (int d = 0; d < p.num_devices; ++d)
+      if (free_at[d] + left[d] >= best - kTimeEpsilon) return;
+    if (done == n) {
+      best = makespan;
+      found = Schedule{m, nb, start};
+      return;
+    }
+    for (int op = 0; op < n; ++op) {
+      if (start[op] >= 0) continue;
+      const int micro = op / nb, b = op % nb;
+      const Block& blk = p.blocks[b];
+      double t = 0;
+      bool ok = true;
+      for (int a : pred[b]) {
+        double sa = start[micro * nb + a];
+        ok = ok && sa >= 0;
+        t = std::max(t, sa + p.blocks[a].span);
+      }
+      for (int d : blk.devices) {
+        t = std::max(t, free_at[d]);
+        ok = ok && (blk.memory <= 0 || mem[d] + blk.memory <= limit + kTimeEpsilon);
+      }
+      if (!ok) continue;
+      std::vector<double> saved;
+      for (int d : blk.devices) {
+        saved.push_back(free_at[d]);
+        free_at[d] = t + blk.span;
+        mem[d] += blk.memory;
+        left[d] -= blk.span;
+      }
+      start[op] = t;
+      self(self, done + 1, std::max(makespan, t + blk.span));
+      start[op] = -1;
+      for (size_t k = 0; k < blk.devices.size(); ++k) {
+        free_at[blk.devices[k]] = saved[k];
+        mem[blk.devices[k]] -= blk.memory;
+        left[blk.devices[k]] += blk.span;
+      }
+    }
+  };
+  dfs(dfs, 0, 0.0);
+  return found;
 }
 
 }  // namespace
@@ -141,9 +206,10 @@ Status check_request(const Placement& p, int m, double memory_limit) {
   auto st = compute_stats(p, sequential_schedule(p, m).schedule);
   for (int d = 0; d < p.num_devices; ++d) {
     if (st.peak_memory[d] > memory_limit + kTimeEpsilon) {
-      return Diagnostic(fmt::format("memory limit {} is below {}, the memory device {} needs even "
-                                    "when micro-batches run one at a time; use --memory {} or more",
-                                    memory_limit, st.peak_memory[d], d, st.peak_memory[d]));
+      return Diagnostic(
+          fmt::format("memory limit {} is below {}, the memory device {} needs even "
+                      "when micro-batches run one at a time; use --memory {} or more",
+                      memory_limit, st.peak_memory[d], d, st.peak_memory[d]));
     }
   }
   return {};
@@ -157,8 +223,12 @@ Result<SearchResult> search_schedule(const Placement& p, int m, double memory_li
   Best best(p, memory_limit);
   auto load = device_loads(p);
   const double period_lb = *std::max_element(load.begin(), load.end());
-  ListOptions lopt;
-  lopt.memory_limit.assign(p.num_devices, memory_limit);
+  // List-scheduling variants: plain, reserving devices for multi-device blocks, and protecting
+  // earlier micro-batches' memory.
+  std::vector<ListOptions> variants(3);
+  for (auto& v : variants) v.memory_limit.assign(p.num_devices, memory_limit);
+  variants[1].reserve = true;
+  variants[2].protect_earlier = true;
 
   // Repeating units for increasing periods; each is used directly and as list-schedule keys.
   std::vector<std::pair<std::vector<int>, MultiDevice>> orders;
@@ -173,43 +243,46 @@ Result<SearchResult> search_schedule(const Placement& p, int m, double memory_li
   double total_span = 0;
   for (const Block& b : p.blocks) total_span += b.span;
   auto periods = candidate_periods(
-      p, period_lb, std::max(period_lb, std::min(total_span, options.max_period_factor * period_lb)));
+      p, period_lb,
+      std::max(period_lb, std::min(total_span, options.max_period_factor * period_lb)));
   int extra = -1;
   for (double period : periods) {
     if (extra >= options.extra_periods || elapsed() > options.time_limit_s) break;
     if (extra >= 0) ++extra;
+    // Every unit is tried directly; the list schedules start from the unit with the shortest
+    // latency (one micro-batch's span), which keeps the least memory in flight.
+    std::optional<RepeatingUnit> shortest;
+    double shortest_latency = 0;
     for (const auto& [order, multi] : orders) {
       auto unit = modulo_schedule(p, period, order, multi);
       if (!unit) continue;
       Schedule direct = unroll(*unit, m);
       if (extra < 0 && validate_schedule(p, direct, memory_limit).ok()) extra = 0;
       best.offer("unit", direct, period);
-      for (bool reserve : {false, true}) {
-        ListOptions o = lopt;
-        o.reserve = reserve;
-        auto s = list_schedule(p, m, unit_keys(unit->offset, period, m), o);
-        if (!s) continue;
-        auto offset = unit->offset;
-        best.offer("unit+list", *s, period, [&p, m, offset, period, o, s] {
-          return list_slope(p, m, offset, period, o,
-                            compute_stats(p, left_justify(p, *s)).makespan);
-        });
+      double latency = compute_stats(p, unroll(*unit, 1)).makespan;
+      if (!shortest || latency < shortest_latency) {
+        shortest = unit;
+        shortest_latency = latency;
       }
+    }
+    if (!shortest) continue;
+    for (const ListOptions& o : variants) {
+      auto s = list_schedule(p, m, unit_keys(shortest->offset, period, m), o);
+      if (!s) continue;
+      auto offset = shortest->offset;
+      best.offer("unit+list", *s, period,
+                 [&p, m, offset, period, o] { return list_slope(p, m, offset, period, o); });
     }
   }
   // Plain list scheduling by earliest start, micro-batches spaced by the period bound.
   {
     std::vector<double> head, tail;
     paths(p, head, tail);
-    for (bool reserve : {false, true}) {
-      ListOptions o = lopt;
-      o.reserve = reserve;
+    for (const ListOptions& o : variants) {
       auto s = list_schedule(p, m, unit_keys(head, period_lb, m), o);
       if (!s) continue;
-      best.offer("list", *s, period_lb, [&p, m, head, period_lb, o, s] {
-        return list_slope(p, m, head, period_lb, o,
-                          compute_stats(p, left_justify(p, *s)).makespan);
-      });
+      best.offer("list", *s, period_lb,
+                 [&p, m, head, period_lb, o] { return list_slope(p, m, head, period_lb, o); });
     }
   }
   if (options.include_baselines) {
@@ -224,6 +297,18 @@ Result<SearchResult> search_schedule(const Placement& p, int m, double memory_li
   }
   HEDDLE_ASSERT(best.has()) << "no valid schedule although the memory check passed";
   SearchResult r = best.take();
+  // Tiny instances: try to close the gap to the optimum with a bounded branch and bound.
+  if (m * static_cast<int>(p.blocks.size()) <= options.exact_max_ops) {
+    const double lb = makespan_lower_bound(p, m);
+    if (r.makespan > lb + kTimeEpsilon) {
+      auto better = branch_and_bound(p, m, memory_limit, r.makespan, options.exact_node_budget);
+      if (better) {
+        r.schedule = *better;
+        r.makespan = compute_stats(p, *better).makespan;
+        r.method = "branch-and-bound";
+      }
+    }
+  }
   r.period_lower_bound = period_lb;
   r.lower_bound = makespan_lower_bound(p, m);
   r.search_time_s = elapsed();

@@ -19,10 +19,10 @@ double time_unit(const Placement& p, const Schedule& s) {
   double shortest = p.blocks.front().span;
   for (const Block& b : p.blocks) shortest = std::min(shortest, b.span);
   for (double unit : {1.0, shortest, shortest / 2, shortest / 4}) {
-    bool ok = std::all_of(p.blocks.begin(), p.blocks.end(),
-                          [&](const Block& b) { return multiple_of(b.span, unit); }) &&
-              std::all_of(s.start.begin(), s.start.end(),
-                          [&](double t) { return multiple_of(t, unit); });
+    bool ok =
+        std::all_of(p.blocks.begin(), p.blocks.end(),
+                    [&](const Block& b) { return multiple_of(b.span, unit); }) &&
+        std::all_of(s.start.begin(), s.start.end(), [&](double t) { return multiple_of(t, unit); });
     if (ok) return unit;
   }
   return shortest / 4;

@@ -19,9 +19,10 @@ Status validate_schedule(const Placement& p, const Schedule& s, double memory_li
   const int nb = static_cast<int>(p.blocks.size());
   if (s.blocks != nb || s.micro_batches < 0 ||
       s.start.size() != static_cast<size_t>(s.micro_batches) * nb) {
-    return Diagnostic(fmt::format("the schedule has {} start times for {} micro-batches of {} "
-                                  "blocks; the placement has {} blocks",
-                                  s.start.size(), s.micro_batches, s.blocks, nb));
+    return Diagnostic(
+        fmt::format("the schedule has {} start times for {} micro-batches of {} "
+                    "blocks; the placement has {} blocks",
+                    s.start.size(), s.micro_batches, s.blocks, nb));
   }
   for (int op = 0; op < s.num_ops(); ++op) {
     if (!std::isfinite(s.start[op]) || s.start[op] < -kTimeEpsilon) {
@@ -34,10 +35,10 @@ Status validate_schedule(const Placement& p, const Schedule& s, double memory_li
     for (auto [a, b] : p.deps) {
       double end_a = s.at(i, a) + p.blocks[a].span;
       if (s.at(i, b) < end_a - kTimeEpsilon) {
-        return Diagnostic(fmt::format("dependency broken: {} starts at {} before its dependency "
-                                      "'{}' ends at {}",
-                                      op_name(p, nb, i * nb + b), s.at(i, b), p.blocks[a].name,
-                                      end_a));
+        return Diagnostic(
+            fmt::format("dependency broken: {} starts at {} before its dependency "
+                        "'{}' ends at {}",
+                        op_name(p, nb, i * nb + b), s.at(i, b), p.blocks[a].name, end_a));
       }
     }
   }
@@ -55,16 +56,18 @@ Status validate_schedule(const Placement& p, const Schedule& s, double memory_li
         auto [t0, op0] = v[k - 1];
         double end0 = t0 + p.blocks[op0 % nb].span;
         if (t < end0 - kTimeEpsilon) {
-          return Diagnostic(fmt::format("device {} runs two blocks at once: {} during [{}, {}) "
-                                        "and {} from {}",
-                                        d, op_name(p, nb, op0), t0, end0, op_name(p, nb, op), t));
+          return Diagnostic(
+              fmt::format("device {} runs two blocks at once: {} during [{}, {}) "
+                          "and {} from {}",
+                          d, op_name(p, nb, op0), t0, end0, op_name(p, nb, op), t));
         }
       }
       mem += p.blocks[op % nb].memory;
       if (mem > memory_limit + kTimeEpsilon) {
-        return Diagnostic(fmt::format("device {} needs memory {} when {} starts at {}, above the "
-                                      "limit {}",
-                                      d, mem, op_name(p, nb, op), t, memory_limit));
+        return Diagnostic(
+            fmt::format("device {} needs memory {} when {} starts at {}, above the "
+                        "limit {}",
+                        d, mem, op_name(p, nb, op), t, memory_limit));
       }
     }
   }

@@ -37,13 +37,17 @@ struct ScheduleArgs {
 };
 
 std::string num(double v) {
-  if (v == static_cast<double>(static_cast<long long>(v))) return fmt::format("{}", static_cast<long long>(v));
+  if (v == static_cast<double>(static_cast<long long>(v)))
+    return fmt::format("{}", static_cast<long long>(v));
   return fmt::format("{:.6g}", v);
 }
 
 int run_schedule(const ScheduleArgs& a) {
   Result<pl::Placement> placement = Diagnostic("");
-  if (pl::is_builtin_placement(a.placement)) {
+  // A name without '/' or ".json" is a built-in (the error lists them); anything else a file.
+  const bool file = a.placement.find('/') != std::string::npos ||
+                    (a.placement.size() > 5 && a.placement.ends_with(".json"));
+  if (pl::is_builtin_placement(a.placement) || !file) {
     if (a.devices < 1) {
       return user_error(Diagnostic(fmt::format(
           "--devices is required for the built-in placement '{}' (a positive device count)",
@@ -132,8 +136,9 @@ int run_schedule(const ScheduleArgs& a) {
 Command add_schedule_command(CLI::App& root) {
   auto args = std::make_shared<ScheduleArgs>();
   auto* app = root.add_subcommand(
-      "schedule", "Search a pipeline schedule for a placement (or build a baseline) and print its "
-                  "timeline, makespan, period, bubble fraction, peak memory and lower bound.");
+      "schedule",
+      "Search a pipeline schedule for a placement (or build a baseline) and print its "
+      "timeline, makespan, period, bubble fraction, peak memory and lower bound.");
   app->add_option("--placement", args->placement,
                   "vshape, interleaved:V, vshape-zb, xshape, mshape, kshape, nnshape, or a JSON "
                   "placement file")

@@ -17,6 +17,10 @@ struct ListOptions {
   /// When true (default false), a ready multi-device operation that waits only for busy devices
   /// reserves its idle devices, so operations of lower priority cannot delay it indefinitely.
   bool reserve = false;
+  /// When true (default false), a block of micro-batch i may take memory only if what is left
+  /// still covers the positive memory that started micro-batches j < i have yet to take on that
+  /// device, so later micro-batches cannot starve earlier ones into a deadlock.
+  bool protect_earlier = false;
 };
 
 /// Schedules `m` micro-batches of `p`. `key[op]` (op = micro * blocks + block) is the priority,

@@ -17,7 +17,9 @@ struct Schedule {
   std::vector<double> start;
 
   /// Start of `block` in `micro`. Precondition: both in range.
-  double at(int micro, int block) const { return start[static_cast<size_t>(micro) * blocks + block]; }
+  double at(int micro, int block) const {
+    return start[static_cast<size_t>(micro) * blocks + block];
+  }
   /// Number of operations (micro_batches * blocks).
   int num_ops() const { return micro_batches * blocks; }
   bool operator==(const Schedule&) const = default;

@@ -22,12 +22,17 @@ struct SearchOptions {
   int extra_periods = 2;
   /// Also evaluate the applicable baselines and keep the best (default true).
   bool include_baselines = true;
+  /// Instances with at most this many operations (micro-batches x blocks) are finished with a
+  /// bounded branch and bound over operation orders (default 32; 0 turns it off).
+  int exact_max_ops = 32;
+  /// Node budget of that branch and bound (default 200000), so it stays fast and deterministic.
+  long exact_node_budget = 200000;
 };
 
 /// The best schedule found and what is known about it.
 struct SearchResult {
   Schedule schedule;
-  std::string method;  ///< "unit", "unit+list", "list", or a baseline name.
+  std::string method;  ///< "unit", "unit+list", "list", "branch-and-bound" or a baseline name.
   double period = 0;   ///< Steady-state time per additional micro-batch.
   double period_lower_bound = 0;  ///< Busiest device's load per micro-batch.
   double makespan = 0;
