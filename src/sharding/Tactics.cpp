@@ -1,5 +1,7 @@
 #include "heddle/sharding/Tactics.h"
 
+#include <algorithm>
+
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/support/Strings.h"
 
@@ -67,7 +69,29 @@ Result<Propagation> plan_from_strategy(const Graph& g, const Mesh& mesh, const S
                                        const PropagateOptions& options) {
   auto pins = tactic_pins(g, mesh, spec);
   HEDDLE_TRY(pins);
-  return propagate(g, mesh, *pins, options);
+  auto p = propagate(g, mesh, *pins, options);
+  HEDDLE_TRY(p);
+  // An axis that splits nothing means the user's degree divides none of the dims it may split.
+  for (int64_t a = 0; a < mesh.rank(); ++a) {
+    if (mesh.size(a) == 1) continue;
+    bool used = false;
+    for (const auto& s : p->plan.ops) used |= s.dim(a) >= 0;
+    if (used) continue;
+    std::vector<int64_t> extents;  // the parameters' dims: where model parallelism cuts
+    for (ValueId v : g.params())
+      for (int64_t d : g.type(v).shape())
+        if (d > 1 && std::find(extents.begin(), extents.end(), d) == extents.end())
+          extents.push_back(d);
+    std::sort(extents.rbegin(), extents.rend());
+    std::string hint;
+    for (size_t k = 0; k < extents.size() && k < 3; ++k)
+      hint += (k ? "; " : "") + std::to_string(extents[k]) + ": " + divisors(extents[k]);
+    return Diagnostic(
+        mesh.axis(a).name + "=" + std::to_string(mesh.size(a)) + " splits no op of " + g.name() +
+        ": it divides none of the dims it may split" +
+        (hint.empty() ? std::string() : " (divisors of the largest parameter dims: " + hint + ")"));
+  }
+  return p;
 }
 
 }  // namespace heddle

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "Command.h"
+#include "Planning.h"
 #include "heddle/ir/DotExport.h"
 #include "heddle/ir/GraphStats.h"
 #include "heddle/ir/TextParser.h"
@@ -15,6 +16,7 @@
 #include "heddle/ir/Verifier.h"
 #include "heddle/ops/OpCost.h"
 #include "heddle/ops/zoo/Zoo.h"
+#include "heddle/runtime/Lower.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
@@ -29,7 +31,29 @@ struct ShowOptions {
   std::string text_file;
   bool json = false;
   int limit = 40;
+  std::string mesh;
+  std::string strategy;
+  std::string emit_dir;
 };
+
+// `--mesh/--strategy`: the per-op placements the plan chose, the reshards it needed, and
+// (with --emit) each device's lowered program.
+int show_plan(const Graph& g, const ShowOptions& o) {
+  auto planned = plan_run(g, o.mesh.empty() ? "1" : o.mesh, o.strategy);
+  if (!planned.ok()) return user_error(planned.error());
+  const ShardingPlan& plan = planned->propagation.plan;
+  fmt::print("plan: {}\n\n{}", planned->note, plan.to_string(g));
+  const auto& reshards = planned->propagation.reshards;
+  fmt::print("\n{} reshard(s) inserted by propagation{}\n{}", reshards.size(),
+             reshards.empty() ? "" : ":", planned->propagation.report(g));
+  if (o.emit_dir.empty()) return 0;
+  auto programs = lower(g, plan);
+  if (!programs.ok()) return user_error(programs.error());
+  if (auto s = write_programs(o.emit_dir, g, plan.mesh, *programs); !s.ok())
+    return user_error(s.error());
+  fmt::print("wrote {} device programs to {}\n", programs->size(), o.emit_dir);
+  return 0;
+}
 
 void print_zoo_list() {
   fmt::print("{:<18} {:<8} {}\n", "model", "family", "description");
@@ -104,31 +128,6 @@ void print_summary(const Graph& g, const GraphStats& s, int limit) {
 
 }  // namespace
 
-Result<Graph> resolve_model(const std::string& model, const zoo::ZooOverrides& overrides,
-                            const zoo::ModelOptions& options) {
-  if (zoo::is_zoo_model(model)) return zoo::build_zoo_model(model, overrides, options);
-  std::ifstream probe(model);
-  if (!probe) return zoo::build_zoo_model(model, overrides, options);  // names the zoo
-  if (overrides.layers || overrides.hidden || overrides.heads || overrides.seq || overrides.vocab ||
-      overrides.batch)
-    return Diagnostic(SourceLoc{model, 0, 0},
-                      "--layers/--hidden/--heads/--seq/--vocab/--batch apply to zoo models only");
-  return parse_graph_file(model);
-}
-
-void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o) {
-  auto opt = [&](const char* flag, std::optional<int64_t>& dst, const char* what) {
-    app->add_option_function<int64_t>(
-        flag, [&dst](const int64_t& v) { dst = v; }, what);
-  };
-  opt("--layers", o.layers, "Zoo models: number of layers");
-  opt("--hidden", o.hidden, "Zoo models: hidden size");
-  opt("--heads", o.heads, "Zoo models: attention heads");
-  opt("--seq", o.seq, "Zoo models: sequence length");
-  opt("--vocab", o.vocab, "Zoo models: vocabulary size");
-  opt("--batch", o.batch, "Zoo models: batch size");
-}
-
 namespace {
 
 int run_show(const ShowOptions& o) {
@@ -141,14 +140,8 @@ int run_show(const ShowOptions& o) {
   auto parsed = resolve_model(o.model, o.overrides, {});
   if (!parsed.ok()) return user_error(parsed.error());
   const Graph& g = *parsed;
-  auto diags = verify(g);
-  if (!diags.empty()) {
-    const size_t kMax = 20;
-    for (size_t i = 0; i < diags.size() && i < kMax; ++i)
-      std::fprintf(stderr, "%s\n", diags[i].to_string().c_str());
-    if (diags.size() > kMax) std::fprintf(stderr, "... and %zu more errors\n", diags.size() - kMax);
-    return 1;
-  }
+  if (report_verify(g)) return 1;
+  if (!o.mesh.empty() || !o.strategy.empty() || !o.emit_dir.empty()) return show_plan(g, o);
   if (!o.dot_file.empty())
     if (auto s = write_file(o.dot_file, to_dot(g)); !s.ok()) return user_error(s.error());
   if (!o.text_file.empty())
@@ -184,6 +177,9 @@ Command add_show_command(CLI::App& root) {
   app->add_option("--dot", opts->dot_file, "Write the graph as Graphviz DOT to FILE");
   app->add_option("--text", opts->text_file, "Write the graph in heddle's text form to FILE");
   app->add_flag("--json", opts->json, "Print one JSON object instead of the text summary");
+  app->add_option("--mesh", opts->mesh, "Show the plan for this mesh (4, 2x2, dp=2,tp=2)");
+  app->add_option("--strategy", opts->strategy, "Show the plan for this strategy (dp=2,tp=2,...)");
+  app->add_option("--emit", opts->emit_dir, "With --mesh: write each device's program to DIR");
   app->add_option("--limit", opts->limit, "Rows of the op table to print (default 40)")
       ->check(CLI::NonNegativeNumber);
   return {app, [opts] { return run_show(*opts); }};

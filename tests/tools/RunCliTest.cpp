@@ -1,0 +1,100 @@
+// `heddle run` and `heddle show --mesh/--strategy` end to end: every zoo model (small configs)
+// partitioned with dp, tp, dp x tp, sp and zero on 1 to 8 thread-devices equals the interpreter;
+// bad meshes and strategies exit 1 saying what would work.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/RunCli.h"
+
+namespace heddle {
+namespace {
+
+using testing::run_heddle;
+
+struct Case {
+  const char* model;
+  const char* mesh;
+  const char* strategy;
+};
+
+TEST(RunCli, ZooModelsMatchTheReferenceOnEveryStrategy) {
+  const Case cases[] = {
+      {"mlp", "1", ""},
+      {"mlp", "2", "dp=2"},
+      {"mlp", "2", "tp=2"},
+      {"mlp", "8", "dp=2,tp=4"},
+      {"gpt-tiny", "1", ""},
+      {"gpt-tiny", "2", "dp=2"},
+      {"gpt-tiny", "2", "tp=2"},
+      {"gpt-tiny", "4", "dp=2,tp=2"},
+      {"gpt-tiny", "2", "tp=2,sp=on"},
+      {"gpt-tiny", "2", "dp=2,zero=3"},
+      {"gpt-tiny", "8", "dp=2,tp=4"},
+      {"llama-tiny", "4", "dp=2,tp=2"},
+      {"llama-tiny", "2", "tp=2,sp=on"},
+      {"llama-tiny", "8", "dp=2,tp=4"},
+      {"moe-tiny", "4", "dp=2,tp=2"},
+      {"moe-tiny", "2", "dp=2,zero=3"},
+      {"moe-tiny", "8", ""},
+  };
+  for (const auto& c : cases) {
+    std::string args =
+        std::string("run ") + c.model + " --mesh " + c.mesh + " --check --json" +
+        (std::string(c.strategy).empty() ? "" : std::string(" --strategy ") + c.strategy);
+    auto r = run_heddle(args);
+    ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j["ok"].get<bool>()) << args;
+    EXPECT_LT(j["max_abs_error"].get<double>(), 1e-4) << args;
+    EXPECT_EQ(j["devices"].get<int64_t>(), std::stoll(c.mesh)) << args;
+    if (std::stoll(c.mesh) > 1) {
+      EXPECT_GT(j["collectives"].get<int64_t>(), 0) << args;
+    }
+  }
+}
+
+TEST(RunCli, ShowPrintsPlacementsAndEmitsOneProgramPerDevice) {
+  std::string dir = ::testing::TempDir() + "/emit";
+  auto r = run_heddle("show gpt-tiny --mesh 4 --strategy dp=2,tp=2 --emit " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan: strategy dp=2,tp=2 on mesh dp=2,tp=2"), std::string::npos);
+  EXPECT_NE(r.out.find("[Shard(0), Shard(1)]"), std::string::npos) << r.out;
+  for (int d = 0; d < 4; ++d) {
+    std::ifstream in(dir + "/device" + std::to_string(d) + ".txt");
+    ASSERT_TRUE(in) << d;
+    std::string first;
+    std::getline(in, first);
+    EXPECT_EQ(first.rfind("# device " + std::to_string(d) + " of mesh dp=2,tp=2", 0), 0u);
+  }
+}
+
+TEST(RunCli, BadMeshesAndStrategiesSayWhatWouldWork) {
+  struct Bad {
+    const char* args;
+    const char* message;
+  };
+  const Bad cases[] = {
+      {"run gpt-tiny --mesh 3 --strategy dp=3",
+       "error: dp=3 does not divide the batch 2 of input %ids i64[2, 32]; divisors of 2: 1, 2"},
+      {"run gpt-tiny --mesh 4 --strategy dp=2,tp=4",
+       "uses 8 devices (dp*tp*pp*ep) but the mesh has 4; make the degrees multiply to 4"},
+      {"run gpt-tiny --mesh 4 --strategy dp=2,xp=2",
+       "unknown strategy key 'xp'; valid keys: dp, tp, pp"},
+      {"run gpt-tiny --mesh 3 --strategy tp=3",
+       "tp=3 splits no op of gpt: it divides none of the dims it may split (divisors of the "
+       "largest parameter dims: 256: 1, 2, 4, 8"},
+      {"run gpt-tiny --mesh 2x0", "--mesh: mesh axis size '0' in '2x0' must be a positive integer"},
+      {"run nonexistent-model --mesh 2", "unknown model 'nonexistent-model'"},
+      {"run gpt-tiny --mesh 2 --backend carrier-pigeon", "--backend carrier-pigeon"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_heddle(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace heddle

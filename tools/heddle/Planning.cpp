@@ -1,0 +1,68 @@
+#include "Planning.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "heddle/ir/Verifier.h"
+
+namespace heddle::cli {
+
+Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
+                            const std::string& strategy_text) {
+  auto given = Mesh::parse(mesh_text);
+  if (!given.ok()) return Diagnostic("--mesh: " + given.error().message);
+  PlannedRun r;
+  std::string strategy = strategy_text;
+  bool named = mesh_text.find('=') != std::string::npos;
+  if (strategy.empty() && named) strategy = mesh_text;  // `--mesh dp=2,tp=2` is the strategy
+  if (!strategy.empty()) {
+    auto spec = StrategySpec::parse(strategy);
+    if (!spec.ok()) return Diagnostic("--strategy: " + spec.error().message);
+    r.spec = *spec;
+  }
+  bool has_degrees = r.spec.dp || r.spec.tp || r.spec.pp || r.spec.ep;
+  if (has_degrees) {
+    auto mesh = r.spec.mesh(given->num_devices());
+    HEDDLE_TRY(mesh);
+    r.mesh = *mesh;
+    auto p = plan_from_strategy(g, r.mesh, r.spec);
+    HEDDLE_TRY(p);
+    r.propagation = std::move(*p);
+    r.note = "strategy " + r.spec.to_string() + " on mesh " + r.mesh.to_string();
+  } else {
+    r.mesh = *given;
+    auto p = propagate(g, r.mesh, Pins{});
+    HEDDLE_TRY(p);
+    r.propagation = std::move(*p);
+    r.note = "propagation over mesh " + r.mesh.to_string() +
+             (r.spec.auto_search ? " (auto: cost-driven propagation on a nominal device)" : "");
+  }
+  return r;
+}
+
+Status write_programs(const std::string& dir, const Graph& g, const Mesh& mesh,
+                      const std::vector<DeviceProgram>& programs) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Diagnostic(SourceLoc{dir, 0, 0}, "cannot create directory: " + ec.message());
+  for (const auto& p : programs) {
+    std::string path = dir + "/device" + std::to_string(p.device) + ".txt";
+    std::ofstream out(path);
+    out << p.to_string(g, mesh);
+    out.close();
+    if (!out) return Diagnostic(SourceLoc{path, 0, 0}, "cannot write file");
+  }
+  return {};
+}
+
+int report_verify(const Graph& g) {
+  auto diags = verify(g);
+  const size_t kMax = 20;
+  for (size_t i = 0; i < diags.size() && i < kMax; ++i)
+    std::fprintf(stderr, "%s\n", diags[i].to_string().c_str());
+  if (diags.size() > kMax) std::fprintf(stderr, "... and %zu more errors\n", diags.size() - kMax);
+  return diags.empty() ? 0 : 1;
+}
+
+}  // namespace heddle::cli

@@ -1,0 +1,35 @@
+// Turning `--mesh SHAPE --strategy S` into a sharding plan for a graph, and writing lowered
+// programs, shared by `heddle run` and `heddle show`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "heddle/runtime/Program.h"
+#include "heddle/sharding/Tactics.h"
+
+namespace heddle::cli {
+
+/// A plan for a run: the mesh (axes named after the strategy's degrees), the parsed strategy and
+/// the propagated per-op strategies.
+struct PlannedRun {
+  Mesh mesh;
+  StrategySpec spec;
+  Propagation propagation;
+  std::string note;  ///< how the plan was made, for people
+};
+
+/// Plans `g` for `mesh_text` (`4`, `2x2`, `dp=2,tp=2`) and `strategy_text` (empty, `auto`, or the
+/// strategy language). With degrees, the mesh takes the strategy's axis names and must have as
+/// many devices; without them, propagation alone shards over the given axes.
+Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
+                            const std::string& strategy_text);
+
+/// Writes `DIR/device<N>.txt` for every program. Errors name the path.
+Status write_programs(const std::string& dir, const Graph& g, const Mesh& mesh,
+                      const std::vector<DeviceProgram>& programs);
+
+/// Prints every verifier diagnostic (up to 20) to stderr; returns 1 when there were any.
+int report_verify(const Graph& g);
+
+}  // namespace heddle::cli
