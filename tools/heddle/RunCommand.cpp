@@ -9,6 +9,7 @@
 
 #include "Command.h"
 #include "Planning.h"
+#include "heddle/frontend/Npy.h"
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/runtime/Executor.h"
@@ -21,6 +22,9 @@ namespace {
 struct RunOptions {
   std::string model;
   zoo::ZooOverrides overrides;
+  std::map<std::string, int64_t> dims;
+  std::vector<std::string> input_files;
+  std::string output_file;
   std::string mesh = "1";
   std::string strategy;
   std::string backend = "threads";
@@ -47,6 +51,33 @@ int64_t integer_range(const Graph& g) {
   return hi == 0 ? 2 : hi;
 }
 
+// One tensor per graph input: from --input files (in graph-input order), else random.
+Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
+  if (o.input_files.empty()) return random_inputs(g, o.seed, integer_range(g));
+  if (o.input_files.size() != g.inputs().size())
+    return Diagnostic("--input given " + std::to_string(o.input_files.size()) +
+                      " time(s), but the model has " + std::to_string(g.inputs().size()) +
+                      " input(s); give one .npy file per input, in order");
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < o.input_files.size(); ++i) {
+    auto t = read_npy(o.input_files[i]);
+    HEDDLE_TRY(t);
+    const TensorType& want = g.type(g.inputs()[i]);
+    if (t->shape() != want.shape() || t->is_int() != !dtype_is_float(want.dtype()))
+      return Diagnostic(SourceLoc{o.input_files[i], 0, 0},
+                        "holds " + std::string(dtype_name(t->dtype())) + t->shape().to_string() +
+                            ", but input '" + g.value(g.inputs()[i]).name + "' is " +
+                            want.to_string());
+    Tensor fixed(want);  // i32/bool files feed i64 inputs; storage is shared
+    if (fixed.is_int())
+      std::copy(t->i64(), t->i64() + t->numel(), fixed.i64());
+    else
+      std::copy(t->f32(), t->f32() + t->numel(), fixed.f32());
+    out.push_back(std::move(fixed));
+  }
+  return out;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -55,10 +86,19 @@ int run(const RunOptions& o) {
   if (o.backend != "threads")
     return user_error(
         Diagnostic("--backend " + o.backend + ": only 'threads' is available in this build"));
-  auto model = resolve_model(o.model, o.overrides, {});
+  auto model = load_model(o.model, o.overrides, {}, o.dims);
   if (!model.ok()) return user_error(model.error());
-  const Graph& g = *model;
+  const Graph& g = model->graph;
   if (report_verify(g)) return 1;
+  if (!model->missing_weights.empty())
+    return user_error(Diagnostic(
+        SourceLoc{o.model, 0, 0},
+        "weights are missing for " + std::to_string(model->missing_weights.size()) +
+            " parameter(s) (first: '" + model->missing_weights[0] +
+            "'); the file has no weight data (stripped, or external data not found). show, plan "
+            "and simulate work without weights; run needs them"));
+  auto inputs = read_inputs(g, o);
+  if (!inputs.ok()) return user_error(inputs.error());
   auto planned = plan_run(g, o.mesh, o.strategy);
   if (!planned.ok()) return user_error(planned.error());
   const ShardingPlan& plan = planned->propagation.plan;
@@ -69,9 +109,10 @@ int run(const RunOptions& o) {
       return user_error(s.error());
 
   TensorMap feeds;
-  std::vector<Tensor> inputs = random_inputs(g, o.seed, integer_range(g));
-  for (size_t i = 0; i < g.inputs().size(); ++i) feeds.emplace(g.inputs()[i], inputs[i]);
-  for (ValueId p : g.params()) feeds.emplace(p, init_param(g.value(p).name, g.type(p), o.seed));
+  for (size_t i = 0; i < g.inputs().size(); ++i) feeds.emplace(g.inputs()[i], (*inputs)[i]);
+  for (ValueId p : g.params())
+    feeds.emplace(p, model->from_onnx ? model->weights.at(p)
+                                      : init_param(g.value(p).name, g.type(p), o.seed));
 
   auto t0 = std::chrono::steady_clock::now();
   auto got = run_threaded(g, *programs, feeds);
@@ -84,7 +125,7 @@ int run(const RunOptions& o) {
     Interpreter interp(g, {.seed = o.seed, .blas_threads = 1});
     for (ValueId p : g.params()) interp.set_param(p, feeds.at(p));
     auto t1 = std::chrono::steady_clock::now();
-    auto want = interp.run(inputs);
+    auto want = interp.run(*inputs);
     ref_time = seconds_since(t1);
     if (!want.ok()) return user_error(want.error());
     for (size_t k = 0; k < g.outputs().size(); ++k) {
@@ -100,6 +141,13 @@ int run(const RunOptions& o) {
         if (err > o.atol + o.rtol * std::fabs(x)) ok = false;
       }
     }
+  }
+  if (!o.output_file.empty()) {
+    if (g.outputs().size() != 1)
+      return user_error(Diagnostic("--output takes one file, but the model has " +
+                                   std::to_string(g.outputs().size()) + " outputs"));
+    if (auto s = write_npy(o.output_file, got->at(g.outputs()[0])); !s.ok())
+      return user_error(s.error());
   }
   ProgramStats stats = program_stats(g, *programs);
   if (o.json) {
@@ -151,9 +199,16 @@ Command add_run_command(CLI::App& root) {
   auto opts = std::make_shared<RunOptions>();
   auto* app = root.add_subcommand(
       "run", "Partition a model over a mesh of thread-devices, execute it, and check it.");
-  app->add_option("MODEL", opts->model, "A zoo name (heddle show --list) or a text-IR file")
+  app->add_option("MODEL", opts->model,
+                  "A zoo name (heddle show --list), an ONNX file (.onnx) or a text-IR file")
       ->required();
   add_zoo_overrides(app, opts->overrides);
+  add_dim_option(app, opts->dims);
+  app->add_option("--input", opts->input_files,
+                  "An .npy file per graph input, in order (default: random inputs)")
+      ->take_all();
+  app->add_option("--output", opts->output_file,
+                  "Write the (single) output of the partitioned run to FILE.npy");
   app->add_option("--mesh", opts->mesh, "Devices: 4, 2x2 or named axes dp=2,tp=2 (default 1)");
   app->add_option("--strategy", opts->strategy,
                   "dp=N,tp=N,sp=on,zero=K (see CLI.md); default: propagation over the mesh");

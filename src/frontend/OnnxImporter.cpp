@@ -1,0 +1,323 @@
+// The importer's shared state and helpers: entries, parameters from constants, attributes,
+// TensorProto decoding, and the Erf-GELU rewrite.
+#include "OnnxImporter.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+namespace heddle::onnx_detail {
+
+void Importer::set_constant(const std::string& name, Tensor t) {
+  entries_[name].constant = std::move(t);
+}
+
+const Tensor* Importer::constant(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end() || !it->second.constant) return nullptr;
+  return &*it->second.constant;
+}
+
+TensorType Importer::type(const std::string& name) const {
+  const Entry& e = entries_.at(name);
+  if (e.value != kNoValue) return out_.graph.type(e.value);
+  if (e.constant) return TensorType(e.constant->dtype(), e.constant->shape());
+  HEDDLE_ASSERT(e.data_free) << "entry '" << name << "' has no type";
+  return *e.data_free;
+}
+
+std::string Importer::unique_name(const std::string& stem) const {
+  std::string s;
+  for (char c : stem) s += std::isalnum(static_cast<unsigned char>(c)) || c == '.' ? c : '_';
+  while (!s.empty() && (s.front() == '_' || s.front() == '.')) s.erase(0, 1);
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s.front()))) s = "w" + s;
+  std::string name = s;
+  for (int k = 1; out_.graph.find_value(name); ++k) name = s + "_" + std::to_string(k);
+  return name;
+}
+
+ValueId Importer::add_param(const std::string& stem, const TensorType& type, const Tensor* data) {
+  std::string name = unique_name(stem);
+  ValueId v = ops_.param(name, type);
+  if (data)
+    out_.weights.emplace(v, *data);
+  else
+    out_.missing_weights.push_back(name);
+  return v;
+}
+
+Result<ValueId> Importer::value(const std::string& name) {
+  auto it = entries_.find(name);
+  if (it == entries_.end())
+    return Diagnostic(SourceLoc{file_, 0, 0}, "tensor '" + name + "' is used before it is defined");
+  Entry& e = it->second;
+  if (e.value != kNoValue) return e.value;
+  if (e.constant) {
+    e.value = add_param(name, TensorType(e.constant->dtype(), e.constant->shape()), &*e.constant);
+  } else {
+    HEDDLE_ASSERT(e.data_free) << "entry '" << name << "' is empty";
+    e.value = add_param(name, *e.data_free, nullptr);
+  }
+  return e.value;
+}
+
+Result<std::vector<int64_t>> Importer::ints(const onnx::NodeProto& n, int input,
+                                            const char* what) const {
+  if (input >= n.input_size() || n.input(input).empty())
+    return error(n, std::string("input '") + what + "' is missing");
+  const Tensor* t = constant(n.input(input));
+  if (!t)
+    return error(n, std::string("input '") + what +
+                        "' must be a constant (or computed from static shapes); re-export with "
+                        "static shapes or bind dynamic dims with --dim");
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < t->numel(); ++i)
+    v.push_back(t->is_int() ? t->i64()[i] : static_cast<int64_t>(t->f32()[i]));
+  return v;
+}
+
+Status Importer::check(const onnx::NodeProto& n) {
+  if (ops_.ok()) return {};
+  return error(n, ops_.status().error().message);
+}
+
+Diagnostic Importer::error(const onnx::NodeProto& n, const std::string& message) const {
+  return Diagnostic(SourceLoc{file_, 0, 0},
+                    "node '" + n.name() + "' (" + n.op_type() + "): " + message);
+}
+
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t attr_int(const onnx::NodeProto& n, const std::string& name, int64_t dflt) {
+  const auto* a = find_attr(n, name);
+  return a ? a->i() : dflt;
+}
+
+float attr_float(const onnx::NodeProto& n, const std::string& name, float dflt) {
+  const auto* a = find_attr(n, name);
+  return a ? a->f() : dflt;
+}
+
+std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name,
+                               std::vector<int64_t> dflt) {
+  const auto* a = find_attr(n, name);
+  if (!a) return dflt;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+std::string attr_string(const onnx::NodeProto& n, const std::string& name, std::string dflt) {
+  const auto* a = find_attr(n, name);
+  return a ? a->s() : dflt;
+}
+
+std::optional<DType> dtype_from_onnx(int32_t elem_type) {
+  switch (elem_type) {
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::DOUBLE:
+      return DType::kF32;
+    case onnx::TensorProto::FLOAT16:
+      return DType::kF16;
+    case onnx::TensorProto::BFLOAT16:
+      return DType::kBF16;
+    case onnx::TensorProto::INT64:
+      return DType::kI64;
+    case onnx::TensorProto::INT32:
+      return DType::kI32;
+    case onnx::TensorProto::BOOL:
+      return DType::kBool;
+    default:
+      return std::nullopt;
+  }
+}
+
+Result<std::optional<Tensor>> tensor_from_proto(const onnx::TensorProto& t,
+                                                const std::string& base_dir,
+                                                const std::string& file) {
+  auto err = [&](const std::string& m) {
+    return Diagnostic(SourceLoc{file, 0, 0}, "tensor '" + t.name() + "': " + m);
+  };
+  auto dt = dtype_from_onnx(t.data_type());
+  int et = t.data_type();
+  if (!dt || et == onnx::TensorProto::FLOAT16 || et == onnx::TensorProto::BFLOAT16)
+    return err("element type " + std::to_string(et) +
+               " is not supported for data (float, double, int64, int32, bool are)");
+  std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+  for (int64_t d : dims)
+    if (d < 0) return err("has a negative dim");
+  Tensor out(*dt, IVec(dims));
+  int64_t n = out.numel();
+  size_t width = et == onnx::TensorProto::FLOAT || et == onnx::TensorProto::INT32 ? 4
+                 : et == onnx::TensorProto::BOOL                                  ? 1
+                                                                                  : 8;
+  std::string external;
+  const std::string* raw = nullptr;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& kv : t.external_data()) {
+      if (kv.key() == "location") location = kv.value();
+      if (kv.key() == "offset") offset = std::stoll(kv.value());
+      if (kv.key() == "length") length = std::stoll(kv.value());
+    }
+    std::ifstream f(base_dir + "/" + location, std::ios::binary);
+    if (!f) return std::optional<Tensor>();  // weights missing: shapes still import
+    f.seekg(offset);
+    external.resize(length >= 0 ? length : n * width);
+    f.read(external.data(), static_cast<std::streamsize>(external.size()));
+    if (f.gcount() != static_cast<std::streamsize>(external.size()))
+      return err("external data file '" + location + "' is shorter than the tensor");
+    raw = &external;
+  } else if (t.has_raw_data()) {
+    raw = &t.raw_data();
+  }
+  if (raw) {
+    if (raw->size() != static_cast<size_t>(n) * width)
+      return err("raw data holds " + std::to_string(raw->size()) + " bytes, the shape needs " +
+                 std::to_string(n * width));
+    const char* p = raw->data();
+    for (int64_t i = 0; i < n; ++i, p += width) {
+      switch (et) {
+        case onnx::TensorProto::FLOAT:
+          std::memcpy(&out.f32()[i], p, 4);
+          break;
+        case onnx::TensorProto::DOUBLE: {
+          double v;
+          std::memcpy(&v, p, 8);
+          out.f32()[i] = static_cast<float>(v);
+          break;
+        }
+        case onnx::TensorProto::INT32: {
+          int32_t v;
+          std::memcpy(&v, p, 4);
+          out.i64()[i] = v;
+          break;
+        }
+        case onnx::TensorProto::BOOL:
+          out.i64()[i] = *p != 0;
+          break;
+        default:
+          std::memcpy(&out.i64()[i], p, 8);
+      }
+    }
+    return std::optional<Tensor>(std::move(out));
+  }
+  int64_t have = et == onnx::TensorProto::FLOAT    ? t.float_data_size()
+                 : et == onnx::TensorProto::DOUBLE ? t.double_data_size()
+                 : et == onnx::TensorProto::INT64  ? t.int64_data_size()
+                                                   : t.int32_data_size();
+  if (have == 0 && n > 0) return std::optional<Tensor>();  // stripped: no data
+  if (have != n)
+    return err("holds " + std::to_string(have) + " values, the shape needs " + std::to_string(n));
+  for (int64_t i = 0; i < n; ++i) {
+    switch (et) {
+      case onnx::TensorProto::FLOAT:
+        out.f32()[i] = t.float_data(i);
+        break;
+      case onnx::TensorProto::DOUBLE:
+        out.f32()[i] = static_cast<float>(t.double_data(i));
+        break;
+      case onnx::TensorProto::INT64:
+        out.i64()[i] = t.int64_data(i);
+        break;
+      default:
+        out.i64()[i] = t.int32_data(i);
+    }
+  }
+  return std::optional<Tensor>(std::move(out));
+}
+
+namespace {
+
+// The scalar value of `name` when it is a one-element initializer or Constant output.
+std::optional<double> scalar_of(const onnx::GraphProto& g, const std::string& name) {
+  auto decode = [](const onnx::TensorProto& t) -> std::optional<double> {
+    auto r = tensor_from_proto(t, ".", "");
+    if (!r.ok() || !*r || (*r)->numel() != 1) return std::nullopt;
+    const Tensor& x = **r;
+    return x.is_int() ? static_cast<double>(x.i64()[0]) : static_cast<double>(x.f32()[0]);
+  };
+  for (const auto& t : g.initializer())
+    if (t.name() == name) return t.dims_size() <= 4 ? decode(t) : std::nullopt;
+  for (const auto& n : g.node())
+    if (n.op_type() == "Constant" && n.output_size() == 1 && n.output(0) == name)
+      if (const auto* a = find_attr(n, "value")) return decode(a->t());
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<onnx::NodeProto> fuse_erf_gelu(const onnx::GraphProto& g) {
+  std::vector<onnx::NodeProto> nodes(g.node().begin(), g.node().end());
+  std::map<std::string, int> producer;
+  std::map<std::string, std::vector<int>> users;
+  for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
+    for (const auto& o : nodes[i].output()) producer[o] = i;
+    for (const auto& in : nodes[i].input()) users[in].push_back(i);
+  }
+  for (const auto& o : g.output()) users[o.name()].push_back(-1);
+  auto sole_user = [&](const std::string& t) {
+    auto it = users.find(t);
+    return it != users.end() && it->second.size() == 1 ? it->second[0] : -1;
+  };
+  auto near = [](std::optional<double> v, double want) {
+    return v && std::fabs(*v - want) < 1e-4 * std::fabs(want);
+  };
+  // Which input of binary node `i` is the scalar `want`, or -1.
+  auto scalar_side = [&](int i, double want) {
+    for (int k = 0; k < 2; ++k)
+      if (near(scalar_of(g, nodes[i].input(k)), want)) return k;
+    return -1;
+  };
+  std::vector<bool> drop(nodes.size(), false);
+  for (int e = 0; e < static_cast<int>(nodes.size()); ++e) {
+    if (nodes[e].op_type() != "Erf" || !producer.count(nodes[e].input(0))) continue;
+    int d = producer[nodes[e].input(0)];
+    std::string x;
+    if (nodes[d].op_type() == "Div" && near(scalar_of(g, nodes[d].input(1)), std::sqrt(2.0)))
+      x = nodes[d].input(0);
+    else if (nodes[d].op_type() == "Mul" && scalar_side(d, std::sqrt(0.5)) >= 0)
+      x = nodes[d].input(1 - scalar_side(d, std::sqrt(0.5)));
+    else
+      continue;
+    if (sole_user(nodes[d].output(0)) != e) continue;
+    int a = sole_user(nodes[e].output(0));
+    if (a < 0 || nodes[a].op_type() != "Add" || scalar_side(a, 1.0) < 0) continue;
+    int m1 = sole_user(nodes[a].output(0));
+    if (m1 < 0 || nodes[m1].op_type() != "Mul") continue;
+    const std::string& other =
+        nodes[m1].input(0) == nodes[a].output(0) ? nodes[m1].input(1) : nodes[m1].input(0);
+    std::vector<int> pattern = {d, e, a, m1};
+    int last = m1;
+    if (other == x) {  // (x * (1 + erf)) * 0.5
+      int m2 = sole_user(nodes[m1].output(0));
+      if (m2 < 0 || nodes[m2].op_type() != "Mul" || scalar_side(m2, 0.5) < 0) continue;
+      pattern.push_back(m2);
+      last = m2;
+    } else {  // (x * 0.5) * (1 + erf)
+      if (!producer.count(other)) continue;
+      int h = producer[other];
+      if (nodes[h].op_type() != "Mul" || scalar_side(h, 0.5) < 0 ||
+          nodes[h].input(1 - scalar_side(h, 0.5)) != x || sole_user(other) != m1)
+        continue;
+      pattern.push_back(h);
+    }
+    onnx::NodeProto gelu;
+    gelu.set_op_type("Gelu");
+    gelu.set_name(nodes[e].name().empty() ? "gelu" : nodes[e].name() + "_gelu");
+    gelu.add_input(x);
+    gelu.add_output(nodes[last].output(0));
+    for (int p : pattern) drop[p] = true;
+    drop[last] = false;
+    nodes[last] = gelu;
+  }
+  std::vector<onnx::NodeProto> kept;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (!drop[i]) kept.push_back(std::move(nodes[i]));
+  return kept;
+}
+
+}  // namespace heddle::onnx_detail
