@@ -69,7 +69,8 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
           init.name(),
           TensorType(*dt, IVec(std::vector<int64_t>(init.dims().begin(), init.dims().end()))));
     }
-    init.clear_raw_data();  // the data now lives in a Tensor; keep peak memory near one copy
+    // The data now lives in a Tensor: free the protobuf's copy (clear() would keep capacity).
+    std::string().swap(*init.mutable_raw_data());
     init.clear_float_data();
   }
   for (const auto& in : g.input()) {

@@ -8,6 +8,10 @@
 
 namespace heddle::onnx_detail {
 
+namespace {
+constexpr int64_t kKeepConstantElements = 4096;
+}  // namespace
+
 void Importer::set_constant(const std::string& name, Tensor t) {
   entries_[name].constant = std::move(t);
 }
@@ -40,7 +44,7 @@ ValueId Importer::add_param(const std::string& stem, const TensorType& type, con
   std::string name = unique_name(stem);
   ValueId v = ops_.param(name, type);
   if (data)
-    out_.weights.emplace(v, *data);
+    out_.weights.emplace(v, *data);  // copies; value() drops the entry's copy of large ones
   else
     out_.missing_weights.push_back(name);
   return v;
@@ -53,7 +57,11 @@ Result<ValueId> Importer::value(const std::string& name) {
   Entry& e = it->second;
   if (e.value != kNoValue) return e.value;
   if (e.constant) {
-    e.value = add_param(name, TensorType(e.constant->dtype(), e.constant->shape()), &*e.constant);
+    TensorType t(e.constant->dtype(), e.constant->shape());
+    e.value = add_param(name, t, &*e.constant);
+    // Large constants are weights: keep one copy (in the model's weights), not two. Small ones
+    // stay foldable.
+    if (t.numel() > kKeepConstantElements) e.constant.reset();
   } else {
     HEDDLE_ASSERT(e.data_free) << "entry '" << name << "' is empty";
     e.value = add_param(name, *e.data_free, nullptr);
