@@ -111,6 +111,65 @@ class Decoder(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class InvertedResidual(nn.Module):
+    """MobileNetV2/V3's block: 1x1 expand, depthwise 3x3, squeeze-excite, 1x1 project."""
+
+    def __init__(self, cin, cout, expand, stride, act):
+        super().__init__()
+        mid = cin * expand
+        self.expand = nn.Sequential(nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), act())
+        self.dw = nn.Sequential(nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False),
+                                nn.BatchNorm2d(mid), act())
+        self.se_reduce = nn.Conv2d(mid, mid // 4, 1)
+        self.se_expand = nn.Conv2d(mid // 4, mid, 1)
+        self.project = nn.Sequential(nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.dw(self.expand(x))
+        s = F.adaptive_avg_pool2d(y, 1)
+        y = y * F.hardsigmoid(self.se_expand(F.relu(self.se_reduce(s))))
+        y = self.project(y)
+        return x + y if self.residual else y
+
+
+class MobileNet(nn.Module):
+    """A tiny MobileNetV2/V3: ReLU6 (Clip), Hardswish, depthwise convs, squeeze-excite."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8),
+                                  nn.Hardswish())
+        self.b1 = InvertedResidual(8, 8, 2, 1, nn.ReLU6)
+        self.b2 = InvertedResidual(8, 16, 2, 2, nn.Hardswish)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.b2(self.b1(self.stem(x)))
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class TinyVit(nn.Module):
+    """torchvision's ViT layout: patch conv, class token, learned positions, encoder, head."""
+
+    def __init__(self, image=16, patch=4, d=32, heads=4, layers=2, classes=10):
+        super().__init__()
+        self.patch = nn.Conv2d(3, d, patch, patch)
+        n = (image // patch) ** 2
+        self.cls = nn.Parameter(torch.randn(1, 1, d) * 0.1)
+        self.pos = nn.Parameter(torch.randn(1, n + 1, d) * 0.1)
+        layer = nn.TransformerEncoderLayer(d, heads, 2 * d, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        return self.head(self.ln(self.enc(x))[:, 0])
+
+
 def randomize_norms(model):
     # Non-trivial BatchNorm statistics and LayerNorm affines, so the tests exercise them.
     g = torch.Generator().manual_seed(1)
@@ -153,6 +212,10 @@ def main():
     export("encoder", Encoder(), torch.randint(0, 32, (4, 8)), 17)
     torch.manual_seed(0)
     export("decoder", Decoder(), torch.randint(0, 48, (4, 8)), 14)
+    torch.manual_seed(0)
+    export("mobilenet", MobileNet(), torch.randn(4, 3, 32, 32), 13, fold=False)
+    torch.manual_seed(0)
+    export("vit", TinyVit(), torch.randn(4, 3, 16, 16), 17)
 
 
 if __name__ == "__main__":

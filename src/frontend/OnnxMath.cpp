@@ -223,6 +223,52 @@ Status layernorm(Importer& im, const onnx::NodeProto& n) {
   return {};
 }
 
+// A rank-0 f32 parameter holding `v` (constants that must meet graph values in a binary op).
+ValueId scalar_param(Importer& im, const onnx::NodeProto& n, const std::string& what, double v) {
+  Tensor t(DType::kF32, IVec{});
+  t.f32()[0] = static_cast<float>(v);
+  return im.add_param((n.name().empty() ? n.output(0) : n.name()) + "." + what,
+                      TensorType(DType::kF32, IVec{}), &t);
+}
+
+// y = min(max(x, lo), hi), either bound optional.
+ValueId clamp(Importer& im, const onnx::NodeProto& n, ValueId x, std::optional<double> lo,
+              std::optional<double> hi) {
+  Ops& ops = im.ops();
+  if (lo) x = ops.binary(OpKind::kMaximum, x, scalar_param(im, n, "min", *lo));
+  if (hi) x = ops.binary(OpKind::kMinimum, x, scalar_param(im, n, "max", *hi));
+  return x;
+}
+
+// Clip (ReLU6 exports as Clip(x, 0, 6)); bounds are constant inputs (opset 11+).
+Status clip(Importer& im, const onnx::NodeProto& n) {
+  auto x = im.value(n.input(0));
+  HEDDLE_TRY(x);
+  std::optional<double> lo, hi;
+  for (int k = 1; k <= 2; ++k) {
+    if (n.input_size() <= k || n.input(k).empty()) continue;
+    auto v = scalar(im, n.input(k));
+    if (!v) return im.error(n, "bounds must be scalar constants");
+    (k == 1 ? lo : hi) = *v;
+  }
+  im.set_value(n.output(0), clamp(im, n, *x, lo, hi));
+  return {};
+}
+
+// HardSigmoid max(0, min(1, alpha x + beta)); HardSwish x * HardSigmoid(x) with alpha 1/6.
+Status hard(Importer& im, const onnx::NodeProto& n) {
+  auto x = im.value(n.input(0));
+  HEDDLE_TRY(x);
+  Ops& ops = im.ops();
+  bool swish = n.op_type() == "HardSwish";
+  double alpha = swish ? 1.0 / 6.0 : attr_float(n, "alpha", 0.2f);
+  double beta = swish ? 0.5 : attr_float(n, "beta", 0.5f);
+  ValueId y = ops.add(ops.scale(*x, alpha), scalar_param(im, n, "beta", beta));
+  y = clamp(im, n, y, 0.0, 1.0);
+  im.set_value(n.output(0), swish ? ops.mul(*x, y) : y);
+  return {};
+}
+
 }  // namespace
 
 void register_math_ops(std::map<std::string, NodeHandler>& t) {
@@ -235,6 +281,9 @@ void register_math_ops(std::map<std::string, NodeHandler>& t) {
   t["Reciprocal"] = reciprocal;
   t["Neg"] = neg;
   t["Abs"] = abs_op;
+  t["Clip"] = clip;
+  t["HardSigmoid"] = hard;
+  t["HardSwish"] = hard;
   t["Gelu"] = gelu;  // the fused Erf form (and opset 20's Gelu with approximate="none")
   t["Erf"] = erf;
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"}) t[op] = binary;

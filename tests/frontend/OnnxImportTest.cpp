@@ -75,7 +75,8 @@ TEST_P(OnnxFixture, RunsPartitionedAndMatchesTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Torch, OnnxFixture, ::testing::Values("mlp", "cnn", "encoder", "decoder"));
+INSTANTIATE_TEST_SUITE_P(Torch, OnnxFixture,
+                         ::testing::Values("mlp", "cnn", "encoder", "decoder", "mobilenet", "vit"));
 
 TEST(OnnxImport, MapsNodesOntoHeddleOps) {
   Fixture cnn = load("cnn");
