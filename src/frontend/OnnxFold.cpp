@@ -47,14 +47,14 @@ int64_t bcast_index(const Tensor& t, const IVec& p) {
   return ravel(q, t.shape());
 }
 
-std::optional<IVec> bcast_shape(const std::vector<const Tensor*>& ts) {
+std::optional<IVec> bcast_shape(const std::vector<IVec>& shapes) {
   int64_t r = 0;
-  for (auto* t : ts) r = std::max(r, t->rank());
+  for (const IVec& t : shapes) r = std::max(r, t.size());
   std::vector<int64_t> s(static_cast<size_t>(r), 1);
-  for (auto* t : ts)
-    for (int64_t d = 0; d < t->rank(); ++d) {
-      int64_t& o = s[d + r - t->rank()];
-      int64_t v = t->shape()[d];
+  for (const IVec& t : shapes)
+    for (int64_t d = 0; d < t.size(); ++d) {
+      int64_t& o = s[d + r - t.size()];
+      int64_t v = t[d];
       if (v == o || v == 1) continue;
       if (o != 1) return std::nullopt;
       o = v;
@@ -92,9 +92,18 @@ Result<std::vector<int64_t>> reshape_target(Importer& im, const onnx::NodeProto&
   std::vector<int64_t> out = *s;
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i] == 0 && attr_int(n, "allowzero", 0) == 0) out[i] = in[i];
+    if (out[i] == 0 && attr_int(n, "allowzero", 0) == 0) {
+      if (static_cast<int64_t>(i) >= in.size())
+        return im.error(n,
+                        "shape entry " + std::to_string(i) + " is 0 (copy) past the input's rank");
+      out[i] = in[i];
+    }
+    if (out[i] < -1 || (out[i] == -1 && infer >= 0))
+      return im.error(n, "shape " + IVec(*s).to_string() + " has a bad entry");
     if (out[i] == -1)
       infer = static_cast<int64_t>(i);
+    else if (out[i] > 0 && known > (int64_t{1} << 40) / out[i])
+      return im.error(n, "shape " + IVec(*s).to_string() + " is too large");
     else
       known *= out[i];
   }
@@ -178,8 +187,11 @@ Result<bool> try_fold(Importer& im, const onnx::NodeProto& n) {
   }
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal" || op == "Pow" ||
       op == "Where" || op == "Less" || op == "Greater" || op == "Max" || op == "Min") {
-    auto shape = bcast_shape(in);
+    std::vector<IVec> shapes;
+    for (auto* t : in) shapes.push_back(t->shape());
+    auto shape = bcast_shape(shapes);
     if (!shape) return im.error(n, "constant operands do not broadcast");
+    if (shape->product() > kMaxFoldElements) return false;
     DType dt = op == "Equal" || op == "Less" || op == "Greater" ? DType::kBool
                : op == "Where"                                  ? in[1]->dtype()
                                                                 : x.dtype();
@@ -218,37 +230,34 @@ Result<bool> try_fold(Importer& im, const onnx::NodeProto& n) {
       if (!t.ok() || !*t) return im.error(n, "the 'value' tensor cannot be read");
       fill = **t;
     }
-    Tensor out(fill.dtype(), IVec(to_ints(x)));
+    std::vector<int64_t> shape = to_ints(x);
+    int64_t numel = 1;
+    for (int64_t d : shape) {
+      if (d < 0 || (d > 0 && numel > kMaxFoldElements / d))
+        return im.error(n, "shape " + IVec(shape).to_string() + " is negative or too large");
+      numel *= d;
+    }
+    if (fill.numel() < 1) return im.error(n, "'value' is empty");
+    Tensor out(fill.dtype(), IVec(shape));
     out.fill(get(fill, 0));
     return set(out);
   }
   if (op == "Range") {
     double start = get(x, 0), limit = get(*in[1], 0), delta = get(*in[2], 0);
     if (delta == 0) return im.error(n, "delta is zero");
-    int64_t count = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+    double steps = std::ceil((limit - start) / delta);
+    if (!(steps < static_cast<double>(kMaxFoldElements)))
+      return im.error(n, "the range is too long to fold");
+    int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
     Tensor out(x.dtype(), IVec{count});
     for (int64_t i = 0; i < count; ++i) put(out, i, start + static_cast<double>(i) * delta);
     return set(out);
   }
   if (op == "Unsqueeze" || op == "Squeeze") {
     std::vector<int64_t> axes = in.size() > 1 && in[1] ? to_ints(*in[1]) : attr_ints(n, "axes");
-    std::vector<int64_t> s = x.shape().size() ? std::vector<int64_t>() : std::vector<int64_t>();
-    for (int64_t d = 0; d < x.rank(); ++d) s.push_back(x.shape()[d]);
-    if (op == "Unsqueeze") {
-      int64_t r = x.rank() + static_cast<int64_t>(axes.size());
-      for (auto& a : axes) a = norm_axis(a, r);
-      std::sort(axes.begin(), axes.end());
-      for (int64_t a : axes) s.insert(s.begin() + std::min<int64_t>(a, s.size()), 1);
-    } else {
-      std::vector<int64_t> kept;
-      for (int64_t d = 0; d < x.rank(); ++d) {
-        bool drop = axes.empty() ? x.shape()[d] == 1 : false;
-        for (int64_t a : axes) drop |= norm_axis(a, x.rank()) == d;
-        if (!drop) kept.push_back(x.shape()[d]);
-      }
-      s = kept;
-    }
-    Tensor out(x.dtype(), IVec(s));
+    auto s = squeezed_shape(im, n, x.shape(), axes);
+    HEDDLE_TRY(s);
+    Tensor out(x.dtype(), IVec(*s));
     for (int64_t i = 0; i < x.numel(); ++i) put(out, i, get(x, i));
     return set(out);
   }
@@ -260,7 +269,16 @@ Result<bool> try_fold(Importer& im, const onnx::NodeProto& n) {
     return set(out);
   }
   if (op == "Concat") {
-    int64_t axis = norm_axis(attr_int(n, "axis", 0), x.rank());
+    auto ax = checked_axis(im, n, attr_int(n, "axis", 0), x.rank());
+    HEDDLE_TRY(ax);
+    int64_t axis = *ax;
+    for (auto* t : in) {
+      if (!t || t->rank() != x.rank() || t->dtype() != x.dtype())
+        return im.error(n, "inputs must be defined and share rank and element type");
+      for (int64_t d = 0; d < x.rank(); ++d)
+        if (d != axis && t->shape()[d] != x.shape()[d])
+          return im.error(n, "inputs differ in dim " + std::to_string(d));
+    }
     std::vector<int64_t> s;
     for (int64_t d = 0; d < x.rank(); ++d) s.push_back(x.shape()[d]);
     s[axis] = 0;
@@ -280,18 +298,29 @@ Result<bool> try_fold(Importer& im, const onnx::NodeProto& n) {
   }
   if (op == "Gather") {
     const Tensor& idx = *in[1];
-    int64_t axis = norm_axis(attr_int(n, "axis", 0), x.rank());
+    auto ax = checked_axis(im, n, attr_int(n, "axis", 0), x.rank());
+    HEDDLE_TRY(ax);
+    int64_t axis = *ax;
     std::vector<int64_t> s;
     for (int64_t d = 0; d < axis; ++d) s.push_back(x.shape()[d]);
     for (int64_t d = 0; d < idx.rank(); ++d) s.push_back(idx.shape()[d]);
     for (int64_t d = axis + 1; d < x.rank(); ++d) s.push_back(x.shape()[d]);
-    int64_t ir = idx.rank();
+    int64_t ir = idx.rank(), dim = x.shape()[axis];
+    for (int64_t i = 0; i < idx.numel(); ++i) {
+      int64_t k = static_cast<int64_t>(get(idx, i));
+      if (k < -dim || k >= dim)
+        return im.error(n, "index " + std::to_string(k) + " is out of range for a dim of size " +
+                               std::to_string(dim));
+    }
+    int64_t numel = 1;
+    for (int64_t d : s) numel *= d;
+    if (numel > kMaxFoldElements) return false;
     return set(gather_by(x, x.dtype(), IVec(s), [&](const IVec& p) {
       std::vector<int64_t> ip(p.begin() + axis, p.begin() + axis + ir);
       int64_t k = static_cast<int64_t>(get(idx, ravel(ip, idx.shape())));
       if (k < 0) k += x.shape()[axis];
       std::vector<int64_t> q(p.begin(), p.begin() + axis);
-      q.push_back(std::clamp<int64_t>(k, 0, x.shape()[axis] - 1));
+      q.push_back(k);
       q.insert(q.end(), p.begin() + axis + ir, p.end());
       return ravel(q, x.shape());
     }));
@@ -302,10 +331,17 @@ Result<bool> try_fold(Importer& im, const onnx::NodeProto& n) {
     if (in.size() > 4 && in[4]) steps = to_ints(*in[4]);
     std::vector<int64_t> b(static_cast<size_t>(x.rank()), 0), st(b.size(), 1), s;
     for (int64_t d = 0; d < x.rank(); ++d) s.push_back(x.shape()[d]);
+    if ((!axes.empty() && axes.size() != starts.size()) || ends.size() != starts.size() ||
+        (!steps.empty() && steps.size() != starts.size()))
+      return im.error(n, "starts, ends, axes and steps must have equal lengths");
     for (size_t k = 0; k < starts.size(); ++k) {
-      int64_t d = axes.empty() ? static_cast<int64_t>(k) : norm_axis(axes[k], x.rank());
+      auto ax = checked_axis(im, n, axes.empty() ? static_cast<int64_t>(k) : axes[k], x.rank(),
+                             "axes entry");
+      HEDDLE_TRY(ax);
+      int64_t d = *ax;
       int64_t dim = x.shape()[d], step = steps.empty() ? 1 : steps[k];
       if (step == 0) return im.error(n, "a step is zero");
+      if (dim == 0) continue;
       int64_t lo = starts[k] < 0 ? starts[k] + dim : starts[k];
       int64_t hi = ends[k] < 0 ? ends[k] + dim : ends[k];
       if (step > 0) {
@@ -327,15 +363,19 @@ Result<bool> try_fold(Importer& im, const onnx::NodeProto& n) {
     }));
   }
   if (op == "Expand") {
-    Tensor shape_only(DType::kI64, IVec(to_ints(*in[1])));
-    auto s = bcast_shape({&x, &shape_only});
+    std::vector<int64_t> want = to_ints(*in[1]);
+    for (int64_t d : want)
+      if (d < 0 || d > kMaxFoldElements) return im.error(n, "'shape' has a bad entry");
+    auto s = bcast_shape({x.shape(), IVec(want)});
     if (!s) return im.error(n, "shapes do not broadcast");
+    if (s->product() > kMaxFoldElements) return false;
     return set(gather_by(x, x.dtype(), *s, [&](const IVec& p) { return bcast_index(x, p); }));
   }
   if (op == "Transpose") {
     std::vector<int64_t> perm = attr_ints(n, "perm");
     if (perm.empty())
       for (int64_t d = x.rank() - 1; d >= 0; --d) perm.push_back(d);
+    HEDDLE_TRY(check_perm(im, n, perm, x.rank()));
     std::vector<int64_t> s;
     for (int64_t p : perm) s.push_back(x.shape()[p]);
     return set(gather_by(x, x.dtype(), IVec(s), [&](const IVec& p) {

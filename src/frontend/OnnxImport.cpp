@@ -27,6 +27,44 @@ std::map<std::string, NodeHandler>& handler_table() {
 const std::vector<std::string> kFoldOnly = {"Shape", "ConstantOfShape", "Range", "Equal",
                                             "Not",   "Constant"};
 
+// Inputs each op needs at least (optional inputs may be empty names); the handlers and folding
+// index inputs below these counts without further checks.
+Status check_arity(const Importer& im, const onnx::NodeProto& n) {
+  static const std::map<std::string, int> kMinInputs = {{"Constant", 0},
+                                                        {"Conv", 2},
+                                                        {"Gemm", 2},
+                                                        {"MatMul", 2},
+                                                        {"Add", 2},
+                                                        {"Sub", 2},
+                                                        {"Mul", 2},
+                                                        {"Div", 2},
+                                                        {"Pow", 2},
+                                                        {"Max", 2},
+                                                        {"Min", 2},
+                                                        {"Equal", 2},
+                                                        {"Less", 2},
+                                                        {"Greater", 2},
+                                                        {"Where", 3},
+                                                        {"BatchNormalization", 5},
+                                                        {"LayerNormalization", 2},
+                                                        {"Reshape", 2},
+                                                        {"Expand", 2},
+                                                        {"Slice", 3},
+                                                        {"Gather", 2},
+                                                        {"Pad", 2},
+                                                        {"Range", 3}};
+  auto it = kMinInputs.find(n.op_type());
+  int need = it == kMinInputs.end() ? 1 : it->second;
+  if (n.input_size() < need)
+    return im.error(n, "has " + std::to_string(n.input_size()) + " input(s); " + n.op_type() +
+                           " needs at least " + std::to_string(need));
+  for (int k = 0; k < std::min(need, n.input_size()); ++k)
+    if (n.input(k).empty() && !(n.op_type() == "Clip" && k > 0))
+      return im.error(n, "required input " + std::to_string(k) + " is empty");
+  if (n.output_size() < 1 || n.output(0).empty()) return im.error(n, "has no output");
+  return {};
+}
+
 std::string join(const std::vector<std::string>& xs) {
   std::string s;
   for (const auto& x : xs) s += (s.empty() ? "" : ", ") + x;
@@ -104,6 +142,7 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
     if (!n.domain().empty() && n.domain() != "ai.onnx" && n.op_type() != "Gelu")
       return im.error(n, "op '" + n.op_type() + "' of domain '" + n.domain() +
                              "' is not supported; heddle imports the default ONNX domain");
+    if (auto arity = check_arity(im, n); !arity.ok()) return arity.error();
     auto folded = try_fold(im, n);
     HEDDLE_TRY(folded);
     if (*folded) continue;

@@ -10,6 +10,7 @@ namespace heddle::onnx_detail {
 
 namespace {
 constexpr int64_t kKeepConstantElements = 4096;
+constexpr int64_t kMaxElements = int64_t{1} << 40;  // a guard against corrupt dims
 }  // namespace
 
 void Importer::set_constant(const std::string& name, Tensor t) {
@@ -94,6 +95,30 @@ Diagnostic Importer::error(const onnx::NodeProto& n, const std::string& message)
                     "node '" + n.name() + "' (" + n.op_type() + "): " + message);
 }
 
+Result<int64_t> checked_axis(const Importer& im, const onnx::NodeProto& n, int64_t axis,
+                             int64_t rank, const char* what) {
+  if (axis < -rank || axis >= rank)
+    return im.error(n, std::string(what) + " " + std::to_string(axis) +
+                           " is out of range for rank " + std::to_string(rank));
+  return norm_axis(axis, rank);
+}
+
+Status check_perm(const Importer& im, const onnx::NodeProto& n, const std::vector<int64_t>& perm,
+                  int64_t rank) {
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  bool ok = static_cast<int64_t>(perm.size()) == rank;
+  for (int64_t p : perm) {
+    if (!ok || p < 0 || p >= rank || seen[p]) {
+      ok = false;
+      break;
+    }
+    seen[p] = true;
+  }
+  if (!ok)
+    return im.error(n, "'perm' is not a permutation of the " + std::to_string(rank) + " dims");
+  return {};
+}
+
 const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std::string& name) {
   for (const auto& a : n.attribute())
     if (a.name() == name) return &a;
@@ -154,10 +179,13 @@ Result<std::optional<Tensor>> tensor_from_proto(const onnx::TensorProto& t,
     return err("element type " + std::to_string(et) +
                " is not supported for data (float, double, int64, int32, bool are)");
   std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
-  for (int64_t d : dims)
+  int64_t n = 1;
+  for (int64_t d : dims) {
     if (d < 0) return err("has a negative dim");
-  Tensor out(*dt, IVec(dims));
-  int64_t n = out.numel();
+    if (d > 0 && n > kMaxElements / d)
+      return err("has more than " + std::to_string(kMaxElements) + " elements");
+    n *= d;
+  }
   size_t width = et == onnx::TensorProto::FLOAT || et == onnx::TensorProto::INT32 ? 4
                  : et == onnx::TensorProto::BOOL                                  ? 1
                                                                                   : 8;
@@ -166,15 +194,24 @@ Result<std::optional<Tensor>> tensor_from_proto(const onnx::TensorProto& t,
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string location;
     int64_t offset = 0, length = -1;
-    for (const auto& kv : t.external_data()) {
-      if (kv.key() == "location") location = kv.value();
-      if (kv.key() == "offset") offset = std::stoll(kv.value());
-      if (kv.key() == "length") length = std::stoll(kv.value());
+    try {
+      for (const auto& kv : t.external_data()) {
+        if (kv.key() == "location") location = kv.value();
+        if (kv.key() == "offset") offset = std::stoll(kv.value());
+        if (kv.key() == "length") length = std::stoll(kv.value());
+      }
+    } catch (const std::exception&) {
+      return err("external data offset or length is not a number");
     }
-    std::ifstream f(base_dir + "/" + location, std::ios::binary);
+    std::ifstream f(base_dir + "/" + location, std::ios::binary | std::ios::ate);
     if (!f) return std::optional<Tensor>();  // weights missing: shapes still import
+    int64_t file_size = static_cast<int64_t>(f.tellg());
+    if (offset < 0 || (length >= 0 && length != static_cast<int64_t>(n * width)) ||
+        offset + static_cast<int64_t>(n * width) > file_size)
+      return err("external data in '" + location +
+                 "' does not match the shape (offset, length or file size)");
     f.seekg(offset);
-    external.resize(length >= 0 ? length : n * width);
+    external.resize(n * width);
     f.read(external.data(), static_cast<std::streamsize>(external.size()));
     if (f.gcount() != static_cast<std::streamsize>(external.size()))
       return err("external data file '" + location + "' is shorter than the tensor");
@@ -186,6 +223,7 @@ Result<std::optional<Tensor>> tensor_from_proto(const onnx::TensorProto& t,
     if (raw->size() != static_cast<size_t>(n) * width)
       return err("raw data holds " + std::to_string(raw->size()) + " bytes, the shape needs " +
                  std::to_string(n * width));
+    Tensor out(*dt, IVec(dims));
     const char* p = raw->data();
     for (int64_t i = 0; i < n; ++i, p += width) {
       switch (et) {
@@ -220,6 +258,7 @@ Result<std::optional<Tensor>> tensor_from_proto(const onnx::TensorProto& t,
   if (have == 0 && n > 0) return std::optional<Tensor>();  // stripped: no data
   if (have != n)
     return err("holds " + std::to_string(have) + " values, the shape needs " + std::to_string(n));
+  Tensor out(*dt, IVec(dims));
   for (int64_t i = 0; i < n; ++i) {
     switch (et) {
       case onnx::TensorProto::FLOAT:
@@ -274,17 +313,21 @@ std::vector<onnx::NodeProto> fuse_erf_gelu(const onnx::GraphProto& g) {
   auto near = [](std::optional<double> v, double want) {
     return v && std::fabs(*v - want) < 1e-4 * std::fabs(want);
   };
-  // Which input of binary node `i` is the scalar `want`, or -1.
+  // Which input of binary node `i` is the scalar `want`, or -1 (also for malformed nodes).
   auto scalar_side = [&](int i, double want) {
+    if (nodes[i].input_size() != 2 || nodes[i].output_size() != 1) return -1;
     for (int k = 0; k < 2; ++k)
       if (near(scalar_of(g, nodes[i].input(k)), want)) return k;
     return -1;
   };
   std::vector<bool> drop(nodes.size(), false);
   for (int e = 0; e < static_cast<int>(nodes.size()); ++e) {
-    if (nodes[e].op_type() != "Erf" || !producer.count(nodes[e].input(0))) continue;
+    if (nodes[e].op_type() != "Erf" || nodes[e].input_size() != 1 || nodes[e].output_size() != 1 ||
+        !producer.count(nodes[e].input(0)))
+      continue;
     int d = producer[nodes[e].input(0)];
     std::string x;
+    if (nodes[d].input_size() != 2 || nodes[d].output_size() != 1) continue;
     if (nodes[d].op_type() == "Div" && near(scalar_of(g, nodes[d].input(1)), std::sqrt(2.0)))
       x = nodes[d].input(0);
     else if (nodes[d].op_type() == "Mul" && scalar_side(d, std::sqrt(0.5)) >= 0)
@@ -295,7 +338,9 @@ std::vector<onnx::NodeProto> fuse_erf_gelu(const onnx::GraphProto& g) {
     int a = sole_user(nodes[e].output(0));
     if (a < 0 || nodes[a].op_type() != "Add" || scalar_side(a, 1.0) < 0) continue;
     int m1 = sole_user(nodes[a].output(0));
-    if (m1 < 0 || nodes[m1].op_type() != "Mul") continue;
+    if (m1 < 0 || nodes[m1].op_type() != "Mul" || nodes[m1].input_size() != 2 ||
+        nodes[m1].output_size() != 1)
+      continue;
     const std::string& other =
         nodes[m1].input(0) == nodes[a].output(0) ? nodes[m1].input(1) : nodes[m1].input(0);
     std::vector<int> pattern = {d, e, a, m1};

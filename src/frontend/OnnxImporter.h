@@ -84,10 +84,20 @@ Result<std::optional<Tensor>> tensor_from_proto(const onnx::TensorProto& t,
 std::optional<DType> dtype_from_onnx(int32_t elem_type);
 /// Normalises a possibly negative axis for rank `rank`.
 inline int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+/// `axis` normalised into [0, rank), or a diagnostic on node `n` naming the attribute `what`.
+Result<int64_t> checked_axis(const Importer& im, const onnx::NodeProto& n, int64_t axis,
+                             int64_t rank, const char* what = "axis");
+/// A diagnostic unless `perm` is a permutation of 0..rank-1.
+Status check_perm(const Importer& im, const onnx::NodeProto& n, const std::vector<int64_t>& perm,
+                  int64_t rank);
 
 /// The shape a Reshape node asks for (input 1) for an input of shape `in`: 0 copies the input
 /// dim (unless allowzero), -1 is inferred. Diagnostics for non-constant or mismatched shapes.
 Result<std::vector<int64_t>> reshape_target(Importer& im, const onnx::NodeProto& n, const IVec& in);
+
+/// The output shape of Squeeze / Unsqueeze node `n` on `in` with `axes` (validated).
+Result<std::vector<int64_t>> squeezed_shape(const Importer& im, const onnx::NodeProto& n,
+                                            const IVec& in, std::vector<int64_t> axes);
 
 /// Evaluates `n` when every input is a constant and its type is foldable; false otherwise (the
 /// node then goes to its handler). `Shape` folds whenever its input's type is known.

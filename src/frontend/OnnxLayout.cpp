@@ -1,6 +1,8 @@
 // ONNX layout nodes (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Concat, Slice, Split,
 // Gather, Expand, Identity, Dropout, Cast) on graph values; constant cases fold in OnnxFold.cpp.
+#include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "OnnxImporter.h"
 
@@ -12,6 +14,7 @@ std::vector<int64_t> dims(const IVec& s) { return std::vector<int64_t>(s.begin()
 
 // A reshape that keeps the value when the shape does not change.
 ValueId reshape_to(Ops& ops, ValueId x, const std::vector<int64_t>& shape) {
+  if (x == kNoValue) return x;  // an earlier builder failed; its diagnostic is kept
   return IVec(shape) == ops.shape(x) ? x : ops.reshape(x, shape);
 }
 
@@ -28,6 +31,8 @@ Status flatten(Importer& im, const onnx::NodeProto& n) {
   auto x = im.value(n.input(0));
   HEDDLE_TRY(x);
   IVec s = im.ops().shape(*x);
+  if (attr_int(n, "axis", 1) < -s.size() || attr_int(n, "axis", 1) > s.size())
+    return im.error(n, "axis is out of range for rank " + std::to_string(s.size()));
   int64_t axis = norm_axis(attr_int(n, "axis", 1), s.size());
   int64_t lo = 1, hi = 1;
   for (int64_t d = 0; d < s.size(); ++d) (d < axis ? lo : hi) *= s[d];
@@ -44,24 +49,9 @@ Status squeeze_unsqueeze(Importer& im, const onnx::NodeProto& n) {
     HEDDLE_TRY(a);
     axes = *a;
   }
-  std::vector<int64_t> s = dims(im.ops().shape(*x));
-  int64_t r = s.size();
-  if (n.op_type() == "Unsqueeze") {
-    int64_t out_rank = r + static_cast<int64_t>(axes.size());
-    for (auto& a : axes) a = norm_axis(a, out_rank);
-    std::sort(axes.begin(), axes.end());
-    for (int64_t a : axes) s.insert(s.begin() + std::min<int64_t>(a, s.size()), 1);
-  } else {
-    std::vector<int64_t> kept;
-    for (int64_t d = 0; d < r; ++d) {
-      bool drop = axes.empty() && s[d] == 1;
-      for (int64_t a : axes) drop |= norm_axis(a, r) == d;
-      if (drop && s[d] != 1) return im.error(n, "cannot squeeze dim " + std::to_string(d));
-      if (!drop) kept.push_back(s[d]);
-    }
-    s = kept;
-  }
-  im.set_value(n.output(0), reshape_to(im.ops(), *x, s));
+  auto s = squeezed_shape(im, n, im.ops().shape(*x), axes);
+  HEDDLE_TRY(s);
+  im.set_value(n.output(0), reshape_to(im.ops(), *x, *s));
   return {};
 }
 
@@ -72,6 +62,7 @@ Status transpose(Importer& im, const onnx::NodeProto& n) {
   int64_t r = im.ops().shape(*x).size();
   if (perm.empty())
     for (int64_t d = r - 1; d >= 0; --d) perm.push_back(d);
+  HEDDLE_TRY(check_perm(im, n, perm, r));
   bool id = true;
   for (int64_t d = 0; d < r; ++d) id &= perm[d] == d;
   im.set_value(n.output(0), id ? *x : im.ops().transpose(*x, perm));
@@ -86,13 +77,15 @@ Status concat(Importer& im, const onnx::NodeProto& n) {
     if (im.ops().type(*v).numel() > 0) xs.push_back(*v);
   }
   if (xs.empty()) return im.error(n, "every input is empty");
-  int64_t axis = norm_axis(attr_int(n, "axis", 0), im.ops().shape(xs[0]).size());
-  im.set_value(n.output(0), xs.size() == 1 ? xs[0] : im.ops().concat(xs, axis));
+  auto axis = checked_axis(im, n, attr_int(n, "axis", 0), im.ops().shape(xs[0]).size());
+  HEDDLE_TRY(axis);
+  im.set_value(n.output(0), xs.size() == 1 ? xs[0] : im.ops().concat(xs, *axis));
   return {};
 }
 
 // A contiguous slice [start, end) along `axis`.
 ValueId slice_axis(Ops& ops, ValueId x, int64_t axis, int64_t start, int64_t end) {
+  if (x == kNoValue) return x;
   IVec s = ops.shape(x);
   std::vector<int64_t> b(static_cast<size_t>(s.size()), 0), e = dims(s);
   b[axis] = start;
@@ -121,7 +114,13 @@ Status slice(Importer& im, const onnx::NodeProto& n) {
   IVec s = im.ops().shape(*x);
   std::vector<int64_t> b(static_cast<size_t>(s.size()), 0), e = dims(s);
   for (size_t k = 0; k < starts->size(); ++k) {
-    int64_t d = axes.empty() ? static_cast<int64_t>(k) : norm_axis(axes[k], s.size());
+    if ((!axes.empty() && axes.size() != starts->size()) || ends->size() != starts->size() ||
+        (!steps.empty() && steps.size() != starts->size()))
+      return im.error(n, "starts, ends, axes and steps must have equal lengths");
+    auto ax = checked_axis(im, n, axes.empty() ? static_cast<int64_t>(k) : axes[k], s.size(),
+                           "axes entry");
+    HEDDLE_TRY(ax);
+    int64_t d = *ax;
     if (!steps.empty() && steps[k] != 1)
       return im.error(n, "step " + std::to_string(steps[k]) + " on axis " + std::to_string(d) +
                              " is not supported (only step 1 on graph values)");
@@ -141,7 +140,9 @@ Status split(Importer& im, const onnx::NodeProto& n) {
   auto x = im.value(n.input(0));
   HEDDLE_TRY(x);
   IVec s = im.ops().shape(*x);
-  int64_t axis = norm_axis(attr_int(n, "axis", 0), s.size());
+  auto ax = checked_axis(im, n, attr_int(n, "axis", 0), s.size());
+  HEDDLE_TRY(ax);
+  int64_t axis = *ax;
   std::vector<int64_t> sizes = attr_ints(n, "split");
   if (n.input_size() > 1 && !n.input(1).empty()) {
     auto v = im.ints(n, 1, "split");
@@ -157,6 +158,10 @@ Status split(Importer& im, const onnx::NodeProto& n) {
     return im.error(n, "'split' has " + std::to_string(sizes.size()) + " entries for " +
                            std::to_string(parts) + " outputs");
   int64_t at = 0;
+  for (int64_t v : sizes)
+    if (v < 0) return im.error(n, "'split' has a negative size");
+  if (std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != s[axis])
+    return im.error(n, "'split' sizes do not add up to dim " + std::to_string(s[axis]));
   for (int64_t k = 0; k < parts; ++k) {
     im.set_value(n.output(k), slice_axis(im.ops(), *x, axis, at, at + sizes[k]));
     at += sizes[k];
@@ -171,7 +176,9 @@ Status gather(Importer& im, const onnx::NodeProto& n) {
   auto data = im.value(n.input(0));
   HEDDLE_TRY(data);
   IVec s = ops.shape(*data);
-  axis = norm_axis(axis, s.size());
+  auto ax = checked_axis(im, n, axis, s.size());
+  HEDDLE_TRY(ax);
+  axis = *ax;
   if (!idx) {  // an embedding lookup: ids are a graph value
     if (axis != 0 || s.size() != 2)
       return im.error(n,
@@ -184,6 +191,7 @@ Status gather(Importer& im, const onnx::NodeProto& n) {
     return {};
   }
   // Constant indices on a graph value: a contiguous range is a slice (plus a squeeze for a scalar).
+  if (!idx->is_int()) return im.error(n, "indices must be integers");
   std::vector<int64_t> k;
   for (int64_t i = 0; i < idx->numel(); ++i) {
     int64_t v = idx->i64()[i];
@@ -257,6 +265,39 @@ Status pad(Importer& im, const onnx::NodeProto& n) {
 }
 
 }  // namespace
+
+Result<std::vector<int64_t>> squeezed_shape(const Importer& im, const onnx::NodeProto& n,
+                                            const IVec& in, std::vector<int64_t> axes) {
+  std::vector<int64_t> s = dims(in);
+  int64_t r = s.size();
+  if (n.op_type() == "Unsqueeze") {
+    int64_t out_rank = r + static_cast<int64_t>(axes.size());
+    for (auto& a : axes) {
+      auto c = checked_axis(im, n, a, out_rank, "axes entry");
+      HEDDLE_TRY(c);
+      a = *c;
+    }
+    std::sort(axes.begin(), axes.end());
+    if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+      return im.error(n, "'axes' repeats an axis");
+    for (int64_t a : axes) s.insert(s.begin() + a, 1);
+    return s;
+  }
+  std::vector<bool> drop(static_cast<size_t>(r), axes.empty());
+  for (int64_t a : axes) {
+    auto c = checked_axis(im, n, a, r, "axes entry");
+    HEDDLE_TRY(c);
+    drop[*c] = true;
+  }
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < r; ++d) {
+    if (drop[d] && s[d] != 1 && !axes.empty())
+      return im.error(
+          n, "cannot squeeze dim " + std::to_string(d) + " of size " + std::to_string(s[d]));
+    if (!drop[d] || s[d] != 1) kept.push_back(s[d]);
+  }
+  return kept;
+}
 
 void register_layout_ops(std::map<std::string, NodeHandler>& t) {
   t["Reshape"] = reshape;

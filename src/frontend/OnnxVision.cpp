@@ -36,9 +36,13 @@ Status conv(Importer& im, const onnx::NodeProto& n) {
   o.padding = attr_ints(n, "pads", {0, 0, 0, 0});
   o.groups = attr_int(n, "group", 1);
   ValueId y = ops.conv2d(*x, *w, o);
+  HEDDLE_TRY(im.check(n));
   if (n.input_size() > 2 && !n.input(2).empty()) {
     auto b = im.value(n.input(2));
     HEDDLE_TRY(b);
+    if (ops.shape(*b).size() != 1 || ops.shape(y)[1] != ops.shape(*b)[0])
+      return im.error(n, "bias must be a vector with one entry per output channel, got " +
+                             ops.type(*b).to_string());
     y = add_channel(ops, y, *b);
   }
   im.set_value(n.output(0), y);
