@@ -165,5 +165,26 @@ TEST(OnnxCli, RunTakesNpyInputsAndWritesNpyOutputs) {
   EXPECT_NE(wrong.err.find("mlp.in.npy"), std::string::npos) << wrong.err;
 }
 
+TEST(OnnxCli, ShowBindsDynamicDimsAndReportsJson) {
+  auto r = testing::run_heddle("show " + fixture("mlp.onnx") + " --dim batch=8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("f32[8, 16]"), std::string::npos) << r.out;
+  auto unbound = testing::run_heddle("show " + fixture("mlp.onnx"));
+  EXPECT_EQ(unbound.exit_code, 1);
+  EXPECT_NE(unbound.err.find("--dim batch=VALUE"), std::string::npos) << unbound.err;
+  auto bad = testing::run_heddle("show " + fixture("mlp.onnx") + " --dim batch");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("NAME=VALUE"), std::string::npos) << bad.err;
+  auto text = testing::run_heddle("show " + fixture("cnn.onnx") + " --dim x=1");
+  EXPECT_EQ(text.exit_code, 0) << "unused bindings are harmless: " << text.err;
+}
+
+TEST(OnnxCli, RunWithoutInputsUsesRandomOnesAndTheModelsWeights) {
+  auto r = testing::run_heddle("run " + fixture("encoder.onnx") +
+                               " --mesh 4 --strategy dp=2,tp=2 --check --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"ok\": true"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace heddle
