@@ -32,4 +32,8 @@ void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o);
 /// `heddle show`: summary, shape table, text/DOT/JSON export of a model.
 Command add_show_command(CLI::App& root);
 
+/// `heddle run`: executes a model; with `--mesh 1` on the single-device reference interpreter
+/// (with `--train`, a synthetic training run printing the loss per step).
+Command add_run_command(CLI::App& root);
+
 }  // namespace heddle::cli

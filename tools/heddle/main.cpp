@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "heddle 0.1.0");
   std::vector<heddle::cli::Command> commands = {
       heddle::cli::add_show_command(app),
+      heddle::cli::add_run_command(app),
   };
   try {
     app.parse(argc, argv);
