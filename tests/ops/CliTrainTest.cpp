@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -15,8 +14,7 @@ struct Ran {
 };
 
 Ran heddle(const std::string& args) {
-  const char* bin = std::getenv("HEDDLE_BINARY_DIR");
-  std::string cmd = std::string(bin ? bin : "build") + "/tools/heddle/heddle " + args + " 2>&1";
+  std::string cmd = std::string(HEDDLE_CLI_PATH) + " " + args + " 2>&1";
   Ran r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
