@@ -3,6 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DHEDDLE_WERROR=ON
 HEDDLE := $(BUILD)/tools/heddle/heddle
+MAKEFLAGS += --no-print-directory
 # `make run` shows this model: a zoo name or a text-IR file (e.g. MODEL=examples/mlp.hd).
 MODEL ?= gpt3-1.3b
 

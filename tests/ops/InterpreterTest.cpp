@@ -14,8 +14,7 @@ namespace heddle {
 namespace {
 
 std::string example(const std::string& name) {
-  const char* d = std::getenv("HEDDLE_SOURCE_DIR");
-  return std::string(d ? d : ".") + "/examples/" + name;
+  return std::string(HEDDLE_SOURCE_DIR) + "/examples/" + name;
 }
 
 TEST(Interpreter, ExamplesRunDeterministically) {

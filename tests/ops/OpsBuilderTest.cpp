@@ -14,10 +14,7 @@
 namespace heddle {
 namespace {
 
-std::string source_dir() {
-  const char* d = std::getenv("HEDDLE_SOURCE_DIR");
-  return d ? d : ".";
-}
+std::string source_dir() { return HEDDLE_SOURCE_DIR; }
 
 // Same op up to dim names: kind, extents, reduce flags, projections, padding.
 void expect_same_signature(const Op& a, const Op& b) {

@@ -36,4 +36,7 @@ Command add_show_command(CLI::App& root);
 /// (with `--train`, a synthetic training run printing the loss per step).
 Command add_run_command(CLI::App& root);
 
+/// `heddle schedule`: pipeline schedule search and baselines for a placement.
+Command add_schedule_command(CLI::App& root);
+
 }  // namespace heddle::cli

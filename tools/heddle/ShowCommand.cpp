@@ -77,6 +77,19 @@ void print_summary(const Graph& g, const GraphStats& s, int limit) {
   for (const auto& [k, n] : kinds) parts.push_back(k + " x" + std::to_string(n));
   if (!parts.empty()) fmt::print("  op kinds     {}\n", join(parts, ", "));
 
+  fmt::print("\n{:<8} {:<28} {:<24} {:>12}\n", "role", "tensor", "type", "bytes");
+  int64_t listed = 0;
+  for (const auto* ids : {&g.inputs(), &g.params()})
+    for (ValueId v : *ids) {
+      if (listed++ >= limit) continue;
+      fmt::print("{:<8} {:<28} {:<24} {:>12}\n", value_role_name(g.value(v).role),
+                 value_ref(g.value(v).name), g.type(v).to_string(),
+                 human_bytes(static_cast<double>(g.type(v).bytes())));
+    }
+  if (listed > limit)
+    fmt::print("... {} more inputs and params\n",
+               static_cast<int64_t>(g.inputs().size() + g.params().size()) - limit);
+
   fmt::print("\n{:<5} {:<14} {:<20} {:<24} {:>10}  {}\n", "#", "op", "result", "type", "FLOPs",
              "index space");
   int64_t shown = 0;

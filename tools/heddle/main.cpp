@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   std::vector<heddle::cli::Command> commands = {
       heddle::cli::add_show_command(app),
       heddle::cli::add_run_command(app),
+      heddle::cli::add_schedule_command(app),
   };
   try {
     app.parse(argc, argv);

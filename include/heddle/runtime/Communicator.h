@@ -1,0 +1,35 @@
+// Communicator: the collectives a device program needs, on tiles addressed in global coordinates.
+// Implementations: threads sharing memory (ThreadedCommunicator) and, later, MPI ranks.
+#pragma once
+
+#include <vector>
+
+#include "heddle/ir/IndexSpace.h"
+#include "heddle/ops/Tensor.h"
+#include "heddle/sharding/CommCost.h"
+#include "heddle/support/Result.h"
+
+namespace heddle {
+
+/// One device's end of the collectives. Every member of a group calls the same collective with
+/// the same group (device ids, in rank order); all devices of the mesh execute the same sequence
+/// of collectives (SPMD), which implementations may rely on.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  /// This device's id.
+  virtual int64_t rank() const = 0;
+  /// Number of devices.
+  virtual int64_t size() const = 0;
+  /// Runs collective `c` over `group`. `mine` is this device's tile; `out` arrives with its
+  /// region set and receives:
+  /// - all-gather, all-to-all, halo exchange: the elements of the members' tiles (the region
+  ///   must be covered by them);
+  /// - all-reduce, reduce-scatter: the members' tiles combined with `monoid` in group order
+  ///   (so results are bit-identical run to run), restricted to out's region.
+  /// A failure (a peer gone, a timeout) is a diagnostic. Precondition: this rank is in `group`.
+  virtual Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
+                            Tensor& out, Monoid monoid) = 0;
+};
+
+}  // namespace heddle

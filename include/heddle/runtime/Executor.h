@@ -1,0 +1,32 @@
+// Executing device programs: one device's program against a Communicator, and all devices of a
+// mesh as threads of this process (the default backend).
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "heddle/ops/Tensor.h"
+#include "heddle/runtime/Communicator.h"
+#include "heddle/runtime/Program.h"
+
+namespace heddle {
+
+/// Whole tensors by value id: the graph inputs and parameters a run starts from, or the outputs it
+/// ends with.
+using TensorMap = std::map<ValueId, Tensor>;
+
+/// Runs `program` as device comm.rank(). `feeds` holds every graph input and parameter the
+/// program loads (only the device's tiles are read). Returns the device's tiles of the graph
+/// outputs. A kernel error marks the run failed but the program keeps taking part in collectives,
+/// so peers never wait forever. Precondition: the program was lowered from `g`.
+Result<TensorMap> run_device(const Graph& g, const DeviceProgram& program, Communicator& comm,
+                             const TensorMap& feeds);
+
+/// Runs every device's program on its own thread with shared-memory collectives and returns the
+/// graph outputs (whole tensors, from device 0's tiles, which cover them when lowering replicated
+/// the outputs). Repeated runs are bit-identical. Precondition: programs lowered from `g`, one per
+/// device, in device order.
+Result<TensorMap> run_threaded(const Graph& g, const std::vector<DeviceProgram>& programs,
+                               const TensorMap& feeds);
+
+}  // namespace heddle

@@ -1,0 +1,42 @@
+// Lowering: a graph plus a sharding plan becomes one SPMD program per device: loads of local
+// tiles, the cheapest reshard collectives between producer and consumer placements, halo fetches
+// for windowed ops, kernel calls on local index boxes, frees after last use.
+#pragma once
+
+#include <vector>
+
+#include "heddle/runtime/Program.h"
+#include "heddle/sharding/ShardingPlan.h"
+#include "heddle/support/Result.h"
+
+namespace heddle {
+
+/// Options of lower().
+struct LowerOptions {
+  /// Fuse chains of elementwise ops (each consuming the previous result) into one instruction
+  /// whose intermediates are never stored. Default true.
+  bool fuse_elementwise = true;
+  /// Reshard every graph output to Replicate at the end, so every device holds it. Default true.
+  bool replicate_outputs = true;
+  /// Prices reshard paths; null (default) uses BytesMovedCost.
+  const CommCost* cost = nullptr;
+};
+
+/// The programs of every device of `plan.mesh`, indexed by device. A plan whose strategies do not
+/// fit the graph (see ShardingPlan::check) is a diagnostic. Precondition: `g` passed verify().
+Result<std::vector<DeviceProgram>> lower(const Graph& g, const ShardingPlan& plan,
+                                         const LowerOptions& options = {});
+
+/// Counts of what lowering emitted over all devices, for summaries and tests.
+struct ProgramStats {
+  int64_t kernels = 0;      ///< kernel calls
+  int64_t fused = 0;        ///< instructions holding more than one call
+  int64_t collectives = 0;  ///< collective instructions
+  int64_t fetches = 0;      ///< halo fetches
+  double comm_bytes = 0;    ///< bytes moved per device, summed over devices (BytesMovedCost)
+};
+
+/// Statistics of lowered programs.
+ProgramStats program_stats(const Graph& g, const std::vector<DeviceProgram>& programs);
+
+}  // namespace heddle

@@ -1,0 +1,51 @@
+// Device programs: what one device executes for a partitioned graph. Loads of its tiles, reshard
+// collectives over mesh-axis groups, halo fetches, kernel calls on local index boxes (elementwise
+// chains fused into one instruction), frees. Printed as text, one instruction per line.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "heddle/ir/Graph.h"
+#include "heddle/ir/IndexSpace.h"
+#include "heddle/sharding/CommCost.h"
+#include "heddle/sharding/Mesh.h"
+
+namespace heddle {
+
+/// One kernel call: op `op` over index box `box` of its index space.
+struct KernelCall {
+  OpId op = -1;
+  Box box;
+};
+
+/// One instruction of a device program.
+struct Instr {
+  enum class Kind : uint8_t {
+    kLoad,        ///< take this device's tile `box` of a graph input or parameter
+    kCollective,  ///< `collective` over `group`; the value's tile becomes `box`
+    kFetch,       ///< assemble halo tile `box` of `value` from `group` for the next kernel
+    kKernel,      ///< run `calls` in order (more than one: a fused elementwise chain)
+    kFree,        ///< drop the value's tile
+  };
+  Kind kind = Kind::kFree;
+  ValueId value = -1;
+  Box box;
+  Collective collective = Collective::kSlice;
+  Monoid monoid = Monoid::kSum;  ///< how all-reduce and reduce-scatter combine
+  std::vector<int64_t> group;    ///< devices taking part, in rank order (same on every member)
+  std::vector<KernelCall> calls;
+  /// Values produced inside a fused chain and consumed only there: never stored.
+  std::vector<ValueId> temporaries;
+};
+
+/// The program of one device of a mesh.
+struct DeviceProgram {
+  int64_t device = 0;
+  std::vector<Instr> instrs;
+
+  /// The text form, one instruction per line, names from `g`.
+  std::string to_string(const Graph& g, const Mesh& mesh) const;
+};
+
+}  // namespace heddle

@@ -1,0 +1,73 @@
+// Propagation: completing a partial sharding deterministically. Users pin placements of inputs
+// and parameters, strategies of ops, and which index dims each mesh axis may split; propagation
+// walks the graph in order and gives every other op the strategy of least estimated cost
+// (reshards of its inputs, its compute, and settling partial results), reporting every reshard it
+// had to insert.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "heddle/sharding/CommCost.h"
+#include "heddle/sharding/ShardingPlan.h"
+
+namespace heddle {
+
+/// Which index dims a mesh axis may split.
+enum class AxisRole : uint8_t {
+  kAny,              ///< any dim
+  kBatch,            ///< only dims derived from the batch dim of the graph inputs (data parallel)
+  kModel,            ///< only dims derived from neither batch nor sequence (tensor parallel)
+  kModelOrSequence,  ///< model dims, and sequence dims outside contractions (sequence parallel)
+};
+
+/// What the user fixed.
+struct Pins {
+  std::map<ValueId, TensorSharding> values;  ///< starting placements of inputs and parameters
+  std::map<OpId, OpStrategy> ops;            ///< fixed op strategies
+  std::vector<AxisRole> axis_roles;          ///< per mesh axis; empty: every axis kAny
+};
+
+/// Options of propagate(). The defaults describe a nominal device (100 GFLOP/s, 10 GB/s links)
+/// until the cost model supplies real figures.
+struct PropagateOptions {
+  double seconds_per_flop = 1e-11;  ///< compute time per FLOP on one device
+  double seconds_per_byte = 1e-10;  ///< time per byte of BytesMovedCost traffic
+  const CommCost* cost = nullptr;   ///< null: BytesMovedCost
+};
+
+/// A reshard propagation inserted: a consumer needed `value` in another placement.
+struct Reshard {
+  ValueId value = -1;
+  OpId consumer = -1;
+  TensorSharding from, to;
+  double seconds = 0;
+};
+
+/// The completed plan and what it costs in data movement.
+struct Propagation {
+  ShardingPlan plan;
+  std::vector<Reshard> reshards;
+
+  /// One line per reshard: `%x: [Shard(0)] -> [Replicate] for op 'einsum' defining %h (1.2 us)`.
+  std::string report(const Graph& g) const;
+};
+
+/// Per value and tensor dim: derived from the batch dim (dim 0) of a graph input, from the
+/// sequence dim (dim 1 of inputs of rank >= 2), or neither. Labels flow forward through
+/// projections.
+struct DimLabels {
+  std::vector<std::vector<bool>> batch, sequence;  ///< [value][dim]
+};
+
+/// Labels batch and sequence dims of every value of `g`.
+DimLabels label_dims(const Graph& g);
+
+/// Completes `pins` into a plan for `g` on `mesh`. A pin that does not fit (an op strategy its
+/// op cannot take, a placement of the wrong rank) is a diagnostic; an op with no strategy its
+/// axis roles allow falls back to replicated compute. Precondition: `g` passed verify().
+Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins,
+                              const PropagateOptions& options = {});
+
+}  // namespace heddle

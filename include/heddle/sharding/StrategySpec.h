@@ -1,0 +1,39 @@
+// The strategy language of the CLI: `auto`, or `dp=2,tp=4,pp=2,zero=1,sp=on,schedule=1f1b,...`,
+// the vocabulary users know from Megatron-LM and DeepSpeed. Parsed into a value; the tactics map
+// it onto pins for propagation and search.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "heddle/sharding/Mesh.h"
+#include "heddle/support/Result.h"
+
+namespace heddle {
+
+/// A parsed strategy string. Unset fields are left to the search (or default to 1 / off).
+struct StrategySpec {
+  bool auto_search = false;  ///< `auto` was given (possibly with pins)
+  std::optional<int64_t> dp, tp, pp, ep;
+  std::optional<int64_t> zero;           ///< ZeRO stage 0-3
+  std::optional<int64_t> micro_batch;    ///< `mb`: micro-batch size
+  std::optional<int64_t> microbatches;   ///< number of micro-batches
+  std::optional<std::string> schedule;   ///< gpipe|1f1b|interleaved:V|zb-h1|zb-h2|searched
+  std::optional<std::string> recompute;  ///< none|selective|full
+  bool sp = false;                       ///< sequence parallelism
+
+  /// Parses the text. Unknown keys, bad values and repeated keys are diagnostics that list what is
+  /// valid.
+  static Result<StrategySpec> parse(std::string_view text);
+  /// Product of the given parallel degrees (dp * tp * pp * ep, unset counting as 1).
+  int64_t devices() const;
+  /// The canonical text: keys in a fixed order, `auto` first.
+  std::string to_string() const;
+  /// The mesh the degrees describe: named axes in the order pp, dp, ep, tp (tensor parallel
+  /// innermost, where links are fastest), axes of degree 1 omitted. `count`: the device count
+  /// the user asked for; a product that differs is a diagnostic saying so.
+  Result<Mesh> mesh(int64_t count) const;
+};
+
+}  // namespace heddle

@@ -1,0 +1,21 @@
+// Tactics: the patterns people use, as pins for propagation. `dp` shards the batch of every
+// input on the dp axis; `tp` lets the tp axis split only model dims, so propagation finds
+// Megatron's column- then row-parallel pairs; `sp=on` also lets tp split sequence dims outside
+// contractions; `zero` shards parameters (3) or optimizer updates (1, 2) over dp.
+#pragma once
+
+#include "heddle/sharding/Propagate.h"
+#include "heddle/sharding/StrategySpec.h"
+
+namespace heddle {
+
+/// The pins `spec` means for `g` on `mesh` (whose axes are named as StrategySpec::mesh names
+/// them). A batch the dp axis does not divide, or a parameter ZeRO-3 cannot shard, is a
+/// diagnostic naming the tensor and the divisors that would work. Precondition: verified graph.
+Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& spec);
+
+/// tactic_pins() followed by propagate(): the plan for a strategy string.
+Result<Propagation> plan_from_strategy(const Graph& g, const Mesh& mesh, const StrategySpec& spec,
+                                       const PropagateOptions& options = {});
+
+}  // namespace heddle

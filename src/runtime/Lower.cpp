@@ -1,0 +1,248 @@
+#include "heddle/runtime/Lower.h"
+
+#include <map>
+#include <optional>
+
+#include "heddle/ir/TextPrinter.h"
+#include "heddle/sharding/Reshard.h"
+
+namespace heddle {
+
+namespace {
+
+class Lowering {
+ public:
+  Lowering(const Graph& g, const ShardingPlan& plan, const LowerOptions& o)
+      : g_(g), plan_(plan), mesh_(plan.mesh), o_(o), placement_(g.num_values()) {
+    progs_.resize(static_cast<size_t>(mesh_.num_devices()));
+    for (int64_t d = 0; d < mesh_.num_devices(); ++d) progs_[d].device = d;
+    last_use_.assign(static_cast<size_t>(g.num_values()), -1);
+    for (OpId i = 0; i < g.num_ops(); ++i)
+      for (const auto& in : g.op(i).inputs) last_use_[in.value] = i;
+    for (ValueId v : g.outputs()) last_use_[v] = g.num_ops();  // never freed
+  }
+
+  Result<std::vector<DeviceProgram>> run() {
+    HEDDLE_TRY(plan_.check(g_));
+    for (OpId i = 0; i < g_.num_ops(); ++i) HEDDLE_TRY(op(i));
+    if (o_.replicate_outputs)
+      for (ValueId v : g_.outputs()) {
+        if (!placement_[v]) {
+          auto pin = plan_.pinned.find(v);
+          HEDDLE_TRY(load(v, pin == plan_.pinned.end() ? TensorSharding::replicated(mesh_.rank())
+                                                       : pin->second));
+        }
+        HEDDLE_TRY(reshard(v, TensorSharding::replicated(mesh_.rank())));
+      }
+    return std::move(progs_);
+  }
+
+ private:
+  const CommCost& cost() const { return o_.cost ? *o_.cost : bytes_cost_; }
+  const IVec& shape(ValueId v) const { return g_.type(v).shape(); }
+
+  Status load(ValueId v, const TensorSharding& s) {
+    for (auto& p : progs_) {
+      Instr in;
+      in.kind = Instr::Kind::kLoad;
+      in.value = v;
+      in.box = s.local_box(shape(v), mesh_, p.device);
+      p.instrs.push_back(std::move(in));
+    }
+    placement_[v] = s;
+    return {};
+  }
+
+  Status reshard(ValueId v, const TensorSharding& want) {
+    if (*placement_[v] == want) return {};
+    auto plan = plan_reshard(g_.type(v), mesh_, *placement_[v], want, cost());
+    HEDDLE_TRY(plan);
+    for (const ReshardStep& step : plan->steps)
+      for (auto& p : progs_) {
+        Instr in;
+        in.kind = Instr::Kind::kCollective;
+        in.value = v;
+        in.collective = step.op;
+        if (step.from.at(step.axis).is_partial()) in.monoid = step.from.at(step.axis).monoid();
+        in.group = mesh_.group(step.axis, p.device);
+        in.box = step.to.local_box(shape(v), mesh_, p.device);
+        p.instrs.push_back(std::move(in));
+      }
+    placement_[v] = want;
+    return {};
+  }
+
+  // The devices holding the same data as `device` for a value placed by `s`: those that differ
+  // only along the axes that shard it.
+  std::vector<int64_t> shard_group(const TensorSharding& s, int64_t device) const {
+    std::vector<int64_t> group;
+    IVec c = mesh_.coords(device);
+    for (int64_t d = 0; d < mesh_.num_devices(); ++d) {
+      IVec e = mesh_.coords(d);
+      bool same = true;
+      for (int64_t a = 0; a < mesh_.rank(); ++a)
+        if (!s.at(a).is_shard() && e[a] != c[a]) same = false;
+      if (same) group.push_back(d);
+    }
+    return group;
+  }
+
+  Status op(OpId id) {
+    const Op& op = g_.op(id);
+    const OpStrategy& strat = plan_.ops[id];
+    auto pl = derive_placements(g_, id, mesh_, strat);
+    HEDDLE_TRY(pl);
+    std::map<ValueId, TensorSharding> wanted;
+    for (size_t k = 0; k < op.inputs.size(); ++k) {
+      ValueId v = op.inputs[k].value;
+      const TensorSharding& want = pl->inputs[k].sharding;
+      auto [it, fresh] = wanted.emplace(v, want);
+      if (!fresh && it->second != want)
+        return Diagnostic("op '" + std::string(op_kind_name(op.kind)) + "' defining " +
+                          value_ref(g_.value(op.results[0].value).name) + " reads " +
+                          value_ref(g_.value(v).name) + " twice with different placements (" +
+                          it->second.to_string() + " and " + want.to_string() +
+                          "); lowering does not support that yet");
+      if (!placement_[v]) {
+        auto pin = plan_.pinned.find(v);
+        HEDDLE_TRY(load(v, pin == plan_.pinned.end() ? want : pin->second));
+      }
+      HEDDLE_TRY(reshard(v, want));
+    }
+    for (size_t k = 0; k < op.inputs.size(); ++k) {
+      if (!pl->inputs[k].has_halo()) continue;
+      ValueId v = op.inputs[k].value;
+      Box tensor = Box::of_shape(shape(v));
+      for (auto& p : progs_) {
+        Instr in;
+        in.kind = Instr::Kind::kFetch;
+        in.value = v;
+        in.box = op.inputs[k]
+                     .proj.image(strat.local_index_box(op.space, mesh_, p.device))
+                     .intersect(tensor);
+        in.group = shard_group(*placement_[v], p.device);
+        p.instrs.push_back(std::move(in));
+      }
+    }
+    for (auto& p : progs_) {
+      Instr in;
+      in.kind = Instr::Kind::kKernel;
+      in.calls.push_back({id, strat.local_index_box(op.space, mesh_, p.device)});
+      p.instrs.push_back(std::move(in));
+    }
+    for (size_t k = 0; k < op.results.size(); ++k)
+      placement_[op.results[k].value] = pl->results[k].sharding;
+    for (size_t k = 0; k < op.inputs.size(); ++k) {
+      ValueId v = op.inputs[k].value;
+      bool first = true;
+      for (size_t j = 0; j < k; ++j) first &= op.inputs[j].value != v;
+      if (first && last_use_[v] == id) free(v);
+    }
+    for (const auto& r : op.results)
+      if (last_use_[r.value] < 0) free(r.value);  // never used
+    return {};
+  }
+
+  void free(ValueId v) {
+    for (auto& p : progs_) {
+      Instr in;
+      in.kind = Instr::Kind::kFree;
+      in.value = v;
+      p.instrs.push_back(std::move(in));
+    }
+  }
+
+  const Graph& g_;
+  const ShardingPlan& plan_;
+  const Mesh& mesh_;
+  const LowerOptions& o_;
+  BytesMovedCost bytes_cost_;
+  std::vector<std::optional<TensorSharding>> placement_;
+  std::vector<OpId> last_use_;
+  std::vector<DeviceProgram> progs_;
+};
+
+// Merges a kernel instruction with the next kernel (past frees) when the next op is elementwise
+// and reads the chain's last result, which nothing else uses: that result becomes a temporary.
+void fuse(const Graph& g, DeviceProgram& p) {
+  std::vector<int64_t> uses(static_cast<size_t>(g.num_values()), 0);
+  for (const Op& op : g.ops())
+    for (const auto& in : op.inputs) ++uses[in.value];
+  for (ValueId v : g.outputs()) uses[v] += 1000;  // outputs must be stored
+  std::vector<Instr> out;
+  std::vector<Instr> deferred_frees;
+  for (auto& in : p.instrs) {
+    if (in.kind == Instr::Kind::kFree && !out.empty() && out.back().kind == Instr::Kind::kKernel) {
+      deferred_frees.push_back(std::move(in));
+      continue;
+    }
+    if (in.kind == Instr::Kind::kKernel && !out.empty() &&
+        out.back().kind == Instr::Kind::kKernel) {
+      Instr& chain = out.back();
+      const Op& next = g.op(in.calls[0].op);
+      ValueId last = g.op(chain.calls.back().op).results[0].value;
+      bool reads_last = false;
+      for (const auto& x : next.inputs) reads_last |= x.value == last;
+      if (is_elementwise(next.kind) && reads_last && uses[last] == 1 &&
+          g.op(chain.calls.back().op).results.size() == 1) {
+        chain.calls.push_back(in.calls[0]);
+        chain.temporaries.push_back(last);
+        std::vector<Instr> kept;
+        for (auto& f : deferred_frees)
+          if (f.value != last) kept.push_back(std::move(f));
+        deferred_frees = std::move(kept);
+        continue;
+      }
+    }
+    for (auto& f : deferred_frees) out.push_back(std::move(f));
+    deferred_frees.clear();
+    out.push_back(std::move(in));
+  }
+  for (auto& f : deferred_frees) out.push_back(std::move(f));
+  p.instrs = std::move(out);
+}
+
+}  // namespace
+
+Result<std::vector<DeviceProgram>> lower(const Graph& g, const ShardingPlan& plan,
+                                         const LowerOptions& options) {
+  auto progs = Lowering(g, plan, options).run();
+  HEDDLE_TRY(progs);
+  if (options.fuse_elementwise)
+    for (auto& p : *progs) fuse(g, p);
+  return progs;
+}
+
+ProgramStats program_stats(const Graph& g, const std::vector<DeviceProgram>& programs) {
+  ProgramStats s;
+  BytesMovedCost bytes;
+  for (const auto& p : programs)
+    for (const auto& in : p.instrs) {
+      switch (in.kind) {
+        case Instr::Kind::kKernel:
+          s.kernels += static_cast<int64_t>(in.calls.size());
+          s.fused += in.calls.size() > 1;
+          break;
+        case Instr::Kind::kCollective: {
+          ++s.collectives;
+          double elem = static_cast<double>(dtype_bytes(g.type(in.value).dtype()));
+          // The S of the formulas: gathered size for gathers, the input size for the others
+          // (equal to the output size times the group for reduce-scatter).
+          double out_bytes = static_cast<double>(in.box.volume()) * elem;
+          auto n = static_cast<double>(in.group.size());
+          double S = in.collective == Collective::kReduceScatter ? out_bytes * n : out_bytes;
+          if (in.collective == Collective::kAllToAll) S = out_bytes;
+          s.comm_bytes += bytes.cost(in.collective, 0, static_cast<int64_t>(in.group.size()), S);
+          break;
+        }
+        case Instr::Kind::kFetch:
+          ++s.fetches;
+          break;
+        default:
+          break;
+      }
+    }
+  return s;
+}
+
+}  // namespace heddle

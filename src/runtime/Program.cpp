@@ -1,0 +1,49 @@
+#include "heddle/runtime/Program.h"
+
+#include "heddle/ir/TextPrinter.h"
+#include "heddle/support/Strings.h"
+
+namespace heddle {
+
+std::string DeviceProgram::to_string(const Graph& g, const Mesh& mesh) const {
+  auto name = [&](ValueId v) { return value_ref(g.value(v).name); };
+  auto group_text = [](const std::vector<int64_t>& group) {
+    std::vector<std::string> s;
+    for (int64_t d : group) s.push_back(std::to_string(d));
+    return "{" + join(s, ",") + "}";
+  };
+  std::string s = "# device " + std::to_string(device) + " of mesh " + mesh.to_string() +
+                  ", coords " + mesh.coords(device).to_string() + "\n";
+  for (const Instr& in : instrs) {
+    switch (in.kind) {
+      case Instr::Kind::kLoad:
+        s += "load " + name(in.value) + " " + in.box.to_string();
+        break;
+      case Instr::Kind::kCollective:
+        s += std::string(collective_name(in.collective)) + " " + name(in.value) + " group " +
+             group_text(in.group) + " -> " + in.box.to_string();
+        break;
+      case Instr::Kind::kFetch:
+        s += "fetch " + name(in.value) + " group " + group_text(in.group) + " -> " +
+             in.box.to_string();
+        break;
+      case Instr::Kind::kKernel: {
+        std::vector<std::string> calls;
+        for (const auto& c : in.calls) {
+          const Op& op = g.op(c.op);
+          calls.push_back(name(op.results[0].value) + " = " + std::string(op_kind_name(op.kind)) +
+                          " " + c.box.to_string());
+        }
+        s += (in.calls.size() > 1 ? "fused " : "kernel ") + join(calls, "; ");
+        break;
+      }
+      case Instr::Kind::kFree:
+        s += "free " + name(in.value);
+        break;
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace heddle

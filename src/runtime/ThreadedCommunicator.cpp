@@ -1,0 +1,66 @@
+#include "heddle/runtime/ThreadedCommunicator.h"
+
+#include "heddle/ops/Kernel.h"
+
+namespace heddle {
+
+class ThreadedWorld::Endpoint : public Communicator {
+ public:
+  Endpoint(ThreadedWorld& w, int64_t rank) : w_(w), rank_(rank) {}
+  int64_t rank() const override { return rank_; }
+  int64_t size() const override { return w_.n_; }
+
+  Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
+                    Tensor& out, Monoid monoid) override {
+    w_.slots_[rank_] = &mine;
+    w_.barrier_.arrive_and_wait();
+    Status st = failed();
+    if (st.ok()) {
+      bool reduce = c == Collective::kAllReduce || c == Collective::kReduceScatter;
+      bool first = true;
+      for (int64_t peer : group) {
+        const Tensor& t = *w_.slots_[peer];
+        if (!reduce) {
+          out.copy_from(t);
+        } else if (first) {
+          out.copy_from(t);
+        } else {
+          kernels::combine(monoid, out, t);
+        }
+        first = false;
+      }
+    }
+    w_.barrier_.arrive_and_wait();
+    return st.ok() ? failed() : st;
+  }
+
+ private:
+  Status failed() const {
+    int64_t f = w_.failed_.load();
+    if (f < 0) return {};
+    return Diagnostic("device " + std::to_string(f) + " failed; collective abandoned");
+  }
+
+  ThreadedWorld& w_;
+  int64_t rank_;
+};
+
+ThreadedWorld::ThreadedWorld(int64_t n)
+    : n_(n), barrier_(static_cast<std::ptrdiff_t>(n)), slots_(static_cast<size_t>(n)) {
+  HEDDLE_ASSERT(n >= 1) << "world of " << n;
+  for (int64_t i = 0; i < n; ++i) endpoints_.push_back(std::make_unique<Endpoint>(*this, i));
+}
+
+ThreadedWorld::~ThreadedWorld() = default;
+
+Communicator& ThreadedWorld::endpoint(int64_t i) {
+  HEDDLE_ASSERT(i >= 0 && i < n_) << "endpoint " << i;
+  return *endpoints_[static_cast<size_t>(i)];
+}
+
+void ThreadedWorld::abort(int64_t device) {
+  int64_t expected = -1;
+  failed_.compare_exchange_strong(expected, device);
+}
+
+}  // namespace heddle

@@ -1,0 +1,196 @@
+#include "heddle/sharding/Propagate.h"
+
+#include <optional>
+
+#include "heddle/ir/GraphStats.h"
+#include "heddle/ir/TextPrinter.h"
+#include "heddle/sharding/Reshard.h"
+
+namespace heddle {
+
+namespace {
+
+// The index dims of `op` that reach a labelled dim of an input through a single-row column.
+std::vector<bool> index_labels(const Graph& g, const Op& op,
+                               const std::vector<std::vector<bool>>& labels) {
+  std::vector<bool> out(static_cast<size_t>(op.space.rank()), false);
+  for (const auto& in : op.inputs) {
+    const AffineMap& m = in.proj.map();
+    for (int64_t i = 0; i < op.space.rank(); ++i)
+      for (int64_t r = 0; r < m.out_rank(); ++r)
+        if (m.at(r, i) != 0 && labels[in.value][r]) out[i] = true;
+  }
+  (void)g;
+  return out;
+}
+
+void label_results(const Op& op, const std::vector<bool>& idx,
+                   std::vector<std::vector<bool>>& labels) {
+  for (const auto& r : op.results) {
+    const AffineMap& m = r.proj.map();
+    for (int64_t row = 0; row < m.out_rank(); ++row)
+      for (int64_t i = 0; i < op.space.rank(); ++i)
+        if (m.at(row, i) != 0 && idx[i]) labels[r.value][row] = true;
+  }
+}
+
+}  // namespace
+
+DimLabels label_dims(const Graph& g) {
+  DimLabels l;
+  for (const Value& v : g.values()) {
+    l.batch.emplace_back(static_cast<size_t>(v.type.rank()), false);
+    l.sequence.emplace_back(static_cast<size_t>(v.type.rank()), false);
+  }
+  for (ValueId v : g.inputs()) {
+    if (g.type(v).rank() >= 1) l.batch[v][0] = true;
+    if (g.type(v).rank() >= 2) l.sequence[v][1] = true;
+  }
+  for (const Op& op : g.ops()) {
+    label_results(op, index_labels(g, op, l.batch), l.batch);
+    label_results(op, index_labels(g, op, l.sequence), l.sequence);
+  }
+  return l;
+}
+
+std::string Propagation::report(const Graph& g) const {
+  std::string s;
+  for (const auto& r : reshards) {
+    const Op& op = g.op(r.consumer);
+    s += value_ref(g.value(r.value).name) + ": " + r.from.to_string() + " -> " + r.to.to_string() +
+         " for op '" + std::string(op_kind_name(op.kind)) + "' defining " +
+         value_ref(g.value(op.results[0].value).name) + "\n";
+  }
+  return s;
+}
+
+Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins,
+                              const PropagateOptions& o) {
+  BytesMovedCost bytes_cost;
+  const CommCost& cost = o.cost ? *o.cost : bytes_cost;
+  for (const auto& [v, s] : pins.values)
+    if (s.rank() != mesh.rank() || v < 0 || v >= g.num_values())
+      return Diagnostic("pinned placement " + s.to_string() + " does not fit mesh " +
+                        mesh.to_string());
+  DimLabels labels = label_dims(g);
+  Propagation out;
+  out.plan = ShardingPlan::replicated(g, mesh);
+  out.plan.pinned = pins.values;
+  std::vector<std::optional<TensorSharding>> current(static_cast<size_t>(g.num_values()));
+  for (const auto& [v, s] : pins.values) current[v] = s;
+
+  auto reshard_seconds = [&](ValueId v, const TensorSharding& from,
+                             const TensorSharding& to) -> std::optional<double> {
+    if (from == to) return 0.0;
+    auto plan = plan_reshard(g.type(v), mesh, from, to, cost);
+    if (!plan.ok()) return std::nullopt;
+    return plan->cost * o.seconds_per_byte;
+  };
+
+  // The cheapest way to turn partial placements into plain ones: replicate them, or scatter them
+  // along one tensor dim.
+  auto settle_seconds = [&](ValueId v, const TensorSharding& s) {
+    if (!s.has_partial()) return 0.0;
+    std::optional<double> best;
+    for (int64_t d = -1; d < g.type(v).rank(); ++d) {
+      TensorSharding t = s;
+      for (int64_t a = 0; a < mesh.rank(); ++a)
+        if (t.at(a).is_partial())
+          t = t.with(a, d < 0 ? Placement::replicate() : Placement::shard(d));
+      auto c = reshard_seconds(v, s, t);
+      if (c && (!best || *c < *best)) best = c;
+    }
+    return best.value_or(0);
+  };
+
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    const Op& op = g.op(id);
+    std::vector<bool> batch = index_labels(g, op, labels.batch);
+    std::vector<bool> seq = index_labels(g, op, labels.sequence);
+    bool contraction = op_kind_info(op.kind).category == OpCategory::kContraction;
+    auto allowed = [&](const OpStrategy& s) {
+      for (int64_t a = 0; a < mesh.rank(); ++a) {
+        int64_t i = s.dim(a);
+        if (i < 0 || a >= static_cast<int64_t>(pins.axis_roles.size())) continue;
+        switch (pins.axis_roles[a]) {
+          case AxisRole::kAny:
+            break;
+          case AxisRole::kBatch:
+            if (!batch[i]) return false;
+            break;
+          case AxisRole::kModel:
+            if (batch[i] || seq[i]) return false;
+            break;
+          case AxisRole::kModelOrSequence:
+            if (batch[i] || (seq[i] && contraction)) return false;
+            break;
+        }
+      }
+      return true;
+    };
+    std::vector<OpStrategy> candidates;
+    if (auto pin = pins.ops.find(id); pin != pins.ops.end()) {
+      auto p = derive_placements(g, id, mesh, pin->second);
+      HEDDLE_TRY(p);
+      candidates.push_back(pin->second);
+    } else {
+      for (auto& s : enumerate_strategies(g, id, mesh))
+        if (allowed(s)) candidates.push_back(std::move(s));
+      if (candidates.empty()) candidates.push_back(OpStrategy::replicated(mesh.rank()));
+    }
+    double flops = op_flops(g, id);
+    std::optional<double> best;
+    int best_moves = 0;
+    OpStrategy chosen;
+    for (const OpStrategy& s : candidates) {
+      auto p = derive_placements(g, id, mesh, s);
+      if (!p.ok()) continue;
+      double parallel = 1;
+      for (int64_t a = 0; a < mesh.rank(); ++a)
+        if (s.dim(a) >= 0) parallel *= static_cast<double>(mesh.size(a));
+      double t = flops / parallel * o.seconds_per_flop;
+      int moves = 0;  // inputs that must be resharded first
+      bool feasible = true;
+      for (size_t k = 0; k < op.inputs.size() && feasible; ++k) {
+        ValueId v = op.inputs[k].value;
+        if (!current[v]) continue;  // first use: loaded where wanted, for free
+        auto r = reshard_seconds(v, *current[v], p->inputs[k].sharding);
+        if (!r) {
+          feasible = false;
+        } else {
+          t += *r;
+          moves += *current[v] != p->inputs[k].sharding;
+        }
+      }
+      for (size_t k = 0; k < p->results.size(); ++k)  // partial results must be settled later
+        t += settle_seconds(op.results[k].value, p->results[k].sharding);
+      // Equal estimates: prefer computing where the data already is (a consumer may settle a
+      // partial result more cheaply than an input reshard that is certain now).
+      bool better =
+          !best || t < *best * (1 - 1e-9) || (t <= *best * (1 + 1e-9) && moves < best_moves);
+      if (feasible && better) {
+        best = t;
+        best_moves = moves;
+        chosen = s;
+      }
+    }
+    if (!best) chosen = OpStrategy::replicated(mesh.rank());
+    out.plan.ops[id] = chosen;
+    auto p = derive_placements(g, id, mesh, chosen);
+    HEDDLE_TRY(p);
+    for (size_t k = 0; k < op.inputs.size(); ++k) {
+      ValueId v = op.inputs[k].value;
+      const TensorSharding& want = p->inputs[k].sharding;
+      if (current[v] && *current[v] != want) {
+        double secs = reshard_seconds(v, *current[v], want).value_or(0);
+        out.reshards.push_back({v, id, *current[v], want, secs});
+      }
+      current[v] = want;
+    }
+    for (size_t k = 0; k < op.results.size(); ++k)
+      current[op.results[k].value] = p->results[k].sharding;
+  }
+  return out;
+}
+
+}  // namespace heddle

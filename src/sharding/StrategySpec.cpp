@@ -1,0 +1,126 @@
+#include "heddle/sharding/StrategySpec.h"
+
+#include <vector>
+
+#include "heddle/support/Strings.h"
+
+namespace heddle {
+
+namespace {
+
+const char* kKeys = "dp, tp, pp, ep, zero, mb, microbatches, schedule, recompute, sp";
+
+bool valid_schedule(const std::string& s) {
+  if (s == "gpipe" || s == "1f1b" || s == "zb-h1" || s == "zb-h2" || s == "searched") return true;
+  if (s.rfind("interleaved:", 0) == 0) {
+    auto v = parse_int(std::string_view(s).substr(12));
+    return v && *v >= 1;
+  }
+  return s == "interleaved";
+}
+
+}  // namespace
+
+Result<StrategySpec> StrategySpec::parse(std::string_view text) {
+  StrategySpec spec;
+  std::string t(text);
+  if (t.empty()) return Diagnostic("empty strategy; use 'auto' or e.g. 'dp=2,tp=2'");
+  std::vector<std::string> seen;
+  size_t b = 0;
+  while (b <= t.size()) {
+    size_t e = t.find(',', b);
+    std::string item = t.substr(b, e == std::string::npos ? std::string::npos : e - b);
+    b = e == std::string::npos ? t.size() + 1 : e + 1;
+    if (item == "auto") {
+      spec.auto_search = true;
+      continue;
+    }
+    size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      return Diagnostic("strategy item '" + item + "' in '" + t +
+                        "' needs the form key=value (or 'auto'); keys: " + kKeys);
+    std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+    for (const auto& s : seen)
+      if (s == key) return Diagnostic("strategy key '" + key + "' is given twice in '" + t + "'");
+    seen.push_back(key);
+    auto positive = [&](std::optional<int64_t>& field, int64_t lo) -> Status {
+      auto v = parse_int(val);
+      if (!v || *v < lo)
+        return Diagnostic("strategy key '" + key + "' needs an integer >= " + std::to_string(lo) +
+                          ", got '" + val + "'");
+      field = *v;
+      return {};
+    };
+    if (key == "dp")
+      HEDDLE_TRY(positive(spec.dp, 1));
+    else if (key == "tp")
+      HEDDLE_TRY(positive(spec.tp, 1));
+    else if (key == "pp")
+      HEDDLE_TRY(positive(spec.pp, 1));
+    else if (key == "ep")
+      HEDDLE_TRY(positive(spec.ep, 1));
+    else if (key == "mb")
+      HEDDLE_TRY(positive(spec.micro_batch, 1));
+    else if (key == "microbatches")
+      HEDDLE_TRY(positive(spec.microbatches, 1));
+    else if (key == "zero") {
+      HEDDLE_TRY(positive(spec.zero, 0));
+      if (*spec.zero > 3) return Diagnostic("zero stage must be 0, 1, 2 or 3, got " + val);
+    } else if (key == "schedule") {
+      if (!valid_schedule(val))
+        return Diagnostic("unknown schedule '" + val +
+                          "'; known: gpipe, 1f1b, interleaved:V, zb-h1, zb-h2, searched");
+      spec.schedule = val;
+    } else if (key == "recompute") {
+      if (val != "none" && val != "selective" && val != "full")
+        return Diagnostic("unknown recompute '" + val + "'; known: none, selective, full");
+      spec.recompute = val;
+    } else if (key == "sp") {
+      if (val != "on" && val != "off")
+        return Diagnostic("sp must be 'on' or 'off', got '" + val + "'");
+      spec.sp = val == "on";
+    } else {
+      return Diagnostic("unknown strategy key '" + key + "'; valid keys: " + kKeys);
+    }
+  }
+  return spec;
+}
+
+int64_t StrategySpec::devices() const {
+  return dp.value_or(1) * tp.value_or(1) * pp.value_or(1) * ep.value_or(1);
+}
+
+std::string StrategySpec::to_string() const {
+  std::vector<std::string> parts;
+  if (auto_search) parts.push_back("auto");
+  auto num = [&](const char* k, const std::optional<int64_t>& v) {
+    if (v) parts.push_back(std::string(k) + "=" + std::to_string(*v));
+  };
+  num("dp", dp);
+  num("tp", tp);
+  num("pp", pp);
+  num("ep", ep);
+  num("zero", zero);
+  num("mb", micro_batch);
+  num("microbatches", microbatches);
+  if (schedule) parts.push_back("schedule=" + *schedule);
+  if (recompute) parts.push_back("recompute=" + *recompute);
+  if (sp) parts.push_back("sp=on");
+  return parts.empty() ? "dp=1" : join(parts, ",");
+}
+
+Result<Mesh> StrategySpec::mesh(int64_t count) const {
+  if (devices() != count)
+    return Diagnostic("strategy " + to_string() + " uses " + std::to_string(devices()) +
+                      " devices (dp*tp*pp*ep) but the mesh has " + std::to_string(count) +
+                      "; make the degrees multiply to " + std::to_string(count));
+  std::vector<MeshAxis> axes;
+  if (pp.value_or(1) > 1) axes.push_back({"pp", *pp});
+  if (dp.value_or(1) > 1) axes.push_back({"dp", *dp});
+  if (ep.value_or(1) > 1) axes.push_back({"ep", *ep});
+  if (tp.value_or(1) > 1) axes.push_back({"tp", *tp});
+  if (axes.empty()) axes.push_back({"dp", 1});
+  return Mesh(std::move(axes));
+}
+
+}  // namespace heddle

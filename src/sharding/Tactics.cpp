@@ -1,0 +1,73 @@
+#include "heddle/sharding/Tactics.h"
+
+#include "heddle/ir/TextPrinter.h"
+#include "heddle/support/Strings.h"
+
+namespace heddle {
+
+namespace {
+
+std::string divisors(int64_t n) {
+  std::vector<std::string> d;
+  for (int64_t k = 1; k <= n && d.size() < 16; ++k)
+    if (n % k == 0) d.push_back(std::to_string(k));
+  return join(d, ", ");
+}
+
+}  // namespace
+
+Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& spec) {
+  Pins pins;
+  pins.axis_roles.assign(static_cast<size_t>(mesh.rank()), AxisRole::kAny);
+  int64_t dp = mesh.find("dp"), tp = mesh.find("tp");
+  if (mesh.find("pp") >= 0)
+    return Diagnostic(
+        "pipeline parallelism (pp) is planned and simulated per stage but the "
+        "executors do not run pipelines yet; use dp, tp, sp and zero");
+  if (dp >= 0) pins.axis_roles[dp] = AxisRole::kBatch;
+  if (tp >= 0) pins.axis_roles[tp] = spec.sp ? AxisRole::kModelOrSequence : AxisRole::kModel;
+  if (dp >= 0 && mesh.size(dp) > 1) {
+    for (ValueId v : g.inputs()) {
+      const TensorType& t = g.type(v);
+      if (t.rank() == 0) continue;
+      if (t.shape()[0] % mesh.size(dp) != 0)
+        return Diagnostic("dp=" + std::to_string(mesh.size(dp)) + " does not divide the batch " +
+                          std::to_string(t.shape()[0]) + " of input " + value_ref(g.value(v).name) +
+                          " " + t.to_string() + "; divisors of " + std::to_string(t.shape()[0]) +
+                          ": " + divisors(t.shape()[0]));
+      pins.values[v] = TensorSharding::replicated(mesh.rank()).with(dp, Placement::shard(0));
+    }
+    int64_t zero = spec.zero.value_or(0);
+    if (zero >= 3)
+      for (ValueId v : g.params()) {
+        const TensorType& t = g.type(v);
+        if (t.rank() == 0 || t.shape()[0] % mesh.size(dp) != 0) continue;  // small: replicate
+        pins.values[v] = TensorSharding::replicated(mesh.rank()).with(dp, Placement::shard(0));
+      }
+    if (zero >= 1)
+      for (OpId i = 0; i < g.num_ops(); ++i) {
+        const Op& op = g.op(i);
+        if (op_kind_info(op.kind).category != OpCategory::kOptimizer) continue;
+        // The update is elementwise over the parameter: split its first index dim on dp when
+        // dp divides it, so each rank updates (and keeps optimizer state for) one slice.
+        std::vector<int64_t> dims(static_cast<size_t>(mesh.rank()), -1);
+        if (op.space.rank() == 0 || op.space.dim(0).extent % mesh.size(dp) != 0) continue;
+        dims[dp] = 0;
+        if (tp >= 0) {  // keep the tensor-parallel split the parameter already has
+          auto p = derive_placements(g, i, mesh, OpStrategy(dims));
+          if (!p.ok()) continue;
+        }
+        pins.ops[i] = OpStrategy(dims);
+      }
+  }
+  return pins;
+}
+
+Result<Propagation> plan_from_strategy(const Graph& g, const Mesh& mesh, const StrategySpec& spec,
+                                       const PropagateOptions& options) {
+  auto pins = tactic_pins(g, mesh, spec);
+  HEDDLE_TRY(pins);
+  return propagate(g, mesh, *pins, options);
+}
+
+}  // namespace heddle

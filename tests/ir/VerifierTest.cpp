@@ -1,0 +1,151 @@
+// The verifier: each broken rule gives one diagnostic naming the op, the operand and the rule.
+#include <gtest/gtest.h>
+
+#include "common/RandomGraph.h"
+#include "heddle/ir/GraphBuilder.h"
+#include "heddle/ir/GraphStats.h"
+#include "heddle/ir/TextParser.h"
+#include "heddle/ir/Verifier.h"
+
+namespace heddle {
+namespace {
+
+std::vector<Diagnostic> verify_text(const std::string& body) {
+  auto g = parse_graph("graph g {\n" + body + "\n}\n", "v.hd");
+  EXPECT_TRUE(g.ok()) << g.error().to_string();
+  if (!g.ok()) return {};
+  return verify(*g);
+}
+
+struct Case {
+  const char* body;
+  const char* message;
+};
+
+TEST(Verifier, EachRuleBreakIsOneDiagnostic) {
+  const Case cases[] = {
+      {"input %a: f32[4, 3]\n input %b: f32[4, 5]\n"
+       " %c: f32[4, 5] = einsum{spec=\"mk,kn->mn\"} [m=4, n=5, k=4:sum] %a(m, k), %b(k, n) -> (m, "
+       "n)",
+       "op 'einsum' defining %c: input 0 (%a): projection (m, k) reads [0:4, 0:4], outside the "
+       "tensor f32[4, 3]"},
+      {"input %a: f32[4]\n %c: f32[4] = relu [i=4] %a(i + 1) -> (i)",
+       "input 0 (%a): projection (i + 1) reads [1:5], outside the tensor f32[4] (mark the operand "
+       "'padded' if out-of-bounds reads are zero)"},
+      {"input %a: f32[4]\n %c: f32[4] = relu [i=4] %a(i) -> (i + 1)",
+       "result 0 (%c): projection (i + 1) starts writing tensor dim 0 at 1, not 0"},
+      {"input %a: f32[4]\n %c: f32[5] = relu [i=4] %a(i) -> (i)",
+       "result 0 (%c): projection (i) covers 4 elements of tensor dim 0 of size 5"},
+      {"input %a: f32[4, 4]\n %c: f32[4] = relu [i=4, j=4] %a(i, j) -> (i)",
+       "result 0 (%c): projection (i) ignores parallel dim 1, so its points write the same "
+       "elements"},
+      {"input %a: f32[4, 4]\n %c: f32[4] = reduce_sum [i=4, j=4:sum] %a(i, j) -> (i + j)",
+       "result 0 (%c): projection (i + j) uses reduce dim 1; results must not depend on reduce "
+       "dims"},
+      {"input %a: f32[8]\n %c: f32[8] = relu [i=4] %a(2*i)[2] -> (2*i)[2]",
+       ""},  // well formed: tiles of 2
+      {"input %a: f32[8]\n %c: f32[8] = relu [i=4] %a(2*i)[2] -> (3*i)[2]",
+       "result 0 (%c): projection (3*i)[2] leaves gaps in tensor dim 0"},
+      {"input %a: f32[4]\n %c: f32[4] = relu [i=4] %a(i) -> (i)[2]",
+       "result 0 (%c): projection (i)[2] writes elements of tensor dim 0 more than once"},
+      {"input %a: f32[4, 4]\n %c: f32[4, 4] = relu [i=4] %a(i, i) -> (i, i)",
+       "uses dim 0 in several tensor dims, which cannot cover the tensor exactly"},
+      {"input %a: f32[4]\n %c: f32[4] = relu [i=4] %a(i, 0) -> (i)",
+       "input 0 (%a): projection (i, 0) has 2 dims but the tensor f32[4] has 1"},
+      {"input %a: f32[4]\n input %b: f32[4]\n %c: f32[4] = relu [i=4] %a(i), %b(i) -> (i)",
+       "op 'relu' defining %c: takes 1 input(s), got 2"},
+      {"input %a: f32[4]\n %c: f32[4] = einsum [i=4] %a(i) -> (i)",
+       "op 'einsum' defining %c: missing required attribute 'spec'"},
+      {"input %a: f32[4]\n %c: f32[4] = relu [i=0] %a(i) -> (i)",
+       "index dim 'i' has extent 0; extents must be positive"},
+      {"input %a: f32[4]\n input %b: i32[4]\n %c: f32[4] = add [i=4] %a(i), %b(i) -> (i)",
+       "operands and results must share one element type, got f32, i32"},
+      {"input %a: f32[4]\n input %b: f32[4]\n input %m: f32[4]\n"
+       " %c: f32[4] = where [i=4] %m(i), %a(i), %b(i) -> (i)",
+       "condition (input 0) must be bool, got f32"},
+      {"input %ids: f32[2]\n param %t: f32[10, 3]\n"
+       " %e: f32[2, 3] = embedding [s=2, h=3, v=10:sum] %ids(s), %t(v, h) -> (s, h)",
+       "ids (input 0) must be i32 or i64, got f32"},
+      {"input %a: f32[16, 16]\n"
+       " %c: f32[8, 8] = maxpool2d{kernel=[3, 3]} [h=8, w=8] %a(2*h - 1, 2*w - 1)[3, 3] -> (h, w)",
+       "input 0 (%a): projection (2*h - 1, 2*w - 1)[3, 3] reads [-1:16, -1:16], outside the "
+       "tensor f32[16, 16]"},
+      {"input %a: f32[16, 16]\n"
+       " %c: f32[8, 8] = maxpool2d{kernel=[3, 3]} [h=8, w=8] %a(2*h - 1, 2*w - 1)[3, 3] padded -> "
+       "(h, w)",
+       ""},  // the same with zero padding is fine
+      {"input %a: f32[4]\n %c: f32[4] = relu [i=4] %a(i + 100) padded -> (i)",
+       "padded projection (i + 100) never touches the tensor"},
+      {"input %a: f32[4]\n %c: f32[1099511627776] = relu [i=1099511627776] %a(1099511627776*i) -> "
+       "(i)",
+       "projection coefficients are too large"},
+  };
+  for (const auto& c : cases) {
+    auto diags = verify_text(c.body);
+    if (std::string(c.message).empty()) {
+      EXPECT_TRUE(diags.empty()) << c.body << "\n" << diags.front().to_string();
+      continue;
+    }
+    ASSERT_EQ(diags.size(), 1u) << c.body << "\n"
+                                << (diags.empty() ? "no diagnostic" : diags[1].to_string());
+    EXPECT_NE(diags[0].message.find(c.message), std::string::npos)
+        << "expected: " << c.message << "\n     got: " << diags[0].to_string();
+    EXPECT_EQ(diags[0].loc.file, "v.hd");
+    EXPECT_GT(diags[0].loc.line, 1);
+  }
+}
+
+TEST(Verifier, ReportsEveryViolationNotJustTheFirst) {
+  auto diags = verify_text(
+      "input %a: f32[4]\n"
+      " %b: f32[4] = relu [i=4] %a(i + 1) -> (i)\n"
+      " %c: f32[5] = relu [i=4] %b(i) -> (i)\n"
+      " %d: f32[4] = relu [i=4] %c(i) -> (i + 2)");
+  ASSERT_EQ(diags.size(), 3u);
+  EXPECT_EQ(diags[0].loc.line, 3);
+  EXPECT_EQ(diags[1].loc.line, 4);
+  EXPECT_EQ(diags[2].loc.line, 5);
+  EXPECT_EQ(diags[0].to_string().rfind("v.hd:3:", 0), 0u);
+}
+
+TEST(Verifier, BuiltGraphsWithDuplicateNamesAreCaught) {
+  GraphBuilder b;
+  ValueId x = b.input("x", f32({4}));
+  b.op(OpKind::kRelu, "[i=4]", {{x, "(i)"}}, f32({4}), "(i)", {}, "x");
+  auto diags = verify(b.graph());
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].message, "value %x is defined twice");
+}
+
+TEST(Verifier, HugeShapesAreReportedNotOverflowed) {
+  auto diags = verify_text("input %a: f32[1099511627776, 1099511627776, 1099511627776]");
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_NE(diags[0].message.find("has too many elements"), std::string::npos);
+}
+
+TEST(Verifier, RandomGraphsAreWellFormed) {
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    Graph g = testing::random_graph(40, seed);
+    auto diags = verify(g);
+    EXPECT_TRUE(diags.empty()) << "seed " << seed << ": " << diags.front().to_string();
+  }
+}
+
+TEST(GraphStats, CountsFromIndexSpaces) {
+  auto g = parse_graph(
+      "graph g {\n input %x: f32[8, 16]\n param %w: f32[16, 4]\n param %b: f32[4]\n"
+      " %h: f32[8, 4] = einsum{spec=\"mk,kn->mn\"} [m=8, n=4, k=16:sum] %x(m, k), %w(k, n) -> (m, "
+      "n)\n"
+      " %y: f32[8, 4] = add [m=8, n=4] %h(m, n), %b(n) -> (m, n)\n"
+      " %t: f32[4, 8] = transpose{perm=[1, 0]} [i=4, j=8] %y(j, i) -> (i, j)\n output %t\n}");
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  GraphStats s = graph_stats(*g);
+  EXPECT_EQ(s.ops, 3);
+  EXPECT_EQ(s.tensors, 6);
+  EXPECT_EQ(s.parameters, 16 * 4 + 4);
+  EXPECT_EQ(s.parameter_bytes, (16 * 4 + 4) * 4);
+  EXPECT_EQ(s.flops, 2.0 * 8 * 4 * 16 + 8 * 4);  // multiply-add per point, one add per element
+}
+
+}  // namespace
+}  // namespace heddle

@@ -1,0 +1,106 @@
+// `heddle show` end to end: summaries, exports, JSON keys, and the bad-input catalogue's exit codes
+// and messages.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/RunCli.h"
+
+namespace heddle {
+namespace {
+
+using testing::run_heddle;
+
+std::string src() { return testing::source_dir(); }
+
+TEST(ShowCli, SummarizesEveryExample) {
+  for (const char* name : {"mlp", "convnet", "attention"}) {
+    auto r = run_heddle("show " + src() + "/examples/" + name + ".hd");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("parameters"), std::string::npos);
+    EXPECT_NE(r.out.find("FLOPs"), std::string::npos);
+    EXPECT_TRUE(r.err.empty()) << r.err;
+  }
+  auto r = run_heddle("show " + src() + "/examples/mlp.hd");
+  EXPECT_NE(r.out.find("ops          8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("einsum         %h1                  f32[64, 512]"), std::string::npos);
+}
+
+TEST(ShowCli, JsonHasTheContractKeys) {
+  auto r = run_heddle("show --json " + src() + "/examples/mlp.hd");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"ops", "tensors", "parameters", "flops", "inputs", "outputs"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["ops"], 8);
+  EXPECT_EQ(j["parameters"], 784 * 512 + 512 + 512 * 512 + 512 + 512 * 10);
+  EXPECT_EQ(j["inputs"][0]["name"], "x");
+  EXPECT_EQ(j["inputs"][0]["type"], "f32[64, 784]");
+  EXPECT_EQ(j["outputs"][0]["type"], "f32[64, 10]");
+}
+
+TEST(ShowCli, WritesTextThatRoundTripsAndDotThatGraphvizReads) {
+  std::string dir = ::testing::TempDir();
+  auto r = run_heddle("show " + src() + "/examples/convnet.hd --text " + dir + "/c.hd --dot " +
+                      dir + "/c.dot");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto again = run_heddle("show " + dir + "/c.hd --text " + dir + "/c2.hd");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  std::ifstream a(dir + "/c.hd"), b(dir + "/c2.hd");
+  std::stringstream sa, sb;
+  sa << a.rdbuf();
+  sb << b.rdbuf();
+  EXPECT_EQ(sa.str(), sb.str());
+  EXPECT_FALSE(sa.str().empty());
+  if (std::system("command -v dot >/dev/null 2>&1") == 0) {
+    std::string cmd = "dot -Tsvg " + dir + "/c.dot -o " + dir + "/c.svg";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << "graphviz rejected the DOT output";
+  }
+}
+
+TEST(ShowCli, UnwritableOutputIsAUserError) {
+  auto r = run_heddle("show " + src() + "/examples/mlp.hd --dot /nonexistent/dir/g.dot");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "/nonexistent/dir/g.dot: error: cannot open file for writing\n");
+}
+
+TEST(ShowCli, HelpListsOnlyWorkingCommandsAndUsageErrorsExitOne) {
+  auto help = run_heddle("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("show"), std::string::npos);
+  auto none = run_heddle("");
+  EXPECT_EQ(none.exit_code, 1);
+  auto bad_flag = run_heddle("show --frobnicate x.hd");
+  EXPECT_EQ(bad_flag.exit_code, 1);
+  EXPECT_NE(bad_flag.err.find("frobnicate"), std::string::npos);
+}
+
+// Every line of tests/bad_inputs/show.cases: `ARGS => EXIT : STDERR-SUBSTRING`.
+TEST(ShowCli, BadInputCatalogue) {
+  std::string dir = src() + "/tests/bad_inputs";
+  std::ifstream cases(dir + "/show.cases");
+  ASSERT_TRUE(cases) << "missing show.cases";
+  std::string line;
+  int n = 0;
+  while (std::getline(cases, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    size_t arrow = line.find(" => "), colon = line.find(" : ", arrow);
+    ASSERT_NE(arrow, std::string::npos) << line;
+    ASSERT_NE(colon, std::string::npos) << line;
+    std::string args = line.substr(0, arrow);
+    int code = std::stoi(line.substr(arrow + 4, colon - arrow - 4));
+    std::string message = line.substr(colon + 3);
+    auto r = run_heddle("show " + args, dir);
+    EXPECT_EQ(r.exit_code, code) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos)
+        << args << ": expected\n  " << message << "\nin\n  " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args << " printed to stdout: " << r.out;
+    ++n;
+  }
+  EXPECT_GE(n, 10);
+}
+
+}  // namespace
+}  // namespace heddle
