@@ -88,6 +88,8 @@ class Ops {
   ValueId tanh(ValueId x) { return unary(OpKind::kTanh, x); }
   ValueId exp(ValueId x) { return unary(OpKind::kExp, x); }
   ValueId scale(ValueId x, double alpha) { return unary(OpKind::kScale, x, {{"alpha", alpha}}); }
+  /// A tensor of x's shape filled with `value` (x is read for its shape only).
+  ValueId fill_like(ValueId x, double value) { return unary(OpKind::kFill, x, {{"value", value}}); }
   /// An activation by name: relu, gelu, gelu_tanh, silu, sigmoid, tanh, identity.
   ValueId activation(std::string_view name, ValueId x);
   /// A binary kind with NumPy broadcasting (add, sub, mul, div, maximum, minimum, pow).
