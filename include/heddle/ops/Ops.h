@@ -112,7 +112,8 @@ class Ops {
   /// Softmax / log-softmax along `axis`: that dim lives inside the window.
   ValueId softmax(ValueId x, int64_t axis = -1);
   ValueId log_softmax(ValueId x, int64_t axis = -1);
-  /// LayerNorm over the last dim; gamma and beta [H] may be kNoValue... only when both omitted.
+  /// LayerNorm over the last dim with gain gamma and shift beta [H]; pass kNoValue for both to
+  /// normalize without them.
   ValueId layernorm(ValueId x, ValueId gamma, ValueId beta, double eps = 1e-5);
   /// RMSNorm over the last dim with gain gamma [H].
   ValueId rmsnorm(ValueId x, ValueId gamma, double eps = 1e-6);
