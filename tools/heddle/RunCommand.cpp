@@ -4,16 +4,21 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "Command.h"
 #include "Planning.h"
 #include "heddle/frontend/Npy.h"
+#include "heddle/ir/GraphStats.h"
 #include "heddle/ir/TextPrinter.h"
+#include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/Lower.h"
+#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 
@@ -31,6 +36,10 @@ struct RunOptions {
   std::string emit_dir;
   bool check = false;
   bool json = false;
+  bool train = false;
+  int steps = 10;
+  double lr = 1e-2;
+  std::string optimizer = "adamw";
   uint64_t seed = 0;
   double rtol = 1e-3;
   double atol = 1e-4;
@@ -53,7 +62,7 @@ int64_t integer_range(const Graph& g) {
 
 // One tensor per graph input: from --input files (in graph-input order), else random.
 Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
-  if (o.input_files.empty()) return random_inputs(g, o.seed, integer_range(g));
+  if (o.input_files.empty()) return random_inputs(g, o.seed + 1, integer_range(g));
   if (o.input_files.size() != g.inputs().size())
     return Diagnostic("--input given " + std::to_string(o.input_files.size()) +
                       " time(s), but the model has " + std::to_string(g.inputs().size()) +
@@ -82,23 +91,73 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Largest model the host materializes whole (feeds, the reference): 200M elements.
+constexpr int64_t kMaxHostElements = int64_t{200} * 1000 * 1000;
+
+struct Errors {
+  double max_abs = 0, max_rel = 0;
+  bool ok = true;
+};
+
+void compare(const Tensor& want, const Tensor& got, const RunOptions& o, Errors& e) {
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double x = want.is_int() ? want.i64()[i] : want.f32()[i];
+    double y = got.is_int() ? got.i64()[i] : got.f32()[i];
+    double err = std::fabs(x - y);
+    if (std::isnan(err)) err = std::isnan(x) && std::isnan(y) ? 0 : INFINITY;
+    e.max_abs = std::max(e.max_abs, err);
+    e.max_rel = std::max(e.max_rel, err / std::max(std::fabs(x), 1e-6));
+    if (err > o.atol + o.rtol * std::fabs(x)) e.ok = false;
+  }
+}
+
 int run(const RunOptions& o) {
   if (o.backend != "threads")
     return user_error(
         Diagnostic("--backend " + o.backend + ": only 'threads' is available in this build"));
-  auto model = load_model(o.model, o.overrides, {}, o.dims);
-  if (!model.ok()) return user_error(model.error());
-  const Graph& g = model->graph;
-  if (report_verify(g)) return 1;
-  if (!model->missing_weights.empty())
+  if (o.steps < 1) return user_error(Diagnostic("--steps must be >= 1"));
+  if (o.optimizer != "adamw" && o.optimizer != "sgd")
+    return user_error(Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'"));
+  zoo::ModelOptions mo;
+  mo.with_loss = o.train;
+  auto loaded = load_model(o.model, o.overrides, mo, o.dims);
+  if (!loaded.ok()) return user_error(loaded.error());
+  if (loaded->from_onnx && o.train)
+    return user_error(Diagnostic(SourceLoc{o.model, 0, 0},
+                                 "--train applies to zoo and text-IR models; an imported ONNX "
+                                 "model has no loss"));
+  if (!loaded->missing_weights.empty())
     return user_error(Diagnostic(
         SourceLoc{o.model, 0, 0},
-        "weights are missing for " + std::to_string(model->missing_weights.size()) +
-            " parameter(s) (first: '" + model->missing_weights[0] +
+        "weights are missing for " + std::to_string(loaded->missing_weights.size()) +
+            " parameter(s) (first: '" + loaded->missing_weights[0] +
             "'); the file has no weight data (stripped, or external data not found). show, plan "
             "and simulate work without weights; run needs them"));
-  auto inputs = read_inputs(g, o);
-  if (!inputs.ok()) return user_error(inputs.error());
+  Graph* model = &loaded->graph;
+  if (report_verify(*model)) return 1;
+  GraphStats size = graph_stats(*model);
+  if (size.parameters + size.activation_bytes / 4 > kMaxHostElements)
+    return user_error(Diagnostic(
+        "model '" + o.model + "' needs " +
+        human_bytes(static_cast<double>(size.parameters * 4 + size.activation_bytes)) +
+        " to execute on this host; pick a smaller preset or shrink it with --layers, --hidden, "
+        "--seq, --batch (heddle simulate predicts large models without running them)"));
+  Graph g = std::move(*model);
+  std::vector<ParamUpdate> updates;
+  if (o.train) {
+    TrainStepOptions to;
+    to.optimizer = o.optimizer == "sgd" ? TrainStepOptions::Optimizer::kSgdMomentum
+                                        : TrainStepOptions::Optimizer::kAdamW;
+    to.adamw.lr = o.lr;
+    to.sgd.lr = o.lr;
+    auto step = build_train_step(g, to);
+    if (!step.ok()) return user_error(step.error());
+    g = std::move(step->graph);
+    updates = std::move(step->updates);
+    // Gradients become outputs too, so --check compares them directly.
+    if (o.check)
+      for (const auto& u : updates) g.add_output(u.grad);
+  }
   auto planned = plan_run(g, o.mesh, o.strategy);
   if (!planned.ok()) return user_error(planned.error());
   const ShardingPlan& plan = planned->propagation.plan;
@@ -108,50 +167,92 @@ int run(const RunOptions& o) {
     if (auto s = write_programs(o.emit_dir, g, plan.mesh, *programs); !s.ok())
       return user_error(s.error());
 
+  // The synthetic task: one fixed random batch (inputs and labels), learned by memorisation.
+  // ONNX models bring their own weights; --input files replace the random batch.
   TensorMap feeds;
-  for (size_t i = 0; i < g.inputs().size(); ++i) feeds.emplace(g.inputs()[i], (*inputs)[i]);
-  for (ValueId p : g.params())
-    feeds.emplace(p, model->from_onnx ? model->weights.at(p)
-                                      : init_param(g.value(p).name, g.type(p), o.seed));
-
-  auto t0 = std::chrono::steady_clock::now();
-  auto got = run_threaded(g, *programs, feeds);
-  double wall = seconds_since(t0);
-  if (!got.ok()) return user_error(got.error());
-
-  double max_abs = 0, max_rel = 0, ref_time = 0;
-  bool ok = true;
+  auto read = read_inputs(g, o);
+  if (!read.ok()) return user_error(read.error());
+  std::vector<Tensor> inputs = std::move(*read);
+  for (size_t i = 0; i < g.inputs().size(); ++i) feeds.emplace(g.inputs()[i], inputs[i]);
+  for (ValueId p : g.params()) {
+    auto w = loaded->weights.find(p);
+    feeds.emplace(
+        p, w != loaded->weights.end() ? w->second : init_param(g.value(p).name, g.type(p), o.seed));
+  }
+  std::optional<Interpreter> reference;
   if (o.check) {
-    Interpreter interp(g, {.seed = o.seed, .blas_threads = 1});
-    for (ValueId p : g.params()) interp.set_param(p, feeds.at(p));
-    auto t1 = std::chrono::steady_clock::now();
-    auto want = interp.run(*inputs);
-    ref_time = seconds_since(t1);
-    if (!want.ok()) return user_error(want.error());
-    for (size_t k = 0; k < g.outputs().size(); ++k) {
-      const Tensor& a = (*want)[k];
-      const Tensor& b = got->at(g.outputs()[k]);
-      for (int64_t i = 0; i < a.numel(); ++i) {
-        double x = a.is_int() ? a.i64()[i] : a.f32()[i];
-        double y = b.is_int() ? b.i64()[i] : b.f32()[i];
-        double err = std::fabs(x - y);
-        if (std::isnan(err)) err = std::isnan(x) && std::isnan(y) ? 0 : INFINITY;
-        max_abs = std::max(max_abs, err);
-        max_rel = std::max(max_rel, err / std::max(std::fabs(x), 1e-6));
-        if (err > o.atol + o.rtol * std::fabs(x)) ok = false;
+    reference.emplace(g, InterpreterOptions{.seed = o.seed, .blas_threads = 1});
+    for (ValueId p : g.params()) reference->set_param(p, feeds.at(p));
+  }
+
+  // AdamW's first steps move each weight by about lr * sign(gradient); where a gradient is ~0
+  // that sign is fp32 noise, so those elements of the updated weight are not compared (their
+  // gradients are). Maps updated param -> its gradient.
+  // Below 1e-5 (1,000 x AdamW's eps) the normalized step lr * g / (|g| + eps) turns fp32
+  // rounding of g into visible changes.
+  constexpr double kAdamWNoise = 1e-5;
+  std::map<ValueId, ValueId> adamw_grad;
+  if (o.optimizer == "adamw")
+    for (const auto& u : updates) adamw_grad[u.updated] = u.grad;
+  std::map<ValueId, size_t> out_index;
+  for (size_t k = 0; k < g.outputs().size(); ++k) out_index[g.outputs()[k]] = k;
+  int64_t skipped = 0;
+
+  Errors errors;
+  double wall = 0, ref_time = 0;
+  std::vector<double> losses;
+  int steps = o.train ? o.steps : 1;
+  for (int s = 1; s <= steps; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto got = run_threaded(g, *programs, feeds, {.optimizer_step = o.train ? s : 0});
+    wall += seconds_since(t0);
+    if (!got.ok()) return user_error(got.error());
+    if (reference) {  // the same step from the same parameters, on one device
+      for (ValueId p : g.params()) reference->set_param(p, feeds.at(p));
+      auto t1 = std::chrono::steady_clock::now();
+      auto want = reference->run(inputs, s);
+      ref_time += seconds_since(t1);
+      if (!want.ok()) return user_error(want.error());
+      for (size_t k = 0; k < g.outputs().size(); ++k) {
+        ValueId v = g.outputs()[k];
+        auto adam = adamw_grad.find(v);
+        if (adam == adamw_grad.end()) {
+          compare((*want)[k], got->at(v), o, errors);
+          continue;
+        }
+        const Tensor& grad = (*want)[out_index.at(adam->second)];
+        double scale = 0;
+        for (int64_t i = 0; i < grad.numel(); ++i)
+          scale = std::max(scale, std::fabs(static_cast<double>(grad.f32()[i])));
+        Tensor want_masked = (*want)[k], got_masked = got->at(v);
+        for (int64_t i = 0; i < grad.numel(); ++i)
+          if (std::fabs(grad.f32()[i]) <= std::max(1e-3 * scale, kAdamWNoise)) {
+            got_masked.f32()[i] = want_masked.f32()[i];
+            ++skipped;
+          }
+        compare(want_masked, got_masked, o, errors);
+      }
+    }
+    if (!o.output_file.empty() && s == steps) {
+      if (g.outputs().size() != 1)
+        return user_error(Diagnostic("--output takes one file, but the model has " +
+                                     std::to_string(g.outputs().size()) + " outputs"));
+      if (auto w = write_npy(o.output_file, got->at(g.outputs()[0])); !w.ok())
+        return user_error(w.error());
+    }
+    if (o.train) {
+      double loss = got->at(g.outputs()[0]).f32()[0];
+      losses.push_back(loss);
+      if (!o.json) fmt::print("step {:>4}  loss {:.6f}\n", s, loss);
+      for (const auto& u : updates) {
+        feeds.insert_or_assign(u.param, got->at(u.updated));
+        for (const auto& st : u.state) feeds.insert_or_assign(st.first, got->at(st.second));
       }
     }
   }
-  if (!o.output_file.empty()) {
-    if (g.outputs().size() != 1)
-      return user_error(Diagnostic("--output takes one file, but the model has " +
-                                   std::to_string(g.outputs().size()) + " outputs"));
-    if (auto s = write_npy(o.output_file, got->at(g.outputs()[0])); !s.ok())
-      return user_error(s.error());
-  }
   ProgramStats stats = program_stats(g, *programs);
   if (o.json) {
-    nlohmann::json j = {{"ok", ok},
+    nlohmann::json j = {{"ok", errors.ok},
                         {"devices", plan.mesh.num_devices()},
                         {"mesh", plan.mesh.to_string()},
                         {"strategy", planned->spec.to_string()},
@@ -159,13 +260,16 @@ int run(const RunOptions& o) {
                         {"collectives", stats.collectives},
                         {"reshards", planned->propagation.reshards.size()}};
     if (o.check) {
-      j["max_abs_error"] = max_abs;
-      j["max_rel_error"] = max_rel;
+      j["max_abs_error"] = errors.max_abs;
+      j["max_rel_error"] = errors.max_rel;
       j["reference_time_s"] = ref_time;
+      j["adamw_elements_compared_by_gradient"] = skipped;
     }
+    if (o.train) j["loss"] = losses;
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("model      {} ({} ops)\n", g.name(), g.num_ops());
+    fmt::print("model      {} ({} ops{})\n", g.name(), g.num_ops(),
+               o.train ? ", training step: forward, loss, backward, " + o.optimizer : "");
     fmt::print("plan       {}\n", planned->note);
     fmt::print("devices    {} threads\n", plan.mesh.num_devices());
     fmt::print(
@@ -177,20 +281,29 @@ int run(const RunOptions& o) {
           "reshards   {} inserted by propagation (heddle show MODEL --mesh ... --strategy "
           "... lists them)\n",
           planned->propagation.reshards.size());
-    fmt::print("wall time  {:.4f} s\n", wall);
+    fmt::print("wall time  {:.4f} s{}\n", wall,
+               o.train ? " for " + std::to_string(steps) + " steps" : "");
     if (o.check) {
       fmt::print("reference  {:.4f} s (single-device interpreter)\n", ref_time);
-      fmt::print("max error  abs {:.3g}, rel {:.3g} (tolerance abs {:g} + rel {:g})\n", max_abs,
-                 max_rel, o.atol, o.rtol);
-      fmt::print("check      {}\n", ok ? "ok: every output matches the reference" : "MISMATCH");
+      fmt::print("max error  abs {:.3g}, rel {:.3g} (tolerance abs {:g} + rel {:g})\n",
+                 errors.max_abs, errors.max_rel, o.atol, o.rtol);
+      if (skipped > 0)
+        fmt::print(
+            "           {} AdamW-updated weights with gradients near zero (below 1e-5 or 1e-3 of "
+            "their tensor's largest) were compared through their gradients only\n",
+            skipped);
+      fmt::print("check      {}\n", errors.ok ? std::string("ok: every output") +
+                                                    (o.train ? " and updated parameter" : "") +
+                                                    " matches the reference"
+                                              : std::string("MISMATCH"));
     }
   }
-  if (!ok)
+  if (!errors.ok)
     std::fprintf(stderr,
                  "error: outputs differ from the reference beyond tolerance "
                  "(max abs %.3g, max rel %.3g)\n",
-                 max_abs, max_rel);
-  return ok ? 0 : 1;
+                 errors.max_abs, errors.max_rel);
+  return errors.ok ? 0 : 1;
 }
 
 }  // namespace
@@ -216,6 +329,11 @@ Command add_run_command(CLI::App& root) {
   app->add_flag("--check", opts->check,
                 "Compare every output with the single-device interpreter; exit 1 on mismatch");
   app->add_option("--emit", opts->emit_dir, "Write each device's lowered program to DIR");
+  app->add_flag("--train", opts->train,
+                "Run training steps (forward, loss, backward, optimizer) on a synthetic task");
+  app->add_option("--steps", opts->steps, "Training steps (default 10)");
+  app->add_option("--lr", opts->lr, "Learning rate (default 0.01)");
+  app->add_option("--optimizer", opts->optimizer, "adamw (default) or sgd (with momentum)");
   app->add_option("--seed", opts->seed, "Seed of inputs and parameters (default 0)");
   app->add_flag("--json", opts->json, "Print one JSON object");
   return {app, [opts] { return run(*opts); }};

@@ -64,6 +64,10 @@ struct DimLabels {
 /// Labels batch and sequence dims of every value of `g`.
 DimLabels label_dims(const Graph& g);
 
+/// Whether strategy `s` of op `id` splits only index dims the pinned axis roles allow.
+bool strategy_allowed(const Graph& g, OpId id, const Mesh& mesh, const Pins& pins,
+                      const DimLabels& labels, const OpStrategy& s);
+
 /// Completes `pins` into a plan for `g` on `mesh`. A pin that does not fit (an op strategy its
 /// op cannot take, a placement of the wrong rank) is a diagnostic; an op with no strategy its
 /// axis roles allow falls back to replicated compute. Precondition: `g` passed verify().
