@@ -138,7 +138,7 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
   }
 
   auto& table = handler_table();
-  for (const onnx::NodeProto& n : fuse_erf_gelu(g)) {
+  for (const onnx::NodeProto& n : fuse_patterns(g)) {
     if (!n.domain().empty() && n.domain() != "ai.onnx" && n.op_type() != "Gelu")
       return im.error(n, "op '" + n.op_type() + "' of domain '" + n.domain() +
                              "' is not supported; heddle imports the default ONNX domain");

@@ -108,8 +108,11 @@ void register_math_ops(std::map<std::string, NodeHandler>& table);
 void register_layout_ops(std::map<std::string, NodeHandler>& table);
 void register_vision_ops(std::map<std::string, NodeHandler>& table);
 
-/// Rewrites the Erf-based GELU subgraph `x * 0.5 * (1 + erf(x / sqrt(2)))` (either association)
-/// into one node of op type `Gelu` in place; other nodes are kept in order.
-std::vector<onnx::NodeProto> fuse_erf_gelu(const onnx::GraphProto& g);
+/// The graph's nodes with torch's one-op subgraphs rewritten into that op, in place: the
+/// Erf-based GELU `x * 0.5 * (1 + erf(x / sqrt(2)))` (either association) becomes a node of op
+/// type `Gelu`; LayerNorm decomposed over the last axis (ReduceMean, Sub, Pow 2, ReduceMean, Add
+/// eps, Sqrt, Div, Mul gamma, Add beta; 1-D initializer gamma and beta) becomes
+/// `LayerNormalization`. Other nodes are kept in order.
+std::vector<onnx::NodeProto> fuse_patterns(const onnx::GraphProto& g);
 
 }  // namespace heddle::onnx_detail

@@ -96,6 +96,12 @@ TEST(OnnxImport, MapsNodesOntoHeddleOps) {
   EXPECT_EQ(kinds[OpKind::kLayerNorm], 4);
   EXPECT_EQ(kinds[OpKind::kEmbedding], 1);
   EXPECT_EQ(kinds[OpKind::kSoftmax], 2);
+  Fixture dec = load("decoder");  // opset 14: LayerNorm arrives decomposed and is fused back
+  kinds.clear();
+  for (const Op& op : dec.model.graph.ops()) ++kinds[op.kind];
+  EXPECT_EQ(kinds[OpKind::kLayerNorm], 5);
+  EXPECT_EQ(kinds[OpKind::kReduceMean], 0);
+  EXPECT_EQ(kinds[OpKind::kGelu], 2);
 }
 
 TEST(OnnxImport, BindsDynamicDims) {
