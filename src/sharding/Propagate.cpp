@@ -41,6 +41,7 @@ bool strategy_allowed(const Graph& g, OpId id, const Mesh& mesh, const Pins& pin
   const Op& op = g.op(id);
   std::vector<bool> batch = index_labels(g, op, labels.batch);
   std::vector<bool> seq = index_labels(g, op, labels.sequence);
+  std::vector<bool> expert = index_labels(g, op, labels.expert);
   bool contraction = op_kind_info(op.kind).category == OpCategory::kContraction;
   for (int64_t a = 0; a < mesh.rank(); ++a) {
     int64_t i = s.dim(a);
@@ -57,6 +58,9 @@ bool strategy_allowed(const Graph& g, OpId id, const Mesh& mesh, const Pins& pin
       case AxisRole::kModelOrSequence:
         if (batch[i] || (seq[i] && contraction)) return false;
         break;
+      case AxisRole::kBatchOrExpert:
+        if (!batch[i] && !expert[i]) return false;
+        break;
     }
   }
   return true;
@@ -67,7 +71,10 @@ DimLabels label_dims(const Graph& g) {
   for (const Value& v : g.values()) {
     l.batch.emplace_back(static_cast<size_t>(v.type.rank()), false);
     l.sequence.emplace_back(static_cast<size_t>(v.type.rank()), false);
+    l.expert.emplace_back(static_cast<size_t>(v.type.rank()), false);
   }
+  for (ValueId v : g.params())
+    if (g.type(v).rank() >= 3) l.expert[v][0] = true;
   for (ValueId v : g.inputs()) {
     if (g.type(v).rank() >= 1) l.batch[v][0] = true;
     if (g.type(v).rank() >= 2) l.sequence[v][1] = true;
@@ -75,6 +82,7 @@ DimLabels label_dims(const Graph& g) {
   for (const Op& op : g.ops()) {
     label_results(op, index_labels(g, op, l.batch), l.batch);
     label_results(op, index_labels(g, op, l.sequence), l.sequence);
+    label_results(op, index_labels(g, op, l.expert), l.expert);
   }
   return l;
 }
