@@ -29,15 +29,20 @@ using NodeHandler = Status (*)(Importer&, const onnx::NodeProto&);
 /// The state of one import.
 class Importer {
  public:
+  /// Imports into `out.graph`, which must outlive the importer; `file` names diagnostics.
   Importer(ImportedModel& out, std::string file, int64_t opset)
       : out_(out), ops_(out.graph), file_(std::move(file)), opset_(opset) {}
 
+  /// The builders appending to the imported graph.
   Ops& ops() { return ops_; }
+  /// The default-domain opset the model declares (13-17).
   int64_t opset() const { return opset_; }
 
   /// Defines `name`.
   void set_value(const std::string& name, ValueId v) { entries_[name].value = v; }
+  /// Defines `name` as known data (foldable; becomes a parameter when a real op uses it).
   void set_constant(const std::string& name, Tensor t);
+  /// Defines `name` as an initializer whose data is missing.
   void set_data_free(const std::string& name, TensorType t) { entries_[name].data_free = t; }
   /// True when `name` is defined (ONNX's empty name, an omitted optional input, is not).
   bool has(const std::string& name) const { return entries_.count(name) > 0; }

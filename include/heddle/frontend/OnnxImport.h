@@ -25,7 +25,8 @@ struct OnnxImportOptions {
 
 /// An imported model: the graph, the data of its parameters, and what is missing.
 struct ImportedModel {
-  Graph graph;
+  Graph graph;  ///< built with the Ops builders; inputs in the ONNX graph-input order
+
   /// Data of every parameter whose initializer carried data (or was folded from ones that did).
   std::map<ValueId, Tensor> weights;
   /// Names of parameters without data (stripped initializers, absent external files).
