@@ -53,9 +53,25 @@ OpTime op_time(const Graph& g, OpId id, const Box& local, const DeviceProfile& d
     }
     compute = t.flops / (device.peak_flops * eff);
   }
+  t.compute_s = compute;
   double memory = t.bytes / (device.memory_bandwidth * device.memory_efficiency);
   t.seconds = std::max(compute, memory) + device.launch_s;
   return t;
+}
+
+OpTime with_bytes(const OpTime& t, double bytes, bool fused, const DeviceProfile& device) {
+  HEDDLE_ASSERT(bytes >= 0) << bytes;
+  OpTime r = t;
+  r.bytes = bytes;
+  r.seconds = std::max(t.compute_s, bytes / (device.memory_bandwidth * device.memory_efficiency)) +
+              (fused ? 0 : device.launch_s);
+  return r;
+}
+
+bool fusable(OpKind kind) {
+  OpCategory c = op_kind_info(kind).category;
+  return c == OpCategory::kUnary || c == OpCategory::kBinary || c == OpCategory::kSelect ||
+         c == OpCategory::kLayout || c == OpCategory::kNormalization;
 }
 
 }  // namespace heddle::cost

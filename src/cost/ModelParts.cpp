@@ -76,6 +76,34 @@ Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Prop
     double n = s ? local_elements(g.type(v), *s, mesh) : static_cast<double>(g.type(v).numel());
     return n * dev.element_bytes;
   };
+  // Fusion: an elementwise or layout op whose input is the single-use result of the op just
+  // before it runs as that op's epilogue: the intermediate is neither written nor read back,
+  // and no kernel is launched (the runtime fuses such chains; Megatron fuses bias-GeLU and
+  // scale-mask-softmax). The saved traffic is taken off both ops.
+  std::vector<int> uses(static_cast<size_t>(g.num_values()));
+  for (const Op& op : g.ops())
+    for (const Operand& in : op.inputs) ++uses[static_cast<size_t>(in.value)];
+  for (ValueId v : g.outputs()) ++uses[static_cast<size_t>(v)];
+  std::vector<double> bytes(static_cast<size_t>(n_ops));
+  std::vector<bool> fused(static_cast<size_t>(n_ops));
+  for (OpId id = 0; id < n_ops; ++id)
+    bytes[static_cast<size_t>(id)] = times[static_cast<size_t>(id)].bytes;
+  for (OpId id = 1; id < n_ops; ++id) {
+    const Op& op = g.op(id);
+    if (!fusable(op.kind)) continue;
+    for (const Operand& in : op.inputs) {
+      OpId prod = g.value(in.value).producer;
+      if (prod != id - 1 || uses[static_cast<size_t>(in.value)] != 1) continue;
+      double b = value_bytes(in.value);
+      bytes[static_cast<size_t>(id)] = std::max(bytes[static_cast<size_t>(id)] - b, 0.0);
+      bytes[static_cast<size_t>(prod)] = std::max(bytes[static_cast<size_t>(prod)] - b, 0.0);
+      fused[static_cast<size_t>(id)] = true;
+    }
+  }
+  for (OpId id = 0; id < n_ops; ++id)
+    times[static_cast<size_t>(id)] =
+        with_bytes(times[static_cast<size_t>(id)], bytes[static_cast<size_t>(id)],
+                   fused[static_cast<size_t>(id)], dev);
   // Reshard time and bytes per consuming op.
   std::vector<double> comm_s(static_cast<size_t>(n_ops)), comm_bytes(static_cast<size_t>(n_ops));
   for (const Reshard& r : prop.reshards) {

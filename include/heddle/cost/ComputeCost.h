@@ -13,6 +13,7 @@ struct OpTime {
   double flops = 0;       ///< FLOPs of the local box
   double bytes = 0;       ///< bytes read and written by the local box, in the device's element size
   double efficiency = 0;  ///< the GEMM fraction used (0 for ops without a GEMM shape)
+  double compute_s = 0;   ///< the FLOP side of the roofline
   bool operator==(const OpTime&) const = default;
 };
 
@@ -21,5 +22,13 @@ struct OpTime {
 /// used by both inputs and the result, the batch), by input 1 only N, reduce dims (times input
 /// 1's window) K. Precondition: verified graph, `local` within the op's index space.
 OpTime op_time(const Graph& g, OpId id, const Box& local, const DeviceProfile& device);
+
+/// `t` with `bytes` memory traffic instead, and without the launch when `fused` (the op runs
+/// inside its producer's kernel). Precondition: bytes >= 0.
+OpTime with_bytes(const OpTime& t, double bytes, bool fused, const DeviceProfile& device);
+
+/// True for ops a fusing runtime runs as the epilogue of their producer: elementwise, select and
+/// layout ops and row-wise normalizations (softmax, layernorm).
+bool fusable(OpKind kind);
 
 }  // namespace heddle::cost
