@@ -18,8 +18,8 @@ struct DeviceProfile {
   double memory_bytes = 0;         ///< device memory capacity
   double memory_bandwidth = 0;     ///< bytes/s
   double launch_s = 5e-6;          ///< fixed cost of one kernel launch; default 5 us
-  double gemm_efficiency = 0.8;    ///< fraction of peak a large GEMM reaches; default 0.8
-  double gemm_knee = 96;           ///< a GEMM dim of this size halves its factor; default 96
+  double gemm_efficiency = 0.75;   ///< fraction of peak a large GEMM reaches; default 0.75
+  double gemm_knee = 128;          ///< a GEMM dim of this size halves its factor; default 128
   double memory_efficiency = 0.8;  ///< fraction of bandwidth streaming ops reach; default 0.8
   double element_bytes = 2;        ///< bytes per activation/weight element; default 2 (bf16)
 
