@@ -46,6 +46,26 @@ double local_elements(const TensorType& t, const TensorSharding& s, const Mesh& 
   return n;
 }
 
+// Whether backward needs the op's inputs: products, windows, normalizations, losses and
+// nonlinear elementwise ops do; sums, scalings, masks and layout ops do not (their gradients
+// are linear maps of the output gradient), as in Korthikanti et al.'s accounting.
+bool saves_inputs(OpKind kind) {
+  switch (op_kind_info(kind).category) {
+    case OpCategory::kContraction:
+    case OpCategory::kWindow:
+    case OpCategory::kNormalization:
+    case OpCategory::kLoss:
+      return true;
+    case OpCategory::kUnary:
+      return kind != OpKind::kScale && kind != OpKind::kNeg && kind != OpKind::kCast &&
+             kind != OpKind::kIdentity && kind != OpKind::kCausalMask;
+    case OpCategory::kBinary:
+      return kind != OpKind::kAdd && kind != OpKind::kSub;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Propagation& prop,
@@ -119,10 +139,20 @@ Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Prop
     }
   }
   DimLabels labels = label_dims(g);
+  // Sequence-quadratic values (attention scores and probabilities): two sequence dims, or one
+  // sequence dim and another dim of the same extent (labels do not flow through every einsum).
   auto quadratic = [&](ValueId v) {
+    const auto& seq = labels.sequence[static_cast<size_t>(v)];
+    const IVec& shape = g.type(v).shape();
     int count = 0;
-    for (bool b : labels.sequence[static_cast<size_t>(v)]) count += b ? 1 : 0;
-    return count >= 2;
+    int64_t extent = -1;
+    for (size_t d = 0; d < seq.size(); ++d)
+      if (seq[d]) ++count, extent = shape[static_cast<int64_t>(d)];
+    if (count >= 2) return true;
+    if (count == 0 || extent < 2) return false;
+    int same = 0;
+    for (int64_t e : shape) same += e == extent ? 1 : 0;
+    return same >= 2;
   };
 
   auto part = [&](int64_t lo, int64_t hi) {
@@ -140,11 +170,12 @@ Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Prop
       if (attn) p.attention_s += t.seconds;
       ++p.ops;
       for (const Operand& in : op.inputs) {
-        if (!seen.insert(in.value).second) continue;
         const Value& v = g.value(in.value);
+        if (v.role != ValueRole::kParam && !saves_inputs(op.kind)) continue;
+        if (!seen.insert(in.value).second) continue;
         if (v.role == ValueRole::kParam) {
           p.param_elements += value_bytes(in.value) / dev.element_bytes;
-        } else if (dtype_is_float(v.type.dtype())) {
+        } else if (dtype_is_float(v.type.dtype()) && saves_inputs(op.kind)) {
           double b = value_bytes(in.value);
           p.saved_bytes += b;
           if (quadratic(in.value)) p.attention_bytes += b;
