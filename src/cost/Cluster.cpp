@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "heddle/support/Hash.h"
 
@@ -222,7 +224,8 @@ Result<Cluster> cpu_cluster() {
     out.source = "calibrated profile " + path;
     return out;
   }
-  // Fallback: a modest 4-thread x86 core set (fp32), until `heddle calibrate` measures this one.
+  // Fallback: one device per hardware thread with modest x86 figures (fp32), until `heddle
+  // calibrate` measures this one.
   Cluster c;
   c.name = "cpu";
   c.device.name = "cpu";
@@ -234,8 +237,8 @@ Result<Cluster> cpu_cluster() {
   c.device.gemm_knee = 32;
   c.device.memory_efficiency = 1.0;
   c.device.element_bytes = 4;
-  c.count = 64;
-  c.devices_per_node = 64;
+  c.count = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
+  c.devices_per_node = c.count;
   c.intra_node = {"shared-memory", 5e9, 5e-6};
   c.inter_node = c.intra_node;
   c.source = "built-in fallback (no profile at " + path + "; run `heddle calibrate`)";

@@ -68,6 +68,7 @@ ModelSource graph_model_source(Graph g) {
   src.batch = g.inputs().empty() ? 1 : std::max<int64_t>(g.type(g.inputs().front()).shape()[0], 1);
   auto shared = std::make_shared<Graph>(std::move(g));
   src.build = [shared](int64_t, int64_t) -> Result<Graph> { return *shared; };
+  src.rebuilds_batch = false;
   return src;
 }
 
@@ -95,7 +96,11 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   res.tp = tp;
   res.pp = pp;
   const int64_t B = model.batch;
-  const bool rebuildable = model.layers > 0 || model.gpt.has_value();
+  const bool rebuildable = model.rebuilds_batch;
+  const bool layered = model.layers >= 2 * model.unit && model.layers > 0;
+  if (!layered && pp > 1)
+    return Diagnostic(fmt::format(
+        "pp={} needs a model with repeating layers (a gpt, llama, moe or vit zoo model)", pp));
   // Micro-batches.
   int64_t mb = 0, m = 0;
   if (B % dp != 0) return Diagnostic(fmt::format("the batch {} is not divisible by dp={}", B, dp));
@@ -160,10 +165,6 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   inner.pp.reset();
   auto mesh = inner.mesh(dp * tp * ep);
   HEDDLE_TRY(mesh);
-  const bool layered = model.layers >= 2 * model.unit && model.layers > 0;
-  if (!layered && pp > 1)
-    return Diagnostic(fmt::format(
-        "pp={} needs a model with repeating layers (a gpt, llama, moe or vit zoo model)", pp));
   if (layered && model.layers % model.unit != 0)
     return Diagnostic(fmt::format("{} layers are not a whole number of {}-layer units",
                                   model.layers, model.unit));

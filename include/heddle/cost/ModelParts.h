@@ -12,12 +12,13 @@ namespace heddle::cost {
 
 /// Forward cost of a run of ops for one micro-batch on the representative device.
 struct PartCost {
-  double compute_s = 0;        ///< roofline time of the ops
-  double comm_s = 0;           ///< alpha-beta time of the reshards the ops need
-  double flops = 0;            ///< local FLOPs
-  double comm_bytes = 0;       ///< bytes the device sends for those reshards
-  double attention_s = 0;      ///< compute time of ops producing sequence-quadratic values
-  double saved_bytes = 0;      ///< distinct activations kept for backward (inputs of ops whose gradient needs them)
+  double compute_s = 0;    ///< roofline time of the ops
+  double comm_s = 0;       ///< alpha-beta time of the reshards the ops need
+  double flops = 0;        ///< local FLOPs
+  double comm_bytes = 0;   ///< bytes the device sends for those reshards
+  double attention_s = 0;  ///< compute time of ops producing sequence-quadratic values
+  double saved_bytes =
+      0;  ///< distinct activations kept for backward (inputs of ops whose gradient needs them)
   double attention_bytes = 0;  ///< the part of saved_bytes that is sequence-quadratic
   double param_elements = 0;   ///< local elements of the parameters the ops read
   int64_t ops = 0;

@@ -27,6 +27,7 @@ struct ModelSource {
   int64_t unit = 1;    ///< layers per repeating unit (2 for MoE: dense + expert layer)
   int64_t batch = 1;   ///< global batch (sequences or samples per step)
   std::optional<zoo::GptConfig> gpt;  ///< set for GPT-style models: Megatron's model FLOPs
+  bool rebuilds_batch = true;  ///< `build` honours `batch` (false: a fixed graph, one micro-batch)
 };
 
 /// A zoo model as a source (overrides as in `heddle show`); the batch override is the global batch.
