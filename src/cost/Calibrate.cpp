@@ -11,6 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "heddle/ir/TextParser.h"
+#include "heddle/ops/Kernel.h"
+
 namespace heddle::cost {
 
 namespace {
@@ -45,7 +48,6 @@ double allreduce_seconds(int64_t threads, int64_t n, double min_seconds) {
                                       std::vector<float>(static_cast<size_t>(n), 1.0f));
   std::vector<float> sum(static_cast<size_t>(n));
   std::barrier sync(static_cast<std::ptrdiff_t>(threads));
-  // Thread start-up is part of neither figure: time 1 and 9 repetitions inside one launch.
   auto run = [&](int reps) {
     std::vector<std::thread> pool;
     auto t0 = Clock::now();
@@ -66,11 +68,55 @@ double allreduce_seconds(int64_t threads, int64_t n, double min_seconds) {
     for (auto& th : pool) th.join();
     return seconds_since(t0);
   };
+  // Thread start-up is amortized over many repetitions inside one launch.
+  int reps = n < 1024 ? 2000 : 4;
   run(1);
   double best = 1e30;
   auto t0 = Clock::now();
-  while (seconds_since(t0) < min_seconds) best = std::min(best, (run(33) - run(1)) / 32);
+  while (seconds_since(t0) < min_seconds) best = std::min(best, run(reps) / reps);
   return std::max(best, 1e-9);
+}
+
+// Seconds per call of the single op of `text` over its whole index space, through the same box
+// kernels the threaded executor runs (so their overheads are part of the figure).
+double kernel_seconds(const std::string& text, double min_seconds) {
+  auto g = parse_graph(text, "<calibrate>");
+  HEDDLE_ASSERT(g.ok()) << g.error().to_string();
+  const Op& op = g->op(0);
+  std::vector<Tensor> ins, outs;
+  for (const Operand& o : op.inputs) {
+    ins.emplace_back(g->type(o.value));
+    for (int64_t i = 0; i < ins.back().numel(); ++i) ins.back().f32()[i] = 1.0f;
+  }
+  for (const Operand& o : op.results) outs.emplace_back(g->type(o.value));
+  std::vector<const Tensor*> in_ptrs;
+  std::vector<Tensor*> out_ptrs;
+  for (auto& t : ins) in_ptrs.push_back(&t);
+  for (auto& t : outs) out_ptrs.push_back(&t);
+  Box box = op.space.box();
+  return time_per_call(
+      [&] {
+        Status st = kernels::run(op, box, in_ptrs, out_ptrs);
+        HEDDLE_ASSERT(st.ok()) << st.error().to_string();
+      },
+      min_seconds);
+}
+
+std::string gemm_text(int64_t n) {
+  return "graph g {\n input %a: f32[" + std::to_string(n) + ", " + std::to_string(n) +
+         "]\n input %b: f32[" + std::to_string(n) + ", " + std::to_string(n) + "]\n %c: f32[" +
+         std::to_string(n) + ", " + std::to_string(n) +
+         "] = einsum{spec=\"mk,kn->mn\"} [m=" + std::to_string(n) + ", n=" + std::to_string(n) +
+         ", k=" + std::to_string(n) + ":sum] %a(m, k), %b(k, n) -> (m, n)\n output %c\n}";
+}
+
+// A bias add, [rows, cols] + [cols], the most common elementwise pattern of the zoo's models.
+std::string add_text(int64_t n) {
+  int64_t cols = std::min<int64_t>(n, 1024), rows = std::max<int64_t>(n / cols, 1);
+  std::string r = std::to_string(rows), c = std::to_string(cols);
+  return "graph g {\n input %a: f32[" + r + ", " + c + "]\n input %b: f32[" + c + "]\n %c: f32[" +
+         r + ", " + c + "] = add [i=" + r + ", j=" + c +
+         "] %a(i, j), %b(j) -> (i, j)\n output %c\n}";
 }
 
 }  // namespace
@@ -82,15 +128,25 @@ CpuCalibration calibrate_cpu(const CalibrateOptions& o) {
   int saved_threads = openblas_get_num_threads();
   openblas_set_num_threads(1);
   for (int64_t n : o.gemm_sizes) {
-    std::vector<float> a(static_cast<size_t>(n * n), 1.0f), b(a), c(a);
-    int ni = static_cast<int>(n);
-    double s = time_per_call(
-        [&] {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, a.data(), ni,
-                      b.data(), ni, 0.0f, c.data(), ni);
-        },
-        o.min_seconds);
-    cal.gemm.push_back({n, 2.0 * static_cast<double>(n * n * n) / s});
+    double t = kernel_seconds(gemm_text(n), o.min_seconds);
+    cal.gemm.push_back({n, 2.0 * static_cast<double>(n * n * n) / t});
+  }
+  // Streaming bandwidth of one device's elementwise kernel (2 reads, 1 write per element), and
+  // the fixed cost of a kernel call from a one-element add.
+  int64_t elems = std::max<int64_t>(o.bandwidth_bytes / 4, 1);
+  double t_add = kernel_seconds(add_text(elems), o.min_seconds);
+  elems = std::min<int64_t>(elems, 1024) * std::max<int64_t>(elems / 1024, 1);
+  cal.kernel_bandwidth = 2.0 * 4.0 * static_cast<double>(elems) / t_add;
+  cal.launch_s = kernel_seconds(add_text(1), o.min_seconds);
+  // Non-GEMM work: op_cost counts a GeLU as 1 FLOP per element; its transcendental makes it the
+  // compute-bound end of the elementwise kernels.
+  {
+    std::string r = std::to_string(std::max<int64_t>(elems / 1024, 1));
+    double t =
+        kernel_seconds("graph g {\n input %a: f32[" + r + ", 1024]\n %c: f32[" + r +
+                           ", 1024] = gelu [i=" + r + ", j=1024] %a(i, j) -> (i, j)\n output %c\n}",
+                       o.min_seconds);
+    cal.vector_flops = static_cast<double>(std::max<int64_t>(elems / 1024, 1) * 1024) / t;
   }
   openblas_set_num_threads(saved_threads);
   {
@@ -134,13 +190,15 @@ CpuCalibration calibrate_cpu(const CalibrateOptions& o) {
   c.name = "cpu";
   c.device.name = "cpu";
   c.device.peak_flops = peak;
+  c.device.vector_flops = cal.vector_flops;
   c.device.gemm_efficiency = std::min(best_e, 1.0);
   c.device.gemm_knee = best_knee;
-  c.device.memory_bandwidth = cal.memory_bandwidth / static_cast<double>(threads);
+  c.device.memory_bandwidth = std::min(cal.kernel_bandwidth, cal.memory_bandwidth);
   c.device.memory_efficiency = 1.0;
   c.device.memory_bytes = 8e9;
-  c.device.launch_s = 1e-6;
+  c.device.launch_s = cal.launch_s;
   c.device.element_bytes = 4;
+  c.device.fuses_elementwise = false;  // the executor groups kernel calls but each makes its pass
   c.count = threads;
   c.devices_per_node = threads;
   c.intra_node = {"shared-memory", cal.allreduce_bandwidth, cal.allreduce_latency};
@@ -155,13 +213,15 @@ std::string cluster_to_json(const Cluster& c) {
                       {"device",
                        {{"name", d.name},
                         {"peak_flops", d.peak_flops},
+                        {"vector_flops", d.vector_flops},
                         {"memory_bytes", d.memory_bytes},
                         {"memory_bandwidth", d.memory_bandwidth},
                         {"launch_s", d.launch_s},
                         {"gemm_efficiency", d.gemm_efficiency},
                         {"gemm_knee", d.gemm_knee},
                         {"memory_efficiency", d.memory_efficiency},
-                        {"element_bytes", d.element_bytes}}},
+                        {"element_bytes", d.element_bytes},
+                        {"fuses_elementwise", d.fuses_elementwise}}},
                       {"count", c.count},
                       {"devices_per_node", c.devices_per_node},
                       {"intra_node",

@@ -172,12 +172,18 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
     for (F f :
          {F{"peak_flops", &p.peak_flops, true}, F{"memory_bytes", &p.memory_bytes, true},
           F{"memory_bandwidth", &p.memory_bandwidth, true}, F{"launch_s", &p.launch_s, false},
+          F{"vector_flops", &p.vector_flops, false},
           F{"gemm_efficiency", &p.gemm_efficiency, false}, F{"gemm_knee", &p.gemm_knee, false},
           F{"memory_efficiency", &p.memory_efficiency, false},
           F{"element_bytes", &p.element_bytes, false}}) {
       auto v = number(d, file, "device", f.key, f.required, *f.dst);
       HEDDLE_TRY(v);
       *f.dst = *v;
+    }
+    if (d.contains("fuses_elementwise")) {
+      if (!d.at("fuses_elementwise").is_boolean())
+        return field_error(file, "device.fuses_elementwise", "must be true or false");
+      p.fuses_elementwise = d.at("fuses_elementwise").get<bool>();
     }
     c.device = p;
   } else {
@@ -230,6 +236,7 @@ Result<Cluster> cpu_cluster() {
   c.name = "cpu";
   c.device.name = "cpu";
   c.device.peak_flops = 50e9;
+  c.device.vector_flops = 0.5e9;
   c.device.memory_bytes = 8e9;
   c.device.memory_bandwidth = 10e9;
   c.device.launch_s = 2e-6;
@@ -237,6 +244,7 @@ Result<Cluster> cpu_cluster() {
   c.device.gemm_knee = 32;
   c.device.memory_efficiency = 1.0;
   c.device.element_bytes = 4;
+  c.device.fuses_elementwise = false;
   c.count = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
   c.devices_per_node = c.count;
   c.intra_node = {"shared-memory", 5e9, 5e-6};

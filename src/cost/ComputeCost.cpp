@@ -29,7 +29,6 @@ OpTime op_time(const Graph& g, OpId id, const Box& local, const DeviceProfile& d
   double compute = 0;
   OpCategory cat = op_kind_info(op.kind).category;
   if (t.flops > 0) {
-    double eff = device.gemm_efficiency;
     if ((cat == OpCategory::kContraction || cat == OpCategory::kWindow) && op.inputs.size() >= 2) {
       double m = 1, n = 1, k = 1;
       IVec ext = local.shape();
@@ -44,14 +43,13 @@ OpTime op_time(const Graph& g, OpId id, const Box& local, const DeviceProfile& d
           m *= e;
       }
       k *= static_cast<double>(std::max<int64_t>(op.inputs[1].proj.window().product(), 1));
-      eff = device.gemm_fraction(std::max(m, 1.0), std::max(n, 1.0), std::max(k, 1.0));
+      double eff = device.gemm_fraction(std::max(m, 1.0), std::max(n, 1.0), std::max(k, 1.0));
       t.efficiency = eff;
+      compute = t.flops / (device.peak_flops * eff);
     } else {
-      // Vector work (elementwise, normalization) runs far below tensor-core peak; it is bound
-      // by memory in practice, so only a nominal compute rate is charged.
-      eff = device.gemm_efficiency;
+      // Vector work (elementwise, normalization) runs on the SIMT units, not the tensor cores.
+      compute = t.flops / (device.vector_flops > 0 ? device.vector_flops : device.peak_flops);
     }
-    compute = t.flops / (device.peak_flops * eff);
   }
   t.compute_s = compute;
   double memory = t.bytes / (device.memory_bandwidth * device.memory_efficiency);

@@ -17,9 +17,10 @@ double DeviceProfile::gemm_fraction(double m, double n, double k) const {
 
 size_t DeviceProfile::hash() const {
   size_t h = std::hash<std::string>()(name);
-  for (double v : {peak_flops, memory_bytes, memory_bandwidth, launch_s, gemm_efficiency, gemm_knee,
-                   memory_efficiency, element_bytes})
+  for (double v : {peak_flops, vector_flops, memory_bytes, memory_bandwidth, launch_s,
+                   gemm_efficiency, gemm_knee, memory_efficiency, element_bytes})
     hash_combine(h, v);
+  hash_combine(h, fuses_elementwise);
   return h;
 }
 
@@ -30,8 +31,9 @@ std::string DeviceProfile::to_string() const {
 
 namespace {
 
-DeviceProfile make(std::string name, double tflops, double gb, double tbps) {
+DeviceProfile make(std::string name, double tflops, double gb, double tbps, double fp32) {
   DeviceProfile d;
+  d.vector_flops = fp32 * 1e12;
   d.name = std::move(name);
   d.peak_flops = tflops * 1e12;
   d.memory_bytes = gb * 1e9;
@@ -43,11 +45,12 @@ DeviceProfile make(std::string name, double tflops, double gb, double tbps) {
 
 const std::vector<DeviceProfile>& device_presets() {
   // Vendor datasheets (docs/cost-model.md): dense fp16/bf16 tensor-core peak, HBM size and
-  // bandwidth. The GEMM efficiency curve is shared by every device (one global fit).
+  // bandwidth, fp32 (non-tensor) peak. The GEMM efficiency curve is shared by every device (one
+  // global fit).
   static const std::vector<DeviceProfile> kPresets = {
-      make("v100", 125, 32, 0.9),        make("a100-40gb", 312, 40, 1.555),
-      make("a100-80gb", 312, 80, 2.039), make("a100", 312, 80, 2.039),
-      make("h100", 989, 80, 3.35),       make("h200", 989, 141, 4.8),
+      make("v100", 125, 32, 0.9, 15.7),        make("a100-40gb", 312, 40, 1.555, 19.5),
+      make("a100-80gb", 312, 80, 2.039, 19.5), make("a100", 312, 80, 2.039, 19.5),
+      make("h100", 989, 80, 3.35, 67),         make("h200", 989, 141, 4.8, 67),
   };
   return kPresets;
 }

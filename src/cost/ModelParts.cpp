@@ -114,7 +114,7 @@ Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Prop
     for (const Operand& in : op.inputs) {
       OpId prod = g.value(in.value).producer;
       if (prod != id - 1 || uses[static_cast<size_t>(in.value)] != 1) continue;
-      double b = value_bytes(in.value);
+      double b = dev.fuses_elementwise ? value_bytes(in.value) : 0;
       bytes[static_cast<size_t>(id)] = std::max(bytes[static_cast<size_t>(id)] - b, 0.0);
       bytes[static_cast<size_t>(prod)] = std::max(bytes[static_cast<size_t>(prod)] - b, 0.0);
       fused[static_cast<size_t>(id)] = true;

@@ -72,6 +72,17 @@ ModelSource graph_model_source(Graph g) {
   return src;
 }
 
+Result<Propagation> stage_plan(const Graph& g, const Mesh& mesh, const Cluster& cluster,
+                               const StrategySpec& spec) {
+  StrategySpec inner = spec;
+  inner.pp.reset();
+  AlphaBetaCost comm(cluster, mesh);
+  PropagateOptions popts;
+  popts.cost = &comm;
+  popts.seconds_per_flop = 1 / (cluster.device.peak_flops * cluster.device.gemm_efficiency);
+  return plan_from_strategy(g, mesh, inner, popts);
+}
+
 namespace {
 
 struct Timing {
@@ -177,10 +188,7 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
     g1 = std::move(*one);
   }
   AlphaBetaCost comm(cluster, *mesh);
-  PropagateOptions popts;
-  popts.cost = &comm;
-  popts.seconds_per_flop = 1 / (dev.peak_flops * dev.gemm_efficiency);
-  auto prop = plan_from_strategy(*g2, *mesh, inner, popts);
+  auto prop = stage_plan(*g2, *mesh, cluster, spec);
   HEDDLE_TRY(prop);
   auto parts = cost_model_parts(*g2, *mesh, *prop, cluster, g1 ? &*g1 : nullptr);
   HEDDLE_TRY(parts);

@@ -26,6 +26,10 @@ int run_calibrate(const CalibrateArgs& a) {
     out += fmt::format("gemm {:>5}^3        {:8.2f} GFLOP/s\n", n, f / 1e9);
   out += fmt::format("memory bandwidth   {:8.2f} GB/s (copy, all threads)\n",
                      cal.memory_bandwidth / 1e9);
+  out += fmt::format("kernel bandwidth   {:8.2f} GB/s (elementwise kernel, one thread)\n",
+                     cal.kernel_bandwidth / 1e9);
+  out += fmt::format("vector work        {:8.2f} GFLOP/s (GeLU kernel)\n", cal.vector_flops / 1e9);
+  out += fmt::format("kernel call        {:8.2f} us\n", cal.launch_s * 1e6);
   out += fmt::format("all-reduce alpha   {:8.2f} us\n", cal.allreduce_latency * 1e6);
   out += fmt::format("all-reduce busbw   {:8.2f} GB/s ({} threads)\n",
                      cal.allreduce_bandwidth / 1e9, cal.cluster.count);

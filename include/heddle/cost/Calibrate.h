@@ -1,6 +1,7 @@
-// Calibration of this machine: GEMM throughput over sizes (OpenBLAS, one thread per device as the
-// threaded executor runs), memory bandwidth, and all-reduce latency and bandwidth between threads
-// through shared memory; written as the JSON cluster profile `--cluster cpu` reads.
+// Calibration of this machine: GEMM throughput over sizes and streaming bandwidth through heddle's
+// own box kernels (OpenBLAS, one thread per device as the threaded executor runs), memcpy
+// bandwidth, and all-reduce latency and bandwidth between threads through shared memory; written as
+// the JSON cluster profile `--cluster cpu` reads.
 #pragma once
 
 #include <string>
@@ -21,7 +22,10 @@ struct CalibrateOptions {
 /// What was measured.
 struct CpuCalibration {
   std::vector<std::pair<int64_t, double>> gemm;  ///< (size, FLOP/s)
-  double memory_bandwidth = 0;                   ///< bytes/s, copy
+  double memory_bandwidth = 0;                   ///< bytes/s, memcpy
+  double kernel_bandwidth = 0;                   ///< bytes/s of heddle's elementwise kernel
+  double launch_s = 0;                           ///< one kernel call on one element
+  double vector_flops = 0;                       ///< GeLU elements per second (op_cost FLOPs)
   double allreduce_latency = 0;                  ///< alpha, seconds
   double allreduce_bandwidth = 0;                ///< bus bandwidth, bytes/s
   Cluster cluster;                               ///< the fitted profile

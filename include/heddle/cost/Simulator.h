@@ -13,6 +13,7 @@
 #include "heddle/cost/Cluster.h"
 #include "heddle/cost/MemoryModel.h"
 #include "heddle/ops/zoo/Zoo.h"
+#include "heddle/sharding/Propagate.h"
 #include "heddle/sharding/StrategySpec.h"
 
 namespace heddle::cost {
@@ -75,6 +76,12 @@ struct SimulationResult {
   std::string trace_json;  ///< Chrome trace when requested
   std::string cluster_source;
 };
+
+/// The sharding the simulator costs for one pipeline stage: plan_from_strategy() of `spec`
+/// without its pp degree on the stage's mesh `mesh`, with propagation priced by the cluster's
+/// links and compute rate. Exposed so that a measured run can execute the very same plan.
+Result<Propagation> stage_plan(const Graph& g, const Mesh& mesh, const Cluster& cluster,
+                               const StrategySpec& spec);
 
 /// Simulates one step of `model` under `spec` on `cluster`. Diagnostics: degrees that do not
 /// multiply to the cluster's device count (`auto` is not simulated: give the degrees), a batch
