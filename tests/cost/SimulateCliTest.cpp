@@ -59,6 +59,16 @@ TEST(SimulateCli, BadInputExitsOne) {
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\n" << r.err;
   }
   std::remove(file.c_str());
+  // A plan that does not fit still prints its prediction, then exits 1 saying what to change.
+  CliResult big = run_heddle(
+      "simulate gpt3-175b --cluster a100x64 --strategy dp=1,tp=8,pp=8 --batch 64 --train --json");
+  EXPECT_EQ(big.exit_code, 1) << big.err;
+  EXPECT_FALSE(nlohmann::json::parse(big.out)["feasible"].get<bool>());
+  EXPECT_NE(big.err.find("recompute"), std::string::npos) << big.err;
+  CliResult fits = run_heddle(
+      "simulate gpt3-175b --cluster a100x64 --strategy dp=1,tp=8,pp=8,recompute=full --batch 64 "
+      "--train --json");
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
 }
 
 TEST(SimulateCli, CpuClusterSaysWhichProfile) {

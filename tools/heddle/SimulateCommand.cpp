@@ -23,6 +23,16 @@ struct SimulateArgs {
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024)); }
 
+// Exit code 1 with advice when the plan does not fit (CLI.md: an infeasible request), else 0.
+int infeasible(const cost::SimulationResult& r) {
+  if (r.feasible) return 0;
+  std::fprintf(stderr,
+               "error: the plan needs %s on its fullest device but the device has %s; try a "
+               "higher zero stage, recompute=selective or full, a smaller mb, or more tp/pp\n",
+               gib(r.peak_memory_bytes).c_str(), gib(r.memory_limit_bytes).c_str());
+  return 1;
+}
+
 int run_simulate(const SimulateArgs& a) {
   auto cluster = cost::resolve_cluster(a.cluster);
   if (!cluster.ok()) return user_error(cluster.error());
@@ -78,7 +88,7 @@ int run_simulate(const SimulateArgs& a) {
                         {"feasible", r->feasible},
                         {"cluster_source", r->cluster_source}};
     std::printf("%s\n", j.dump(2).c_str());
-    return 0;
+    return infeasible(*r);
   }
   std::string out;
   out += fmt::format("model            {} ({}, {} devices)\n", a.model,
@@ -100,7 +110,7 @@ int run_simulate(const SimulateArgs& a) {
                        s.idle_s, gib(s.state_bytes), gib(s.activation_bytes));
   }
   std::fputs(out.c_str(), stdout);
-  return r->feasible ? 0 : 1;
+  return infeasible(*r);
 }
 
 }  // namespace
