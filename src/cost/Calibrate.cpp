@@ -193,7 +193,8 @@ CpuCalibration calibrate_cpu(const CalibrateOptions& o) {
   c.device.vector_flops = cal.vector_flops;
   c.device.gemm_efficiency = std::min(best_e, 1.0);
   c.device.gemm_knee = best_knee;
-  c.device.memory_bandwidth = std::min(cal.kernel_bandwidth, cal.memory_bandwidth);
+  c.device.memory_bandwidth = cal.memory_bandwidth / static_cast<double>(threads);
+  c.device.elementwise_bandwidth = std::min(cal.kernel_bandwidth, c.device.memory_bandwidth);
   c.device.memory_efficiency = 1.0;
   c.device.memory_bytes = 8e9;
   c.device.launch_s = cal.launch_s;
@@ -214,6 +215,7 @@ std::string cluster_to_json(const Cluster& c) {
                        {{"name", d.name},
                         {"peak_flops", d.peak_flops},
                         {"vector_flops", d.vector_flops},
+                        {"elementwise_bandwidth", d.elementwise_bandwidth},
                         {"memory_bytes", d.memory_bytes},
                         {"memory_bandwidth", d.memory_bandwidth},
                         {"launch_s", d.launch_s},

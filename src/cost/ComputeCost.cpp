@@ -17,6 +17,11 @@ bool uses(const Operand& o, int64_t dim) {
 
 }  // namespace
 
+double stream_rate(const DeviceProfile& device, bool gemm) {
+  if (!gemm && device.elementwise_bandwidth > 0) return device.elementwise_bandwidth;
+  return device.memory_bandwidth * device.memory_efficiency;
+}
+
 OpTime op_time(const Graph& g, OpId id, const Box& local, const DeviceProfile& device) {
   const Op& op = g.op(id);
   OpCost c = op_cost(g, id);
@@ -52,8 +57,8 @@ OpTime op_time(const Graph& g, OpId id, const Box& local, const DeviceProfile& d
     }
   }
   t.compute_s = compute;
-  double memory = t.bytes / (device.memory_bandwidth * device.memory_efficiency);
-  t.seconds = std::max(compute, memory) + device.launch_s;
+  t.gemm = t.efficiency > 0;
+  t.seconds = std::max(compute, t.bytes / stream_rate(device, t.gemm)) + device.launch_s;
   return t;
 }
 
@@ -61,8 +66,8 @@ OpTime with_bytes(const OpTime& t, double bytes, bool fused, const DeviceProfile
   HEDDLE_ASSERT(bytes >= 0) << bytes;
   OpTime r = t;
   r.bytes = bytes;
-  r.seconds = std::max(t.compute_s, bytes / (device.memory_bandwidth * device.memory_efficiency)) +
-              (fused ? 0 : device.launch_s);
+  r.seconds =
+      std::max(t.compute_s, bytes / stream_rate(device, t.gemm)) + (fused ? 0 : device.launch_s);
   return r;
 }
 

@@ -17,8 +17,8 @@ double DeviceProfile::gemm_fraction(double m, double n, double k) const {
 
 size_t DeviceProfile::hash() const {
   size_t h = std::hash<std::string>()(name);
-  for (double v : {peak_flops, vector_flops, memory_bytes, memory_bandwidth, launch_s,
-                   gemm_efficiency, gemm_knee, memory_efficiency, element_bytes})
+  for (double v : {peak_flops, vector_flops, elementwise_bandwidth, memory_bytes, memory_bandwidth,
+                   launch_s, gemm_efficiency, gemm_knee, memory_efficiency, element_bytes})
     hash_combine(h, v);
   hash_combine(h, fuses_elementwise);
   return h;

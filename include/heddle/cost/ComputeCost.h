@@ -14,6 +14,7 @@ struct OpTime {
   double bytes = 0;       ///< bytes read and written by the local box, in the device's element size
   double efficiency = 0;  ///< the GEMM fraction used (0 for ops without a GEMM shape)
   double compute_s = 0;   ///< the FLOP side of the roofline
+  bool gemm = false;      ///< costed as a GEMM
   bool operator==(const OpTime&) const = default;
 };
 
@@ -22,6 +23,10 @@ struct OpTime {
 /// used by both inputs and the result, the batch), by input 1 only N, reduce dims (times input
 /// 1's window) K. Precondition: verified graph, `local` within the op's index space.
 OpTime op_time(const Graph& g, OpId id, const Box& local, const DeviceProfile& device);
+
+/// Bytes/s the memory side of the roofline uses: GEMMs stream at memory_bandwidth x
+/// memory_efficiency; other kernels at elementwise_bandwidth when the profile sets it.
+double stream_rate(const DeviceProfile& device, bool gemm);
 
 /// `t` with `bytes` memory traffic instead, and without the launch when `fused` (the op runs
 /// inside its producer's kernel). Precondition: bytes >= 0.

@@ -13,17 +13,18 @@ namespace heddle::cost {
 
 /// An immutable description of one device. Efficiencies are fractions of the peak.
 struct DeviceProfile {
-  std::string name;                ///< `a100-80gb`, `h100`, `cpu`, ...
-  double peak_flops = 0;           ///< dense FLOP/s in the training dtype (bf16/fp16; fp32 on cpu)
-  double memory_bytes = 0;         ///< device memory capacity
-  double memory_bandwidth = 0;     ///< bytes/s
-  double vector_flops = 0;         ///< FLOP/s of non-GEMM work (fp32 SIMT units); 0: peak_flops
-  double launch_s = 5e-6;          ///< fixed cost of one kernel launch; default 5 us
-  double gemm_efficiency = 0.75;   ///< fraction of peak a large GEMM reaches; default 0.75
-  double gemm_knee = 128;          ///< a GEMM dim of this size halves its factor; default 128
-  double memory_efficiency = 0.8;  ///< fraction of bandwidth streaming ops reach; default 0.8
-  bool fuses_elementwise = true;   ///< elementwise chains share one pass over memory; default true
-  double element_bytes = 2;        ///< bytes per activation/weight element; default 2 (bf16)
+  std::string name;             ///< `a100-80gb`, `h100`, `cpu`, ...
+  double peak_flops = 0;        ///< dense FLOP/s in the training dtype (bf16/fp16; fp32 on cpu)
+  double memory_bytes = 0;      ///< device memory capacity
+  double memory_bandwidth = 0;  ///< bytes/s
+  double vector_flops = 0;      ///< FLOP/s of non-GEMM work (fp32 SIMT units); 0: peak_flops
+  double elementwise_bandwidth = 0;  ///< bytes/s non-GEMM kernels stream; 0: bandwidth x efficiency
+  double launch_s = 5e-6;            ///< fixed cost of one kernel launch; default 5 us
+  double gemm_efficiency = 0.75;     ///< fraction of peak a large GEMM reaches; default 0.75
+  double gemm_knee = 128;            ///< a GEMM dim of this size halves its factor; default 128
+  double memory_efficiency = 0.8;    ///< fraction of bandwidth streaming ops reach; default 0.8
+  bool fuses_elementwise = true;  ///< elementwise chains share one pass over memory; default true
+  double element_bytes = 2;       ///< bytes per activation/weight element; default 2 (bf16)
 
   /// Fraction of peak for a GEMM of m x n x k (batch dims folded into m):
   /// `gemm_efficiency * f(m) f(n) f(k)` with `f(x) = x / (x + gemm_knee)`. Precondition: >= 1.
