@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "heddle/cost/AlphaBetaCost.h"
 #include "heddle/cost/ModelFlops.h"
@@ -295,6 +296,7 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   const LinkClass& tp_link = tp_axis >= 0 ? comm.link(tp_axis) : dp_link;
   BytesMovedCost moved;
   double step = 0, comm_max = 0;
+  std::vector<double> tail_sync(static_cast<size_t>(pp)), tail_opt(static_cast<size_t>(pp));
   for (int64_t d = 0; d < pp; ++d) {
     StageResult s;
     double params = 0, tp_bytes = 0;
@@ -334,6 +336,8 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
       if (dp_bytes > 0) res.link_bytes[dp_link.name] += dp_bytes;
       if (p2p_bytes > 0) res.link_bytes[cluster.stage_link(dp * tp * ep).name] += p2p_bytes;
     }
+    tail_sync[static_cast<size_t>(d)] = sync;
+    tail_opt[static_cast<size_t>(d)] = opt;
     double finish = end[static_cast<size_t>(d)] + sync + opt;
     step = std::max(step, finish);
     res.dp_sync_s = std::max(res.dp_sync_s, sync);
@@ -368,7 +372,51 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   canon.recompute = std::string(recompute_name(r));
   canon.sp = spec.sp;
   res.strategy = canon.to_string();
-  if (options.trace) res.trace_json = pipeline::chrome_trace_json(pl, sched->schedule);
+  if (options.trace) {
+    // The schedule's blocks, then per stage the gradient reduction and optimizer step, and a
+    // memory counter (states + kept activations) that Perfetto draws as memory over time.
+    auto trace = nlohmann::json::parse(pipeline::chrome_trace_json(pl, sched->schedule));
+    auto& events = trace["traceEvents"];
+    const auto& sch = sched->schedule;
+    for (int d = 0; d < static_cast<int>(pp); ++d) {
+      const StageResult& s = res.stages[static_cast<size_t>(d)];
+      double t = end[static_cast<size_t>(d)];
+      for (auto [name, dur] : {std::pair<const char*, double>{"gradient reduction", tail_sync[d]},
+                               {"optimizer", tail_opt[d]}}) {
+        if (dur <= 0) continue;
+        events.push_back({{"name", name},
+                          {"cat", "step"},
+                          {"ph", "X"},
+                          {"ts", t * 1e6},
+                          {"dur", dur * 1e6},
+                          {"pid", d},
+                          {"tid", d}});
+        t += dur;
+      }
+      std::vector<std::pair<double, int>> starts;
+      for (int op = 0; op < sch.num_ops(); ++op) {
+        const auto& devs = pl.blocks[static_cast<size_t>(op % sch.blocks)].devices;
+        if (std::find(devs.begin(), devs.end(), d) != devs.end())
+          starts.push_back({sch.start[static_cast<size_t>(op)], op});
+      }
+      std::sort(starts.begin(), starts.end());
+      double mem = s.state_bytes;
+      events.push_back({{"name", "memory (GiB)"},
+                        {"ph", "C"},
+                        {"ts", 0},
+                        {"pid", d},
+                        {"args", {{"GiB", mem / (1 << 30)}}}});
+      for (auto [ts, op] : starts) {
+        mem += pl.blocks[static_cast<size_t>(op % sch.blocks)].memory;
+        events.push_back({{"name", "memory (GiB)"},
+                          {"ph", "C"},
+                          {"ts", ts * 1e6},
+                          {"pid", d},
+                          {"args", {{"GiB", mem / (1 << 30)}}}});
+      }
+    }
+    res.trace_json = trace.dump(1);
+  }
   return res;
 }
 

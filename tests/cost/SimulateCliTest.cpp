@@ -29,9 +29,14 @@ TEST(SimulateCli, JsonKeysAndTrace) {
   ASSERT_TRUE(in.good());
   auto t = nlohmann::json::parse(in);
   // 8 micro-batches x 4 stages x 2 chunks x (forward + backward) blocks.
-  size_t blocks = 0;
-  for (const auto& e : t["traceEvents"]) blocks += e["ph"] == "X" ? 1 : 0;
+  size_t blocks = 0, steps = 0, counters = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "X") (e["cat"] == "step" ? steps : blocks) += 1;
+    if (e["ph"] == "C") ++counters;
+  }
   EXPECT_EQ(blocks, 8u * 4 * 2 * 2);
+  EXPECT_EQ(steps, 4u);                     // the optimizer step of each stage (dp=1: no reduction)
+  EXPECT_EQ(counters, 4u + 8 * 4 * 2 * 2);  // memory at 0 and at every block start, per stage
   std::remove(trace.c_str());
   // The strategy printed re-simulates to the same step time.
   CliResult again = run_heddle("simulate megatron-39.1b --cluster a100x32 --strategy " +
