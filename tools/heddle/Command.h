@@ -36,6 +36,9 @@ Command add_show_command(CLI::App& root);
 /// checked against the single-device interpreter with `--check`.
 Command add_run_command(CLI::App& root);
 
+/// `heddle plan`: the fastest configuration that fits, found with the simulator.
+Command add_plan_command(CLI::App& root);
+
 /// `heddle schedule`: pipeline schedule search and baselines for a placement.
 Command add_schedule_command(CLI::App& root);
 
