@@ -1,0 +1,201 @@
+// `heddle run --backend mpi`: every process (one per device, started by mpirun) plans and lowers
+// the same programs, materialises only its own tiles of parameters and inputs, runs its device's
+// program over MPI, and rank 0 checks and reports. Bad input is found before MPI starts and
+// reported by rank 0 only.
+//
+// Test-only fault injection (environment): HEDDLE_TEST_FAIL_RANK=R makes rank R fail just before
+// its HEDDLE_TEST_FAIL_AT-th collective (default 1), as HEDDLE_TEST_FAIL_MODE says: `throw`
+// (default: an exception, reported to the peers), `kill` (SIGKILL) or `hang` (sleeps forever).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "Command.h"
+#include "RunCommand.h"
+#include "heddle/ir/Verifier.h"
+#include "heddle/ops/Interpreter.h"
+#include "heddle/ops/TileInit.h"
+#include "heddle/runtime/Lower.h"
+#include "heddle/runtime/MpiCommunicator.h"
+#include "heddle/runtime/MpiEnvironment.h"
+
+namespace heddle::cli {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+// Fails on purpose before the n-th collective (see the file comment); forwards otherwise.
+class FaultInjector : public Communicator {
+ public:
+  FaultInjector(Communicator& inner, int64_t at, std::string mode)
+      : inner_(inner), at_(at), mode_(std::move(mode)) {}
+  int64_t rank() const override { return inner_.rank(); }
+  int64_t size() const override { return inner_.size(); }
+  Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
+                    Tensor& out, Monoid monoid) override {
+    if (++count_ == at_) {
+      if (mode_ == "kill") std::raise(SIGKILL);
+      if (mode_ == "hang")
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      throw std::runtime_error("injected failure before collective " + std::to_string(at_) +
+                               " (HEDDLE_TEST_FAIL_RANK)");
+    }
+    return inner_.collective(c, group, mine, out, monoid);
+  }
+
+ private:
+  Communicator& inner_;
+  int64_t at_;
+  std::string mode_;
+  int64_t count_ = 0;
+};
+
+// This device's tiles of the graph inputs and parameters its program loads: per value, the
+// smallest box covering its loads, generated element-identical to the whole-tensor helpers.
+TensorMap shard_feeds(const Graph& g, const DeviceProgram& p, uint64_t seed, int64_t int_hi) {
+  std::map<ValueId, Box> hull;
+  for (const Instr& in : p.instrs) {
+    if (in.kind != Instr::Kind::kLoad) continue;
+    auto [it, fresh] = hull.emplace(in.value, in.box);
+    if (fresh || in.box.empty()) continue;
+    std::vector<int64_t> s(in.box.rank()), e(in.box.rank());
+    for (int64_t d = 0; d < in.box.rank(); ++d) {
+      s[d] = std::min(it->second.start()[d], in.box.start()[d]);
+      e[d] = std::max(it->second.end()[d], in.box.end()[d]);
+    }
+    it->second = Box(IVec(std::move(s)), IVec(std::move(e)));
+  }
+  TensorMap feeds;
+  for (const auto& [v, box] : hull) {
+    const Value& val = g.value(v);
+    feeds.emplace(v, val.role == ValueRole::kParam
+                         ? init_param_tile(val.name, g.type(v), seed, box)
+                         : random_input_tile(val.name, g.type(v), seed, int_hi, box));
+  }
+  return feeds;
+}
+
+// Every multi-device group any program uses, in one order all ranks agree on.
+std::vector<std::vector<int64_t>> all_groups(const std::vector<DeviceProgram>& programs) {
+  std::set<std::vector<int64_t>> groups;
+  for (const DeviceProgram& p : programs)
+    for (const Instr& in : p.instrs)
+      if ((in.kind == Instr::Kind::kCollective || in.kind == Instr::Kind::kFetch) &&
+          in.group.size() > 1)
+        groups.insert(in.group);
+  return {groups.begin(), groups.end()};
+}
+
+int run_rank(const RunOptions& o, const Graph& g, const PlannedRun& planned,
+             const std::vector<DeviceProgram>& programs, MpiCommunicator& mpi) {
+  const int64_t r = mpi.rank();
+  // A failure that leaves this rank out of step with the others ends the whole job.
+  auto die = [&](const std::string& message) {
+    std::fprintf(stderr, "heddle: rank %lld: error: %s\n", static_cast<long long>(r),
+                 message.c_str());
+    mpi.abort_job(message);
+  };
+  if (auto st = mpi.prepare(all_groups(programs)); !st.ok()) die(st.error().message);
+
+  std::optional<FaultInjector> injector;
+  Communicator* comm = &mpi;
+  if (env_or("HEDDLE_TEST_FAIL_RANK", "-1") == std::to_string(r)) {
+    injector.emplace(mpi, std::atoll(env_or("HEDDLE_TEST_FAIL_AT", "1").c_str()),
+                     env_or("HEDDLE_TEST_FAIL_MODE", "throw"));
+    comm = &*injector;
+  }
+  const int64_t int_hi = integer_range(g);
+  TensorMap feeds = shard_feeds(g, programs[r], o.seed, int_hi);
+
+  // Start together, so rank 0's wall time is the run's.
+  if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(ready.error().message);
+  auto t0 = std::chrono::steady_clock::now();
+  Result<TensorMap> got = Diagnostic("not run");
+  try {
+    got = run_device(g, programs[r], *comm, feeds);
+  } catch (const std::exception& e) {
+    die(e.what());
+  }
+  if (mpi.failure()) die(mpi.failure()->message);
+  // Errors that kept this rank in step (a kernel's diagnostic): every rank learns the first.
+  auto failed = mpi.agree_on_failure(got.ok());
+  if (!failed.ok()) die(failed.error().message);
+  double wall = seconds_since(t0);
+  if (*failed >= 0) {
+    if (*failed == r)
+      std::fprintf(stderr, "heddle: rank %lld: %s\n", static_cast<long long>(r),
+                   got.error().to_string().c_str());
+    else
+      std::fprintf(stderr, "heddle: rank %lld: error: rank %lld failed; stopping\n",
+                   static_cast<long long>(r), static_cast<long long>(*failed));
+    return 1;
+  }
+  if (r != 0) return 0;
+
+  // Rank 0 holds every output whole (lowering replicates them).
+  for (ValueId v : g.outputs()) {
+    auto it = got->find(v);
+    if (it == got->end() || it->second.region() != Box::of_shape(g.type(v).shape()))
+      return user_error(Diagnostic("output " + g.value(v).name + " is not whole on rank 0"));
+  }
+  std::optional<RunCheck> check;
+  if (o.check) {
+    // The reference needs the whole model: only rank 0 builds it, and only for --check.
+    auto c = check_against_reference(g, o, random_inputs(g, o.seed, int_hi), *got);
+    if (!c.ok()) return user_error(c.error());
+    check = *c;
+  }
+  return report_run(o, g, planned, programs, fmt::format("{} MPI ranks", mpi.size()), wall, *got,
+                    check ? &*check : nullptr);
+}
+
+}  // namespace
+
+int run_mpi(const RunOptions& o) {
+  // Everything up to lowering is local and deterministic, so every rank finds the same mistake;
+  // only rank 0 says so, and no rank has started MPI yet.
+  const bool root = MpiEnvironment::launcher_rank() == 0;
+  auto bad_input = [&](const Diagnostic& d) { return root ? user_error(d) : 1; };
+  if (o.timeout_s <= 0)
+    return bad_input(Diagnostic("--timeout must be a positive number of seconds"));
+  auto model = resolve_model(o.model, o.overrides, {});
+  if (!model.ok()) return bad_input(model.error());
+  const Graph& g = *model;
+  if (root ? report_verify(g) != 0 : !verify(g).empty()) return 1;
+  auto planned = plan_run(g, o.mesh, o.strategy);
+  if (!planned.ok()) return bad_input(planned.error());
+  const Mesh& mesh = planned->propagation.plan.mesh;
+  auto programs = lower(g, planned->propagation.plan);
+  if (!programs.ok()) return bad_input(programs.error());
+  if (root && !o.emit_dir.empty())
+    if (auto s = write_programs(o.emit_dir, g, mesh, *programs); !s.ok())
+      return user_error(s.error());
+
+  MpiEnvironment env;
+  if (env.size() != mesh.num_devices()) {
+    if (env.rank() == 0)
+      user_error(Diagnostic(fmt::format(
+          "--mesh {} has {} devices but {} MPI ranks were started: start one rank per device "
+          "(mpirun -np {} heddle run ...)",
+          o.mesh, mesh.num_devices(), env.size(), mesh.num_devices())));
+    return 1;
+  }
+  MpiCommunicator mpi({.timeout_s = o.timeout_s});
+  return run_rank(o, g, *planned, *programs, mpi);
+}
+
+}  // namespace heddle::cli
