@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -25,6 +26,12 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string fmt_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
 }
 
 // Backs off from spinning to sleeping, so waiting ranks leave the cores to working ones.
@@ -106,10 +113,10 @@ struct MpiCommunicator::Impl {
       if (done) return {};
       if (poll_notice()) return *self.failure_;
       if (seconds_since(t0) > self.options_.timeout_s) {
-        self.failure_ = Diagnostic(
-            what + " did not complete within " + std::to_string(self.options_.timeout_s) +
-            " s on rank " + std::to_string(self.rank_) +
-            ": a peer is stuck or gone (raise --timeout if it is only slow)");
+        self.failure_ =
+            Diagnostic(what + " did not complete within " + fmt_seconds(self.options_.timeout_s) +
+                       " s on rank " + std::to_string(self.rank_) +
+                       ": a peer is stuck or gone (raise --timeout if it is only slow)");
         return *self.failure_;
       }
       pause(spins);
