@@ -167,15 +167,15 @@ Status MpiCommunicator::prepare(const std::vector<std::vector<int64_t>>& groups)
   for (const auto& group : groups) {
     auto it = std::find(group.begin(), group.end(), rank_);
     bool member = it != group.end();
-    if (member && impl_->comms.count(group)) continue;  // every rank skips or splits alike
+    // Every rank splits for every group (the split is collective over the world), even when
+    // this rank has the group's communicator already.
     MPI_Comm c = MPI_COMM_NULL;
     int key = member ? static_cast<int>(it - group.begin()) : 0;
     MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, key, &c);
-    if (member) {
-      if (c == MPI_COMM_NULL)
-        return Diagnostic("MPI_Comm_split gave no communicator for devices " + group_text(group));
-      impl_->comms.emplace(group, c);
-    }
+    if (!member) continue;
+    if (c == MPI_COMM_NULL)
+      return Diagnostic("MPI_Comm_split gave no communicator for devices " + group_text(group));
+    if (!impl_->comms.emplace(group, c).second) MPI_Comm_free(&c);
   }
   return {};
 }
