@@ -36,12 +36,14 @@ std::string fmt_seconds(double s) {
 }
 
 // Waits between polls. MPI makes progress on a large message only while the ranks poll, so the
-// first milliseconds of a wait only yield the core; longer waits (a peer still computing) sleep.
+// first milliseconds of a wait spin, then only yield the core; longer waits (a peer still
+// computing) sleep.
 void pause(Clock::time_point since) {
-  if (seconds_since(since) > 0.02)
+  double waited = seconds_since(since);
+  if (waited > 0.02)
     std::this_thread::sleep_for(std::chrono::microseconds(50));
-  else
-    std::this_thread::yield();
+  else if (waited > 1e-4)
+    std::this_thread::yield();  // the first 100 us spin: a small message is usually there by then
 }
 
 MPI_Datatype mpi_type(const Tensor& t) { return t.is_int() ? MPI_INT64_T : MPI_FLOAT; }
