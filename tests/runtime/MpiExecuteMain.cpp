@@ -1,5 +1,6 @@
-// Random graphs under random sharding plans, executed by MpiCommunicator ranks and compared bit
-// for bit with the threaded executor on rank 0: covers every collective and halo layout lowering
+// All-reduces against a local group-order reduction, then random graphs under random sharding
+// plans, executed by MpiCommunicator ranks and compared bit for bit with the threaded executor on
+// rank 0: covers every collective and halo layout lowering
 // emits (all-gather, reduce-scatter, all-reduce, all-to-all, point-to-point halo fetches).
 // Not a gtest binary: MpiExecuteTest.cpp starts it under `mpirun -np 4`. Prints one summary line
 // on rank 0; exit 0 only when every case matched and halos and collectives were exercised.
@@ -7,6 +8,7 @@
 #include <random>
 
 #include "common/RandomModel.h"
+#include "heddle/ops/Kernel.h"
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/MpiCommunicator.h"
@@ -33,7 +35,41 @@ TensorMap random_feeds(const Graph& g, uint64_t seed) {
   return feeds;
 }
 
+// Member d's tile of a [7, 5] all-reduce: values only d and the seed determine.
+Tensor member_tile(int64_t d, uint64_t seed) {
+  std::mt19937_64 rng(seed * 31 + static_cast<uint64_t>(d));
+  std::uniform_real_distribution<float> u(-1, 1);
+  Tensor t(DType::kF32, IVec{7, 5});
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = u(rng);
+  return t;
+}
+
+// All-reduce over the world and over pairs, sum and max: bit-identical to combining the members'
+// tiles in group order in one place. Returns the number of mismatching cases.
+int64_t check_all_reduce(MpiCommunicator& comm) {
+  int64_t bad = 0;
+  const int64_t r = comm.rank();
+  const std::vector<std::vector<int64_t>> groups = {{0, 1, 2, 3}, {r % 2, r % 2 + 2}};
+  for (const auto& group : groups)
+    for (Monoid m : {Monoid::kSum, Monoid::kMax})
+      for (uint64_t seed = 1; seed <= 3; ++seed) {
+        Tensor mine = member_tile(r, seed);
+        Tensor out(DType::kF32, IVec{7, 5});
+        if (!comm.collective(Collective::kAllReduce, group, mine, out, m).ok()) return 1;
+        Tensor want = member_tile(group[0], seed);
+        for (size_t k = 1; k < group.size(); ++k)
+          kernels::combine(m, want, member_tile(group[k], seed));
+        if (!(want == out)) ++bad;
+      }
+  return bad;
+}
+
 int run(MpiCommunicator& comm) {
+  if (int64_t bad = check_all_reduce(comm); bad > 0) {
+    std::fprintf(stderr, "rank %lld: %lld all-reduce mismatches\n",
+                 static_cast<long long>(comm.rank()), static_cast<long long>(bad));
+    return 1;
+  }
   const char* meshes[] = {"4", "2x2"};
   std::mt19937_64 rng(2026);  // the same plans on every rank
   int64_t cases = 0, mismatches = 0, collectives = 0, fetches = 0;

@@ -19,12 +19,14 @@ struct MpiOptions {
   double timeout_s = 60;
 };
 
-/// One rank's end of the MPI collectives. All-gather and all-reduce whose members all need every
-/// tile map onto MPI_Iallgatherv (reductions then combine in group order, so results are
-/// bit-identical run to run and equal to ThreadedWorld's); other region layouts (reduce-scatter,
-/// all-to-all) onto MPI_Ialltoallv of exactly the overlapping pieces; halo fetches onto
-/// MPI_Isend/MPI_Irecv between the members that overlap. Each call first all-gathers the members'
-/// tile and target regions (a few integers).
+/// One rank's end of the MPI collectives. An all-reduce of identical whole tiles maps onto
+/// MPI_Ialltoallv (each member combines one slice of every tile in group order) plus
+/// MPI_Iallgatherv of the slices; an all-gather whose members all need every tile onto
+/// MPI_Iallgatherv; other region layouts (reduce-scatter, all-to-all) onto MPI_Ialltoallv of
+/// exactly the overlapping pieces, combined in group order; halo fetches onto MPI_Isend/MPI_Irecv
+/// between the members that overlap. Every element is combined in group order, so results are
+/// bit-identical run to run and equal to ThreadedWorld's. Each call first all-gathers the
+/// members' tile and target regions (a few integers).
 ///
 /// Failures: a rank that fails calls abort_job(), which tells every other rank; their pending and
 /// later collectives then return a diagnostic naming it. A wait longer than the timeout returns a
