@@ -219,7 +219,8 @@ class OpChecker {
         want_int(0, "ids");
         skip.push_back(0);
         break;
-      case OpKind::kNormGrad:  // the cross-entropy gradient reads integer labels
+      case OpKind::kNormGrad:         // the cross-entropy gradient reads integer labels
+      case OpKind::kElementwiseGrad:  // the where gradient reads the bool condition
         for (size_t i = 0; i < op_.inputs.size(); ++i)
           if (op_.inputs[i].value >= 0 && !dtype_is_float(g_.type(op_.inputs[i].value).dtype()))
             skip.push_back(i);

@@ -25,6 +25,7 @@ std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, int64_t int_hi)
 Interpreter::Interpreter(const Graph& g, InterpreterOptions options) : g_(g) {
   if (options.blas_threads > 0) openblas_set_num_threads(options.blas_threads);
   values_.resize(static_cast<size_t>(g.num_values()));
+  allocated_.assign(static_cast<size_t>(g.num_values()), false);
   for (ValueId p : g.params()) values_[p] = init_param(g.value(p).name, g.type(p), options.seed);
 }
 
@@ -65,7 +66,12 @@ Result<std::vector<Tensor>> Interpreter::run(const std::vector<Tensor>& inputs,
     for (const auto& o : op.inputs) in.push_back(&values_[o.value]);
     std::vector<Tensor*> out;
     for (const auto& r : op.results) {
-      values_[r.value] = Tensor(g_.type(r.value));
+      // Results keep their buffers across runs: every kernel overwrites its whole output when
+      // not accumulating, so no zeroing pass is needed.
+      if (!allocated_[r.value]) {
+        values_[r.value] = Tensor(g_.type(r.value));
+        allocated_[r.value] = true;
+      }
       out.push_back(&values_[r.value]);
     }
     Status s = kernels::run(op, op.space.box(), in, out, ko);

@@ -25,6 +25,10 @@ Store store_mode(const Op& op) {
 
 Access::Access(const Tensor& tensor, const Operand& operand)
     : t(&tensor), proj(&operand.proj), padded(operand.padded) {
+  if (tensor.is_int())
+    idata = tensor.i64();
+  else
+    fdata = tensor.f32();
   const AffineMap& m = proj->map();
   HEDDLE_ASSERT(m.out_rank() == tensor.rank())
       << "projection " << proj->to_string() << " for tensor " << tensor.to_string();

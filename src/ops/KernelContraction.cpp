@@ -124,8 +124,10 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
     g->total *= ext[k];
   }
   *handled = true;
-  init_outputs(op, box, outs, o);
-  if (M.total == 0 || N.total == 0 || K.total == 0 || batch.total == 0) return {};
+  if (M.total == 0 || N.total == 0 || K.total == 0 || batch.total == 0) {
+    init_outputs(op, box, outs, o);
+    return {};
+  }
   int64_t a_rs, a_cs, b_rs, b_cs, c_rs, c_cs;
   bool a_direct = merged_stride(M, A, ext, &a_rs) && merged_stride(K, A, ext, &a_cs);
   bool b_direct = merged_stride(K, B, ext, &b_rs) && merged_stride(N, B, ext, &b_cs);
@@ -154,7 +156,9 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
     bbox = Box(IVec(s), IVec(e));
   }
   std::vector<float> ctmp;
-  bool accumulate = store_mode(op) == Store::kSum;  // partial sums add into the output
+  // One sgemm per batch point covers the box's whole K range, so without `accumulate` it
+  // overwrites (beta 0) and no separate zeroing pass is needed.
+  bool accumulate = store_mode(op) == Store::kSum && o.accumulate;
   for_each_point(bbox, [&](const int64_t* p) {
     Mat ma, mb;
     describe(A, M, K, A.offset(p), a_roff, a_coff, a_direct, a_rs, a_cs, &ma);

@@ -60,6 +60,18 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
               });
     return {};
   }
+  if (k == OpKind::kFill) {
+    auto value = static_cast<float>(attr_f(op, "value", 0.0));
+    pointwise(op, box, ins, outs, mode,
+              [&](const float*, float* out, const int64_t*, int64_t) { out[0] = value; });
+    return {};
+  }
+  if (k == OpKind::kRelu) {  // the common case, kept free of the per-element kind switch
+    pointwise(op, box, ins, outs, mode, [](const float* in, float* out, const int64_t*, int64_t) {
+      out[0] = in[0] > 0.0f ? in[0] : 0.0f;
+    });
+    return {};
+  }
   if (cat == OpCategory::kUnary) {
     double alpha = attr_f(op, "alpha", 1.0);
     pointwise(op, box, ins, outs, mode, [&](const float* in, float* out, const int64_t*, int64_t) {

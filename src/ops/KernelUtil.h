@@ -45,7 +45,9 @@ struct Access {
   bool padded = false;
   int64_t base = 0;
   std::vector<int64_t> coef;
-  std::vector<int64_t> woff;  ///< local offsets of the window's elements, row-major
+  std::vector<int64_t> woff;       ///< local offsets of the window's elements, row-major
+  const float* fdata = nullptr;    ///< the float buffer (null for integer tensors)
+  const int64_t* idata = nullptr;  ///< the integer buffer (null for float tensors)
 
   Access(const Tensor& tensor, const Operand& operand);
   int64_t offset(const int64_t* p) const {
@@ -60,9 +62,7 @@ struct Access {
   /// Reads the window at p into buf (row-major); elements outside the tile read `pad`.
   void read(const int64_t* p, float* buf, float pad = 0.0f) const;
   /// Element value at local offset o as float.
-  float load(int64_t o) const {
-    return t->is_int() ? static_cast<float>(t->i64()[o]) : t->f32()[o];
-  }
+  float load(int64_t o) const { return idata ? static_cast<float>(idata[o]) : fdata[o]; }
   int64_t window_size() const { return static_cast<int64_t>(woff.size()); }
 };
 
@@ -109,55 +109,93 @@ void for_each_point(const Box& box, F&& f) {
 void init_outputs(const Op& op, const Box& box, const std::vector<Tensor*>& outs,
                   const KernelOptions& o);
 
-/// Pointwise loop over operands with unit windows: f(in, out, p, j) gets the input values of the
-/// point (row start p, offset j along the last dim) and fills out[] for every result.
-template <class F>
-void pointwise(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
-               const std::vector<Tensor*>& outs, Store mode, F&& f) {
-  std::vector<Access> ai, ao;
-  bool slow = false;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    ai.emplace_back(*ins[i], op.inputs[i]);
-    slow = slow || op.inputs[i].padded;
-  }
-  for (size_t i = 0; i < outs.size(); ++i) ao.emplace_back(*outs[i], op.results[i]);
+template <Store M>
+inline void store_as(float* dst, float v) {
+  store(M, dst, v);
+}
+
+/// The pointwise loop for store mode M (a template so the mode is not re-tested per element).
+template <Store M, class F>
+void pointwise_as(const Box& box, std::vector<Access>& ai, std::vector<Access>& ao,
+                  const std::vector<Tensor*>& outs, F&& f) {
   int64_t r = box.rank();
   size_t ni = ai.size(), no = ao.size();
-  float in[8] = {}, out[4] = {};
-  int64_t oi[8], si[8], oo[4], so[4];
+  bool slow = false, all_float = true;
+  for (const auto& a : ai) {
+    slow = slow || a.padded;
+    all_float = all_float && a.fdata != nullptr;
+  }
+  std::vector<float> in(ni + 1), out(no + 1);
+  std::vector<int64_t> oi(ni), si(ni), oo(no), so(no);
+  std::vector<const float*> ip(ni);
+  std::vector<float*> od(no);
   for_each_row(box, [&](int64_t* p, int64_t n) {
     for (size_t k = 0; k < ni; ++k) {
       oi[k] = ai[k].offset(p);
       si[k] = r ? ai[k].coef[r - 1] : 0;
+      if (ai[k].fdata) ip[k] = ai[k].fdata + oi[k];
     }
     for (size_t k = 0; k < no; ++k) {
-      oo[k] = ao[k].offset(p);
       so[k] = r ? ao[k].coef[r - 1] : 0;
+      od[k] = outs[k]->f32() + ao[k].offset(p);
     }
-    if (!slow) {
+    if (!slow && all_float && ni <= 2 && no == 1) {
+      // Scalars in registers for the common unary and binary cases.
+      const float *a = ip[0], *b = ni == 2 ? ip[1] : ip[0];
+      int64_t sa = si[0], sb = ni == 2 ? si[1] : si[0], sd = so[0];
+      float* d = od[0];
       for (int64_t j = 0; j < n; ++j) {
-        for (size_t k = 0; k < ni; ++k) in[k] = ai[k].load(oi[k] + j * si[k]);
-        f(in, out, p, j);
-        for (size_t k = 0; k < no; ++k) store(mode, outs[k]->f32() + oo[k] + j * so[k], out[k]);
+        float iv[8] = {a[j * sa], b[j * sb]}, ov[4];
+        f(iv, ov, p, j);
+        store_as<M>(d + j * sd, ov[0]);
+      }
+      return;
+    }
+    if (!slow && all_float) {
+      for (int64_t j = 0; j < n; ++j) {
+        for (size_t k = 0; k < ni; ++k) in[k] = ip[k][j * si[k]];
+        f(in.data(), out.data(), p, j);
+        for (size_t k = 0; k < no; ++k) store_as<M>(od[k] + j * so[k], out[k]);
       }
       return;
     }
     int64_t s = r ? p[r - 1] : 0;
     for (int64_t j = 0; j < n; ++j) {
-      if (r) p[r - 1] = s + j;
       for (size_t k = 0; k < ni; ++k) {
         if (!ai[k].padded) {
           in[k] = ai[k].load(oi[k] + j * si[k]);
           continue;
         }
+        if (r) p[r - 1] = s + j;
         auto c = ai[k].coords(p);
         in[k] = ai[k].inside(c, 0) ? ai[k].load(ai[k].offset(p)) : 0.0f;
+        if (r) p[r - 1] = s;
       }
-      if (r) p[r - 1] = s;
-      f(in, out, p, j);
-      for (size_t k = 0; k < no; ++k) store(mode, outs[k]->f32() + oo[k] + j * so[k], out[k]);
+      f(in.data(), out.data(), p, j);
+      for (size_t k = 0; k < no; ++k) store_as<M>(od[k] + j * so[k], out[k]);
     }
   });
+}
+
+/// Pointwise loop over operands with unit windows: f(in, out, p, j) gets the input values of the
+/// point (row start p, offset j along the last dim) and fills out[] for every result, which is
+/// stored with `mode`.
+template <class F>
+void pointwise(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+               const std::vector<Tensor*>& outs, Store mode, F&& f) {
+  std::vector<Access> ai, ao;
+  for (size_t i = 0; i < ins.size(); ++i) ai.emplace_back(*ins[i], op.inputs[i]);
+  for (size_t i = 0; i < outs.size(); ++i) ao.emplace_back(*outs[i], op.results[i]);
+  switch (mode) {
+    case Store::kAssign:
+      return pointwise_as<Store::kAssign>(box, ai, ao, outs, f);
+    case Store::kSum:
+      return pointwise_as<Store::kSum>(box, ai, ao, outs, f);
+    case Store::kMax:
+      return pointwise_as<Store::kMax>(box, ai, ao, outs, f);
+    case Store::kMin:
+      return pointwise_as<Store::kMin>(box, ai, ao, outs, f);
+  }
 }
 
 /// True when every operand and result of `op` has a unit window.

@@ -12,8 +12,8 @@ namespace {
 
 class DeviceRun {
  public:
-  DeviceRun(const Graph& g, Communicator& comm, const TensorMap& feeds)
-      : g_(g), comm_(comm), feeds_(feeds) {}
+  DeviceRun(const Graph& g, Communicator& comm, const TensorMap& feeds, const ExecOptions& o)
+      : g_(g), comm_(comm), feeds_(feeds), o_(o) {}
 
   Result<TensorMap> run(const DeviceProgram& p) {
     for (const Instr& in : p.instrs) step(in);
@@ -87,7 +87,9 @@ class DeviceRun {
     std::vector<Tensor*> out_ptrs;
     for (auto& t : outs) out_ptrs.push_back(&t);
     if (error_.ok()) {
-      Status st = kernels::run(op, call.box, ins, out_ptrs);
+      kernels::KernelOptions ko;
+      ko.optimizer_step = o_.optimizer_step;
+      Status st = kernels::run(op, call.box, ins, out_ptrs, ko);
       if (!st.ok()) fail(st.error());
     }
     for (const auto& x : op.inputs) halos_.erase(x.value);
@@ -101,6 +103,7 @@ class DeviceRun {
   const Graph& g_;
   Communicator& comm_;
   const TensorMap& feeds_;
+  const ExecOptions& o_;
   std::map<ValueId, Tensor> tiles_, halos_;
   Status error_;
   std::function<void()> on_error_;
@@ -109,18 +112,18 @@ class DeviceRun {
 }  // namespace
 
 Result<TensorMap> run_device(const Graph& g, const DeviceProgram& program, Communicator& comm,
-                             const TensorMap& feeds) {
-  return DeviceRun(g, comm, feeds).run(program);
+                             const TensorMap& feeds, const ExecOptions& options) {
+  return DeviceRun(g, comm, feeds, options).run(program);
 }
 
 Result<TensorMap> run_threaded(const Graph& g, const std::vector<DeviceProgram>& programs,
-                               const TensorMap& feeds) {
+                               const TensorMap& feeds, const ExecOptions& options) {
   auto n = static_cast<int64_t>(programs.size());
   HEDDLE_ASSERT(n >= 1) << "no programs";
   ThreadedWorld world(n);
   std::vector<std::optional<Result<TensorMap>>> results(static_cast<size_t>(n));
   auto body = [&](int64_t d) {
-    DeviceRun run(g, world.endpoint(d), feeds);
+    DeviceRun run(g, world.endpoint(d), feeds, options);
     run.set_on_error([&world, d] { world.abort(d); });
     results[d] = run.run(programs[d]);
   };

@@ -14,8 +14,14 @@ class Lowering {
  public:
   Lowering(const Graph& g, const ShardingPlan& plan, const LowerOptions& o)
       : g_(g), plan_(plan), mesh_(plan.mesh), o_(o), placement_(g.num_values()) {
-    progs_.resize(static_cast<size_t>(mesh_.num_devices()));
-    for (int64_t d = 0; d < mesh_.num_devices(); ++d) progs_[d].device = d;
+    if (o.devices.empty()) {
+      for (int64_t d = 0; d < mesh_.num_devices(); ++d) progs_.push_back({d, {}});
+    } else {
+      for (int64_t d : o.devices) {
+        HEDDLE_ASSERT(d >= 0 && d < mesh_.num_devices()) << "device " << d;
+        progs_.push_back({d, {}});
+      }
+    }
     last_use_.assign(static_cast<size_t>(g.num_values()), -1);
     for (OpId i = 0; i < g.num_ops(); ++i)
       for (const auto& in : g.op(i).inputs) last_use_[in.value] = i;

@@ -142,6 +142,9 @@ TEST(MpiCli, BadInputIsReportedOnceBeforeAnyCommunication) {
   auto strategy = mpirun(2, "run mlp --mesh 2 --strategy dp=3 --backend mpi");
   EXPECT_NE(strategy.r.exit_code, 0);
   EXPECT_EQ(count(strategy.r.err, "error:"), 1u) << strategy.r.err;
+  auto train = mpirun(2, "run mlp --mesh 2 --strategy dp=2 --backend mpi --train");
+  EXPECT_EQ(train.r.exit_code, 1);
+  EXPECT_EQ(count(train.r.err, "--train runs on --backend threads only"), 1u) << train.r.err;
   auto ranks = mpirun(2, "run mlp --mesh 4 --strategy dp=4 --backend mpi");
   EXPECT_NE(ranks.r.exit_code, 0);
   EXPECT_EQ(count(ranks.r.err, "4 devices but 2 MPI ranks"), 1u) << ranks.r.err;

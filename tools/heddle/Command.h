@@ -32,7 +32,8 @@ void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o);
 /// `heddle show`: summary, shape table, text/DOT/JSON export of a model.
 Command add_show_command(CLI::App& root);
 
-/// `heddle run`: partitioned execution on thread-devices, checked against the interpreter.
+/// `heddle run`: partitioned execution on thread-devices (inference, or `--train` steps),
+/// checked against the single-device interpreter with `--check`.
 Command add_run_command(CLI::App& root);
 
 /// `heddle schedule`: pipeline schedule search and baselines for a placement.

@@ -9,8 +9,11 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -65,7 +68,8 @@ class FaultInjector : public Communicator {
 };
 
 // This device's tiles of the graph inputs and parameters its program loads: per value, the
-// smallest box covering its loads, generated element-identical to the whole-tensor helpers.
+// smallest box covering its loads, generated element-identical to the whole-tensor helpers
+// (parameters from `seed`, inputs from seed + 1, as the threads backend does).
 TensorMap shard_feeds(const Graph& g, const DeviceProgram& p, uint64_t seed, int64_t int_hi) {
   std::map<ValueId, Box> hull;
   for (const Instr& in : p.instrs) {
@@ -84,7 +88,7 @@ TensorMap shard_feeds(const Graph& g, const DeviceProgram& p, uint64_t seed, int
     const Value& val = g.value(v);
     feeds.emplace(v, val.role == ValueRole::kParam
                          ? init_param_tile(val.name, g.type(v), seed, box)
-                         : random_input_tile(val.name, g.type(v), seed, int_hi, box));
+                         : random_input_tile(val.name, g.type(v), seed + 1, int_hi, box));
   }
   return feeds;
 }
@@ -98,6 +102,92 @@ std::vector<std::vector<int64_t>> all_groups(const std::vector<DeviceProgram>& p
           in.group.size() > 1)
         groups.insert(in.group);
   return {groups.begin(), groups.end()};
+}
+
+// How a run's outputs compare with the single-device interpreter.
+struct RunCheck {
+  bool ok = true;
+  double max_abs = 0, max_rel = 0;
+  double reference_time_s = 0;
+};
+
+// The single-device interpreter (parameters from o.seed) on `inputs`, compared with `got`.
+Result<RunCheck> check_against_reference(const Graph& g, const RunOptions& o,
+                                         const std::vector<Tensor>& inputs, const TensorMap& got) {
+  RunCheck c;
+  Interpreter interp(g, {.seed = o.seed, .blas_threads = 1});
+  auto t1 = std::chrono::steady_clock::now();
+  auto want = interp.run(inputs);
+  c.reference_time_s = seconds_since(t1);
+  if (!want.ok()) return want.error();
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    const Tensor& a = (*want)[k];
+    const Tensor& b = got.at(g.outputs()[k]);
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      double x = a.is_int() ? a.i64()[i] : a.f32()[i];
+      double y = b.is_int() ? b.i64()[i] : b.f32()[i];
+      double err = std::fabs(x - y);
+      if (std::isnan(err)) err = std::isnan(x) && std::isnan(y) ? 0 : INFINITY;
+      c.max_abs = std::max(c.max_abs, err);
+      c.max_rel = std::max(c.max_rel, err / std::max(std::fabs(x), 1e-6));
+      if (err > o.atol + o.rtol * std::fabs(x)) c.ok = false;
+    }
+  }
+  return c;
+}
+
+// The threads backend's summary (or JSON) for a forward run; 1 on a mismatch.
+int report_run(const RunOptions& o, const Graph& g, const PlannedRun& planned,
+               const std::vector<DeviceProgram>& programs, const std::string& devices_text,
+               double wall, const TensorMap& outputs, const RunCheck* check) {
+  const ShardingPlan& plan = planned.propagation.plan;
+  ProgramStats stats = program_stats(g, programs);
+  if (o.json) {
+    nlohmann::json j = {{"ok", check == nullptr || check->ok},
+                        {"devices", plan.mesh.num_devices()},
+                        {"backend", o.backend},
+                        {"mesh", plan.mesh.to_string()},
+                        {"strategy", planned.spec.to_string()},
+                        {"wall_time_s", wall},
+                        {"collectives", stats.collectives},
+                        {"reshards", planned.propagation.reshards.size()},
+                        {"output_digest", output_digest(g, outputs)}};
+    if (check) {
+      j["max_abs_error"] = check->max_abs;
+      j["max_rel_error"] = check->max_rel;
+      j["reference_time_s"] = check->reference_time_s;
+    }
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("model      {} ({} ops)\n", g.name(), g.num_ops());
+    fmt::print("plan       {}\n", planned.note);
+    fmt::print("devices    {}\n", devices_text);
+    fmt::print(
+        "programs   {} kernel calls ({} fused instructions), {} collectives, {} halo "
+        "fetches over all devices\n",
+        stats.kernels, stats.fused, stats.collectives, stats.fetches);
+    if (!planned.propagation.reshards.empty())
+      fmt::print(
+          "reshards   {} inserted by propagation (heddle show MODEL --mesh ... --strategy "
+          "... lists them)\n",
+          planned.propagation.reshards.size());
+    fmt::print("wall time  {:.4f} s\n", wall);
+    if (check) {
+      fmt::print("reference  {:.4f} s (single-device interpreter)\n", check->reference_time_s);
+      fmt::print("max error  abs {:.3g}, rel {:.3g} (tolerance abs {:g} + rel {:g})\n",
+                 check->max_abs, check->max_rel, o.atol, o.rtol);
+      fmt::print("check      {}\n",
+                 check->ok ? "ok: every output matches the reference" : "MISMATCH");
+    }
+  }
+  if (check && !check->ok) {
+    std::fprintf(stderr,
+                 "error: outputs differ from the reference beyond tolerance "
+                 "(max abs %.3g, max rel %.3g)\n",
+                 check->max_abs, check->max_rel);
+    return 1;
+  }
+  return 0;
 }
 
 int run_rank(const RunOptions& o, const Graph& g, const PlannedRun& planned,
@@ -155,7 +245,7 @@ int run_rank(const RunOptions& o, const Graph& g, const PlannedRun& planned,
   std::optional<RunCheck> check;
   if (o.check) {
     // The reference needs the whole model: only rank 0 builds it, and only for --check.
-    auto c = check_against_reference(g, o, random_inputs(g, o.seed, int_hi), *got);
+    auto c = check_against_reference(g, o, random_inputs(g, o.seed + 1, int_hi), *got);
     if (!c.ok()) return user_error(c.error());
     check = *c;
   }
@@ -172,6 +262,9 @@ int run_mpi(const RunOptions& o) {
   auto bad_input = [&](const Diagnostic& d) { return root ? user_error(d) : 1; };
   if (o.timeout_s <= 0)
     return bad_input(Diagnostic("--timeout must be a positive number of seconds"));
+  if (o.train)
+    return bad_input(Diagnostic(
+        "--train runs on --backend threads only for now; the MPI backend runs forward passes"));
   auto model = resolve_model(o.model, o.overrides, {});
   if (!model.ok()) return bad_input(model.error());
   const Graph& g = *model;

@@ -6,25 +6,21 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "Command.h"
+#include "heddle/ir/GraphStats.h"
 #include "heddle/ir/TextPrinter.h"
+#include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/Lower.h"
+#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
-
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 // Integer inputs must index something: the smallest table or class count they feed.
 int64_t integer_range(const Graph& g) {
@@ -39,30 +35,6 @@ int64_t integer_range(const Graph& g) {
     if (n > 0) hi = hi == 0 ? n : std::min(hi, n);
   }
   return hi == 0 ? 2 : hi;
-}
-
-Result<RunCheck> check_against_reference(const Graph& g, const RunOptions& o,
-                                         const std::vector<Tensor>& inputs, const TensorMap& got) {
-  RunCheck c;
-  Interpreter interp(g, {.seed = o.seed, .blas_threads = 1});
-  auto t1 = std::chrono::steady_clock::now();
-  auto want = interp.run(inputs);
-  c.reference_time_s = seconds_since(t1);
-  if (!want.ok()) return want.error();
-  for (size_t k = 0; k < g.outputs().size(); ++k) {
-    const Tensor& a = (*want)[k];
-    const Tensor& b = got.at(g.outputs()[k]);
-    for (int64_t i = 0; i < a.numel(); ++i) {
-      double x = a.is_int() ? a.i64()[i] : a.f32()[i];
-      double y = b.is_int() ? b.i64()[i] : b.f32()[i];
-      double err = std::fabs(x - y);
-      if (std::isnan(err)) err = std::isnan(x) && std::isnan(y) ? 0 : INFINITY;
-      c.max_abs = std::max(c.max_abs, err);
-      c.max_rel = std::max(c.max_rel, err / std::max(std::fabs(x), 1e-6));
-      if (err > o.atol + o.rtol * std::fabs(x)) c.ok = false;
-    }
-  }
-  return c;
 }
 
 std::string output_digest(const Graph& g, const TensorMap& outputs) {
@@ -81,69 +53,67 @@ std::string output_digest(const Graph& g, const TensorMap& outputs) {
   return fmt::format("{:016x}", h);
 }
 
-int report_run(const RunOptions& o, const Graph& g, const PlannedRun& planned,
-               const std::vector<DeviceProgram>& programs, const std::string& devices_text,
-               double wall, const TensorMap& outputs, const RunCheck* check) {
-  const ShardingPlan& plan = planned.propagation.plan;
-  ProgramStats stats = program_stats(g, programs);
-  if (o.json) {
-    nlohmann::json j = {{"ok", check == nullptr || check->ok},
-                        {"devices", plan.mesh.num_devices()},
-                        {"backend", o.backend},
-                        {"mesh", plan.mesh.to_string()},
-                        {"strategy", planned.spec.to_string()},
-                        {"wall_time_s", wall},
-                        {"collectives", stats.collectives},
-                        {"reshards", planned.propagation.reshards.size()},
-                        {"output_digest", output_digest(g, outputs)}};
-    if (check) {
-      j["max_abs_error"] = check->max_abs;
-      j["max_rel_error"] = check->max_rel;
-      j["reference_time_s"] = check->reference_time_s;
-    }
-    fmt::print("{}\n", j.dump(2));
-  } else {
-    fmt::print("model      {} ({} ops)\n", g.name(), g.num_ops());
-    fmt::print("plan       {}\n", planned.note);
-    fmt::print("devices    {}\n", devices_text);
-    fmt::print(
-        "programs   {} kernel calls ({} fused instructions), {} collectives, {} halo "
-        "fetches over all devices\n",
-        stats.kernels, stats.fused, stats.collectives, stats.fetches);
-    if (!planned.propagation.reshards.empty())
-      fmt::print(
-          "reshards   {} inserted by propagation (heddle show MODEL --mesh ... --strategy "
-          "... lists them)\n",
-          planned.propagation.reshards.size());
-    fmt::print("wall time  {:.4f} s\n", wall);
-    if (check) {
-      fmt::print("reference  {:.4f} s (single-device interpreter)\n", check->reference_time_s);
-      fmt::print("max error  abs {:.3g}, rel {:.3g} (tolerance abs {:g} + rel {:g})\n",
-                 check->max_abs, check->max_rel, o.atol, o.rtol);
-      fmt::print("check      {}\n",
-                 check->ok ? "ok: every output matches the reference" : "MISMATCH");
-    }
-  }
-  if (check && !check->ok) {
-    std::fprintf(stderr,
-                 "error: outputs differ from the reference beyond tolerance "
-                 "(max abs %.3g, max rel %.3g)\n",
-                 check->max_abs, check->max_rel);
-    return 1;
-  }
-  return 0;
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-namespace {
+// Largest model the host materializes whole (feeds, the reference): 200M elements.
+constexpr int64_t kMaxHostElements = int64_t{200} * 1000 * 1000;
+
+struct Errors {
+  double max_abs = 0, max_rel = 0;
+  bool ok = true;
+};
+
+void compare(const Tensor& want, const Tensor& got, const RunOptions& o, Errors& e) {
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double x = want.is_int() ? want.i64()[i] : want.f32()[i];
+    double y = got.is_int() ? got.i64()[i] : got.f32()[i];
+    double err = std::fabs(x - y);
+    if (std::isnan(err)) err = std::isnan(x) && std::isnan(y) ? 0 : INFINITY;
+    e.max_abs = std::max(e.max_abs, err);
+    e.max_rel = std::max(e.max_rel, err / std::max(std::fabs(x), 1e-6));
+    if (err > o.atol + o.rtol * std::fabs(x)) e.ok = false;
+  }
+}
 
 int run(const RunOptions& o) {
   if (o.backend == "mpi") return run_mpi(o);
   if (o.backend != "threads")
     return user_error(Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'"));
-  auto model = resolve_model(o.model, o.overrides, {});
+  if (o.steps < 1) return user_error(Diagnostic("--steps must be >= 1"));
+  if (o.optimizer != "adamw" && o.optimizer != "sgd")
+    return user_error(Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'"));
+  zoo::ModelOptions mo;
+  mo.with_loss = o.train;
+  auto model = resolve_model(o.model, o.overrides, mo);
   if (!model.ok()) return user_error(model.error());
-  const Graph& g = *model;
-  if (report_verify(g)) return 1;
+  if (report_verify(*model)) return 1;
+  GraphStats size = graph_stats(*model);
+  if (size.parameters + size.activation_bytes / 4 > kMaxHostElements)
+    return user_error(Diagnostic(
+        "model '" + o.model + "' needs " +
+        human_bytes(static_cast<double>(size.parameters * 4 + size.activation_bytes)) +
+        " to execute on this host; pick a smaller preset or shrink it with --layers, --hidden, "
+        "--seq, --batch (heddle simulate predicts large models without running them)"));
+  Graph g = std::move(*model);
+  std::vector<ParamUpdate> updates;
+  if (o.train) {
+    TrainStepOptions to;
+    to.optimizer = o.optimizer == "sgd" ? TrainStepOptions::Optimizer::kSgdMomentum
+                                        : TrainStepOptions::Optimizer::kAdamW;
+    to.adamw.lr = o.lr;
+    to.sgd.lr = o.lr;
+    auto step = build_train_step(g, to);
+    if (!step.ok()) return user_error(step.error());
+    g = std::move(step->graph);
+    updates = std::move(step->updates);
+    // Gradients become outputs too, so --check compares them directly.
+    if (o.check)
+      for (const auto& u : updates) g.add_output(u.grad);
+  }
   auto planned = plan_run(g, o.mesh, o.strategy);
   if (!planned.ok()) return user_error(planned.error());
   const ShardingPlan& plan = planned->propagation.plan;
@@ -153,24 +123,133 @@ int run(const RunOptions& o) {
     if (auto s = write_programs(o.emit_dir, g, plan.mesh, *programs); !s.ok())
       return user_error(s.error());
 
+  // The synthetic task: one fixed random batch (inputs and labels), learned by memorisation.
   TensorMap feeds;
-  std::vector<Tensor> inputs = random_inputs(g, o.seed, integer_range(g));
+  std::vector<Tensor> inputs = random_inputs(g, o.seed + 1, integer_range(g));
   for (size_t i = 0; i < g.inputs().size(); ++i) feeds.emplace(g.inputs()[i], inputs[i]);
   for (ValueId p : g.params()) feeds.emplace(p, init_param(g.value(p).name, g.type(p), o.seed));
-
-  auto t0 = std::chrono::steady_clock::now();
-  auto got = run_threaded(g, *programs, feeds);
-  double wall = seconds_since(t0);
-  if (!got.ok()) return user_error(got.error());
-
-  std::optional<RunCheck> check;
+  std::optional<Interpreter> reference;
   if (o.check) {
-    auto c = check_against_reference(g, o, inputs, *got);
-    if (!c.ok()) return user_error(c.error());
-    check = *c;
+    reference.emplace(g, InterpreterOptions{.seed = o.seed, .blas_threads = 1});
+    for (ValueId p : g.params()) reference->set_param(p, feeds.at(p));
   }
-  return report_run(o, g, *planned, *programs, std::to_string(plan.mesh.num_devices()) + " threads",
-                    wall, *got, check ? &*check : nullptr);
+
+  // AdamW's first steps move each weight by about lr * sign(gradient); where a gradient is ~0
+  // that sign is fp32 noise, so those elements of the updated weight are not compared (their
+  // gradients are). Maps updated param -> its gradient.
+  // Below 1e-5 (1,000 x AdamW's eps) the normalized step lr * g / (|g| + eps) turns fp32
+  // rounding of g into visible changes.
+  constexpr double kAdamWNoise = 1e-5;
+  std::map<ValueId, ValueId> adamw_grad;
+  if (o.optimizer == "adamw")
+    for (const auto& u : updates) adamw_grad[u.updated] = u.grad;
+  std::map<ValueId, size_t> out_index;
+  for (size_t k = 0; k < g.outputs().size(); ++k) out_index[g.outputs()[k]] = k;
+  int64_t skipped = 0;
+
+  Errors errors;
+  TensorMap last;  // the last step's outputs
+  double wall = 0, ref_time = 0;
+  std::vector<double> losses;
+  int steps = o.train ? o.steps : 1;
+  for (int s = 1; s <= steps; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto got = run_threaded(g, *programs, feeds, {.optimizer_step = o.train ? s : 0});
+    wall += seconds_since(t0);
+    if (!got.ok()) return user_error(got.error());
+    last = *got;
+    if (reference) {  // the same step from the same parameters, on one device
+      for (ValueId p : g.params()) reference->set_param(p, feeds.at(p));
+      auto t1 = std::chrono::steady_clock::now();
+      auto want = reference->run(inputs, s);
+      ref_time += seconds_since(t1);
+      if (!want.ok()) return user_error(want.error());
+      for (size_t k = 0; k < g.outputs().size(); ++k) {
+        ValueId v = g.outputs()[k];
+        auto adam = adamw_grad.find(v);
+        if (adam == adamw_grad.end()) {
+          compare((*want)[k], got->at(v), o, errors);
+          continue;
+        }
+        const Tensor& grad = (*want)[out_index.at(adam->second)];
+        double scale = 0;
+        for (int64_t i = 0; i < grad.numel(); ++i)
+          scale = std::max(scale, std::fabs(static_cast<double>(grad.f32()[i])));
+        Tensor want_masked = (*want)[k], got_masked = got->at(v);
+        for (int64_t i = 0; i < grad.numel(); ++i)
+          if (std::fabs(grad.f32()[i]) <= std::max(1e-3 * scale, kAdamWNoise)) {
+            got_masked.f32()[i] = want_masked.f32()[i];
+            ++skipped;
+          }
+        compare(want_masked, got_masked, o, errors);
+      }
+    }
+    if (o.train) {
+      double loss = got->at(g.outputs()[0]).f32()[0];
+      losses.push_back(loss);
+      if (!o.json) fmt::print("step {:>4}  loss {:.6f}\n", s, loss);
+      for (const auto& u : updates) {
+        feeds.insert_or_assign(u.param, got->at(u.updated));
+        for (const auto& st : u.state) feeds.insert_or_assign(st.first, got->at(st.second));
+      }
+    }
+  }
+  ProgramStats stats = program_stats(g, *programs);
+  if (o.json) {
+    nlohmann::json j = {{"ok", errors.ok},
+                        {"devices", plan.mesh.num_devices()},
+                        {"mesh", plan.mesh.to_string()},
+                        {"strategy", planned->spec.to_string()},
+                        {"wall_time_s", wall},
+                        {"collectives", stats.collectives},
+                        {"reshards", planned->propagation.reshards.size()},
+                        {"backend", o.backend},
+                        {"output_digest", output_digest(g, last)}};
+    if (o.check) {
+      j["max_abs_error"] = errors.max_abs;
+      j["max_rel_error"] = errors.max_rel;
+      j["reference_time_s"] = ref_time;
+      j["adamw_elements_compared_by_gradient"] = skipped;
+    }
+    if (o.train) j["loss"] = losses;
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("model      {} ({} ops{})\n", g.name(), g.num_ops(),
+               o.train ? ", training step: forward, loss, backward, " + o.optimizer : "");
+    fmt::print("plan       {}\n", planned->note);
+    fmt::print("devices    {} threads\n", plan.mesh.num_devices());
+    fmt::print(
+        "programs   {} kernel calls ({} fused instructions), {} collectives, {} halo "
+        "fetches over all devices\n",
+        stats.kernels, stats.fused, stats.collectives, stats.fetches);
+    if (!planned->propagation.reshards.empty())
+      fmt::print(
+          "reshards   {} inserted by propagation (heddle show MODEL --mesh ... --strategy "
+          "... lists them)\n",
+          planned->propagation.reshards.size());
+    fmt::print("wall time  {:.4f} s{}\n", wall,
+               o.train ? " for " + std::to_string(steps) + " steps" : "");
+    if (o.check) {
+      fmt::print("reference  {:.4f} s (single-device interpreter)\n", ref_time);
+      fmt::print("max error  abs {:.3g}, rel {:.3g} (tolerance abs {:g} + rel {:g})\n",
+                 errors.max_abs, errors.max_rel, o.atol, o.rtol);
+      if (skipped > 0)
+        fmt::print(
+            "           {} AdamW-updated weights with gradients near zero (below 1e-5 or 1e-3 of "
+            "their tensor's largest) were compared through their gradients only\n",
+            skipped);
+      fmt::print("check      {}\n", errors.ok ? std::string("ok: every output") +
+                                                    (o.train ? " and updated parameter" : "") +
+                                                    " matches the reference"
+                                              : std::string("MISMATCH"));
+    }
+  }
+  if (!errors.ok)
+    std::fprintf(stderr,
+                 "error: outputs differ from the reference beyond tolerance "
+                 "(max abs %.3g, max rel %.3g)\n",
+                 errors.max_abs, errors.max_rel);
+  return errors.ok ? 0 : 1;
 }
 
 }  // namespace
@@ -192,6 +271,11 @@ Command add_run_command(CLI::App& root) {
   app->add_flag("--check", opts->check,
                 "Compare every output with the single-device interpreter; exit 1 on mismatch");
   app->add_option("--emit", opts->emit_dir, "Write each device's lowered program to DIR");
+  app->add_flag("--train", opts->train,
+                "Run training steps (forward, loss, backward, optimizer) on a synthetic task");
+  app->add_option("--steps", opts->steps, "Training steps (default 10)");
+  app->add_option("--lr", opts->lr, "Learning rate (default 0.01)");
+  app->add_option("--optimizer", opts->optimizer, "adamw (default) or sgd (with momentum)");
   app->add_option("--seed", opts->seed, "Seed of inputs and parameters (default 0)");
   app->add_flag("--json", opts->json, "Print one JSON object");
   return {app, [opts] { return run(*opts); }};

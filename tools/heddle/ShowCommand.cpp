@@ -14,6 +14,7 @@
 #include "heddle/ir/TextParser.h"
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/ir/Verifier.h"
+#include "heddle/ops/Autodiff.h"
 #include "heddle/ops/OpCost.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/Lower.h"
@@ -26,6 +27,7 @@ namespace {
 struct ShowOptions {
   std::string model;
   bool list = false;
+  bool train = false;
   zoo::ZooOverrides overrides;
   std::string dot_file;
   std::string text_file;
@@ -86,8 +88,12 @@ void print_summary(const Graph& g, const GraphStats& s, int limit) {
   fmt::print("  FLOPs        {}\n", human_count(s.flops));
   for (ValueId v : g.inputs())
     fmt::print("  input        {}: {}\n", value_ref(g.value(v).name), g.type(v).to_string());
-  for (ValueId v : g.outputs())
-    fmt::print("  output       {}: {}\n", value_ref(g.value(v).name), g.type(v).to_string());
+  const size_t kMaxOutputs = 8;  // training graphs output every updated parameter
+  for (size_t i = 0; i < g.outputs().size() && i < kMaxOutputs; ++i)
+    fmt::print("  output       {}: {}\n", value_ref(g.value(g.outputs()[i]).name),
+               g.type(g.outputs()[i]).to_string());
+  if (g.outputs().size() > kMaxOutputs)
+    fmt::print("  output       ... {} more\n", g.outputs().size() - kMaxOutputs);
 
   std::map<std::string, int64_t> kinds;
   for (const Op& op : g.ops()) ++kinds[std::string(op_kind_name(op.kind))];
@@ -137,8 +143,15 @@ int run_show(const ShowOptions& o) {
   }
   if (o.model.empty())
     return user_error(Diagnostic("give a MODEL (a zoo name or a file), or --list"));
-  auto parsed = resolve_model(o.model, o.overrides, {});
+  zoo::ModelOptions mo;
+  mo.with_loss = o.train;
+  auto parsed = resolve_model(o.model, o.overrides, mo);
   if (!parsed.ok()) return user_error(parsed.error());
+  if (o.train) {
+    auto step = build_train_step(*parsed);
+    if (!step.ok()) return user_error(step.error());
+    parsed = std::move(step->graph);
+  }
   const Graph& g = *parsed;
   if (report_verify(g)) return 1;
   if (!o.mesh.empty() || !o.strategy.empty() || !o.emit_dir.empty()) return show_plan(g, o);
@@ -173,6 +186,8 @@ Command add_show_command(CLI::App& root) {
       "show", "Summarize a model: ops, tensors, parameters, FLOPs and a table of its ops.");
   app->add_option("MODEL", opts->model, "A zoo name (see --list) or a text-IR file (.hd)");
   app->add_flag("--list", opts->list, "List the zoo's models");
+  app->add_flag("--train", opts->train,
+                "Show the training step: forward, loss, backward and AdamW update");
   add_zoo_overrides(app, opts->overrides);
   app->add_option("--dot", opts->dot_file, "Write the graph as Graphviz DOT to FILE");
   app->add_option("--text", opts->text_file, "Write the graph in heddle's text form to FILE");

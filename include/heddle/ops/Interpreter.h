@@ -47,6 +47,7 @@ class Interpreter {
  private:
   const Graph& g_;
   std::vector<Tensor> values_;
+  std::vector<bool> allocated_;  ///< result buffers already allocated by an earlier run
 };
 
 }  // namespace heddle

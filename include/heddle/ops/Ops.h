@@ -88,6 +88,8 @@ class Ops {
   ValueId tanh(ValueId x) { return unary(OpKind::kTanh, x); }
   ValueId exp(ValueId x) { return unary(OpKind::kExp, x); }
   ValueId scale(ValueId x, double alpha) { return unary(OpKind::kScale, x, {{"alpha", alpha}}); }
+  /// A tensor of x's shape filled with `value` (x is read for its shape only).
+  ValueId fill_like(ValueId x, double value) { return unary(OpKind::kFill, x, {{"value", value}}); }
   /// An activation by name: relu, gelu, gelu_tanh, silu, sigmoid, tanh, identity.
   ValueId activation(std::string_view name, ValueId x);
   /// A binary kind with NumPy broadcasting (add, sub, mul, div, maximum, minimum, pow).
@@ -110,7 +112,8 @@ class Ops {
   /// Softmax / log-softmax along `axis`: that dim lives inside the window.
   ValueId softmax(ValueId x, int64_t axis = -1);
   ValueId log_softmax(ValueId x, int64_t axis = -1);
-  /// LayerNorm over the last dim; gamma and beta [H] may be kNoValue... only when both omitted.
+  /// LayerNorm over the last dim with gain gamma and shift beta [H]; pass kNoValue for both to
+  /// normalize without them.
   ValueId layernorm(ValueId x, ValueId gamma, ValueId beta, double eps = 1e-5);
   /// RMSNorm over the last dim with gain gamma [H].
   ValueId rmsnorm(ValueId x, ValueId gamma, double eps = 1e-6);

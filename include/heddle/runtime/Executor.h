@@ -15,18 +15,25 @@ namespace heddle {
 /// ends with.
 using TensorMap = std::map<ValueId, Tensor>;
 
+/// Options of a run.
+struct ExecOptions {
+  /// When > 0, the 1-based optimizer step AdamW's bias correction uses (overriding the `step`
+  /// attribute), so one lowered training step serves every step of a run. Default 0.
+  int64_t optimizer_step = 0;
+};
+
 /// Runs `program` as device comm.rank(). `feeds` holds every graph input and parameter the
 /// program loads (only the device's tiles are read). Returns the device's tiles of the graph
 /// outputs. A kernel error marks the run failed but the program keeps taking part in collectives,
 /// so peers never wait forever. Precondition: the program was lowered from `g`.
 Result<TensorMap> run_device(const Graph& g, const DeviceProgram& program, Communicator& comm,
-                             const TensorMap& feeds);
+                             const TensorMap& feeds, const ExecOptions& options = {});
 
 /// Runs every device's program on its own thread with shared-memory collectives and returns the
 /// graph outputs (whole tensors, from device 0's tiles, which cover them when lowering replicated
 /// the outputs). Repeated runs are bit-identical. Precondition: programs lowered from `g`, one per
 /// device, in device order.
 Result<TensorMap> run_threaded(const Graph& g, const std::vector<DeviceProgram>& programs,
-                               const TensorMap& feeds);
+                               const TensorMap& feeds, const ExecOptions& options = {});
 
 }  // namespace heddle

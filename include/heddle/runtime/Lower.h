@@ -20,10 +20,13 @@ struct LowerOptions {
   bool replicate_outputs = true;
   /// Prices reshard paths; null (default) uses BytesMovedCost.
   const CommCost* cost = nullptr;
+  /// Lower only these devices' programs (an MPI rank needs only its own); empty (default): all.
+  std::vector<int64_t> devices;
 };
 
-/// The programs of every device of `plan.mesh`, indexed by device. A plan whose strategies do not
-/// fit the graph (see ShardingPlan::check) is a diagnostic. Precondition: `g` passed verify().
+/// The programs of every device of `plan.mesh` (or of `options.devices`, in that order). A plan
+/// whose strategies do not fit the graph (see ShardingPlan::check) is a diagnostic.
+/// Precondition: `g` passed verify(); listed devices exist.
 Result<std::vector<DeviceProgram>> lower(const Graph& g, const ShardingPlan& plan,
                                          const LowerOptions& options = {});
 
