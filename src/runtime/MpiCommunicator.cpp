@@ -370,12 +370,24 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
 }
 
 Result<int64_t> MpiCommunicator::agree_on_failure(bool ok) {
+  auto lowest = min_over_ranks(ok ? size_ : rank_);
+  if (!lowest.ok()) return lowest.error();
+  return *lowest == size_ ? -1 : *lowest;
+}
+
+Result<int64_t> MpiCommunicator::min_over_ranks(int64_t value) {
+  auto r = max_over_ranks(-value);
+  if (!r.ok()) return r.error();
+  return -*r;
+}
+
+Result<int64_t> MpiCommunicator::max_over_ranks(int64_t value) {
   if (failure_) return *failure_;
-  int64_t mine = ok ? size_ : rank_, lowest = size_;
+  int64_t result = value;
   std::vector<MPI_Request> reqs(1);
-  MPI_Iallreduce(&mine, &lowest, 1, MPI_INT64_T, MPI_MIN, impl_->world, &reqs[0]);
-  if (auto st = impl_->wait(reqs, "the final agreement of all ranks"); !st.ok()) return st.error();
-  return lowest == size_ ? -1 : lowest;
+  MPI_Iallreduce(&value, &result, 1, MPI_INT64_T, MPI_MAX, impl_->world, &reqs[0]);
+  if (auto st = impl_->wait(reqs, "a reduction over all ranks"); !st.ok()) return st.error();
+  return result;
 }
 
 void MpiCommunicator::abort_job(const std::string& message) {

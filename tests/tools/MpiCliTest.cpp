@@ -88,6 +88,9 @@ TEST(MpiCli, RanksGiveTheThreadedResultsBitForBitAndMatchTheReference) {
     EXPECT_EQ(jm["backend"], "mpi") << args;
     EXPECT_GT(jm["collectives"].get<int64_t>(), 0) << args;
     EXPECT_EQ(jm["output_digest"], jt["output_digest"]) << args << ": mpi differs from threads";
+    // Each rank generated only its shards: with tensor parallelism no rank holds every weight.
+    EXPECT_LT(jm["rank_feed_bytes_max"].get<int64_t>(), jm["model_feed_bytes"].get<int64_t>())
+        << args;
   }
 }
 

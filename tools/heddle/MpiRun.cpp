@@ -93,6 +93,11 @@ TensorMap shard_feeds(const Graph& g, const DeviceProgram& p, uint64_t seed, int
   return feeds;
 }
 
+// Bytes a tensor of `numel` elements of `dtype` takes in memory (fp32 or int64 storage).
+int64_t storage_bytes(DType dtype, int64_t numel) {
+  return numel * (dtype_is_float(dtype) ? 4 : 8);
+}
+
 // Every multi-device group any program uses, in one order all ranks agree on.
 std::vector<std::vector<int64_t>> all_groups(const std::vector<DeviceProgram>& programs) {
   std::set<std::vector<int64_t>> groups;
@@ -139,7 +144,12 @@ Result<RunCheck> check_against_reference(const Graph& g, const RunOptions& o,
 // The threads backend's summary (or JSON) for a forward run; 1 on a mismatch.
 int report_run(const RunOptions& o, const Graph& g, const PlannedRun& planned,
                const std::vector<DeviceProgram>& programs, const std::string& devices_text,
-               double wall, const TensorMap& outputs, const RunCheck* check) {
+               double wall, const TensorMap& outputs, const RunCheck* check,
+               int64_t rank_feed_bytes_max) {
+  int64_t model_feed_bytes = 0;
+  for (const auto* ids : {&g.inputs(), &g.params()})
+    for (ValueId v : *ids)
+      model_feed_bytes += storage_bytes(g.type(v).dtype(), g.type(v).shape().product());
   const ShardingPlan& plan = planned.propagation.plan;
   ProgramStats stats = program_stats(g, programs);
   if (o.json) {
@@ -151,7 +161,9 @@ int report_run(const RunOptions& o, const Graph& g, const PlannedRun& planned,
                         {"wall_time_s", wall},
                         {"collectives", stats.collectives},
                         {"reshards", planned.propagation.reshards.size()},
-                        {"output_digest", output_digest(g, outputs)}};
+                        {"output_digest", output_digest(g, outputs)},
+                        {"rank_feed_bytes_max", rank_feed_bytes_max},
+                        {"model_feed_bytes", model_feed_bytes}};
     if (check) {
       j["max_abs_error"] = check->max_abs;
       j["max_rel_error"] = check->max_rel;
@@ -171,6 +183,9 @@ int report_run(const RunOptions& o, const Graph& g, const PlannedRun& planned,
           "reshards   {} inserted by propagation (heddle show MODEL --mesh ... --strategy "
           "... lists them)\n",
           planned.propagation.reshards.size());
+    fmt::print(
+        "shards     the largest rank generated {} of the {} bytes of parameters and inputs\n",
+        rank_feed_bytes_max, model_feed_bytes);
     fmt::print("wall time  {:.4f} s\n", wall);
     if (check) {
       fmt::print("reference  {:.4f} s (single-device interpreter)\n", check->reference_time_s);
@@ -210,6 +225,10 @@ int run_rank(const RunOptions& o, const Graph& g, const PlannedRun& planned,
   }
   const int64_t int_hi = integer_range(g);
   TensorMap feeds = shard_feeds(g, programs[r], o.seed, int_hi);
+  int64_t feed_bytes = 0;
+  for (const auto& [v, t] : feeds) feed_bytes += storage_bytes(t.dtype(), t.numel());
+  auto rank_feed_bytes_max = mpi.max_over_ranks(feed_bytes);
+  if (!rank_feed_bytes_max.ok()) die(rank_feed_bytes_max.error().message);
 
   // Start together, so rank 0's wall time is the run's.
   if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(ready.error().message);
@@ -250,7 +269,7 @@ int run_rank(const RunOptions& o, const Graph& g, const PlannedRun& planned,
     check = *c;
   }
   return report_run(o, g, planned, programs, fmt::format("{} MPI ranks", mpi.size()), wall, *got,
-                    check ? &*check : nullptr);
+                    check ? &*check : nullptr, *rank_feed_bytes_max);
 }
 
 }  // namespace

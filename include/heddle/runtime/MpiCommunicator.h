@@ -53,6 +53,10 @@ class MpiCommunicator : public Communicator {
   /// Collective over all ranks: the lowest rank whose `ok` is false, or -1 when every rank is ok.
   /// Also a barrier. Fails like a collective (a peer gone, the timeout).
   Result<int64_t> agree_on_failure(bool ok);
+  /// Collective over all ranks: the largest (smallest) of every rank's `value`. Fails like a
+  /// collective.
+  Result<int64_t> max_over_ranks(int64_t value);
+  Result<int64_t> min_over_ranks(int64_t value);
 
   /// The failure seen so far (a peer's notice, a timeout), if any.
   const std::optional<Diagnostic>& failure() const { return failure_; }
