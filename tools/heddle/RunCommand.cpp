@@ -257,7 +257,8 @@ int run(const RunOptions& o) {
 Command add_run_command(CLI::App& root) {
   auto opts = std::make_shared<RunOptions>();
   auto* app = root.add_subcommand(
-      "run", "Partition a model over a mesh of thread-devices, execute it, and check it.");
+      "run",
+      "Partition a model over a mesh of devices (threads, or MPI ranks), execute it, check it.");
   app->add_option("MODEL", opts->model, "A zoo name (heddle show --list) or a text-IR file")
       ->required();
   add_zoo_overrides(app, opts->overrides);
