@@ -7,7 +7,7 @@ MAKEFLAGS += --no-print-directory
 # `make run` shows this model: a zoo name or a text-IR file (e.g. MODEL=examples/mlp.hd).
 MODEL ?= gpt3-1.3b
 
-.PHONY: all deps configure build run test bench format clean
+.PHONY: all deps configure build run test bench fuzz test-sanitize format clean
 
 all: build
 
@@ -29,8 +29,34 @@ test: build
 bench: build
 	@for b in $(BUILD)/bench/bench_*; do echo "== $$b"; $$b; done
 
+# libFuzzer targets, each run for FUZZ_SECONDS on a scratch copy of its seed corpus.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DHEDDLE_FUZZ=ON -DHEDDLE_BUILD_TESTS=OFF -DHEDDLE_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-fuzz -j$(JOBS) --target fuzz_text_ir fuzz_placement
+	@for t in text_ir placement; do \
+	  rm -rf build-fuzz/corpus-$$t && cp -r fuzz/corpus/$$t build-fuzz/corpus-$$t; \
+	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  build-fuzz/fuzz/fuzz_$$t build-fuzz/corpus-$$t -max_total_time=$(FUZZ_SECONDS) \
+	    -max_len=65536 -timeout=10 -print_final_stats=1 2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY" ; \
+	done
+
+# Unit and property tests under AddressSanitizer + UndefinedBehaviorSanitizer, then the threaded
+# executor's tests under ThreadSanitizer. SANITIZE_TESTS picks the ctest regex.
+SANITIZE_TESTS ?= .
+test-sanitize: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=address,undefined \
+	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-asan -j$(JOBS)
+	UBSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-asan --output-on-failure -j$(JOBS) -R '$(SANITIZE_TESTS)'
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=thread \
+	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-tsan -j$(JOBS) --target test_runtime
+	ctest --test-dir build-tsan --output-on-failure -j$(JOBS) -R 'Execute|Tactics'
+
 format:
 	@git ls-files '*.h' '*.cpp' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-fuzz build-asan build-tsan

@@ -168,19 +168,24 @@ MpiCommunicator::~MpiCommunicator() {
   MPI_Comm_free(&impl_->world);
 }
 
-Status MpiCommunicator::prepare(const std::vector<std::vector<int64_t>>& groups) {
-  for (const auto& group : groups) {
-    auto it = std::find(group.begin(), group.end(), rank_);
-    bool member = it != group.end();
-    // Every rank splits for every group (the split is collective over the world), even when
-    // this rank has the group's communicator already.
+Status MpiCommunicator::prepare(const std::vector<std::vector<std::vector<int64_t>>>& partitions) {
+  for (const auto& partition : partitions) {
+    // One split per partition: this rank's color is the index of its group, its key its place.
+    int color = MPI_UNDEFINED, key = 0;
+    const std::vector<int64_t>* mine = nullptr;
+    for (size_t i = 0; i < partition.size() && !mine; ++i) {
+      auto it = std::find(partition[i].begin(), partition[i].end(), rank_);
+      if (it == partition[i].end()) continue;
+      mine = &partition[i];
+      color = static_cast<int>(i);
+      key = static_cast<int>(it - partition[i].begin());
+    }
     MPI_Comm c = MPI_COMM_NULL;
-    int key = member ? static_cast<int>(it - group.begin()) : 0;
-    MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, key, &c);
-    if (!member) continue;
+    MPI_Comm_split(MPI_COMM_WORLD, color, key, &c);
+    if (!mine) continue;
     if (c == MPI_COMM_NULL)
-      return Diagnostic("MPI_Comm_split gave no communicator for devices " + group_text(group));
-    if (!impl_->comms.emplace(group, c).second) MPI_Comm_free(&c);
+      return Diagnostic("MPI_Comm_split gave no communicator for devices " + group_text(*mine));
+    if (!impl_->comms.emplace(*mine, c).second) MPI_Comm_free(&c);
   }
   return {};
 }

@@ -36,12 +36,45 @@ void label_results(const Op& op, const std::vector<bool>& idx,
 
 }  // namespace
 
+bool strategy_allowed(const Graph& g, OpId id, const Mesh& mesh, const Pins& pins,
+                      const DimLabels& labels, const OpStrategy& s) {
+  const Op& op = g.op(id);
+  std::vector<bool> batch = index_labels(g, op, labels.batch);
+  std::vector<bool> seq = index_labels(g, op, labels.sequence);
+  std::vector<bool> expert = index_labels(g, op, labels.expert);
+  bool contraction = op_kind_info(op.kind).category == OpCategory::kContraction;
+  for (int64_t a = 0; a < mesh.rank(); ++a) {
+    int64_t i = s.dim(a);
+    if (i < 0 || a >= static_cast<int64_t>(pins.axis_roles.size())) continue;
+    switch (pins.axis_roles[a]) {
+      case AxisRole::kAny:
+        break;
+      case AxisRole::kBatch:
+        if (!batch[i]) return false;
+        break;
+      case AxisRole::kModel:
+        if (batch[i] || seq[i]) return false;
+        break;
+      case AxisRole::kModelOrSequence:
+        if (batch[i] || (seq[i] && contraction)) return false;
+        break;
+      case AxisRole::kBatchOrExpert:
+        if (!batch[i] && !expert[i]) return false;
+        break;
+    }
+  }
+  return true;
+}
+
 DimLabels label_dims(const Graph& g) {
   DimLabels l;
   for (const Value& v : g.values()) {
     l.batch.emplace_back(static_cast<size_t>(v.type.rank()), false);
     l.sequence.emplace_back(static_cast<size_t>(v.type.rank()), false);
+    l.expert.emplace_back(static_cast<size_t>(v.type.rank()), false);
   }
+  for (ValueId v : g.params())
+    if (g.type(v).rank() >= 3) l.expert[v][0] = true;
   for (ValueId v : g.inputs()) {
     if (g.type(v).rank() >= 1) l.batch[v][0] = true;
     if (g.type(v).rank() >= 2) l.sequence[v][1] = true;
@@ -49,6 +82,7 @@ DimLabels label_dims(const Graph& g) {
   for (const Op& op : g.ops()) {
     label_results(op, index_labels(g, op, l.batch), l.batch);
     label_results(op, index_labels(g, op, l.sequence), l.sequence);
+    label_results(op, index_labels(g, op, l.expert), l.expert);
   }
   return l;
 }
@@ -105,28 +139,8 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
 
   for (OpId id = 0; id < g.num_ops(); ++id) {
     const Op& op = g.op(id);
-    std::vector<bool> batch = index_labels(g, op, labels.batch);
-    std::vector<bool> seq = index_labels(g, op, labels.sequence);
-    bool contraction = op_kind_info(op.kind).category == OpCategory::kContraction;
     auto allowed = [&](const OpStrategy& s) {
-      for (int64_t a = 0; a < mesh.rank(); ++a) {
-        int64_t i = s.dim(a);
-        if (i < 0 || a >= static_cast<int64_t>(pins.axis_roles.size())) continue;
-        switch (pins.axis_roles[a]) {
-          case AxisRole::kAny:
-            break;
-          case AxisRole::kBatch:
-            if (!batch[i]) return false;
-            break;
-          case AxisRole::kModel:
-            if (batch[i] || seq[i]) return false;
-            break;
-          case AxisRole::kModelOrSequence:
-            if (batch[i] || (seq[i] && contraction)) return false;
-            break;
-        }
-      }
-      return true;
+      return strategy_allowed(g, id, mesh, pins, labels, s);
     };
     std::vector<OpStrategy> candidates;
     if (auto pin = pins.ops.find(id); pin != pins.ops.end()) {

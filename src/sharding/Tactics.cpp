@@ -21,17 +21,37 @@ std::string divisors(int64_t n) {
 Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& spec) {
   Pins pins;
   pins.axis_roles.assign(static_cast<size_t>(mesh.rank()), AxisRole::kAny);
-  int64_t dp = mesh.find("dp"), tp = mesh.find("tp");
+  int64_t dp = mesh.find("dp"), tp = mesh.find("tp"), ep = mesh.find("ep");
   if (mesh.find("pp") >= 0)
     return Diagnostic(
         "pipeline parallelism (pp) is planned and simulated per stage but the "
         "executors do not run pipelines yet; use dp, tp, sp and zero");
   if (dp >= 0) pins.axis_roles[dp] = AxisRole::kBatch;
+  if (ep >= 0) {
+    pins.axis_roles[ep] = AxisRole::kBatchOrExpert;
+    bool experts = false;
+    for (ValueId v : g.params())
+      experts |= g.type(v).rank() >= 3 && g.type(v).shape()[0] % mesh.size(ep) == 0;
+    if (!experts)
+      return Diagnostic("ep=" + std::to_string(mesh.size(ep)) +
+                        " needs stacked expert weights "
+                        "(parameters [experts, ...]) whose expert count it divides; " +
+                        g.name() + " has none");
+  }
   if (tp >= 0) pins.axis_roles[tp] = spec.sp ? AxisRole::kModelOrSequence : AxisRole::kModel;
+  if (ep >= 0)  // outside the experts the ep axis splits tokens, like data parallelism
+    for (ValueId v : g.inputs()) {
+      const TensorType& t = g.type(v);
+      int64_t n = mesh.size(ep) * (dp >= 0 ? mesh.size(dp) : 1);
+      if (t.rank() == 0 || t.shape()[0] % n != 0) continue;
+      TensorSharding s = TensorSharding::replicated(mesh.rank()).with(ep, Placement::shard(0));
+      if (dp >= 0) s = s.with(dp, Placement::shard(0));
+      pins.values[v] = s;
+    }
   if (dp >= 0 && mesh.size(dp) > 1) {
     for (ValueId v : g.inputs()) {
       const TensorType& t = g.type(v);
-      if (t.rank() == 0) continue;
+      if (t.rank() == 0 || pins.values.count(v)) continue;
       if (t.shape()[0] % mesh.size(dp) != 0)
         return Diagnostic("dp=" + std::to_string(mesh.size(dp)) + " does not divide the batch " +
                           std::to_string(t.shape()[0]) + " of input " + value_ref(g.value(v).name) +

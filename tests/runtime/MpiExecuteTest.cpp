@@ -9,7 +9,8 @@ namespace {
 
 TEST(MpiExecute, RandomGraphsAndPlansMatchTheThreadedExecutorBitForBit) {
   std::string cmd =
-      "env OPENBLAS_NUM_THREADS=1 mpirun --oversubscribe --allow-run-as-root "
+      "env OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe "
+      "--allow-run-as-root "
       "--mca btl self,vader -np 4 " +
       std::string(HEDDLE_BINARY_DIR) + "/tests/runtime/mpi_execute_main 2>&1";
   FILE* p = popen(cmd.c_str(), "r");

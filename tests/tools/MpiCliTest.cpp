@@ -26,7 +26,7 @@ Timed mpirun(int n, const std::string& args, const std::string& env = "") {
   int fd = mkstemp(tmpl);
   if (fd >= 0) close(fd);
   std::string err_file = tmpl;
-  std::string cmd = "env OPENBLAS_NUM_THREADS=1 " + env +
+  std::string cmd = "env OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " + env +
                     " mpirun --oversubscribe --allow-run-as-root --mca btl self,vader -np " +
                     std::to_string(n) + " " + testing::heddle_binary() + " " + args + " 2>" +
                     err_file;

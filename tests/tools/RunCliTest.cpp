@@ -93,6 +93,16 @@ TEST(RunCli, ShowPrintsPlacementsAndEmitsOneProgramPerDevice) {
   }
 }
 
+TEST(RunCli, ExpertParallelSplitsTheExpertsOnTheEpAxis) {
+  auto r = run_heddle("show moe-tiny --mesh 2 --strategy ep=2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("%h1.experts.w1 [Shard(0)]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("%h1.experts.w2 [Shard(0)]"), std::string::npos) << r.out;
+  auto bad = run_heddle("run gpt-tiny --mesh 2 --strategy ep=2");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("ep=2 needs stacked expert weights"), std::string::npos) << bad.err;
+}
+
 TEST(RunCli, BadMeshesAndStrategiesSayWhatWouldWork) {
   struct Bad {
     const char* args;

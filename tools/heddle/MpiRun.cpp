@@ -1,6 +1,7 @@
-// `heddle run --backend mpi`: every process (one per device, started by mpirun) plans and lowers
-// the same programs, materialises only its own tiles of parameters and inputs, runs its device's
-// program over MPI, and rank 0 checks and reports. Bad input is found before MPI starts and
+// `heddle run --backend mpi`: every process (one per device, started by mpirun) makes the same
+// plan and lowers its own device's program (rank 0 every device's, for the summary and --emit),
+// materialises only its own tiles of parameters and inputs, runs its program over MPI, and rank 0
+// checks and reports. Bad input is found before MPI starts and
 // reported by rank 0 only.
 //
 // Test-only fault injection (environment): HEDDLE_TEST_FAIL_RANK=R makes rank R fail just before
@@ -15,7 +16,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -27,6 +27,7 @@
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/MpiCommunicator.h"
 #include "heddle/runtime/MpiEnvironment.h"
+#include "heddle/support/Assert.h"
 
 namespace heddle::cli {
 
@@ -98,15 +99,26 @@ int64_t storage_bytes(DType dtype, int64_t numel) {
   return numel * (dtype_is_float(dtype) ? 4 : 8);
 }
 
-// Every multi-device group any program uses, in one order all ranks agree on.
-std::vector<std::vector<int64_t>> all_groups(const std::vector<DeviceProgram>& programs) {
-  std::set<std::vector<int64_t>> groups;
-  for (const DeviceProgram& p : programs)
-    for (const Instr& in : p.instrs)
-      if ((in.kind == Instr::Kind::kCollective || in.kind == Instr::Kind::kFetch) &&
-          in.group.size() > 1)
-        groups.insert(in.group);
-  return {groups.begin(), groups.end()};
+// The mesh-axis groups collectives run over: for every non-empty set of mesh axes, the partition
+// of the devices into groups that differ only along those axes (each in rank order).
+std::vector<std::vector<std::vector<int64_t>>> mesh_partitions(const Mesh& mesh) {
+  std::vector<std::vector<std::vector<int64_t>>> partitions;
+  const int64_t k = mesh.rank();
+  for (int64_t axes = 1; axes < (int64_t{1} << k); ++axes) {
+    std::map<std::vector<int64_t>, std::vector<int64_t>> groups;  // fixed coordinates -> members
+    for (int64_t d = 0; d < mesh.num_devices(); ++d) {
+      IVec c = mesh.coords(d);
+      std::vector<int64_t> fixed;
+      for (int64_t a = 0; a < k; ++a)
+        if (!(axes >> a & 1)) fixed.push_back(c[a]);
+      groups[fixed].push_back(d);
+    }
+    std::vector<std::vector<int64_t>> partition;
+    for (auto& [fixed, members] : groups)
+      if (members.size() > 1) partition.push_back(std::move(members));
+    if (!partition.empty()) partitions.push_back(std::move(partition));
+  }
+  return partitions;
 }
 
 // How a run's outputs compare with the single-device interpreter.
@@ -214,7 +226,8 @@ int run_rank(const RunOptions& o, const Graph& g, const PlannedRun& planned,
                  message.c_str());
     mpi.abort_job(message);
   };
-  if (auto st = mpi.prepare(all_groups(programs)); !st.ok()) die(st.error().message);
+  if (auto st = mpi.prepare(mesh_partitions(planned.propagation.plan.mesh)); !st.ok())
+    die(st.error().message);
 
   std::optional<FaultInjector> injector;
   Communicator* comm = &mpi;
@@ -224,7 +237,9 @@ int run_rank(const RunOptions& o, const Graph& g, const PlannedRun& planned,
     comm = &*injector;
   }
   const int64_t int_hi = integer_range(g);
-  TensorMap feeds = shard_feeds(g, programs[r], o.seed, int_hi);
+  const DeviceProgram& own = programs.size() == 1 ? programs[0] : programs[r];
+  HEDDLE_ASSERT(own.device == r) << "rank " << r << " holds the program of device " << own.device;
+  TensorMap feeds = shard_feeds(g, own, o.seed, int_hi);
   int64_t feed_bytes = 0;
   for (const auto& [v, t] : feeds) feed_bytes += storage_bytes(t.dtype(), t.numel());
   auto rank_feed_bytes_max = mpi.max_over_ranks(feed_bytes);
@@ -235,7 +250,7 @@ int run_rank(const RunOptions& o, const Graph& g, const PlannedRun& planned,
   auto t0 = std::chrono::steady_clock::now();
   Result<TensorMap> got = Diagnostic("not run");
   try {
-    got = run_device(g, programs[r], *comm, feeds);
+    got = run_device(g, own, *comm, feeds);
   } catch (const std::exception& e) {
     die(e.what());
   }
@@ -291,7 +306,12 @@ int run_mpi(const RunOptions& o) {
   auto planned = plan_run(g, o.mesh, o.strategy);
   if (!planned.ok()) return bad_input(planned.error());
   const Mesh& mesh = planned->propagation.plan.mesh;
-  auto programs = lower(g, planned->propagation.plan);
+  // Rank 0 lowers every device (the summary counts them all, --emit writes them); the others
+  // only their own. A rank beyond the mesh lowers all, to fail on the rank count below.
+  LowerOptions lower_options;
+  const int64_t launcher = MpiEnvironment::launcher_rank();
+  if (!root && launcher < mesh.num_devices()) lower_options.devices = {launcher};
+  auto programs = lower(g, planned->propagation.plan, lower_options);
   if (!programs.ok()) return bad_input(programs.error());
   if (root && !o.emit_dir.empty())
     if (auto s = write_programs(o.emit_dir, g, mesh, *programs); !s.ok())

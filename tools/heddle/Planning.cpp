@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "heddle/ir/Verifier.h"
+#include "heddle/search/IntraOp.h"
 
 namespace heddle::cli {
 
@@ -30,13 +31,22 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
     HEDDLE_TRY(p);
     r.propagation = std::move(*p);
     r.note = "strategy " + r.spec.to_string() + " on mesh " + r.mesh.to_string();
+  } else if (r.spec.auto_search) {
+    r.mesh = *given;
+    search::IntraOpOptions io;
+    io.ilp.time_limit_s = 30;
+    auto p = search::plan_intra_op(g, r.mesh, Pins{}, search::CbcSolver(), io);
+    HEDDLE_TRY(p);
+    r.propagation.plan = std::move(p->plan);
+    r.note = "auto: intra-op ILP (CBC, " + std::to_string(p->variables) + " variables, " +
+             (p->optimal ? "optimal" : "time limit reached, not proven optimal") + ") over mesh " +
+             r.mesh.to_string() + " on a nominal device";
   } else {
     r.mesh = *given;
     auto p = propagate(g, r.mesh, Pins{});
     HEDDLE_TRY(p);
     r.propagation = std::move(*p);
-    r.note = "propagation over mesh " + r.mesh.to_string() +
-             (r.spec.auto_search ? " (auto: cost-driven propagation on a nominal device)" : "");
+    r.note = "propagation over mesh " + r.mesh.to_string();
   }
   return r;
 }

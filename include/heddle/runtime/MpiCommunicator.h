@@ -42,10 +42,11 @@ class MpiCommunicator : public Communicator {
   int64_t rank() const override { return rank_; }
   int64_t size() const override { return size_; }
 
-  /// Creates the communicators of `groups` up front with one MPI_Comm_split each, in the given
-  /// order. Collective over all ranks: every rank must pass the same list. Groups not prepared
-  /// are created on first use with MPI_Comm_create_group (collective over the members only).
-  Status prepare(const std::vector<std::vector<int64_t>>& groups);
+  /// Creates communicators up front: one MPI_Comm_split per partition (disjoint groups, each in
+  /// rank order), giving every member of a group its communicator. Collective over all ranks:
+  /// every rank must pass the same partitions in the same order. Groups not prepared are created
+  /// on first use with MPI_Comm_create_group (collective over the members only).
+  Status prepare(const std::vector<std::vector<std::vector<int64_t>>>& partitions);
 
   Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
                     Tensor& out, Monoid monoid) override;

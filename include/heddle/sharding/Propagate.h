@@ -20,6 +20,7 @@ enum class AxisRole : uint8_t {
   kBatch,            ///< only dims derived from the batch dim of the graph inputs (data parallel)
   kModel,            ///< only dims derived from neither batch nor sequence (tensor parallel)
   kModelOrSequence,  ///< model dims, and sequence dims outside contractions (sequence parallel)
+  kBatchOrExpert,    ///< batch dims, and expert dims (expert parallel, GShard style)
 };
 
 /// What the user fixed.
@@ -55,14 +56,18 @@ struct Propagation {
 };
 
 /// Per value and tensor dim: derived from the batch dim (dim 0) of a graph input, from the
-/// sequence dim (dim 1 of inputs of rank >= 2), or neither. Labels flow forward through
-/// projections.
+/// sequence dim (dim 1 of inputs of rank >= 2), from the expert dim (dim 0 of stacked expert
+/// parameters, those of rank >= 3), or none. Labels flow forward through projections.
 struct DimLabels {
-  std::vector<std::vector<bool>> batch, sequence;  ///< [value][dim]
+  std::vector<std::vector<bool>> batch, sequence, expert;  ///< [value][dim]
 };
 
 /// Labels batch and sequence dims of every value of `g`.
 DimLabels label_dims(const Graph& g);
+
+/// Whether strategy `s` of op `id` splits only index dims the pinned axis roles allow.
+bool strategy_allowed(const Graph& g, OpId id, const Mesh& mesh, const Pins& pins,
+                      const DimLabels& labels, const OpStrategy& s);
 
 /// Completes `pins` into a plan for `g` on `mesh`. A pin that does not fit (an op strategy its
 /// op cannot take, a placement of the wrong rank) is a diagnostic; an op with no strategy its
