@@ -72,6 +72,7 @@ TEST(MpiCli, RanksGiveTheThreadedResultsBitForBitAndMatchTheReference) {
       {2, "llama-tiny --mesh 2 --strategy tp=2,sp=on"},
       {4, "gpt-tiny --mesh 4 --strategy dp=2,tp=2"},
       {4, "moe-tiny --mesh 4 --strategy dp=2,tp=2"},
+      {4, "moe-tiny --mesh 4 --strategy dp=2,ep=2"},
   };
   // BLAS sums in a different order with more threads; both backends use one per device.
   setenv("OPENBLAS_NUM_THREADS", "1", 1);
