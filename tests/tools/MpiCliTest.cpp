@@ -1,5 +1,6 @@
 // `heddle run --backend mpi` under mpirun on loopback: 2 and 4 ranks give the threaded executor's
-// outputs bit for bit (and the reference's within tolerance), reruns are bit-identical, a rank
+// outputs and training losses bit for bit (and the reference's within tolerance), reruns are
+// bit-identical, a rank
 // that throws, is killed or hangs stops every rank within 30 s naming it, bad input is reported
 // once. Fault injection uses the test-only HEDDLE_TEST_FAIL_* variables (tools/heddle/MpiRun.cpp).
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "common/RunCli.h"
 
@@ -95,6 +97,20 @@ TEST(MpiCli, RanksGiveTheThreadedResultsBitForBitAndMatchTheReference) {
   }
 }
 
+TEST(MpiCli, TrainingStepsEqualTheThreadedBackendBitForBit) {
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  std::string args = "run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --train --steps 3 --json";
+  auto jt = json_of(testing::run_heddle(args), args);
+  auto jm = json_of(mpirun(4, args + " --backend mpi").r, args + " (mpi)");
+  if (jt.is_null() || jm.is_null()) return;
+  auto loss = jm["loss"].get<std::vector<double>>();
+  ASSERT_EQ(loss.size(), 3u);
+  EXPECT_LT(loss[2], loss[0]) << "the loss falls";
+  EXPECT_EQ(jm["loss"], jt["loss"]);
+  // The last step's outputs: the loss and every updated parameter and optimizer state.
+  EXPECT_EQ(jm["output_digest"], jt["output_digest"]);
+}
+
 TEST(MpiCli, TwoRunsAreBitIdenticalAndTheSeedMatters) {
   std::string args = "run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --backend mpi --json";
   auto a = json_of(mpirun(4, args).r, args);
@@ -146,9 +162,10 @@ TEST(MpiCli, BadInputIsReportedOnceBeforeAnyCommunication) {
   auto strategy = mpirun(2, "run mlp --mesh 2 --strategy dp=3 --backend mpi");
   EXPECT_NE(strategy.r.exit_code, 0);
   EXPECT_EQ(count(strategy.r.err, "error:"), 1u) << strategy.r.err;
-  auto train = mpirun(2, "run mlp --mesh 2 --strategy dp=2 --backend mpi --train");
+  auto train = mpirun(2, "run mlp --mesh 2 --strategy dp=2 --backend mpi --train --check");
   EXPECT_EQ(train.r.exit_code, 1);
-  EXPECT_EQ(count(train.r.err, "--train runs on --backend threads only"), 1u) << train.r.err;
+  EXPECT_EQ(count(train.r.err, "--train --check runs on --backend threads only"), 1u)
+      << train.r.err;
   auto ranks = mpirun(2, "run mlp --mesh 4 --strategy dp=4 --backend mpi");
   EXPECT_NE(ranks.r.exit_code, 0);
   EXPECT_EQ(count(ranks.r.err, "4 devices but 2 MPI ranks"), 1u) << ranks.r.err;

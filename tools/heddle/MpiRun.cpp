@@ -22,6 +22,7 @@
 #include "Command.h"
 #include "RunCommand.h"
 #include "heddle/ir/Verifier.h"
+#include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/ops/TileInit.h"
 #include "heddle/runtime/Lower.h"
@@ -157,7 +158,7 @@ Result<RunCheck> check_against_reference(const Graph& g, const RunOptions& o,
 int report_run(const RunOptions& o, const Graph& g, const PlannedRun& planned,
                const std::vector<DeviceProgram>& programs, const std::string& devices_text,
                double wall, const TensorMap& outputs, const RunCheck* check,
-               int64_t rank_feed_bytes_max) {
+               int64_t rank_feed_bytes_max, const std::vector<double>& losses) {
   int64_t model_feed_bytes = 0;
   for (const auto* ids : {&g.inputs(), &g.params()})
     for (ValueId v : *ids)
@@ -176,6 +177,7 @@ int report_run(const RunOptions& o, const Graph& g, const PlannedRun& planned,
                         {"output_digest", output_digest(g, outputs)},
                         {"rank_feed_bytes_max", rank_feed_bytes_max},
                         {"model_feed_bytes", model_feed_bytes}};
+    if (o.train) j["loss"] = losses;
     if (check) {
       j["max_abs_error"] = check->max_abs;
       j["max_rel_error"] = check->max_rel;
@@ -198,7 +200,8 @@ int report_run(const RunOptions& o, const Graph& g, const PlannedRun& planned,
     fmt::print(
         "shards     the largest rank generated {} of the {} bytes of parameters and inputs\n",
         rank_feed_bytes_max, model_feed_bytes);
-    fmt::print("wall time  {:.4f} s\n", wall);
+    fmt::print("wall time  {:.4f} s{}\n", wall,
+               o.train ? " for " + std::to_string(losses.size()) + " steps" : "");
     if (check) {
       fmt::print("reference  {:.4f} s (single-device interpreter)\n", check->reference_time_s);
       fmt::print("max error  abs {:.3g}, rel {:.3g} (tolerance abs {:g} + rel {:g})\n",
@@ -217,8 +220,9 @@ int report_run(const RunOptions& o, const Graph& g, const PlannedRun& planned,
   return 0;
 }
 
-int run_rank(const RunOptions& o, const Graph& g, const PlannedRun& planned,
-             const std::vector<DeviceProgram>& programs, MpiCommunicator& mpi) {
+int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>& updates,
+             const PlannedRun& planned, const std::vector<DeviceProgram>& programs,
+             MpiCommunicator& mpi) {
   const int64_t r = mpi.rank();
   // A failure that leaves this rank out of step with the others ends the whole job.
   auto die = [&](const std::string& message) {
@@ -247,26 +251,45 @@ int run_rank(const RunOptions& o, const Graph& g, const PlannedRun& planned,
 
   // Start together, so rank 0's wall time is the run's.
   if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(ready.error().message);
-  auto t0 = std::chrono::steady_clock::now();
+  double wall = 0;
+  std::vector<double> losses;
   Result<TensorMap> got = Diagnostic("not run");
-  try {
-    got = run_device(g, own, *comm, feeds);
-  } catch (const std::exception& e) {
-    die(e.what());
-  }
-  if (mpi.failure()) die(mpi.failure()->message);
-  // Errors that kept this rank in step (a kernel's diagnostic): every rank learns the first.
-  auto failed = mpi.agree_on_failure(got.ok());
-  if (!failed.ok()) die(failed.error().message);
-  double wall = seconds_since(t0);
-  if (*failed >= 0) {
-    if (*failed == r)
-      std::fprintf(stderr, "heddle: rank %lld: %s\n", static_cast<long long>(r),
-                   got.error().to_string().c_str());
-    else
-      std::fprintf(stderr, "heddle: rank %lld: error: rank %lld failed; stopping\n",
-                   static_cast<long long>(r), static_cast<long long>(*failed));
-    return 1;
+  const int steps = o.train ? o.steps : 1;
+  for (int step = 1; step <= steps; ++step) {
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      got = run_device(g, own, *comm, feeds, {.optimizer_step = o.train ? step : 0});
+    } catch (const std::exception& e) {
+      die(e.what());
+    }
+    if (mpi.failure()) die(mpi.failure()->message);
+    // Errors that kept this rank in step (a kernel's diagnostic): every rank learns the first.
+    auto failed = mpi.agree_on_failure(got.ok());
+    if (!failed.ok()) die(failed.error().message);
+    wall += seconds_since(t0);
+    if (*failed >= 0) {
+      if (*failed == r)
+        std::fprintf(stderr, "heddle: rank %lld: %s\n", static_cast<long long>(r),
+                     got.error().to_string().c_str());
+      else
+        std::fprintf(stderr, "heddle: rank %lld: error: rank %lld failed; stopping\n",
+                     static_cast<long long>(r), static_cast<long long>(*failed));
+      return 1;
+    }
+    if (!o.train) break;
+    // Outputs are whole on every rank (lowering replicates them): keep this rank's tiles of the
+    // updated parameters and optimizer state for the next step.
+    double loss = got->at(g.outputs()[0]).f32()[0];
+    losses.push_back(loss);
+    if (r == 0 && !o.json) fmt::print("step {:>4}  loss {:.6f}\n", step, loss);
+    auto keep = [&](ValueId param, ValueId updated) {
+      if (auto it = feeds.find(param); it != feeds.end())
+        it->second = got->at(updated).crop(it->second.region());
+    };
+    for (const auto& u : updates) {
+      keep(u.param, u.updated);
+      for (const auto& st : u.state) keep(st.first, st.second);
+    }
   }
   if (r != 0) return 0;
 
@@ -284,7 +307,7 @@ int run_rank(const RunOptions& o, const Graph& g, const PlannedRun& planned,
     check = *c;
   }
   return report_run(o, g, planned, programs, fmt::format("{} MPI ranks", mpi.size()), wall, *got,
-                    check ? &*check : nullptr, *rank_feed_bytes_max);
+                    check ? &*check : nullptr, *rank_feed_bytes_max, losses);
 }
 
 }  // namespace
@@ -296,13 +319,31 @@ int run_mpi(const RunOptions& o) {
   auto bad_input = [&](const Diagnostic& d) { return root ? user_error(d) : 1; };
   if (o.timeout_s <= 0)
     return bad_input(Diagnostic("--timeout must be a positive number of seconds"));
-  if (o.train)
+  if (o.train && o.check)
     return bad_input(Diagnostic(
-        "--train runs on --backend threads only for now; the MPI backend runs forward passes"));
-  auto model = resolve_model(o.model, o.overrides, {});
+        "--train --check runs on --backend threads only for now; MPI training reports the loss "
+        "(equal to the threads backend's, bit for bit)"));
+  if (o.steps < 1) return bad_input(Diagnostic("--steps must be >= 1"));
+  if (o.optimizer != "adamw" && o.optimizer != "sgd")
+    return bad_input(Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'"));
+  zoo::ModelOptions mo;
+  mo.with_loss = o.train;
+  auto model = resolve_model(o.model, o.overrides, mo);
   if (!model.ok()) return bad_input(model.error());
-  const Graph& g = *model;
-  if (root ? report_verify(g) != 0 : !verify(g).empty()) return 1;
+  if (root ? report_verify(*model) != 0 : !verify(*model).empty()) return 1;
+  Graph g = std::move(*model);
+  std::vector<ParamUpdate> updates;
+  if (o.train) {  // the same training step the threads backend builds
+    TrainStepOptions to;
+    to.optimizer = o.optimizer == "sgd" ? TrainStepOptions::Optimizer::kSgdMomentum
+                                        : TrainStepOptions::Optimizer::kAdamW;
+    to.adamw.lr = o.lr;
+    to.sgd.lr = o.lr;
+    auto step = build_train_step(g, to);
+    if (!step.ok()) return bad_input(step.error());
+    g = std::move(step->graph);
+    updates = std::move(step->updates);
+  }
   auto planned = plan_run(g, o.mesh, o.strategy);
   if (!planned.ok()) return bad_input(planned.error());
   const Mesh& mesh = planned->propagation.plan.mesh;
@@ -327,7 +368,7 @@ int run_mpi(const RunOptions& o) {
     return 1;
   }
   MpiCommunicator mpi({.timeout_s = o.timeout_s});
-  return run_rank(o, g, *planned, *programs, mpi);
+  return run_rank(o, g, updates, *planned, *programs, mpi);
 }
 
 }  // namespace heddle::cli
