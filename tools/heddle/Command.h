@@ -39,4 +39,8 @@ Command add_run_command(CLI::App& root);
 /// `heddle schedule`: pipeline schedule search and baselines for a placement.
 Command add_schedule_command(CLI::App& root);
 
+/// `heddle simulate` and `heddle calibrate`: the cost model's commands.
+Command add_simulate_command(CLI::App& root);
+Command add_calibrate_command(CLI::App& root);
+
 }  // namespace heddle::cli

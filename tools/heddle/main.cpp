@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
       heddle::cli::add_show_command(app),
       heddle::cli::add_run_command(app),
       heddle::cli::add_schedule_command(app),
+      heddle::cli::add_simulate_command(app),
+      heddle::cli::add_calibrate_command(app),
   };
   try {
     app.parse(argc, argv);
