@@ -29,7 +29,11 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
   int64_t n = cluster.count;
   int64_t layer_units = model.layers > 0 ? model.layers / std::max<int64_t>(model.unit, 1) : 0;
   std::vector<Layout> layouts;
-  for (int64_t tp : divisors(n)) {
+  // Widest tensor parallelism first (within a node it is usually best for large models), so a
+  // time limit cuts off the less promising layouts.
+  std::vector<int64_t> tps = divisors(n);
+  std::reverse(tps.begin(), tps.end());
+  for (int64_t tp : tps) {
     if (tp > cluster.devices_per_node || (o.pins.tp && *o.pins.tp != tp)) continue;
     for (int64_t pp : divisors(n / tp)) {
       if (o.pins.pp && *o.pins.pp != pp) continue;
