@@ -4,9 +4,12 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "heddle/ir/Graph.h"
+#include "heddle/ops/Tensor.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/support/Diagnostic.h"
 #include "heddle/support/Result.h"
@@ -22,9 +25,27 @@ struct Command {
 /// Prints a user error to stderr in the `file:line:col: error: ...` form and returns exit code 1.
 int user_error(const Diagnostic& d);
 
-/// MODEL as a zoo name (with overrides and options), else as a text-IR file.
+/// A model with, for ONNX files, the data of its parameters.
+struct LoadedModel {
+  Graph graph;
+  bool from_onnx = false;                    ///< weights below are the model's own
+  std::map<ValueId, Tensor> weights;         ///< ONNX parameter data
+  std::vector<std::string> missing_weights;  ///< ONNX parameters without data
+};
+
+/// MODEL as a zoo name (with overrides and options), a path ending in `.onnx` (dynamic dims bound
+/// by `dims`), else a text-IR file.
+Result<LoadedModel> load_model(const std::string& model, const zoo::ZooOverrides& overrides,
+                               const zoo::ModelOptions& options,
+                               const std::map<std::string, int64_t>& dims = {});
+
+/// load_model() for commands that need only the graph.
 Result<Graph> resolve_model(const std::string& model, const zoo::ZooOverrides& overrides,
-                            const zoo::ModelOptions& options);
+                            const zoo::ModelOptions& options,
+                            const std::map<std::string, int64_t>& dims = {});
+
+/// Registers the repeatable `--dim NAME=VALUE` (ONNX dynamic dims) on `app`, filling `dims`.
+void add_dim_option(CLI::App* app, std::map<std::string, int64_t>& dims);
 
 /// Registers --layers --hidden --heads --seq --vocab --batch on `app`, filling `o`.
 void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o);

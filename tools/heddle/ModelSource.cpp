@@ -1,21 +1,78 @@
-// Where MODEL comes from: a zoo preset (with size overrides) or a text-IR file.
+// Where MODEL comes from: a zoo preset (with size overrides), an ONNX file, or a text-IR file.
 #include <fstream>
 
 #include "Command.h"
+#include "heddle/frontend/OnnxImport.h"
 #include "heddle/ir/TextParser.h"
 
 namespace heddle::cli {
 
-Result<Graph> resolve_model(const std::string& model, const zoo::ZooOverrides& overrides,
-                            const zoo::ModelOptions& options) {
-  if (zoo::is_zoo_model(model)) return zoo::build_zoo_model(model, overrides, options);
+namespace {
+
+Result<LoadedModel> graph_only(Result<Graph> g) {
+  HEDDLE_TRY(g);
+  LoadedModel m;
+  m.graph = std::move(*g);
+  return m;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+Result<LoadedModel> load_model(const std::string& model, const zoo::ZooOverrides& overrides,
+                               const zoo::ModelOptions& options,
+                               const std::map<std::string, int64_t>& dims) {
+  if (zoo::is_zoo_model(model)) return graph_only(zoo::build_zoo_model(model, overrides, options));
   std::ifstream probe(model);
-  if (!probe) return zoo::build_zoo_model(model, overrides, options);  // names the zoo
+  if (!probe && !ends_with(model, ".onnx"))
+    return graph_only(zoo::build_zoo_model(model, overrides, options));  // names the zoo
   if (overrides.layers || overrides.hidden || overrides.heads || overrides.seq || overrides.vocab ||
       overrides.batch)
     return Diagnostic(SourceLoc{model, 0, 0},
                       "--layers/--hidden/--heads/--seq/--vocab/--batch apply to zoo models only");
-  return parse_graph_file(model);
+  if (ends_with(model, ".onnx")) {
+    auto imported = import_onnx_file(model, {.dims = dims, .base_dir = ""});
+    HEDDLE_TRY(imported);
+    LoadedModel m;
+    m.graph = std::move(imported->graph);
+    m.from_onnx = true;
+    m.weights = std::move(imported->weights);
+    m.missing_weights = std::move(imported->missing_weights);
+    return m;
+  }
+  if (!dims.empty()) return Diagnostic(SourceLoc{model, 0, 0}, "--dim applies to ONNX models only");
+  return graph_only(parse_graph_file(model));
+}
+
+Result<Graph> resolve_model(const std::string& model, const zoo::ZooOverrides& overrides,
+                            const zoo::ModelOptions& options,
+                            const std::map<std::string, int64_t>& dims) {
+  auto m = load_model(model, overrides, options, dims);
+  HEDDLE_TRY(m);
+  return std::move(m->graph);
+}
+
+void add_dim_option(CLI::App* app, std::map<std::string, int64_t>& dims) {
+  app->add_option_function<std::vector<std::string>>(
+         "--dim",
+         [&dims](const std::vector<std::string>& items) {
+           for (const auto& item : items) {
+             size_t eq = item.find('=');
+             if (eq == std::string::npos || eq == 0)
+               throw CLI::ValidationError("--dim", "expected NAME=VALUE, got '" + item + "'");
+             try {
+               dims[item.substr(0, eq)] = std::stoll(item.substr(eq + 1));
+             } catch (const std::exception&) {
+               throw CLI::ValidationError("--dim", "VALUE of '" + item + "' is not an integer");
+             }
+           }
+         },
+         "ONNX models: bind dynamic dim NAME to VALUE (repeatable)")
+      ->take_all();
 }
 
 void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o) {

@@ -12,6 +12,8 @@
 #include <optional>
 
 #include "Command.h"
+#include "Planning.h"
+#include "heddle/frontend/Npy.h"
 #include "heddle/ir/GraphStats.h"
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/ops/Autodiff.h"
@@ -55,6 +57,33 @@ std::string output_digest(const Graph& g, const TensorMap& outputs) {
 
 namespace {
 
+// One tensor per graph input: from --input files (in graph-input order), else random.
+Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
+  if (o.input_files.empty()) return random_inputs(g, o.seed + 1, integer_range(g));
+  if (o.input_files.size() != g.inputs().size())
+    return Diagnostic("--input given " + std::to_string(o.input_files.size()) +
+                      " time(s), but the model has " + std::to_string(g.inputs().size()) +
+                      " input(s); give one .npy file per input, in order");
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < o.input_files.size(); ++i) {
+    auto t = read_npy(o.input_files[i]);
+    HEDDLE_TRY(t);
+    const TensorType& want = g.type(g.inputs()[i]);
+    if (t->shape() != want.shape() || t->is_int() != !dtype_is_float(want.dtype()))
+      return Diagnostic(SourceLoc{o.input_files[i], 0, 0},
+                        "holds " + std::string(dtype_name(t->dtype())) + t->shape().to_string() +
+                            ", but input '" + g.value(g.inputs()[i]).name + "' is " +
+                            want.to_string());
+    Tensor fixed(want);  // i32/bool files feed i64 inputs; storage is shared
+    if (fixed.is_int())
+      std::copy(t->i64(), t->i64() + t->numel(), fixed.i64());
+    else
+      std::copy(t->f32(), t->f32() + t->numel(), fixed.f32());
+    out.push_back(std::move(fixed));
+  }
+  return out;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -88,8 +117,20 @@ int run(const RunOptions& o) {
     return user_error(Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'"));
   zoo::ModelOptions mo;
   mo.with_loss = o.train;
-  auto model = resolve_model(o.model, o.overrides, mo);
-  if (!model.ok()) return user_error(model.error());
+  auto loaded = load_model(o.model, o.overrides, mo, o.dims);
+  if (!loaded.ok()) return user_error(loaded.error());
+  if (loaded->from_onnx && o.train)
+    return user_error(Diagnostic(SourceLoc{o.model, 0, 0},
+                                 "--train applies to zoo and text-IR models; an imported ONNX "
+                                 "model has no loss"));
+  if (!loaded->missing_weights.empty())
+    return user_error(Diagnostic(
+        SourceLoc{o.model, 0, 0},
+        "weights are missing for " + std::to_string(loaded->missing_weights.size()) +
+            " parameter(s) (first: '" + loaded->missing_weights[0] +
+            "'); the file has no weight data (stripped, or external data not found). show, plan "
+            "and simulate work without weights; run needs them"));
+  Graph* model = &loaded->graph;
   if (report_verify(*model)) return 1;
   GraphStats size = graph_stats(*model);
   if (size.parameters + size.activation_bytes / 4 > kMaxHostElements)
@@ -124,10 +165,17 @@ int run(const RunOptions& o) {
       return user_error(s.error());
 
   // The synthetic task: one fixed random batch (inputs and labels), learned by memorisation.
+  // ONNX models bring their own weights; --input files replace the random batch.
   TensorMap feeds;
-  std::vector<Tensor> inputs = random_inputs(g, o.seed + 1, integer_range(g));
+  auto read = read_inputs(g, o);
+  if (!read.ok()) return user_error(read.error());
+  std::vector<Tensor> inputs = std::move(*read);
   for (size_t i = 0; i < g.inputs().size(); ++i) feeds.emplace(g.inputs()[i], inputs[i]);
-  for (ValueId p : g.params()) feeds.emplace(p, init_param(g.value(p).name, g.type(p), o.seed));
+  for (ValueId p : g.params()) {
+    auto w = loaded->weights.find(p);
+    feeds.emplace(
+        p, w != loaded->weights.end() ? w->second : init_param(g.value(p).name, g.type(p), o.seed));
+  }
   std::optional<Interpreter> reference;
   if (o.check) {
     reference.emplace(g, InterpreterOptions{.seed = o.seed, .blas_threads = 1});
@@ -183,6 +231,13 @@ int run(const RunOptions& o) {
           }
         compare(want_masked, got_masked, o, errors);
       }
+    }
+    if (!o.output_file.empty() && s == steps) {
+      if (g.outputs().size() != 1)
+        return user_error(Diagnostic("--output takes one file, but the model has " +
+                                     std::to_string(g.outputs().size()) + " outputs"));
+      if (auto w = write_npy(o.output_file, got->at(g.outputs()[0])); !w.ok())
+        return user_error(w.error());
     }
     if (o.train) {
       double loss = got->at(g.outputs()[0]).f32()[0];
@@ -257,11 +312,18 @@ int run(const RunOptions& o) {
 Command add_run_command(CLI::App& root) {
   auto opts = std::make_shared<RunOptions>();
   auto* app = root.add_subcommand(
-      "run",
-      "Partition a model over a mesh of devices (threads, or MPI ranks), execute it, check it.");
-  app->add_option("MODEL", opts->model, "A zoo name (heddle show --list) or a text-IR file")
+      "run", "Partition a model over a mesh of devices (threads, or MPI ranks), execute it, and "
+             "check it.");
+  app->add_option("MODEL", opts->model,
+                  "A zoo name (heddle show --list), an ONNX file (.onnx) or a text-IR file")
       ->required();
   add_zoo_overrides(app, opts->overrides);
+  add_dim_option(app, opts->dims);
+  app->add_option("--input", opts->input_files,
+                  "An .npy file per graph input, in order (default: random inputs)")
+      ->take_all();
+  app->add_option("--output", opts->output_file,
+                  "Write the (single) output of the partitioned run to FILE.npy");
   app->add_option("--mesh", opts->mesh, "Devices: 4, 2x2 or named axes dp=2,tp=2 (default 1)");
   app->add_option("--strategy", opts->strategy,
                   "dp=N,tp=N,sp=on,zero=K (see CLI.md); default: propagation over the mesh");

@@ -2,7 +2,9 @@
 // MPI backend MpiRun.cpp.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "Planning.h"
 #include "heddle/ops/zoo/Zoo.h"
@@ -14,6 +16,9 @@ namespace heddle::cli {
 struct RunOptions {
   std::string model;                ///< MODEL (required)
   zoo::ZooOverrides overrides;      ///< --layers --hidden ... (default: the zoo's)
+  std::map<std::string, int64_t> dims;  ///< --dim NAME=VALUE for ONNX dynamic dims (default none)
+  std::vector<std::string> input_files;  ///< --input FILE.npy per graph input (default: random)
+  std::string output_file;               ///< --output FILE.npy (default none)
   std::string mesh = "1";           ///< --mesh (default 1)
   std::string strategy;             ///< --strategy (default empty: propagation over the mesh)
   std::string backend = "threads";  ///< --backend threads|mpi (default threads)

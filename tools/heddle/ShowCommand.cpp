@@ -29,6 +29,7 @@ struct ShowOptions {
   bool list = false;
   bool train = false;
   zoo::ZooOverrides overrides;
+  std::map<std::string, int64_t> dims;
   std::string dot_file;
   std::string text_file;
   bool json = false;
@@ -145,7 +146,7 @@ int run_show(const ShowOptions& o) {
     return user_error(Diagnostic("give a MODEL (a zoo name or a file), or --list"));
   zoo::ModelOptions mo;
   mo.with_loss = o.train;
-  auto parsed = resolve_model(o.model, o.overrides, mo);
+  auto parsed = resolve_model(o.model, o.overrides, mo, o.dims);
   if (!parsed.ok()) return user_error(parsed.error());
   if (o.train) {
     auto step = build_train_step(*parsed);
@@ -184,11 +185,13 @@ Command add_show_command(CLI::App& root) {
   auto opts = std::make_shared<ShowOptions>();
   auto* app = root.add_subcommand(
       "show", "Summarize a model: ops, tensors, parameters, FLOPs and a table of its ops.");
-  app->add_option("MODEL", opts->model, "A zoo name (see --list) or a text-IR file (.hd)");
+  app->add_option("MODEL", opts->model,
+                  "A zoo name (see --list), an ONNX file (.onnx) or a text-IR file (.hd)");
   app->add_flag("--list", opts->list, "List the zoo's models");
   app->add_flag("--train", opts->train,
                 "Show the training step: forward, loss, backward and AdamW update");
   add_zoo_overrides(app, opts->overrides);
+  add_dim_option(app, opts->dims);
   app->add_option("--dot", opts->dot_file, "Write the graph as Graphviz DOT to FILE");
   app->add_option("--text", opts->text_file, "Write the graph in heddle's text form to FILE");
   app->add_flag("--json", opts->json, "Print one JSON object instead of the text summary");

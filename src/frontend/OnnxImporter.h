@@ -1,0 +1,118 @@
+// Internal to the ONNX importer: the state one import threads through the per-family node
+// handlers (OnnxMath.cpp, OnnxVision.cpp, OnnxLayout.cpp, OnnxFold.cpp).
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "heddle/frontend/OnnxImport.h"
+#include "heddle/ops/Ops.h"
+
+namespace heddle::onnx_detail {
+
+/// What an ONNX tensor name stands for while importing.
+struct Entry {
+  ValueId value = kNoValue;             ///< a graph value, once there is one
+  std::optional<Tensor> constant;       ///< known data (initializer, Constant, folded)
+  std::optional<TensorType> data_free;  ///< an initializer whose data is missing
+};
+
+class Importer;
+/// Maps one node; the node's outputs must be defined on success.
+using NodeHandler = Status (*)(Importer&, const onnx::NodeProto&);
+
+/// The state of one import.
+class Importer {
+ public:
+  Importer(ImportedModel& out, std::string file, int64_t opset)
+      : out_(out), ops_(out.graph), file_(std::move(file)), opset_(opset) {}
+
+  Ops& ops() { return ops_; }
+  int64_t opset() const { return opset_; }
+
+  /// Defines `name`.
+  void set_value(const std::string& name, ValueId v) { entries_[name].value = v; }
+  void set_constant(const std::string& name, Tensor t);
+  void set_data_free(const std::string& name, TensorType t) { entries_[name].data_free = t; }
+  /// True when `name` is defined (ONNX's empty name, an omitted optional input, is not).
+  bool has(const std::string& name) const { return entries_.count(name) > 0; }
+
+  /// The data of `name` when it is a known constant, else null.
+  const Tensor* constant(const std::string& name) const;
+  /// The type of `name`. Precondition: has(name).
+  TensorType type(const std::string& name) const;
+  /// `name` as a graph value; constants and data-free initializers become parameters on first use.
+  Result<ValueId> value(const std::string& name);
+  /// A constant integer list (shape inputs, axes). Diagnostic when `name` is not a constant.
+  Result<std::vector<int64_t>> ints(const onnx::NodeProto& n, int input, const char* what) const;
+  /// Records the outcome of builder calls for node `n`: the builders' first error, if any.
+  Status check(const onnx::NodeProto& n);
+  /// A diagnostic about node `n` located at the model file.
+  Diagnostic error(const onnx::NodeProto& n, const std::string& message) const;
+  /// A fresh parameter holding `data` (named after `stem`), or without data when `data` is null.
+  ValueId add_param(const std::string& stem, const TensorType& type, const Tensor* data);
+
+ private:
+  std::string unique_name(const std::string& stem) const;
+
+  ImportedModel& out_;
+  Ops ops_;
+  std::string file_;
+  int64_t opset_;
+  std::unordered_map<std::string, Entry> entries_;
+};
+
+// Attribute access with ONNX defaults.
+int64_t attr_int(const onnx::NodeProto& n, const std::string& name, int64_t dflt);
+float attr_float(const onnx::NodeProto& n, const std::string& name, float dflt);
+std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name,
+                               std::vector<int64_t> dflt = {});
+std::string attr_string(const onnx::NodeProto& n, const std::string& name, std::string dflt = "");
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std::string& name);
+
+/// Decodes a TensorProto (typed fields, raw_data, or external data under `base_dir`). Returns
+/// nullopt for a tensor without data; diagnostics for unsupported element types and short data.
+Result<std::optional<Tensor>> tensor_from_proto(const onnx::TensorProto& t,
+                                                const std::string& base_dir,
+                                                const std::string& file);
+/// The heddle dtype of an ONNX element type, or nullopt when heddle has none.
+std::optional<DType> dtype_from_onnx(int32_t elem_type);
+/// Normalises a possibly negative axis for rank `rank`.
+inline int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+/// `axis` normalised into [0, rank), or a diagnostic on node `n` naming the attribute `what`.
+Result<int64_t> checked_axis(const Importer& im, const onnx::NodeProto& n, int64_t axis,
+                             int64_t rank, const char* what = "axis");
+/// A diagnostic unless `perm` is a permutation of 0..rank-1.
+Status check_perm(const Importer& im, const onnx::NodeProto& n, const std::vector<int64_t>& perm,
+                  int64_t rank);
+
+/// The shape a Reshape node asks for (input 1) for an input of shape `in`: 0 copies the input
+/// dim (unless allowzero), -1 is inferred. Diagnostics for non-constant or mismatched shapes.
+Result<std::vector<int64_t>> reshape_target(Importer& im, const onnx::NodeProto& n, const IVec& in);
+
+/// The output shape of Squeeze / Unsqueeze node `n` on `in` with `axes` (validated).
+Result<std::vector<int64_t>> squeezed_shape(const Importer& im, const onnx::NodeProto& n,
+                                            const IVec& in, std::vector<int64_t> axes);
+
+/// Evaluates `n` when every input is a constant and its type is foldable; false otherwise (the
+/// node then goes to its handler). `Shape` folds whenever its input's type is known.
+Result<bool> try_fold(Importer& im, const onnx::NodeProto& n);
+
+// The handlers of each op family, keyed by ONNX op type.
+void register_math_ops(std::map<std::string, NodeHandler>& table);
+void register_layout_ops(std::map<std::string, NodeHandler>& table);
+void register_vision_ops(std::map<std::string, NodeHandler>& table);
+
+/// The graph's nodes with torch's one-op subgraphs rewritten into that op, in place: the
+/// Erf-based GELU `x * 0.5 * (1 + erf(x / sqrt(2)))` (either association) becomes a node of op
+/// type `Gelu`; LayerNorm decomposed over the last axis (ReduceMean, Sub, Pow 2, ReduceMean, Add
+/// eps, Sqrt, Div, Mul gamma, Add beta; 1-D initializer gamma and beta) becomes
+/// `LayerNormalization`. Other nodes are kept in order.
+std::vector<onnx::NodeProto> fuse_patterns(const onnx::GraphProto& g);
+
+}  // namespace heddle::onnx_detail

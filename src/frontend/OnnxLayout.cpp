@@ -1,0 +1,319 @@
+// ONNX layout nodes (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Concat, Slice, Split,
+// Gather, Expand, Identity, Dropout, Cast) on graph values; constant cases fold in OnnxFold.cpp.
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "OnnxImporter.h"
+
+namespace heddle::onnx_detail {
+
+namespace {
+
+std::vector<int64_t> dims(const IVec& s) { return std::vector<int64_t>(s.begin(), s.end()); }
+
+// A reshape that keeps the value when the shape does not change.
+ValueId reshape_to(Ops& ops, ValueId x, const std::vector<int64_t>& shape) {
+  if (x == kNoValue) return x;  // an earlier builder failed; its diagnostic is kept
+  return IVec(shape) == ops.shape(x) ? x : ops.reshape(x, shape);
+}
+
+Status reshape(Importer& im, const onnx::NodeProto& n) {
+  auto x = im.value(n.input(0));
+  HEDDLE_TRY(x);
+  auto s = reshape_target(im, n, im.ops().shape(*x));
+  HEDDLE_TRY(s);
+  im.set_value(n.output(0), reshape_to(im.ops(), *x, *s));
+  return {};
+}
+
+Status flatten(Importer& im, const onnx::NodeProto& n) {
+  auto x = im.value(n.input(0));
+  HEDDLE_TRY(x);
+  IVec s = im.ops().shape(*x);
+  if (attr_int(n, "axis", 1) < -s.size() || attr_int(n, "axis", 1) > s.size())
+    return im.error(n, "axis is out of range for rank " + std::to_string(s.size()));
+  int64_t axis = norm_axis(attr_int(n, "axis", 1), s.size());
+  int64_t lo = 1, hi = 1;
+  for (int64_t d = 0; d < s.size(); ++d) (d < axis ? lo : hi) *= s[d];
+  im.set_value(n.output(0), reshape_to(im.ops(), *x, {lo, hi}));
+  return {};
+}
+
+Status squeeze_unsqueeze(Importer& im, const onnx::NodeProto& n) {
+  auto x = im.value(n.input(0));
+  HEDDLE_TRY(x);
+  std::vector<int64_t> axes = attr_ints(n, "axes");
+  if (n.input_size() > 1 && !n.input(1).empty()) {
+    auto a = im.ints(n, 1, "axes");
+    HEDDLE_TRY(a);
+    axes = *a;
+  }
+  auto s = squeezed_shape(im, n, im.ops().shape(*x), axes);
+  HEDDLE_TRY(s);
+  im.set_value(n.output(0), reshape_to(im.ops(), *x, *s));
+  return {};
+}
+
+Status transpose(Importer& im, const onnx::NodeProto& n) {
+  auto x = im.value(n.input(0));
+  HEDDLE_TRY(x);
+  std::vector<int64_t> perm = attr_ints(n, "perm");
+  int64_t r = im.ops().shape(*x).size();
+  if (perm.empty())
+    for (int64_t d = r - 1; d >= 0; --d) perm.push_back(d);
+  HEDDLE_TRY(check_perm(im, n, perm, r));
+  bool id = true;
+  for (int64_t d = 0; d < r; ++d) id &= perm[d] == d;
+  im.set_value(n.output(0), id ? *x : im.ops().transpose(*x, perm));
+  return {};
+}
+
+Status concat(Importer& im, const onnx::NodeProto& n) {
+  std::vector<ValueId> xs;
+  for (const auto& name : n.input()) {
+    auto v = im.value(name);
+    HEDDLE_TRY(v);
+    if (im.ops().type(*v).numel() > 0) xs.push_back(*v);
+  }
+  if (xs.empty()) return im.error(n, "every input is empty");
+  auto axis = checked_axis(im, n, attr_int(n, "axis", 0), im.ops().shape(xs[0]).size());
+  HEDDLE_TRY(axis);
+  im.set_value(n.output(0), xs.size() == 1 ? xs[0] : im.ops().concat(xs, *axis));
+  return {};
+}
+
+// A contiguous slice [start, end) along `axis`.
+ValueId slice_axis(Ops& ops, ValueId x, int64_t axis, int64_t start, int64_t end) {
+  if (x == kNoValue) return x;
+  IVec s = ops.shape(x);
+  std::vector<int64_t> b(static_cast<size_t>(s.size()), 0), e = dims(s);
+  b[axis] = start;
+  e[axis] = end;
+  return start == 0 && end == s[axis] ? x : ops.slice(x, b, e);
+}
+
+Status slice(Importer& im, const onnx::NodeProto& n) {
+  auto x = im.value(n.input(0));
+  HEDDLE_TRY(x);
+  auto starts = im.ints(n, 1, "starts");
+  HEDDLE_TRY(starts);
+  auto ends = im.ints(n, 2, "ends");
+  HEDDLE_TRY(ends);
+  std::vector<int64_t> axes, steps;
+  if (n.input_size() > 3 && !n.input(3).empty()) {
+    auto a = im.ints(n, 3, "axes");
+    HEDDLE_TRY(a);
+    axes = *a;
+  }
+  if (n.input_size() > 4 && !n.input(4).empty()) {
+    auto s = im.ints(n, 4, "steps");
+    HEDDLE_TRY(s);
+    steps = *s;
+  }
+  IVec s = im.ops().shape(*x);
+  std::vector<int64_t> b(static_cast<size_t>(s.size()), 0), e = dims(s);
+  for (size_t k = 0; k < starts->size(); ++k) {
+    if ((!axes.empty() && axes.size() != starts->size()) || ends->size() != starts->size() ||
+        (!steps.empty() && steps.size() != starts->size()))
+      return im.error(n, "starts, ends, axes and steps must have equal lengths");
+    auto ax = checked_axis(im, n, axes.empty() ? static_cast<int64_t>(k) : axes[k], s.size(),
+                           "axes entry");
+    HEDDLE_TRY(ax);
+    int64_t d = *ax;
+    if (!steps.empty() && steps[k] != 1)
+      return im.error(n, "step " + std::to_string(steps[k]) + " on axis " + std::to_string(d) +
+                             " is not supported (only step 1 on graph values)");
+    int64_t dim = s[d];
+    int64_t lo = (*starts)[k] < 0 ? (*starts)[k] + dim : (*starts)[k];
+    int64_t hi = (*ends)[k] < 0 ? (*ends)[k] + dim : (*ends)[k];
+    b[d] = std::clamp<int64_t>(lo, 0, dim);
+    e[d] = std::clamp<int64_t>(hi, b[d], dim);
+  }
+  im.set_value(n.output(0), IVec(b) == IVec(std::vector<int64_t>(b.size(), 0)) && IVec(e) == s
+                                ? *x
+                                : im.ops().slice(*x, b, e));
+  return {};
+}
+
+Status split(Importer& im, const onnx::NodeProto& n) {
+  auto x = im.value(n.input(0));
+  HEDDLE_TRY(x);
+  IVec s = im.ops().shape(*x);
+  auto ax = checked_axis(im, n, attr_int(n, "axis", 0), s.size());
+  HEDDLE_TRY(ax);
+  int64_t axis = *ax;
+  std::vector<int64_t> sizes = attr_ints(n, "split");
+  if (n.input_size() > 1 && !n.input(1).empty()) {
+    auto v = im.ints(n, 1, "split");
+    HEDDLE_TRY(v);
+    sizes = *v;
+  }
+  int64_t parts = n.output_size();
+  if (sizes.empty()) {
+    if (s[axis] % parts != 0) return im.error(n, "dim does not split evenly");
+    sizes.assign(static_cast<size_t>(parts), s[axis] / parts);
+  }
+  if (static_cast<int64_t>(sizes.size()) != parts)
+    return im.error(n, "'split' has " + std::to_string(sizes.size()) + " entries for " +
+                           std::to_string(parts) + " outputs");
+  int64_t at = 0;
+  for (int64_t v : sizes)
+    if (v < 0) return im.error(n, "'split' has a negative size");
+  if (std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != s[axis])
+    return im.error(n, "'split' sizes do not add up to dim " + std::to_string(s[axis]));
+  for (int64_t k = 0; k < parts; ++k) {
+    im.set_value(n.output(k), slice_axis(im.ops(), *x, axis, at, at + sizes[k]));
+    at += sizes[k];
+  }
+  return {};
+}
+
+Status gather(Importer& im, const onnx::NodeProto& n) {
+  Ops& ops = im.ops();
+  int64_t axis = attr_int(n, "axis", 0);
+  const Tensor* idx = im.constant(n.input(1));
+  auto data = im.value(n.input(0));
+  HEDDLE_TRY(data);
+  IVec s = ops.shape(*data);
+  auto ax = checked_axis(im, n, axis, s.size());
+  HEDDLE_TRY(ax);
+  axis = *ax;
+  if (!idx) {  // an embedding lookup: ids are a graph value
+    if (axis != 0 || s.size() != 2)
+      return im.error(n,
+                      "a gather with non-constant indices must be an embedding lookup (axis 0 "
+                      "of a 2-D table); got data " +
+                          s.to_string());
+    auto ids = im.value(n.input(1));
+    HEDDLE_TRY(ids);
+    im.set_value(n.output(0), ops.embedding(*ids, *data));
+    return {};
+  }
+  // Constant indices on a graph value: a contiguous range is a slice (plus a squeeze for a scalar).
+  if (!idx->is_int()) return im.error(n, "indices must be integers");
+  std::vector<int64_t> k;
+  for (int64_t i = 0; i < idx->numel(); ++i) {
+    int64_t v = idx->i64()[i];
+    k.push_back(v < 0 ? v + s[axis] : v);
+  }
+  for (size_t i = 1; i < k.size(); ++i)
+    if (k[i] != k[i - 1] + 1 || idx->rank() > 1)
+      return im.error(n, "constant indices must be a scalar or a contiguous range");
+  if (k.empty() || k.front() < 0 || k.back() >= s[axis])
+    return im.error(n, "indices out of range for dim of size " + std::to_string(s[axis]));
+  ValueId y = slice_axis(ops, *data, axis, k.front(), k.back() + 1);
+  if (idx->rank() == 0) {
+    std::vector<int64_t> out = dims(s);
+    out.erase(out.begin() + axis);
+    y = reshape_to(ops, y, out);
+  }
+  im.set_value(n.output(0), y);
+  return {};
+}
+
+Status expand(Importer& im, const onnx::NodeProto& n) {
+  auto x = im.value(n.input(0));
+  HEDDLE_TRY(x);
+  auto want = im.ints(n, 1, "shape");
+  HEDDLE_TRY(want);
+  IVec s = im.ops().shape(*x);
+  int64_t r = std::max<int64_t>(s.size(), want->size());
+  std::vector<int64_t> out(static_cast<size_t>(r), 1);
+  for (int64_t d = 0; d < r; ++d) {
+    int64_t a = d - (r - s.size()) >= 0 ? s[d - (r - s.size())] : 1;
+    int64_t b = d - (r - static_cast<int64_t>(want->size())) >= 0
+                    ? (*want)[d - (r - static_cast<int64_t>(want->size()))]
+                    : 1;
+    if (a != 1 && b != 1 && a != b) return im.error(n, "shapes do not broadcast");
+    out[d] = std::max(a, b);
+  }
+  im.set_value(n.output(0), IVec(out) == s ? *x : im.ops().broadcast(*x, out));
+  return {};
+}
+
+Status identity(Importer& im, const onnx::NodeProto& n) {
+  auto x = im.value(n.input(0));
+  HEDDLE_TRY(x);
+  im.set_value(n.output(0), *x);
+  return {};
+}
+
+Status cast(Importer& im, const onnx::NodeProto& n) {
+  auto x = im.value(n.input(0));
+  HEDDLE_TRY(x);
+  auto dt = dtype_from_onnx(static_cast<int32_t>(attr_int(n, "to", 1)));
+  DType have = im.ops().type(*x).dtype();
+  if (!dt || dtype_is_float(*dt) != dtype_is_float(have) ||
+      (*dt == DType::kBool) != (have == DType::kBool))
+    return im.error(n, "casting a graph value between float, integer and bool is not supported");
+  im.set_value(n.output(0), *x);  // same storage class: heddle computes floats as fp32
+  return {};
+}
+
+// Pad with all-zero pads (what torch emits in front of AvgPool2d) is an identity; real padding
+// belongs in the consuming Conv or pool's pads.
+Status pad(Importer& im, const onnx::NodeProto& n) {
+  auto pads = im.ints(n, 1, "pads");
+  HEDDLE_TRY(pads);
+  for (int64_t p : *pads)
+    if (p != 0)
+      return im.error(n,
+                      "non-zero padding as a separate op is not supported; pad inside Conv or "
+                      "pooling (their 'pads' attribute) instead");
+  return identity(im, n);
+}
+
+}  // namespace
+
+Result<std::vector<int64_t>> squeezed_shape(const Importer& im, const onnx::NodeProto& n,
+                                            const IVec& in, std::vector<int64_t> axes) {
+  std::vector<int64_t> s = dims(in);
+  int64_t r = s.size();
+  if (n.op_type() == "Unsqueeze") {
+    int64_t out_rank = r + static_cast<int64_t>(axes.size());
+    for (auto& a : axes) {
+      auto c = checked_axis(im, n, a, out_rank, "axes entry");
+      HEDDLE_TRY(c);
+      a = *c;
+    }
+    std::sort(axes.begin(), axes.end());
+    if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+      return im.error(n, "'axes' repeats an axis");
+    for (int64_t a : axes) s.insert(s.begin() + a, 1);
+    return s;
+  }
+  std::vector<bool> drop(static_cast<size_t>(r), axes.empty());
+  for (int64_t a : axes) {
+    auto c = checked_axis(im, n, a, r, "axes entry");
+    HEDDLE_TRY(c);
+    drop[*c] = true;
+  }
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < r; ++d) {
+    if (drop[d] && s[d] != 1 && !axes.empty())
+      return im.error(
+          n, "cannot squeeze dim " + std::to_string(d) + " of size " + std::to_string(s[d]));
+    if (!drop[d] || s[d] != 1) kept.push_back(s[d]);
+  }
+  return kept;
+}
+
+void register_layout_ops(std::map<std::string, NodeHandler>& t) {
+  t["Reshape"] = reshape;
+  t["Flatten"] = flatten;
+  t["Squeeze"] = squeeze_unsqueeze;
+  t["Unsqueeze"] = squeeze_unsqueeze;
+  t["Transpose"] = transpose;
+  t["Concat"] = concat;
+  t["Slice"] = slice;
+  t["Split"] = split;
+  t["Gather"] = gather;
+  t["Expand"] = expand;
+  t["Identity"] = identity;
+  t["Dropout"] = identity;
+  t["Cast"] = cast;
+  t["Pad"] = pad;
+}
+
+}  // namespace heddle::onnx_detail
