@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "heddle/cost/Simulator.h"
 #include "heddle/ir/Graph.h"
 #include "heddle/ops/Tensor.h"
 #include "heddle/ops/zoo/Zoo.h"
@@ -46,6 +47,11 @@ Result<Graph> resolve_model(const std::string& model, const zoo::ZooOverrides& o
 
 /// Registers the repeatable `--dim NAME=VALUE` (ONNX dynamic dims) on `app`, filling `dims`.
 void add_dim_option(CLI::App* app, std::map<std::string, int64_t>& dims);
+
+/// MODEL for the simulator: a zoo preset it can rebuild at other sizes, else a fixed graph (a
+/// text-IR or ONNX file), verified.
+Result<cost::ModelSource> resolve_model_source(const std::string& model,
+                                               const zoo::ZooOverrides& overrides);
 
 /// Registers --layers --hidden --heads --seq --vocab --batch on `app`, filling `o`.
 void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o);

@@ -79,16 +79,7 @@ int run_plan(const PlanArgs& a) {
   }
   auto spec = StrategySpec::parse(a.strategy);
   if (!spec.ok()) return user_error(Diagnostic("--strategy: " + spec.error().message));
-  Result<cost::ModelSource> src = Diagnostic("");
-  if (zoo::is_zoo_model(a.model)) {
-    src = cost::zoo_model_source(a.model, a.overrides);
-  } else {
-    auto g = resolve_model(a.model, a.overrides, {});
-    if (!g.ok()) return user_error(g.error());
-    auto diags = verify(*g);
-    if (!diags.empty()) return user_error(diags.front());
-    src = cost::graph_model_source(std::move(*g));
-  }
+  auto src = resolve_model_source(a.model, a.overrides);
   if (!src.ok()) return user_error(src.error());
   search::ConfigSearchOptions o;
   o.train = a.train;

@@ -312,8 +312,9 @@ int run(const RunOptions& o) {
 Command add_run_command(CLI::App& root) {
   auto opts = std::make_shared<RunOptions>();
   auto* app = root.add_subcommand(
-      "run", "Partition a model over a mesh of devices (threads, or MPI ranks), execute it, and "
-             "check it.");
+      "run",
+      "Partition a model over a mesh of devices (threads, or MPI ranks), execute it, and "
+      "check it.");
   app->add_option("MODEL", opts->model,
                   "A zoo name (heddle show --list), an ONNX file (.onnx) or a text-IR file")
       ->required();
