@@ -20,8 +20,12 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
 
+# The main job: summarize the default model, plan gpt3-175b training on 1,024 A100s, then plan a
+# small GPT for four thread-devices and run it, checked against the single-device interpreter.
 run: build
-	$(HEDDLE) show $(MODEL)
+	$(HEDDLE) show $(MODEL) --limit 12
+	$(HEDDLE) plan gpt3-175b --cluster a100x1024 --train --batch 1536 --time-limit 30
+	$(HEDDLE) run gpt-tiny --mesh 4 --strategy auto --train --steps 3 --check
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)

@@ -3,65 +3,22 @@
 #include <cblas.h>
 
 #include <cmath>
-#include <random>
 
 #include "heddle/ops/Kernel.h"
+#include "heddle/ops/TileInit.h"
 #include "heddle/support/Assert.h"
 
 namespace heddle {
 
-namespace {
-
-// FNV-1a: a hash that is the same on every platform and build.
-uint64_t stable_hash(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
-
-bool ends_with(const std::string& s, const std::string& t) {
-  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
-}
-bool starts_with(const std::string& s, const std::string& t) { return s.rfind(t, 0) == 0; }
-
-}  // namespace
-
 Tensor init_param(const std::string& name, const TensorType& type, uint64_t seed) {
-  Tensor t(type);
-  if (t.is_int()) return t;
-  if (name.find("gamma") != std::string::npos || ends_with(name, ".g")) {
-    t.fill(1.0);
-    return t;
-  }
-  bool zero = name.find("beta") != std::string::npos || name.find("bias") != std::string::npos ||
-              ends_with(name, ".b") || starts_with(name, "m.") || starts_with(name, "v.") ||
-              starts_with(name, "vel.") || type.rank() <= 1;
-  if (zero) return t;
-  const IVec& s = type.shape();
-  double fan_in = s.size() == 4 ? static_cast<double>(s[1] * s[2] * s[3])
-                                : static_cast<double>(s.product() / s[s.size() - 1]);
-  double bound = 1.0 / std::sqrt(std::max(fan_in, 1.0));
-  std::mt19937_64 rng(seed ^ stable_hash(name));
-  std::uniform_real_distribution<double> d(-bound, bound);
-  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = static_cast<float>(d(rng));
-  return t;
+  return init_param_tile(name, type, seed, Box::of_shape(type.shape()));
 }
 
 std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, int64_t int_hi) {
   std::vector<Tensor> out;
-  for (ValueId v : g.inputs()) {
-    std::mt19937_64 rng(seed ^ stable_hash(g.value(v).name));
-    Tensor t(g.type(v));
-    if (t.is_int()) {
-      int64_t hi = t.dtype() == DType::kBool ? 2 : int_hi;
-      std::uniform_int_distribution<int64_t> d(0, hi - 1);
-      for (int64_t i = 0; i < t.numel(); ++i) t.i64()[i] = d(rng);
-    } else {
-      std::uniform_real_distribution<double> d(-1.0, 1.0);
-      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = static_cast<float>(d(rng));
-    }
-    out.push_back(std::move(t));
-  }
+  for (ValueId v : g.inputs())
+    out.push_back(random_input_tile(g.value(v).name, g.type(v), seed, int_hi,
+                                    Box::of_shape(g.type(v).shape())));
   return out;
 }
 

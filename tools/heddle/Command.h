@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "heddle/cost/Simulator.h"
 #include "heddle/ir/Graph.h"
 #include "heddle/ops/Tensor.h"
 #include "heddle/ops/zoo/Zoo.h"
@@ -47,6 +48,11 @@ Result<Graph> resolve_model(const std::string& model, const zoo::ZooOverrides& o
 /// Registers the repeatable `--dim NAME=VALUE` (ONNX dynamic dims) on `app`, filling `dims`.
 void add_dim_option(CLI::App* app, std::map<std::string, int64_t>& dims);
 
+/// MODEL for the simulator: a zoo preset it can rebuild at other sizes, else a fixed graph (a
+/// text-IR or ONNX file), verified.
+Result<cost::ModelSource> resolve_model_source(const std::string& model,
+                                               const zoo::ZooOverrides& overrides);
+
 /// Registers --layers --hidden --heads --seq --vocab --batch on `app`, filling `o`.
 void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o);
 
@@ -57,7 +63,14 @@ Command add_show_command(CLI::App& root);
 /// checked against the single-device interpreter with `--check`.
 Command add_run_command(CLI::App& root);
 
+/// `heddle plan`: the fastest configuration that fits, found with the simulator.
+Command add_plan_command(CLI::App& root);
+
 /// `heddle schedule`: pipeline schedule search and baselines for a placement.
 Command add_schedule_command(CLI::App& root);
+
+/// `heddle simulate` and `heddle calibrate`: the cost model's commands.
+Command add_simulate_command(CLI::App& root);
+Command add_calibrate_command(CLI::App& root);
 
 }  // namespace heddle::cli

@@ -4,6 +4,7 @@
 #include "Command.h"
 #include "heddle/frontend/OnnxImport.h"
 #include "heddle/ir/TextParser.h"
+#include "heddle/ir/Verifier.h"
 
 namespace heddle::cli {
 
@@ -86,6 +87,16 @@ void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o) {
   opt("--seq", o.seq, "Zoo models: sequence length");
   opt("--vocab", o.vocab, "Zoo models: vocabulary size");
   opt("--batch", o.batch, "Zoo models: batch size");
+}
+
+Result<cost::ModelSource> resolve_model_source(const std::string& model,
+                                               const zoo::ZooOverrides& overrides) {
+  if (zoo::is_zoo_model(model)) return cost::zoo_model_source(model, overrides);
+  auto g = resolve_model(model, overrides, {});
+  HEDDLE_TRY(g);
+  auto diags = verify(*g);
+  if (!diags.empty()) return diags.front();
+  return cost::graph_model_source(std::move(*g));
 }
 
 }  // namespace heddle::cli

@@ -1,5 +1,7 @@
 // `heddle run`: plan a model for a mesh, lower it to per-device programs, execute them on
 // thread-devices, and (with --check) compare every output with the single-device interpreter.
+#include "RunCommand.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -22,29 +24,6 @@
 
 namespace heddle::cli {
 
-namespace {
-
-struct RunOptions {
-  std::string model;
-  zoo::ZooOverrides overrides;
-  std::map<std::string, int64_t> dims;
-  std::vector<std::string> input_files;
-  std::string output_file;
-  std::string mesh = "1";
-  std::string strategy;
-  std::string backend = "threads";
-  std::string emit_dir;
-  bool check = false;
-  bool json = false;
-  bool train = false;
-  int steps = 10;
-  double lr = 1e-2;
-  std::string optimizer = "adamw";
-  uint64_t seed = 0;
-  double rtol = 1e-3;
-  double atol = 1e-4;
-};
-
 // Integer inputs must index something: the smallest table or class count they feed.
 int64_t integer_range(const Graph& g) {
   int64_t hi = 0;
@@ -59,6 +38,24 @@ int64_t integer_range(const Graph& g) {
   }
   return hi == 0 ? 2 : hi;
 }
+
+std::string output_digest(const Graph& g, const TensorMap& outputs) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ULL;
+  };
+  for (ValueId v : g.outputs()) {
+    const Tensor& t = outputs.at(v);
+    if (t.is_int())
+      mix(t.i64(), static_cast<size_t>(t.numel()) * sizeof(int64_t));
+    else
+      mix(t.f32(), static_cast<size_t>(t.numel()) * sizeof(float));
+  }
+  return fmt::format("{:016x}", h);
+}
+
+namespace {
 
 // One tensor per graph input: from --input files (in graph-input order), else random.
 Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
@@ -112,9 +109,9 @@ void compare(const Tensor& want, const Tensor& got, const RunOptions& o, Errors&
 }
 
 int run(const RunOptions& o) {
+  if (o.backend == "mpi") return run_mpi(o);
   if (o.backend != "threads")
-    return user_error(
-        Diagnostic("--backend " + o.backend + ": only 'threads' is available in this build"));
+    return user_error(Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'"));
   if (o.steps < 1) return user_error(Diagnostic("--steps must be >= 1"));
   if (o.optimizer != "adamw" && o.optimizer != "sgd")
     return user_error(Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'"));
@@ -199,6 +196,7 @@ int run(const RunOptions& o) {
   int64_t skipped = 0;
 
   Errors errors;
+  TensorMap last;  // the last step's outputs
   double wall = 0, ref_time = 0;
   std::vector<double> losses;
   int steps = o.train ? o.steps : 1;
@@ -207,6 +205,7 @@ int run(const RunOptions& o) {
     auto got = run_threaded(g, *programs, feeds, {.optimizer_step = o.train ? s : 0});
     wall += seconds_since(t0);
     if (!got.ok()) return user_error(got.error());
+    last = *got;
     if (reference) {  // the same step from the same parameters, on one device
       for (ValueId p : g.params()) reference->set_param(p, feeds.at(p));
       auto t1 = std::chrono::steady_clock::now();
@@ -258,7 +257,9 @@ int run(const RunOptions& o) {
                         {"strategy", planned->spec.to_string()},
                         {"wall_time_s", wall},
                         {"collectives", stats.collectives},
-                        {"reshards", planned->propagation.reshards.size()}};
+                        {"reshards", planned->propagation.reshards.size()},
+                        {"backend", o.backend},
+                        {"output_digest", output_digest(g, last)}};
     if (o.check) {
       j["max_abs_error"] = errors.max_abs;
       j["max_rel_error"] = errors.max_rel;
@@ -311,7 +312,9 @@ int run(const RunOptions& o) {
 Command add_run_command(CLI::App& root) {
   auto opts = std::make_shared<RunOptions>();
   auto* app = root.add_subcommand(
-      "run", "Partition a model over a mesh of thread-devices, execute it, and check it.");
+      "run",
+      "Partition a model over a mesh of devices (threads, or MPI ranks), execute it, and "
+      "check it.");
   app->add_option("MODEL", opts->model,
                   "A zoo name (heddle show --list), an ONNX file (.onnx) or a text-IR file")
       ->required();
@@ -325,7 +328,10 @@ Command add_run_command(CLI::App& root) {
   app->add_option("--mesh", opts->mesh, "Devices: 4, 2x2 or named axes dp=2,tp=2 (default 1)");
   app->add_option("--strategy", opts->strategy,
                   "dp=N,tp=N,sp=on,zero=K (see CLI.md); default: propagation over the mesh");
-  app->add_option("--backend", opts->backend, "threads (default)");
+  app->add_option("--backend", opts->backend,
+                  "threads (default) or mpi (one process per device under mpirun; docs/mpi.md)");
+  app->add_option("--timeout", opts->timeout_s,
+                  "MPI backend: seconds a collective may wait for its peers (default 60)");
   app->add_flag("--check", opts->check,
                 "Compare every output with the single-device interpreter; exit 1 on mismatch");
   app->add_option("--emit", opts->emit_dir, "Write each device's lowered program to DIR");

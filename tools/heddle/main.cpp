@@ -33,9 +33,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "heddle 0.1.0");
   std::vector<heddle::cli::Command> commands = {
-      heddle::cli::add_show_command(app),
-      heddle::cli::add_run_command(app),
-      heddle::cli::add_schedule_command(app),
+      heddle::cli::add_show_command(app),     heddle::cli::add_run_command(app),
+      heddle::cli::add_plan_command(app),     heddle::cli::add_schedule_command(app),
+      heddle::cli::add_simulate_command(app), heddle::cli::add_calibrate_command(app),
   };
   try {
     app.parse(argc, argv);

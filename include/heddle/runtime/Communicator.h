@@ -1,5 +1,5 @@
 // Communicator: the collectives a device program needs, on tiles addressed in global coordinates.
-// Implementations: threads sharing memory (ThreadedCommunicator) and, later, MPI ranks.
+// Implementations: threads sharing memory (ThreadedCommunicator) and MPI ranks (MpiCommunicator).
 #pragma once
 
 #include <vector>

@@ -1,0 +1,51 @@
+// DeviceProfile: what the cost model knows about one accelerator (peak compute, memory, memory
+// bandwidth, launch overhead, GEMM efficiency curve), with published presets for V100, A100 40/80
+// GB, H100 and H200 (sources in docs/cost-model.md).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "heddle/support/Result.h"
+
+namespace heddle::cost {
+
+/// An immutable description of one device. Efficiencies are fractions of the peak.
+struct DeviceProfile {
+  std::string name;             ///< `a100-80gb`, `h100`, `cpu`, ...
+  double peak_flops = 0;        ///< dense FLOP/s in the training dtype (bf16/fp16; fp32 on cpu)
+  double memory_bytes = 0;      ///< device memory capacity
+  double memory_bandwidth = 0;  ///< bytes/s
+  double vector_flops = 0;      ///< FLOP/s of non-GEMM work (fp32 SIMT units); 0: peak_flops
+  double elementwise_bandwidth = 0;  ///< bytes/s non-GEMM kernels stream; 0: bandwidth x efficiency
+  double launch_s = 5e-6;            ///< fixed cost of one kernel launch; default 5 us
+  double gemm_efficiency = 0.75;     ///< fraction of peak a large GEMM reaches; default 0.75
+  double gemm_knee = 128;            ///< a GEMM dim of this size halves its factor; default 128
+  double memory_efficiency = 0.8;    ///< fraction of bandwidth streaming ops reach; default 0.8
+  bool fuses_elementwise = true;  ///< elementwise chains share one pass over memory; default true
+  double element_bytes = 2;       ///< bytes per activation/weight element; default 2 (bf16)
+
+  /// Fraction of peak for a GEMM of m x n x k (batch dims folded into m):
+  /// `gemm_efficiency * f(m) f(n) f(k)` with `f(x) = x / (x + gemm_knee)`. Precondition: >= 1.
+  double gemm_fraction(double m, double n, double k) const;
+
+  bool operator==(const DeviceProfile&) const = default;
+  size_t hash() const;
+  /// `a100-80gb: 312 TFLOP/s, 80 GB, 2.04 TB/s`.
+  std::string to_string() const;
+};
+
+/// The published device presets, in a stable order (v100, a100-40gb, a100-80gb, a100, h100,
+/// h200; `a100` is the 80 GB part).
+const std::vector<DeviceProfile>& device_presets();
+
+/// The preset called `name` (case-insensitive); a Diagnostic listing the known names otherwise.
+Result<DeviceProfile> find_device(std::string_view name);
+
+}  // namespace heddle::cost
+
+template <>
+struct std::hash<heddle::cost::DeviceProfile> {
+  size_t operator()(const heddle::cost::DeviceProfile& d) const { return d.hash(); }
+};

@@ -1,0 +1,50 @@
+// ModelParts: the forward cost of a sharded model on its representative device (device 0 of a
+// dp x tp mesh), split into the part before the repeating layers, one layer, and the part after,
+// so that a 128-layer model is costed from a two-layer graph.
+#pragma once
+
+#include <vector>
+
+#include "heddle/cost/Cluster.h"
+#include "heddle/sharding/Propagate.h"
+
+namespace heddle::cost {
+
+/// Forward cost of a run of ops for one micro-batch on the representative device.
+struct PartCost {
+  double compute_s = 0;    ///< roofline time of the ops
+  double comm_s = 0;       ///< alpha-beta time of the reshards the ops need
+  double flops = 0;        ///< local FLOPs
+  double comm_bytes = 0;   ///< bytes the device sends for those reshards
+  double attention_s = 0;  ///< compute time of ops producing sequence-quadratic values
+  double saved_bytes =
+      0;  ///< distinct activations kept for backward (inputs of ops whose gradient needs them)
+  double attention_bytes = 0;  ///< the part of saved_bytes that is sequence-quadratic
+  double param_elements = 0;   ///< local elements of the parameters the ops read
+  int64_t ops = 0;
+  /// The sum of two parts (the parameter and saved sets are assumed disjoint).
+  PartCost operator+(const PartCost& o) const;
+  /// Every field times `k`.
+  PartCost scaled(double k) const;
+};
+
+/// The three parts. A graph without repeating layers is all `prefix`.
+struct ModelParts {
+  PartCost prefix;            ///< ops before the repeating layers (embedding)
+  PartCost layer;             ///< one repeating unit
+  PartCost suffix;            ///< ops after the layers (head, loss)
+  double boundary_bytes = 0;  ///< local bytes flowing from one unit into the next
+  bool layered = false;
+  /// Parameters read by both prefix and suffix (tied embeddings), local elements.
+  double shared_param_elements = 0;
+};
+
+/// Costs `g` under `prop` (a plan on `mesh`, e.g. from plan_from_strategy) on `cluster`.
+/// `one_unit` non-null: the same model built with one repeating unit where `g` has two; the
+/// second unit of `g` is the `g.num_ops() - one_unit->num_ops()` ops starting at the first op
+/// that reads a parameter whose name `one_unit` lacks. Null: the whole graph is the prefix.
+/// Precondition: verified graphs, `prop` made for `g` and `mesh`.
+Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Propagation& prop,
+                                    const Cluster& cluster, const Graph* one_unit);
+
+}  // namespace heddle::cost

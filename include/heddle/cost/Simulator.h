@@ -1,0 +1,93 @@
+// The simulator: predicts one step of a model under a strategy on a cluster. It costs one
+// representative device per pipeline stage (one repeating layer costed once), builds the pipeline
+// schedule from those costs and runs it as a discrete-event simulation: step time, busy and idle
+// time, bubble, bytes per link, peak memory per device, model TFLOP/s and MFU.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "heddle/cost/Cluster.h"
+#include "heddle/cost/MemoryModel.h"
+#include "heddle/ops/zoo/Zoo.h"
+#include "heddle/sharding/Propagate.h"
+#include "heddle/sharding/StrategySpec.h"
+
+namespace heddle::cost {
+
+/// A model the simulator can rebuild at other layer counts and batch sizes.
+struct ModelSource {
+  std::string name;
+  /// Builds the model with `layers` repeating layers (ignored when `layers` == 0 here) and batch
+  /// `batch`. Must be deterministic.
+  std::function<Result<Graph>(int64_t layers, int64_t batch)> build;
+  int64_t layers = 0;  ///< total repeating layers; 0: not layered (built once, whole)
+  int64_t unit = 1;    ///< layers per repeating unit (2 for MoE: dense + expert layer)
+  int64_t batch = 1;   ///< global batch (sequences or samples per step)
+  std::optional<zoo::GptConfig> gpt;  ///< set for GPT-style models: Megatron's model FLOPs
+  bool rebuilds_batch = true;  ///< `build` honours `batch` (false: a fixed graph, one micro-batch)
+};
+
+/// A zoo model as a source (overrides as in `heddle show`); the batch override is the global batch.
+Result<ModelSource> zoo_model_source(const std::string& name, const zoo::ZooOverrides& over);
+/// A fixed graph: one micro-batch, not layered; its batch is dim 0 of its first input.
+ModelSource graph_model_source(Graph g);
+
+/// Options of simulate().
+struct SimulateOptions {
+  bool train = false;    ///< forward, backward and optimizer step; default forward only
+  bool overlap = false;  ///< overlap gradient reduction and stage sends with compute
+  bool trace = false;    ///< fill SimulationResult::trace_json; default off
+};
+
+/// One pipeline stage (one representative device).
+struct StageResult {
+  int64_t layers = 0;           ///< repeating layers held (over all chunks)
+  double busy_s = 0;            ///< compute + blocking communication time
+  double idle_s = 0;            ///< step time minus busy
+  double state_bytes = 0;       ///< weights, gradients, optimizer state
+  double activation_bytes = 0;  ///< peak activations under the schedule
+  double peak_memory_bytes = 0;
+  double parameters = 0;  ///< parameter elements on the device
+};
+
+/// What a simulated step achieves.
+struct SimulationResult {
+  std::string strategy;  ///< canonical strategy string (re-simulates the same plan)
+  int64_t devices = 0, dp = 1, tp = 1, pp = 1, micro_batch = 1, micro_batches = 1, chunks = 1;
+  std::string schedule;  ///< the pipeline schedule used
+  Recompute recompute = Recompute::kNone;
+  double step_time_s = 0;
+  double model_flops = 0;  ///< per step, all devices
+  double tflops_per_device = 0;
+  double mfu = 0;
+  double bubble_fraction = 0;    ///< idle share of the pipeline schedule
+  double peak_memory_bytes = 0;  ///< largest over devices
+  double memory_limit_bytes = 0;
+  bool feasible = true;   ///< peak memory fits
+  double comm_bytes = 0;  ///< bytes one device sends per step (largest over stages)
+  std::map<std::string, double> link_bytes;  ///< per link class, bytes per device per step
+  double dp_sync_s = 0;                      ///< exposed gradient reduction
+  std::vector<StageResult> stages;
+  int64_t events = 0;      ///< simulated events (blocks per micro-batch and step)
+  std::string trace_json;  ///< Chrome trace when requested
+  std::string cluster_source;
+};
+
+/// The sharding the simulator costs for one pipeline stage: plan_from_strategy() of `spec`
+/// without its pp degree on the stage's mesh `mesh`, with propagation priced by the cluster's
+/// links and compute rate. Exposed so that a measured run can execute the very same plan.
+Result<Propagation> stage_plan(const Graph& g, const Mesh& mesh, const Cluster& cluster,
+                               const StrategySpec& spec);
+
+/// Simulates one step of `model` under `spec` on `cluster`. Diagnostics: degrees that do not
+/// multiply to the cluster's device count (`auto` is not simulated: give the degrees), a batch
+/// the degrees and micro-batch do not divide, pipeline stages on a model without layers, more
+/// pipeline chunks than layers, an unknown schedule or recompute value.
+Result<SimulationResult> simulate(const ModelSource& model, const Cluster& cluster,
+                                  const StrategySpec& spec, const SimulateOptions& options = {});
+
+}  // namespace heddle::cost

@@ -1,0 +1,82 @@
+// Collectives between MPI ranks, one rank per device (world rank = device id): a communicator per
+// group, tiles exchanged with non-blocking MPI collectives or point-to-point and assembled
+// locally, reductions combined in group order; every wait polls for peer failures and a timeout.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "heddle/runtime/Communicator.h"
+
+namespace heddle {
+
+/// Options of MpiCommunicator.
+struct MpiOptions {
+  /// Seconds any single wait (a collective, the final agreement) may take before it fails with a
+  /// diagnostic naming the collective and its group. Default 60.
+  double timeout_s = 60;
+};
+
+/// One rank's end of the MPI collectives. An all-reduce of identical whole tiles maps onto
+/// MPI_Ialltoallv (each member combines one slice of every tile in group order) plus
+/// MPI_Iallgatherv of the slices; an all-gather whose members all need every tile onto
+/// MPI_Iallgatherv; other region layouts (reduce-scatter, all-to-all) onto MPI_Ialltoallv of
+/// exactly the overlapping pieces, combined in group order; halo fetches onto MPI_Isend/MPI_Irecv
+/// between the members that overlap. Every element is combined in group order, so results are
+/// bit-identical run to run and equal to ThreadedWorld's. Each call first all-gathers the
+/// members' tile and target regions (a few integers).
+///
+/// Failures: a rank that fails calls abort_job(), which tells every other rank; their pending and
+/// later collectives then return a diagnostic naming it. A wait longer than the timeout returns a
+/// diagnostic too. After any failure every later collective returns the same diagnostic at once.
+class MpiCommunicator : public Communicator {
+ public:
+  /// Precondition: an MpiEnvironment is alive (and outlives this object).
+  explicit MpiCommunicator(MpiOptions options = {});
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int64_t rank() const override { return rank_; }
+  int64_t size() const override { return size_; }
+
+  /// Creates communicators up front: one MPI_Comm_split per partition (disjoint groups, each in
+  /// rank order), giving every member of a group its communicator. Collective over all ranks:
+  /// every rank must pass the same partitions in the same order. Groups not prepared are created
+  /// on first use with MPI_Comm_create_group (collective over the members only).
+  Status prepare(const std::vector<std::vector<std::vector<int64_t>>>& partitions);
+
+  Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
+                    Tensor& out, Monoid monoid) override;
+
+  /// Collective over all ranks: the lowest rank whose `ok` is false, or -1 when every rank is ok.
+  /// Also a barrier. Fails like a collective (a peer gone, the timeout).
+  Result<int64_t> agree_on_failure(bool ok);
+  /// Collective over all ranks: the largest (smallest) of every rank's `value`. Fails like a
+  /// collective.
+  Result<int64_t> max_over_ranks(int64_t value);
+  Result<int64_t> min_over_ranks(int64_t value);
+
+  /// The failure seen so far (a peer's notice, a timeout), if any.
+  const std::optional<Diagnostic>& failure() const { return failure_; }
+
+  /// Ends the whole job; never returns. When this rank is the first to fail (no failure() yet),
+  /// first tells every other rank `message` so each can report which rank failed, and waits up to
+  /// a few seconds for them to acknowledge. When a peer failed first, acknowledges its notice and
+  /// waits for the launcher to stop this process (which the failed rank's MPI_Abort triggers).
+  [[noreturn]] void abort_job(const std::string& message);
+
+ private:
+  struct Impl;  // MPI handles stay out of this header, so users need no MPI include path
+  friend struct Impl;
+
+  MpiOptions options_;
+  int64_t rank_ = 0;
+  int64_t size_ = 1;
+  std::unique_ptr<Impl> impl_;
+  std::optional<Diagnostic> failure_;
+};
+
+}  // namespace heddle

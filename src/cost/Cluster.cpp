@@ -1,0 +1,270 @@
+#include "heddle/cost/Cluster.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "heddle/support/Hash.h"
+
+namespace heddle::cost {
+
+size_t LinkClass::hash() const {
+  size_t h = std::hash<std::string>()(name);
+  hash_combine(h, bandwidth);
+  hash_combine(h, latency);
+  return h;
+}
+
+std::string LinkClass::to_string() const {
+  return fmt::format("{} ({:g} GB/s, {:g} us)", name, bandwidth / 1e9, latency * 1e6);
+}
+
+const LinkClass& Cluster::axis_link(const Mesh& mesh, int64_t a) const {
+  HEDDLE_ASSERT(a >= 0 && a < mesh.rank()) << "axis " << a;
+  int64_t span = 1;
+  for (int64_t i = a; i < mesh.rank(); ++i) span *= mesh.size(i);
+  return span <= devices_per_node ? intra_node : inter_node;
+}
+
+const LinkClass& Cluster::stage_link(int64_t stage_devices) const {
+  return stage_devices < devices_per_node ? intra_node : inter_node;
+}
+
+size_t Cluster::hash() const {
+  size_t h = std::hash<std::string>()(name);
+  hash_combine(h, device);
+  hash_combine(h, count);
+  hash_combine(h, devices_per_node);
+  hash_combine(h, intra_node.hash());
+  hash_combine(h, inter_node.hash());
+  return h;
+}
+
+std::string Cluster::to_string() const {
+  return fmt::format(
+      "cluster {}: {} x {} ({} per node)\n  device: {}\n  intra-node: {}\n  inter-node: {}\n"
+      "  source: {}\n",
+      name, count, device.name, devices_per_node, device.to_string(), intra_node.to_string(),
+      inter_node.to_string(), source);
+}
+
+namespace {
+
+// Links per device preset (docs/cost-model.md): the intra-node figure is the measured NCCL ring
+// all-reduce bus bandwidth (nccl-tests) where published, else the datasheet NVLink bandwidth
+// scaled by A100's measured/datasheet ratio (230/600); between nodes one 200 Gb/s HDR (A100) or
+// 400 Gb/s NDR (H100, H200) port per GPU; V100 nodes share one 25 Gb/s link (Alpa's clusters).
+struct Links {
+  LinkClass intra, inter;
+};
+
+Links preset_links(const std::string& device) {
+  if (device == "v100")
+    return {{"nvlink2", 300e9 * 230 / 600, 1e-5}, {"ethernet-25g", 25e9 / 8 / 8, 3e-5}};
+  if (device.rfind("a100", 0) == 0) return {{"nvlink3", 230e9, 1e-5}, {"ib-hdr", 25e9, 1e-5}};
+  return {{"nvlink4", 370e9, 1e-5}, {"ib-ndr", 50e9, 1e-5}};
+}
+
+Diagnostic field_error(const std::string& file, const std::string& field, const std::string& why) {
+  return Diagnostic(SourceLoc{file, 0, 0}, fmt::format("cluster field '{}' {}", field, why));
+}
+
+Result<double> number(const nlohmann::json& j, const std::string& file, const std::string& path,
+                      const char* key, bool required, double fallback, bool positive = true) {
+  std::string field = path.empty() ? key : path + "." + key;
+  if (!j.contains(key)) {
+    if (required) return field_error(file, field, "is missing");
+    return fallback;
+  }
+  const auto& v = j.at(key);
+  if (!v.is_number()) return field_error(file, field, "must be a number, got " + v.dump());
+  double x = v.get<double>();
+  if (positive ? !(x > 0) : !(x >= 0))
+    return field_error(file, field,
+                       fmt::format("must be {}, got {}", positive ? "> 0" : ">= 0", x));
+  return x;
+}
+
+Result<LinkClass> link_from_json(const nlohmann::json& j, const std::string& file,
+                                 const std::string& path) {
+  if (!j.contains(path)) return field_error(file, path, "is missing");
+  const auto& o = j.at(path);
+  if (!o.is_object())
+    return field_error(file, path, "must be an object with bandwidth and latency");
+  LinkClass l;
+  l.name = o.contains("name") && o.at("name").is_string() ? o.at("name").get<std::string>() : path;
+  auto bw = number(o, file, path, "bandwidth", true, 0);
+  HEDDLE_TRY(bw);
+  auto lat = number(o, file, path, "latency", false, 1e-5, false);
+  HEDDLE_TRY(lat);
+  l.bandwidth = *bw;
+  l.latency = *lat;
+  return l;
+}
+
+}  // namespace
+
+Result<Cluster> cluster_preset(std::string_view spec) {
+  std::string s(spec);
+  size_t x = s.rfind('x');
+  std::string known;
+  for (const auto& d : device_presets()) known += (known.empty() ? "" : ", ") + d.name + "xN";
+  if (x == std::string::npos || x == 0 || x + 1 == s.size())
+    return Diagnostic(fmt::format(
+        "unknown cluster '{}'; use <device>x<count> ({}), 'cpu', or a JSON cluster file", spec,
+        known));
+  auto dev = find_device(s.substr(0, x));
+  if (!dev.ok())
+    return Diagnostic(fmt::format("unknown cluster '{}': {}; clusters are {}, 'cpu' or a JSON file",
+                                  spec, dev.error().message, known));
+  int64_t count = 0;
+  for (size_t i = x + 1; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9' || count > (int64_t{1} << 40))
+      return Diagnostic(fmt::format("cluster '{}': the device count '{}' is not a positive integer",
+                                    spec, s.substr(x + 1)));
+    count = count * 10 + (s[i] - '0');
+  }
+  if (count < 1)
+    return Diagnostic(fmt::format("cluster '{}': the device count must be >= 1", spec));
+  Cluster c;
+  c.name = s;
+  c.device = *dev;
+  c.count = count;
+  c.devices_per_node = 8;
+  Links l = preset_links(dev->name);
+  c.intra_node = l.intra;
+  c.inter_node = l.inter;
+  c.source = "preset (published figures, docs/cost-model.md)";
+  return c;
+}
+
+Result<Cluster> cluster_from_json(std::string_view text, const std::string& file) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return Diagnostic(SourceLoc{file, 0, 0}, std::string("malformed cluster JSON: ") + e.what());
+  }
+  if (!j.is_object()) return Diagnostic(SourceLoc{file, 0, 0}, "a cluster file is a JSON object");
+  Cluster c;
+  c.name = j.contains("name") && j.at("name").is_string() ? j.at("name").get<std::string>() : file;
+  if (!j.contains("device")) return field_error(file, "device", "is missing");
+  const auto& d = j.at("device");
+  if (d.is_string()) {
+    auto dev = find_device(d.get<std::string>());
+    if (!dev.ok())
+      return Diagnostic(SourceLoc{file, 0, 0}, "cluster field 'device': " + dev.error().message);
+    c.device = *dev;
+  } else if (d.is_object()) {
+    DeviceProfile p;
+    p.name =
+        d.contains("name") && d.at("name").is_string() ? d.at("name").get<std::string>() : "custom";
+    struct F {
+      const char* key;
+      double* dst;
+      bool required;
+    };
+    for (F f :
+         {F{"peak_flops", &p.peak_flops, true}, F{"memory_bytes", &p.memory_bytes, true},
+          F{"memory_bandwidth", &p.memory_bandwidth, true}, F{"launch_s", &p.launch_s, false},
+          F{"vector_flops", &p.vector_flops, false},
+          F{"elementwise_bandwidth", &p.elementwise_bandwidth, false},
+          F{"gemm_efficiency", &p.gemm_efficiency, false}, F{"gemm_knee", &p.gemm_knee, false},
+          F{"memory_efficiency", &p.memory_efficiency, false},
+          F{"element_bytes", &p.element_bytes, false}}) {
+      auto v = number(d, file, "device", f.key, f.required, *f.dst);
+      HEDDLE_TRY(v);
+      *f.dst = *v;
+    }
+    if (d.contains("fuses_elementwise")) {
+      if (!d.at("fuses_elementwise").is_boolean())
+        return field_error(file, "device.fuses_elementwise", "must be true or false");
+      p.fuses_elementwise = d.at("fuses_elementwise").get<bool>();
+    }
+    c.device = p;
+  } else {
+    return field_error(file, "device", "must be a preset name or an object");
+  }
+  auto count = number(j, file, "", "count", true, 0);
+  HEDDLE_TRY(count);
+  auto per_node = number(j, file, "", "devices_per_node", false, 8);
+  HEDDLE_TRY(per_node);
+  c.count = static_cast<int64_t>(*count);
+  c.devices_per_node = static_cast<int64_t>(*per_node);
+  if (static_cast<double>(c.count) != *count)
+    return field_error(file, "count", "must be an integer");
+  auto intra = link_from_json(j, file, "intra_node");
+  HEDDLE_TRY(intra);
+  c.intra_node = *intra;
+  if (j.contains("inter_node")) {
+    auto inter = link_from_json(j, file, "inter_node");
+    HEDDLE_TRY(inter);
+    c.inter_node = *inter;
+  } else {
+    c.inter_node = c.intra_node;
+  }
+  c.source = "file " + file;
+  return c;
+}
+
+std::string cpu_profile_path() {
+  if (const char* p = std::getenv("HEDDLE_CPU_PROFILE"); p && *p) return p;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.config/heddle/cpu-profile.json";
+}
+
+Result<Cluster> cpu_cluster() {
+  std::string path = cpu_profile_path();
+  std::ifstream in(path);
+  if (in) {
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto c = cluster_from_json(ss.str(), path);
+    HEDDLE_TRY(c);
+    Cluster out = *c;
+    out.name = "cpu";
+    out.source = "calibrated profile " + path;
+    return out;
+  }
+  // Fallback: one device per hardware thread with modest x86 figures (fp32), until `heddle
+  // calibrate` measures this one.
+  Cluster c;
+  c.name = "cpu";
+  c.device.name = "cpu";
+  c.device.peak_flops = 50e9;
+  c.device.vector_flops = 0.5e9;
+  c.device.memory_bytes = 8e9;
+  c.device.memory_bandwidth = 10e9;
+  c.device.launch_s = 2e-6;
+  c.device.gemm_efficiency = 0.9;
+  c.device.gemm_knee = 32;
+  c.device.memory_efficiency = 1.0;
+  c.device.element_bytes = 4;
+  c.device.fuses_elementwise = false;
+  c.count = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
+  c.devices_per_node = c.count;
+  c.intra_node = {"shared-memory", 5e9, 5e-6};
+  c.inter_node = c.intra_node;
+  c.source = "built-in fallback (no profile at " + path + "; run `heddle calibrate`)";
+  return c;
+}
+
+Result<Cluster> resolve_cluster(std::string_view spec) {
+  if (spec == "cpu") return cpu_cluster();
+  std::string s(spec);
+  if (s.size() > 5 && s.substr(s.size() - 5) == ".json") {
+    std::ifstream in(s);
+    if (!in) return Diagnostic(SourceLoc{s, 0, 0}, "cannot read the cluster file");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return cluster_from_json(ss.str(), s);
+  }
+  return cluster_preset(spec);
+}
+
+}  // namespace heddle::cost

@@ -1,0 +1,70 @@
+#include "heddle/cost/DeviceProfile.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "heddle/support/Hash.h"
+
+namespace heddle::cost {
+
+double DeviceProfile::gemm_fraction(double m, double n, double k) const {
+  HEDDLE_ASSERT(m >= 1 && n >= 1 && k >= 1) << m << " " << n << " " << k;
+  auto f = [&](double x) { return x / (x + gemm_knee); };
+  return gemm_efficiency * f(m) * f(n) * f(k);
+}
+
+size_t DeviceProfile::hash() const {
+  size_t h = std::hash<std::string>()(name);
+  for (double v : {peak_flops, vector_flops, elementwise_bandwidth, memory_bytes, memory_bandwidth,
+                   launch_s, gemm_efficiency, gemm_knee, memory_efficiency, element_bytes})
+    hash_combine(h, v);
+  hash_combine(h, fuses_elementwise);
+  return h;
+}
+
+std::string DeviceProfile::to_string() const {
+  return fmt::format("{}: {:g} TFLOP/s, {:g} GB, {:g} TB/s", name, peak_flops / 1e12,
+                     memory_bytes / 1e9, memory_bandwidth / 1e12);
+}
+
+namespace {
+
+DeviceProfile make(std::string name, double tflops, double gb, double tbps, double fp32) {
+  DeviceProfile d;
+  d.vector_flops = fp32 * 1e12;
+  d.name = std::move(name);
+  d.peak_flops = tflops * 1e12;
+  d.memory_bytes = gb * 1e9;
+  d.memory_bandwidth = tbps * 1e12;
+  return d;
+}
+
+}  // namespace
+
+const std::vector<DeviceProfile>& device_presets() {
+  // Vendor datasheets (docs/cost-model.md): dense fp16/bf16 tensor-core peak, HBM size and
+  // bandwidth, fp32 (non-tensor) peak. The GEMM efficiency curve is shared by every device (one
+  // global fit).
+  static const std::vector<DeviceProfile> kPresets = {
+      make("v100", 125, 32, 0.9, 15.7),        make("a100-40gb", 312, 40, 1.555, 19.5),
+      make("a100-80gb", 312, 80, 2.039, 19.5), make("a100", 312, 80, 2.039, 19.5),
+      make("h100", 989, 80, 3.35, 67),         make("h200", 989, 141, 4.8, 67),
+  };
+  return kPresets;
+}
+
+Result<DeviceProfile> find_device(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string known;
+  for (const auto& d : device_presets()) {
+    if (d.name == lower) return d;
+    known += (known.empty() ? "" : ", ") + d.name;
+  }
+  return Diagnostic(fmt::format("unknown device '{}'; known devices: {}", name, known));
+}
+
+}  // namespace heddle::cost

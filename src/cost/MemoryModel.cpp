@@ -1,0 +1,54 @@
+#include "heddle/cost/MemoryModel.h"
+
+#include <fmt/format.h>
+
+#include "heddle/support/Assert.h"
+
+namespace heddle::cost {
+
+Result<Recompute> parse_recompute(std::string_view text) {
+  if (text == "none") return Recompute::kNone;
+  if (text == "selective") return Recompute::kSelective;
+  if (text == "full") return Recompute::kFull;
+  return Diagnostic(fmt::format("unknown recompute '{}'; use none, selective or full", text));
+}
+
+std::string_view recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  HEDDLE_UNREACHABLE();
+}
+
+double model_state_bytes(double params, int64_t zero, int64_t dp) {
+  HEDDLE_ASSERT(zero >= 0 && zero <= 3 && dp >= 1) << "zero " << zero << " dp " << dp;
+  double p = params, n = static_cast<double>(dp);
+  switch (zero) {
+    case 0:
+      return 16 * p;
+    case 1:
+      return 4 * p + 12 * p / n;
+    case 2:
+      return 2 * p + 14 * p / n;
+    default:
+      return 16 * p / n;
+  }
+}
+
+double layer_activation_bytes(double s, double b, double h, double a, int64_t t, bool sp,
+                              Recompute r) {
+  HEDDLE_ASSERT(s >= 1 && b >= 1 && h >= 1 && a >= 1 && t >= 1);
+  double td = static_cast<double>(t), sbh = s * b * h;
+  if (r == Recompute::kFull) return sp ? 2 * sbh / td : 2 * sbh;
+  double attn = r == Recompute::kSelective ? 0 : 5 * a * s / (h * td);
+  if (sp) return sbh * (34 / td + attn);
+  if (t == 1) return sbh * (34 + attn);
+  return sbh * (10 + 24 / td + attn);
+}
+
+}  // namespace heddle::cost

@@ -1,0 +1,230 @@
+#include "heddle/cost/ModelParts.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <set>
+#include <unordered_set>
+
+#include "heddle/cost/AlphaBetaCost.h"
+#include "heddle/cost/ComputeCost.h"
+#include "heddle/sharding/Reshard.h"
+
+namespace heddle::cost {
+
+PartCost PartCost::operator+(const PartCost& o) const {
+  PartCost r;
+  r.compute_s = compute_s + o.compute_s;
+  r.comm_s = comm_s + o.comm_s;
+  r.flops = flops + o.flops;
+  r.comm_bytes = comm_bytes + o.comm_bytes;
+  r.attention_s = attention_s + o.attention_s;
+  r.saved_bytes = saved_bytes + o.saved_bytes;
+  r.attention_bytes = attention_bytes + o.attention_bytes;
+  r.param_elements = param_elements + o.param_elements;
+  r.ops = ops + o.ops;
+  return r;
+}
+
+PartCost PartCost::scaled(double k) const {
+  PartCost r = *this;
+  for (double* f : {&r.compute_s, &r.comm_s, &r.flops, &r.comm_bytes, &r.attention_s,
+                    &r.saved_bytes, &r.attention_bytes, &r.param_elements})
+    *f *= k;
+  r.ops = static_cast<int64_t>(static_cast<double>(ops) * k);
+  return r;
+}
+
+namespace {
+
+double local_elements(const TensorType& t, const TensorSharding& s, const Mesh& mesh) {
+  double n = 1;
+  for (int64_t d = 0; d < t.rank(); ++d) {
+    double shards = static_cast<double>(s.shards_of_dim(d, mesh));
+    n *= std::ceil(static_cast<double>(t.shape()[d]) / shards);
+  }
+  return n;
+}
+
+// Whether backward needs the op's inputs: products, windows, normalizations, losses and
+// nonlinear elementwise ops do; sums, scalings, masks and layout ops do not (their gradients
+// are linear maps of the output gradient), as in Korthikanti et al.'s accounting.
+bool saves_inputs(OpKind kind) {
+  switch (op_kind_info(kind).category) {
+    case OpCategory::kContraction:
+    case OpCategory::kWindow:
+    case OpCategory::kNormalization:
+    case OpCategory::kLoss:
+      return true;
+    case OpCategory::kUnary:
+      return kind != OpKind::kScale && kind != OpKind::kNeg && kind != OpKind::kCast &&
+             kind != OpKind::kIdentity && kind != OpKind::kCausalMask;
+    case OpCategory::kBinary:
+      return kind != OpKind::kAdd && kind != OpKind::kSub;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Propagation& prop,
+                                    const Cluster& cluster, const Graph* one_unit) {
+  const DeviceProfile& dev = cluster.device;
+  AlphaBetaCost comm(cluster, mesh);
+  BytesMovedCost moved;
+  const int64_t n_ops = g.num_ops();
+  // Local placement of every value: results from their producer's strategy, inputs and params
+  // from their first consumer.
+  std::vector<std::optional<TensorSharding>> sharding(static_cast<size_t>(g.num_values()));
+  std::vector<OpTime> times(static_cast<size_t>(n_ops));
+  for (OpId id = 0; id < n_ops; ++id) {
+    const Op& op = g.op(id);
+    const OpStrategy& s = prop.plan.ops[static_cast<size_t>(id)];
+    auto placements = derive_placements(g, id, mesh, s);
+    HEDDLE_TRY(placements);
+    for (size_t r = 0; r < op.results.size(); ++r)
+      sharding[static_cast<size_t>(op.results[r].value)] = placements->results[r].sharding;
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      auto& slot = sharding[static_cast<size_t>(op.inputs[i].value)];
+      if (!slot) slot = placements->inputs[i].sharding;
+    }
+    times[static_cast<size_t>(id)] = op_time(g, id, s.local_index_box(op.space, mesh, 0), dev);
+  }
+  auto value_bytes = [&](ValueId v) {
+    const auto& s = sharding[static_cast<size_t>(v)];
+    double n = s ? local_elements(g.type(v), *s, mesh) : static_cast<double>(g.type(v).numel());
+    return n * dev.element_bytes;
+  };
+  // Fusion: an elementwise or layout op whose input is the single-use result of the op just
+  // before it runs as that op's epilogue: the intermediate is neither written nor read back,
+  // and no kernel is launched (the runtime fuses such chains; Megatron fuses bias-GeLU and
+  // scale-mask-softmax). The saved traffic is taken off both ops.
+  std::vector<int> uses(static_cast<size_t>(g.num_values()));
+  for (const Op& op : g.ops())
+    for (const Operand& in : op.inputs) ++uses[static_cast<size_t>(in.value)];
+  for (ValueId v : g.outputs()) ++uses[static_cast<size_t>(v)];
+  std::vector<double> bytes(static_cast<size_t>(n_ops));
+  std::vector<bool> fused(static_cast<size_t>(n_ops));
+  for (OpId id = 0; id < n_ops; ++id)
+    bytes[static_cast<size_t>(id)] = times[static_cast<size_t>(id)].bytes;
+  for (OpId id = 1; id < n_ops; ++id) {
+    const Op& op = g.op(id);
+    if (!fusable(op.kind)) continue;
+    for (const Operand& in : op.inputs) {
+      OpId prod = g.value(in.value).producer;
+      if (prod != id - 1 || uses[static_cast<size_t>(in.value)] != 1) continue;
+      double b = dev.fuses_elementwise ? value_bytes(in.value) : 0;
+      bytes[static_cast<size_t>(id)] = std::max(bytes[static_cast<size_t>(id)] - b, 0.0);
+      bytes[static_cast<size_t>(prod)] = std::max(bytes[static_cast<size_t>(prod)] - b, 0.0);
+      fused[static_cast<size_t>(id)] = true;
+    }
+  }
+  for (OpId id = 0; id < n_ops; ++id)
+    times[static_cast<size_t>(id)] =
+        with_bytes(times[static_cast<size_t>(id)], bytes[static_cast<size_t>(id)],
+                   fused[static_cast<size_t>(id)], dev);
+  // Reshard time and bytes per consuming op.
+  std::vector<double> comm_s(static_cast<size_t>(n_ops)), comm_bytes(static_cast<size_t>(n_ops));
+  for (const Reshard& r : prop.reshards) {
+    if (r.consumer < 0) continue;
+    auto plan = plan_reshard(g.type(r.value), mesh, r.from, r.to, comm);
+    HEDDLE_TRY(plan);
+    double scale = dev.element_bytes / 4.0;
+    for (const ReshardStep& st : plan->steps) {
+      int64_t group = mesh.size(st.axis);
+      comm_s[static_cast<size_t>(r.consumer)] += comm.cost(st.op, st.axis, group, st.bytes * scale);
+      comm_bytes[static_cast<size_t>(r.consumer)] +=
+          moved.cost(st.op, st.axis, group, st.bytes * scale);
+    }
+  }
+  DimLabels labels = label_dims(g);
+  // Sequence-quadratic values (attention scores and probabilities): two sequence dims, or one
+  // sequence dim and another dim of the same extent (labels do not flow through every einsum).
+  auto quadratic = [&](ValueId v) {
+    const auto& seq = labels.sequence[static_cast<size_t>(v)];
+    const IVec& shape = g.type(v).shape();
+    int count = 0;
+    int64_t extent = -1;
+    for (size_t d = 0; d < seq.size(); ++d)
+      if (seq[d]) ++count, extent = shape[static_cast<int64_t>(d)];
+    if (count >= 2) return true;
+    if (count == 0 || extent < 2) return false;
+    int same = 0;
+    for (int64_t e : shape) same += e == extent ? 1 : 0;
+    return same >= 2;
+  };
+
+  auto part = [&](int64_t lo, int64_t hi) {
+    PartCost p;
+    std::unordered_set<ValueId> seen;
+    for (OpId id = static_cast<OpId>(lo); id < hi; ++id) {
+      const Op& op = g.op(id);
+      const OpTime& t = times[static_cast<size_t>(id)];
+      p.compute_s += t.seconds;
+      p.flops += t.flops;
+      p.comm_s += comm_s[static_cast<size_t>(id)];
+      p.comm_bytes += comm_bytes[static_cast<size_t>(id)];
+      bool attn = false;
+      for (const Operand& r : op.results) attn = attn || quadratic(r.value);
+      if (attn) p.attention_s += t.seconds;
+      ++p.ops;
+      for (const Operand& in : op.inputs) {
+        const Value& v = g.value(in.value);
+        if (v.role != ValueRole::kParam && !saves_inputs(op.kind)) continue;
+        if (!seen.insert(in.value).second) continue;
+        if (v.role == ValueRole::kParam) {
+          p.param_elements += value_bytes(in.value) / dev.element_bytes;
+        } else if (dtype_is_float(v.type.dtype()) && saves_inputs(op.kind)) {
+          double b = value_bytes(in.value);
+          p.saved_bytes += b;
+          if (quadratic(in.value)) p.attention_bytes += b;
+        }
+      }
+    }
+    return p;
+  };
+
+  ModelParts parts;
+  if (!one_unit) {
+    parts.prefix = part(0, n_ops);
+    return parts;
+  }
+  int64_t unit = n_ops - one_unit->num_ops();
+  HEDDLE_ASSERT(unit > 0) << "the two-unit graph must have more ops than the one-unit graph";
+  std::set<std::string> known;
+  for (ValueId p : one_unit->params()) known.insert(one_unit->value(p).name);
+  int64_t start = -1;
+  for (OpId id = 0; id < n_ops && start < 0; ++id)
+    for (const Operand& in : g.op(id).inputs)
+      if (g.value(in.value).role == ValueRole::kParam && !known.count(g.value(in.value).name)) {
+        start = id;
+        break;
+      }
+  if (start < unit || start + unit > n_ops)
+    return Diagnostic(fmt::format("cannot find the repeating layers of model '{}'", g.name()));
+  parts.layered = true;
+  parts.prefix = part(0, start - unit);
+  parts.layer = part(start, start + unit);
+  parts.suffix = part(start + unit, n_ops);
+  // Values produced by the first unit and read by the second: what crosses a stage boundary.
+  std::unordered_set<ValueId> crossing;
+  for (OpId id = static_cast<OpId>(start); id < start + unit; ++id)
+    for (const Operand& in : g.op(id).inputs) {
+      OpId prod = g.value(in.value).producer;
+      if (prod >= start - unit && prod < start && crossing.insert(in.value).second)
+        parts.boundary_bytes += value_bytes(in.value);
+    }
+  std::unordered_set<ValueId> prefix_params;
+  for (OpId id = 0; id < start - unit; ++id)
+    for (const Operand& in : g.op(id).inputs)
+      if (g.value(in.value).role == ValueRole::kParam) prefix_params.insert(in.value);
+  std::unordered_set<ValueId> shared;
+  for (OpId id = static_cast<OpId>(start + unit); id < n_ops; ++id)
+    for (const Operand& in : g.op(id).inputs)
+      if (prefix_params.count(in.value) && shared.insert(in.value).second)
+        parts.shared_param_elements += value_bytes(in.value) / dev.element_bytes;
+  return parts;
+}
+
+}  // namespace heddle::cost

@@ -1,0 +1,423 @@
+#include "heddle/cost/Simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "heddle/cost/AlphaBetaCost.h"
+#include "heddle/cost/ModelFlops.h"
+#include "heddle/cost/ModelParts.h"
+#include "heddle/ops/OpCost.h"
+#include "heddle/pipeline/Baselines.h"
+#include "heddle/pipeline/BuiltinPlacements.h"
+#include "heddle/pipeline/ChromeTrace.h"
+#include "heddle/sharding/Tactics.h"
+
+namespace heddle::cost {
+
+Result<ModelSource> zoo_model_source(const std::string& name, const zoo::ZooOverrides& over) {
+  if (!zoo::is_zoo_model(name)) {
+    auto g = zoo::build_zoo_model(name, over);  // the diagnostic lists the presets
+    HEDDLE_TRY(g);
+  }
+  std::string family;
+  for (const auto& e : zoo::zoo_entries())
+    if (e.name == name) family = e.family;
+  auto full = zoo::build_zoo_model(name, over);
+  HEDDLE_TRY(full);
+  ModelSource src;
+  src.name = name;
+  const Graph& g = *full;
+  src.batch = g.inputs().empty() ? 1 : g.type(g.inputs().front()).shape()[0];
+  if (family == "gpt" || family == "llama" || family == "moe" || family == "vit") {
+    // The layer count of the preset: rebuild with one more layer and count new parameters is
+    // not needed; the zoo exposes GPT configs, others keep their override or preset default.
+    if (auto c = zoo::gpt_preset(name, over); c.ok()) {
+      src.layers = c->layers;
+      src.gpt = *c;
+    } else if (over.layers) {
+      src.layers = *over.layers;
+    }
+    src.unit = family == "moe" ? 2 : 1;
+  }
+  if (src.layers == 0 && (family == "llama" || family == "moe" || family == "vit")) {
+    // Count layers by how many parameters one extra layer adds.
+    zoo::ZooOverrides one = over, two = over;
+    one.layers = 2;
+    two.layers = 4;
+    auto g1 = zoo::build_zoo_model(name, one), g2 = zoo::build_zoo_model(name, two);
+    if (g1.ok() && g2.ok()) {
+      size_t per2 = g2->params().size() - g1->params().size();  // params of two layers
+      size_t base = g1->params().size() - per2;
+      if (per2 > 0 && g.params().size() >= base)
+        src.layers = static_cast<int64_t>((g.params().size() - base) * 2 / per2);
+    }
+  }
+  src.build = [name, over](int64_t layers, int64_t batch) {
+    zoo::ZooOverrides o = over;
+    if (layers > 0) o.layers = layers;
+    o.batch = batch;
+    return zoo::build_zoo_model(name, o);
+  };
+  return src;
+}
+
+ModelSource graph_model_source(Graph g) {
+  ModelSource src;
+  src.name = g.name();
+  src.batch = g.inputs().empty() ? 1 : std::max<int64_t>(g.type(g.inputs().front()).shape()[0], 1);
+  auto shared = std::make_shared<Graph>(std::move(g));
+  src.build = [shared](int64_t, int64_t) -> Result<Graph> { return *shared; };
+  src.rebuilds_batch = false;
+  return src;
+}
+
+Result<Propagation> stage_plan(const Graph& g, const Mesh& mesh, const Cluster& cluster,
+                               const StrategySpec& spec) {
+  StrategySpec inner = spec;
+  inner.pp.reset();
+  AlphaBetaCost comm(cluster, mesh);
+  PropagateOptions popts;
+  popts.cost = &comm;
+  popts.seconds_per_flop = 1 / (cluster.device.peak_flops * cluster.device.gemm_efficiency);
+  return plan_from_strategy(g, mesh, inner, popts);
+}
+
+namespace {
+
+struct Timing {
+  double fwd = 0, bwd = 0, wgrad = 0, saved = 0, comm_bytes = 0;
+};
+
+}  // namespace
+
+Result<SimulationResult> simulate(const ModelSource& model, const Cluster& cluster,
+                                  const StrategySpec& spec, const SimulateOptions& options) {
+  if (spec.auto_search)
+    return Diagnostic("simulate needs explicit degrees (dp=..,tp=..,pp=..); 'auto' is for plan");
+  const int64_t dp = spec.dp.value_or(1), tp = spec.tp.value_or(1), pp = spec.pp.value_or(1),
+                ep = spec.ep.value_or(1);
+  auto full_mesh = spec.mesh(cluster.count);
+  HEDDLE_TRY(full_mesh);
+  const DeviceProfile& dev = cluster.device;
+  SimulationResult res;
+  res.cluster_source = cluster.source;
+  res.devices = cluster.count;
+  res.dp = dp;
+  res.tp = tp;
+  res.pp = pp;
+  const int64_t B = model.batch;
+  const bool rebuildable = model.rebuilds_batch;
+  const bool layered = model.layers >= 2 * model.unit && model.layers > 0;
+  if (!layered && pp > 1)
+    return Diagnostic(fmt::format(
+        "pp={} needs a model with repeating layers (a gpt, llama, moe or vit zoo model)", pp));
+  // Micro-batches.
+  int64_t mb = 0, m = 0;
+  if (B % dp != 0) return Diagnostic(fmt::format("the batch {} is not divisible by dp={}", B, dp));
+  if (spec.micro_batch) {
+    mb = *spec.micro_batch;
+    if (mb < 1 || (B / dp) % mb != 0)
+      return Diagnostic(fmt::format(
+          "the per-replica batch {} (batch {} / dp {}) is not divisible by the micro-batch mb={}",
+          B / dp, B, dp, mb));
+    m = B / dp / mb;
+    if (spec.microbatches && *spec.microbatches != m)
+      return Diagnostic(fmt::format("mb={} gives {} micro-batches, not microbatches={}", mb, m,
+                                    *spec.microbatches));
+  } else if (spec.microbatches) {
+    m = *spec.microbatches;
+    if (m < 1 || (B / dp) % m != 0)
+      return Diagnostic(
+          fmt::format("the per-replica batch {} is not divisible by microbatches={}", B / dp, m));
+    mb = B / dp / m;
+  } else {
+    mb = pp > 1 ? 1 : B / dp;
+    m = B / dp / mb;
+  }
+  if (!rebuildable && m != 1)
+    return Diagnostic(
+        "this model is simulated as one graph: use one micro-batch (leave mb and microbatches "
+        "unset)");
+  res.micro_batch = mb;
+  res.micro_batches = m;
+  // Schedule, recomputation, ZeRO.
+  std::string schedule = spec.schedule.value_or("1f1b");
+  int64_t v = 1;
+  std::string baseline = schedule;
+  if (schedule.rfind("interleaved:", 0) == 0) {
+    try {
+      v = std::stoll(schedule.substr(12));
+    } catch (...) {
+      v = 0;
+    }
+    if (v < 1)
+      return Diagnostic(fmt::format("schedule '{}': V must be a positive integer", schedule));
+    baseline = "interleaved";
+  } else if (schedule == "interleaved") {
+    v = 2;
+    schedule = "interleaved:2";
+    baseline = "interleaved";
+  } else if (schedule != "gpipe" && schedule != "1f1b" && schedule != "zb-h1" &&
+             schedule != "zb-h2") {
+    return Diagnostic(fmt::format(
+        "simulate does not take schedule '{}'; use gpipe, 1f1b, interleaved:V, zb-h1 or zb-h2",
+        schedule));
+  }
+  res.schedule = schedule;
+  res.chunks = v;
+  auto rc = parse_recompute(spec.recompute.value_or("none"));
+  HEDDLE_TRY(rc);
+  res.recompute = *rc;
+  const int64_t zero = spec.zero.value_or(0);
+
+  // The sharded model on one pipeline stage's dp x ep x tp mesh.
+  StrategySpec inner = spec;
+  inner.pp.reset();
+  auto mesh = inner.mesh(dp * tp * ep);
+  HEDDLE_TRY(mesh);
+  if (layered && model.layers % model.unit != 0)
+    return Diagnostic(fmt::format("{} layers are not a whole number of {}-layer units",
+                                  model.layers, model.unit));
+  auto g2 = model.build(layered ? 2 * model.unit : 0, mb * dp);
+  HEDDLE_TRY(g2);
+  std::optional<Graph> g1;
+  if (layered) {
+    auto one = model.build(model.unit, mb * dp);
+    HEDDLE_TRY(one);
+    g1 = std::move(*one);
+  }
+  AlphaBetaCost comm(cluster, *mesh);
+  auto prop = stage_plan(*g2, *mesh, cluster, spec);
+  HEDDLE_TRY(prop);
+  auto parts = cost_model_parts(*g2, *mesh, *prop, cluster, g1 ? &*g1 : nullptr);
+  HEDDLE_TRY(parts);
+  const ModelParts& P = *parts;
+  const int64_t units = layered ? model.layers / model.unit : 0;
+  const int64_t C = pp * v;
+  if (layered && units < C)
+    return Diagnostic(fmt::format(
+        "pp={} x {} chunks needs at least {} layer units; the model has {}", pp, v, C, units));
+
+  // Per chunk forward/backward spans and saved activations.
+  const bool train = options.train;
+  const double send = pp > 1 ? collective_time(Collective::kSendRecv, 2, P.boundary_bytes,
+                                               cluster.stage_link(dp * tp * ep))
+                             : 0;
+  const Recompute r = res.recompute;
+  double layer_saved = P.layer.saved_bytes;
+  if (r == Recompute::kSelective) layer_saved -= P.layer.attention_bytes;
+  if (r == Recompute::kFull) layer_saved = P.boundary_bytes;
+  std::vector<Timing> chunk(static_cast<size_t>(C));
+  std::vector<int64_t> units_on(static_cast<size_t>(C));
+  double recompute_mult = r == Recompute::kFull ? 1 : 0;
+  for (int64_t c = 0; c < C; ++c) {
+    int64_t n = layered ? units / C + (c < units % C ? 1 : 0) : 0;
+    units_on[static_cast<size_t>(c)] = n;
+    PartCost body = P.layer.scaled(static_cast<double>(n));
+    PartCost all = body;
+    if (c == 0) all = all + P.prefix;
+    if (c == C - 1) all = all + P.suffix;
+    Timing& t = chunk[static_cast<size_t>(c)];
+    t.fwd = all.compute_s + all.comm_s;
+    double recompute = recompute_mult * (body.compute_s + body.comm_s);
+    if (r == Recompute::kSelective) recompute = body.attention_s;
+    t.wgrad = all.compute_s;
+    t.bwd = 2 * all.compute_s + all.comm_s + recompute;
+    t.saved = static_cast<double>(n) * layer_saved + (c == 0 ? P.prefix.saved_bytes : 0) +
+              (c == C - 1 ? P.suffix.saved_bytes : 0);
+    t.comm_bytes = all.comm_bytes * (train ? 2 + recompute_mult : 1);
+    if (!options.overlap && pp > 1) {
+      if (c < C - 1) t.fwd += send;
+      if (c > 0) t.bwd += send;
+    }
+  }
+
+  // The placement of one micro-batch, its spans in seconds and memory in bytes.
+  pipeline::Placement pl;
+  if (!train) {
+    pl.name = "forward";
+    pl.family = "forward";
+    pl.num_devices = static_cast<int>(pp);
+    for (int64_t c = 0; c < C; ++c) {
+      pl.blocks.push_back({fmt::format("f{}", c),
+                           "forward",
+                           std::max(chunk[c].fwd, 1e-12),
+                           0,
+                           {static_cast<int>(c % pp)}});
+      if (c > 0) pl.deps.push_back({static_cast<int>(c - 1), static_cast<int>(c)});
+    }
+    baseline = "gpipe";
+  } else {
+    if (baseline == "interleaved")
+      pl = pipeline::make_interleaved(static_cast<int>(pp), static_cast<int>(v));
+    else if (baseline == "zb-h1" || baseline == "zb-h2")
+      pl = pipeline::make_vshape_zb(static_cast<int>(pp));
+    else
+      pl = pipeline::make_vshape(static_cast<int>(pp));
+    std::vector<int> fwd_seen(static_cast<size_t>(pp)), bwd_seen(static_cast<size_t>(pp)),
+        w_seen(static_cast<size_t>(pp));
+    bool split_w = baseline == "zb-h1" || baseline == "zb-h2";
+    for (auto& b : pl.blocks) {
+      int d = b.devices.front();
+      if (b.type == "forward") {
+        const Timing& t = chunk[static_cast<size_t>(fwd_seen[d]++ * pp + d)];
+        b.span = t.fwd;
+        b.memory = t.saved;
+      } else if (b.type == "backward") {
+        int64_t c = (v - 1 - bwd_seen[d]++) * pp + d;
+        const Timing& t = chunk[static_cast<size_t>(c)];
+        b.span = split_w ? t.bwd - t.wgrad : t.bwd;
+        b.memory = split_w ? 0 : -t.saved;
+      } else {
+        int64_t c = (v - 1 - w_seen[d]++) * pp + d;
+        const Timing& t = chunk[static_cast<size_t>(c)];
+        b.span = t.wgrad;
+        b.memory = -t.saved;
+      }
+      b.span = std::max(b.span, 1e-12);
+    }
+  }
+  auto sched = pipeline::build_baseline(baseline, pl, static_cast<int>(m));
+  HEDDLE_TRY(sched);
+  pipeline::ScheduleStats st = pipeline::compute_stats(pl, sched->schedule);
+  res.bubble_fraction = st.bubble_fraction;
+  res.events = static_cast<int64_t>(m) * static_cast<int64_t>(pl.blocks.size()) + 2 * pp;
+  std::vector<double> end(static_cast<size_t>(pp), 0);
+  for (int mi = 0; mi < static_cast<int>(m); ++mi)
+    for (int b = 0; b < static_cast<int>(pl.blocks.size()); ++b)
+      for (int d : pl.blocks[b].devices)
+        end[d] = std::max(end[d], sched->schedule.at(mi, b) + pl.blocks[b].span);
+
+  // Per stage: parameters, memory, gradient reduction and the optimizer step.
+  const int64_t dp_axis = mesh->find("dp"), tp_axis = mesh->find("tp");
+  const LinkClass& dp_link = dp_axis >= 0 ? comm.link(dp_axis) : cluster.intra_node;
+  const LinkClass& tp_link = tp_axis >= 0 ? comm.link(tp_axis) : dp_link;
+  BytesMovedCost moved;
+  double step = 0, comm_max = 0;
+  std::vector<double> tail_sync(static_cast<size_t>(pp)), tail_opt(static_cast<size_t>(pp));
+  for (int64_t d = 0; d < pp; ++d) {
+    StageResult s;
+    double params = 0, tp_bytes = 0;
+    for (int64_t c = d; c < C; c += pp) {
+      s.layers += units_on[static_cast<size_t>(c)] * model.unit;
+      params += static_cast<double>(units_on[static_cast<size_t>(c)]) * P.layer.param_elements;
+      tp_bytes += chunk[static_cast<size_t>(c)].comm_bytes * static_cast<double>(m);
+    }
+    if (d == 0) params += P.prefix.param_elements;
+    if (d == pp - 1) params += P.suffix.param_elements - (pp == 1 ? P.shared_param_elements : 0);
+    s.parameters = params;
+    double grad_bytes = params * dev.element_bytes, sync = 0, opt = 0, dp_bytes = 0;
+    if (train) {
+      s.state_bytes = model_state_bytes(params, zero, dp);
+      double factor = zero == 3 ? 1.5 : 1.0;
+      sync = factor * collective_time(Collective::kAllReduce, dp, grad_bytes, dp_link);
+      dp_bytes = dp > 1 ? factor * moved.cost(Collective::kAllReduce, 0, dp, grad_bytes) : 0;
+      if (options.overlap) sync /= static_cast<double>(std::max<int64_t>(s.layers, 1));
+      double owned = zero >= 1 ? params / static_cast<double>(dp) : params;
+      opt = owned * 32 / (dev.memory_bandwidth * dev.memory_efficiency);
+    } else {
+      s.state_bytes = params * dev.element_bytes;
+    }
+    double transient = r == Recompute::kFull        ? P.layer.saved_bytes
+                       : r == Recompute::kSelective ? P.layer.attention_bytes
+                                                    : 0;
+    if (!train) transient = P.layer.saved_bytes + P.prefix.saved_bytes + P.suffix.saved_bytes;
+    s.activation_bytes = st.peak_memory[static_cast<size_t>(d)] + transient;
+    s.peak_memory_bytes = s.state_bytes + s.activation_bytes;
+    double p2p_bytes = pp > 1 ? P.boundary_bytes * static_cast<double>(m * v) * (train ? 2 : 1) : 0;
+    res.link_bytes[tp_link.name] += 0;
+    double total = tp_bytes + dp_bytes + p2p_bytes;
+    if (total >= comm_max) {
+      comm_max = total;
+      res.link_bytes.clear();
+      if (tp_bytes > 0) res.link_bytes[tp_link.name] += tp_bytes;
+      if (dp_bytes > 0) res.link_bytes[dp_link.name] += dp_bytes;
+      if (p2p_bytes > 0) res.link_bytes[cluster.stage_link(dp * tp * ep).name] += p2p_bytes;
+    }
+    tail_sync[static_cast<size_t>(d)] = sync;
+    tail_opt[static_cast<size_t>(d)] = opt;
+    double finish = end[static_cast<size_t>(d)] + sync + opt;
+    step = std::max(step, finish);
+    res.dp_sync_s = std::max(res.dp_sync_s, sync);
+    s.busy_s = st.busy[static_cast<size_t>(d)] + sync + opt;
+    res.peak_memory_bytes = std::max(res.peak_memory_bytes, s.peak_memory_bytes);
+    res.stages.push_back(s);
+  }
+  for (auto& s : res.stages) s.idle_s = std::max(step - s.busy_s, 0.0);
+  res.step_time_s = step;
+  res.comm_bytes = comm_max;
+  res.memory_limit_bytes = dev.memory_bytes;
+  res.feasible = res.peak_memory_bytes <= res.memory_limit_bytes;
+  // Model FLOPs.
+  if (model.gpt) {
+    res.model_flops = gpt_model_flops(*model.gpt, B, train, r == Recompute::kFull);
+  } else {
+    double fwd = graph_flops(*g2);
+    if (layered) fwd += static_cast<double>(units - 2) * (fwd - graph_flops(*g1));
+    res.model_flops = fwd * static_cast<double>(m) * (train ? 3 : 1);
+  }
+  res.tflops_per_device = res.model_flops / step / static_cast<double>(res.devices) / 1e12;
+  res.mfu = res.tflops_per_device * 1e12 / dev.peak_flops;
+  // The canonical strategy string.
+  StrategySpec canon;
+  canon.dp = dp;
+  canon.tp = tp;
+  canon.pp = pp;
+  if (ep > 1) canon.ep = ep;
+  canon.zero = zero;
+  canon.micro_batch = mb;
+  canon.schedule = schedule;
+  canon.recompute = std::string(recompute_name(r));
+  canon.sp = spec.sp;
+  res.strategy = canon.to_string();
+  if (options.trace) {
+    // The schedule's blocks, then per stage the gradient reduction and optimizer step, and a
+    // memory counter (states + kept activations) that Perfetto draws as memory over time.
+    auto trace = nlohmann::json::parse(pipeline::chrome_trace_json(pl, sched->schedule));
+    auto& events = trace["traceEvents"];
+    const auto& sch = sched->schedule;
+    for (int d = 0; d < static_cast<int>(pp); ++d) {
+      const StageResult& s = res.stages[static_cast<size_t>(d)];
+      double t = end[static_cast<size_t>(d)];
+      for (auto [name, dur] : {std::pair<const char*, double>{"gradient reduction", tail_sync[d]},
+                               {"optimizer", tail_opt[d]}}) {
+        if (dur <= 0) continue;
+        events.push_back({{"name", name},
+                          {"cat", "step"},
+                          {"ph", "X"},
+                          {"ts", t * 1e6},
+                          {"dur", dur * 1e6},
+                          {"pid", d},
+                          {"tid", d}});
+        t += dur;
+      }
+      std::vector<std::pair<double, int>> starts;
+      for (int op = 0; op < sch.num_ops(); ++op) {
+        const auto& devs = pl.blocks[static_cast<size_t>(op % sch.blocks)].devices;
+        if (std::find(devs.begin(), devs.end(), d) != devs.end())
+          starts.push_back({sch.start[static_cast<size_t>(op)], op});
+      }
+      std::sort(starts.begin(), starts.end());
+      double mem = s.state_bytes;
+      events.push_back({{"name", "memory (GiB)"},
+                        {"ph", "C"},
+                        {"ts", 0},
+                        {"pid", d},
+                        {"args", {{"GiB", mem / (1 << 30)}}}});
+      for (auto [ts, op] : starts) {
+        mem += pl.blocks[static_cast<size_t>(op % sch.blocks)].memory;
+        events.push_back({{"name", "memory (GiB)"},
+                          {"ph", "C"},
+                          {"ts", ts * 1e6},
+                          {"pid", d},
+                          {"args", {{"GiB", mem / (1 << 30)}}}});
+      }
+    }
+    res.trace_json = trace.dump(1);
+  }
+  return res;
+}
+
+}  // namespace heddle::cost

@@ -1,0 +1,438 @@
+#include "heddle/runtime/MpiCommunicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "heddle/ops/Kernel.h"
+#include "heddle/support/Assert.h"
+
+namespace heddle {
+
+namespace {
+
+constexpr int kTagNotice = 1;  // a failing rank's message to the others (control comm)
+constexpr int kTagAck = 2;     // a survivor's acknowledgement of a notice
+constexpr int kNoticeBytes = 1024;
+constexpr double kAckWaitS = 5;    // how long a failing rank waits for acknowledgements
+constexpr double kKillWaitS = 10;  // how long a survivor waits to be stopped by the launcher
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string fmt_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+// Waits between polls. MPI makes progress on a large message only while the ranks poll, so the
+// first milliseconds of a wait spin, then only yield the core; longer waits (a peer still
+// computing) sleep.
+void pause(Clock::time_point since) {
+  double waited = seconds_since(since);
+  if (waited > 0.02)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  else if (waited > 1e-4)
+    std::this_thread::yield();  // the first 100 us spin: a small message is usually there by then
+}
+
+MPI_Datatype mpi_type(const Tensor& t) { return t.is_int() ? MPI_INT64_T : MPI_FLOAT; }
+size_t elem_bytes(const Tensor& t) { return t.is_int() ? sizeof(int64_t) : sizeof(float); }
+const char* bytes(const Tensor& t) {
+  return t.is_int() ? reinterpret_cast<const char*>(t.i64())
+                    : reinterpret_cast<const char*>(t.f32());
+}
+char* bytes(Tensor& t) {
+  return t.is_int() ? reinterpret_cast<char*>(t.i64()) : reinterpret_cast<char*>(t.f32());
+}
+
+int count_of(int64_t n) {
+  HEDDLE_ASSERT(n >= 0 && n <= INT_MAX)
+      << "message of " << n << " elements exceeds MPI's int count";
+  return static_cast<int>(n);
+}
+
+std::string group_text(const std::vector<int64_t>& group) {
+  std::string s = "[";
+  for (size_t i = 0; i < group.size(); ++i) s += (i ? ", " : "") + std::to_string(group[i]);
+  return s + "]";
+}
+
+void put_box(const Box& b, std::vector<int64_t>& v) {
+  for (int64_t d = 0; d < b.rank(); ++d) v.push_back(b.start()[d]);
+  for (int64_t d = 0; d < b.rank(); ++d) v.push_back(b.end()[d]);
+}
+
+Box get_box(const int64_t* p, int64_t rank) {
+  std::vector<int64_t> s(p, p + rank), e(p + rank, p + 2 * rank);
+  return Box(IVec(std::move(s)), IVec(std::move(e)));
+}
+
+}  // namespace
+
+struct MpiCommunicator::Impl {
+  explicit Impl(MpiCommunicator& s) : self(s) {}
+
+  MpiCommunicator& self;
+  MPI_Comm world = MPI_COMM_NULL;    // a dup of the world for the final agreement
+  MPI_Comm control = MPI_COMM_NULL;  // a dup of the world for failure notices and acks
+  MPI_Request notice_req = MPI_REQUEST_NULL;
+  std::vector<char> notice_buf = std::vector<char>(kNoticeBytes);
+  int64_t failed_peer = -1;
+  std::map<std::vector<int64_t>, MPI_Comm> comms;
+  // Buffers of requests abandoned by a failure: MPI may still touch them until the job ends.
+  std::vector<std::vector<char>> graveyard;
+  std::vector<Tensor> dead_tensors;
+
+  // True (and failure_ set) once a peer's failure notice has arrived.
+  bool poll_notice() {
+    if (failed_peer >= 0) return true;
+    if (notice_req == MPI_REQUEST_NULL) return false;
+    int flag = 0;
+    MPI_Status st;
+    MPI_Test(&notice_req, &flag, &st);
+    if (!flag) return false;
+    failed_peer = st.MPI_SOURCE;
+    notice_buf.back() = '\0';
+    if (!self.failure_)
+      self.failure_ =
+          Diagnostic("rank " + std::to_string(failed_peer) + " failed: " + notice_buf.data());
+    return true;
+  }
+
+  Status wait(std::vector<MPI_Request>& reqs, const std::string& what) {
+    auto t0 = Clock::now();
+    for (;;) {
+      int done = 0;
+      MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
+      if (done) return {};
+      if (poll_notice()) return *self.failure_;
+      if (seconds_since(t0) > self.options_.timeout_s) {
+        self.failure_ =
+            Diagnostic(what + " did not complete within " + fmt_seconds(self.options_.timeout_s) +
+                       " s on rank " + std::to_string(self.rank_) +
+                       ": a peer is stuck or gone (raise --timeout if it is only slow)");
+        return *self.failure_;
+      }
+      pause(t0);
+    }
+  }
+
+  Result<MPI_Comm> comm_for(const std::vector<int64_t>& group) {
+    if (auto it = comms.find(group); it != comms.end()) return it->second;
+    MPI_Group world_group, sub;
+    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    std::vector<int> ranks(group.begin(), group.end());
+    MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &sub);
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_create_group(MPI_COMM_WORLD, sub, /*tag=*/7, &c);
+    MPI_Group_free(&sub);
+    MPI_Group_free(&world_group);
+    if (rc != MPI_SUCCESS || c == MPI_COMM_NULL)
+      return Diagnostic("could not create a communicator for devices " + group_text(group));
+    comms.emplace(group, c);
+    return c;
+  }
+};
+
+MpiCommunicator::MpiCommunicator(MpiOptions options)
+    : options_(options), impl_(std::make_unique<Impl>(*this)) {
+  int r = 0, n = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  rank_ = r;
+  size_ = n;
+  MPI_Comm_dup(MPI_COMM_WORLD, &impl_->world);
+  MPI_Comm_dup(MPI_COMM_WORLD, &impl_->control);
+  MPI_Irecv(impl_->notice_buf.data(), kNoticeBytes, MPI_CHAR, MPI_ANY_SOURCE, kTagNotice,
+            impl_->control, &impl_->notice_req);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  if (impl_->notice_req != MPI_REQUEST_NULL) {
+    MPI_Cancel(&impl_->notice_req);
+    MPI_Wait(&impl_->notice_req, MPI_STATUS_IGNORE);
+  }
+  for (auto& [group, c] : impl_->comms) MPI_Comm_free(&c);
+  MPI_Comm_free(&impl_->control);
+  MPI_Comm_free(&impl_->world);
+}
+
+Status MpiCommunicator::prepare(const std::vector<std::vector<std::vector<int64_t>>>& partitions) {
+  for (const auto& partition : partitions) {
+    // One split per partition: this rank's color is the index of its group, its key its place.
+    int color = MPI_UNDEFINED, key = 0;
+    const std::vector<int64_t>* mine = nullptr;
+    for (size_t i = 0; i < partition.size() && !mine; ++i) {
+      auto it = std::find(partition[i].begin(), partition[i].end(), rank_);
+      if (it == partition[i].end()) continue;
+      mine = &partition[i];
+      color = static_cast<int>(i);
+      key = static_cast<int>(it - partition[i].begin());
+    }
+    MPI_Comm c = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, color, key, &c);
+    if (!mine) continue;
+    if (c == MPI_COMM_NULL)
+      return Diagnostic("MPI_Comm_split gave no communicator for devices " + group_text(*mine));
+    if (!impl_->comms.emplace(*mine, c).second) MPI_Comm_free(&c);
+  }
+  return {};
+}
+
+Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& group,
+                                   const Tensor& mine, Tensor& out, Monoid monoid) {
+  if (failure_) return *failure_;
+  auto self_it = std::find(group.begin(), group.end(), rank_);
+  HEDDLE_ASSERT(self_it != group.end()) << "rank " << rank_ << " not in " << group_text(group);
+  HEDDLE_ASSERT(mine.dtype() == out.dtype() && mine.rank() == out.rank())
+      << mine.to_string() << " vs " << out.to_string();
+  const auto n = static_cast<int64_t>(group.size());
+  const int64_t me = self_it - group.begin();
+  const bool reduce = c == Collective::kAllReduce || c == Collective::kReduceScatter;
+  const std::string what = std::string(collective_name(c)) + " over devices " + group_text(group);
+
+  std::vector<Box> tiles(n), outs(n);  // every member's tile and target region
+  std::vector<Tensor> got(n);          // what arrived from each peer
+  std::vector<char> have(n, 0);        // whether anything of peer q's tile lies in our region
+  if (n > 1) {
+    auto comm = impl_->comm_for(group);
+    if (!comm.ok()) return *(failure_ = comm.error());
+    // 1. Regions: each member's tile and target, a few integers.
+    const int64_t r = mine.rank();
+    const int64_t m = 4 * r + 1;
+    std::vector<int64_t> meta{r}, all(static_cast<size_t>(m * n));
+    put_box(mine.region(), meta);
+    put_box(out.region(), meta);
+    std::vector<MPI_Request> reqs(1);
+    MPI_Iallgather(meta.data(), count_of(m), MPI_INT64_T, all.data(), count_of(m), MPI_INT64_T,
+                   *comm, &reqs[0]);
+    if (auto st = impl_->wait(reqs, what); !st.ok()) return st;
+    for (int64_t q = 0; q < n; ++q) {
+      const int64_t* p = all.data() + q * m;
+      HEDDLE_ASSERT(p[0] == r) << what << ": member " << q << " has rank-" << p[0] << " tiles";
+      tiles[q] = get_box(p + 1, r);
+      outs[q] = get_box(p + 1 + 2 * r, r);
+    }
+    // 2a. All-reduce of identical regions: each member combines one slice of the flat buffer
+    //     from every member's tile in group order (MPI's alltoallv), then the slices are
+    //     all-gathered (allgatherv). Same element-wise order as combining whole tiles, at a
+    //     ring's traffic, 2(n-1)/n of the tensor per member.
+    bool same = c == Collective::kAllReduce && !mine.is_int();
+    for (int64_t q = 0; q < n && same; ++q) same = tiles[q] == out.region() && outs[q] == tiles[q];
+    if (same) {
+      const int64_t total = mine.numel();
+      auto lo = [&](int64_t p) { return p * total / n; };
+      const int64_t len = lo(me + 1) - lo(me);
+      std::vector<int> scounts(n), sdispls(n), rcounts(n), rdispls(n);
+      for (int64_t p = 0; p < n; ++p) {
+        scounts[p] = count_of(lo(p + 1) - lo(p));
+        sdispls[p] = count_of(lo(p));
+        rcounts[p] = count_of(len);
+        rdispls[p] = count_of(p * len);
+      }
+      std::vector<char> rbuf(static_cast<size_t>(n * len) * sizeof(float));
+      reqs.assign(1, MPI_REQUEST_NULL);
+      MPI_Ialltoallv(mine.f32(), scounts.data(), sdispls.data(), MPI_FLOAT, rbuf.data(),
+                     rcounts.data(), rdispls.data(), MPI_FLOAT, *comm, &reqs[0]);
+      if (auto st = impl_->wait(reqs, what); !st.ok()) {
+        impl_->graveyard.push_back(std::move(rbuf));
+        return st;
+      }
+      Tensor acc(DType::kF32, IVec{len}), piece(DType::kF32, IVec{len});
+      const size_t bytes_len = static_cast<size_t>(len) * sizeof(float);
+      std::memcpy(acc.f32(), rbuf.data(), bytes_len);
+      for (int64_t q = 1; q < n; ++q) {
+        std::memcpy(piece.f32(), rbuf.data() + static_cast<size_t>(q) * bytes_len, bytes_len);
+        kernels::combine(monoid, acc, piece);
+      }
+      for (int64_t p = 0; p < n; ++p) {
+        rcounts[p] = scounts[p];
+        rdispls[p] = sdispls[p];
+      }
+      MPI_Iallgatherv(acc.f32(), count_of(len), MPI_FLOAT, out.f32(), rcounts.data(),
+                      rdispls.data(), MPI_FLOAT, *comm, &reqs[0]);
+      if (auto st = impl_->wait(reqs, what); !st.ok()) {
+        impl_->dead_tensors.push_back(std::move(acc));
+        impl_->dead_tensors.push_back(std::exchange(out, Tensor::tile(mine.dtype(), out.region())));
+        return st;
+      }
+      return {};
+    }
+    // 2b. Data. Every member needs every whole tile: MPI's allgatherv. Halos: point-to-point
+    //    between overlapping members. Otherwise exactly the overlaps: MPI's alltoallv.
+    bool whole = c == Collective::kAllGather || c == Collective::kAllReduce;
+    for (int64_t p = 0; p < n && whole; ++p)
+      for (int64_t q = 0; q < n && whole; ++q) whole = outs[p].contains(tiles[q]);
+    const MPI_Datatype type = mpi_type(mine);
+    const size_t eb = elem_bytes(mine);
+    auto receive_box = [&](int64_t q) {
+      return whole ? tiles[q] : tiles[q].intersect(out.region());
+    };
+    std::vector<int> rcounts(n, 0), rdispls(n, 0);
+    int64_t rtotal = 0;
+    for (int64_t q = 0; q < n; ++q) {
+      rdispls[q] = count_of(rtotal);
+      if (q != me) rcounts[q] = count_of(receive_box(q).volume());
+      rtotal += rcounts[q];
+    }
+    std::vector<char> rbuf(static_cast<size_t>(rtotal) * eb);
+    auto abandon = [&](std::vector<char>& buf) { impl_->graveyard.push_back(std::move(buf)); };
+    reqs.clear();
+    if (whole) {
+      // allgatherv needs this rank's block too; it is copied into its own slot.
+      rcounts[me] = count_of(mine.numel());
+      rtotal = 0;
+      for (int64_t q = 0; q < n; ++q) {
+        rdispls[q] = count_of(rtotal);
+        rtotal += rcounts[q];
+      }
+      rbuf.resize(static_cast<size_t>(rtotal) * eb);
+      reqs.emplace_back();
+      MPI_Iallgatherv(bytes(mine), count_of(mine.numel()), type, rbuf.data(), rcounts.data(),
+                      rdispls.data(), type, *comm, &reqs.back());
+    } else {
+      std::vector<Tensor> pieces(n);
+      std::vector<int> scounts(n, 0), sdispls(n, 0);
+      int64_t stotal = 0;
+      for (int64_t p = 0; p < n; ++p) {
+        sdispls[p] = count_of(stotal);
+        Box b = mine.region().intersect(outs[p]);
+        if (p == me || b.empty()) continue;
+        pieces[p] = mine.crop(b);
+        scounts[p] = count_of(b.volume());
+        stotal += scounts[p];
+      }
+      std::vector<char> sbuf(static_cast<size_t>(stotal) * eb);
+      for (int64_t p = 0; p < n; ++p)
+        if (scounts[p] > 0)
+          std::memcpy(sbuf.data() + static_cast<size_t>(sdispls[p]) * eb, bytes(pieces[p]),
+                      static_cast<size_t>(scounts[p]) * eb);
+      if (c == Collective::kHaloExchange) {
+        for (int64_t p = 0; p < n; ++p)
+          if (scounts[p] > 0) {
+            reqs.emplace_back();
+            MPI_Isend(sbuf.data() + static_cast<size_t>(sdispls[p]) * eb, scounts[p], type,
+                      static_cast<int>(p), 0, *comm, &reqs.back());
+          }
+        for (int64_t q = 0; q < n; ++q)
+          if (rcounts[q] > 0) {
+            reqs.emplace_back();
+            MPI_Irecv(rbuf.data() + static_cast<size_t>(rdispls[q]) * eb, rcounts[q], type,
+                      static_cast<int>(q), 0, *comm, &reqs.back());
+          }
+      } else {
+        reqs.emplace_back();
+        MPI_Ialltoallv(sbuf.data(), scounts.data(), sdispls.data(), type, rbuf.data(),
+                       rcounts.data(), rdispls.data(), type, *comm, &reqs.back());
+      }
+      if (auto st = impl_->wait(reqs, what); !st.ok()) {
+        abandon(sbuf);
+        abandon(rbuf);
+        return st;
+      }
+      reqs.clear();
+    }
+    if (!reqs.empty())
+      if (auto st = impl_->wait(reqs, what); !st.ok()) {
+        abandon(rbuf);
+        return st;
+      }
+    for (int64_t q = 0; q < n; ++q) {
+      Box b = receive_box(q);
+      if (q == me || b.empty()) continue;
+      have[q] = 1;
+      got[q] = Tensor::tile(mine.dtype(), b);
+      std::memcpy(bytes(got[q]), rbuf.data() + static_cast<size_t>(rdispls[q]) * eb,
+                  static_cast<size_t>(rcounts[q]) * eb);
+    }
+  }
+  // 3. Assemble in group order, exactly as ThreadedWorld does.
+  bool first = true;
+  for (int64_t q = 0; q < n; ++q) {
+    const Tensor& t = q == me ? mine : got[q];
+    if (q != me && !have[q]) {
+      first = false;  // as copying a tile outside our region: a no-op that still counts first
+      continue;
+    }
+    if (!reduce || first)
+      out.copy_from(t);
+    else
+      kernels::combine(monoid, out, t);
+    first = false;
+  }
+  return {};
+}
+
+Result<int64_t> MpiCommunicator::agree_on_failure(bool ok) {
+  auto lowest = min_over_ranks(ok ? size_ : rank_);
+  if (!lowest.ok()) return lowest.error();
+  return *lowest == size_ ? -1 : *lowest;
+}
+
+Result<int64_t> MpiCommunicator::min_over_ranks(int64_t value) {
+  auto r = max_over_ranks(-value);
+  if (!r.ok()) return r.error();
+  return -*r;
+}
+
+Result<int64_t> MpiCommunicator::max_over_ranks(int64_t value) {
+  if (failure_) return *failure_;
+  int64_t result = value;
+  std::vector<MPI_Request> reqs(1);
+  MPI_Iallreduce(&value, &result, 1, MPI_INT64_T, MPI_MAX, impl_->world, &reqs[0]);
+  if (auto st = impl_->wait(reqs, "a reduction over all ranks"); !st.ok()) return st.error();
+  return result;
+}
+
+void MpiCommunicator::abort_job(const std::string& message) {
+  Impl& s = *impl_;
+  auto t0 = Clock::now();
+  if (!failure_ && !s.poll_notice()) {
+    // The first to fail: tell every peer, wait (bounded) until each has heard, then stop the job.
+    std::vector<char> buf(kNoticeBytes, '\0');
+    std::memcpy(buf.data(), message.data(), std::min<size_t>(message.size(), kNoticeBytes - 1));
+    std::vector<int> acks(static_cast<size_t>(size_), 0);
+    std::vector<MPI_Request> reqs;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      reqs.emplace_back();
+      MPI_Isend(buf.data(), kNoticeBytes, MPI_CHAR, p, kTagNotice, s.control, &reqs.back());
+      reqs.emplace_back();
+      MPI_Irecv(&acks[p], 1, MPI_INT, p, kTagAck, s.control, &reqs.back());
+    }
+    while (seconds_since(t0) < kAckWaitS) {
+      int done = 0;
+      MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
+      if (done) break;
+      pause(t0);
+    }
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  } else if (s.failed_peer >= 0) {
+    // A peer failed first: acknowledge, then let its MPI_Abort stop this process.
+    int one = 1;
+    MPI_Request req;
+    MPI_Isend(&one, 1, MPI_INT, static_cast<int>(s.failed_peer), kTagAck, s.control, &req);
+    while (seconds_since(t0) < kKillWaitS) {
+      int done = 0;
+      MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      pause(t0);
+    }
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  } else {
+    MPI_Abort(MPI_COMM_WORLD, 1);  // a timeout: nobody to wait for
+  }
+  std::abort();  // MPI_Abort does not return
+}
+
+}  // namespace heddle

@@ -1,0 +1,175 @@
+// The simulator against the Megatron-LM table (Narayanan et al., SC'21, Table 1), closed-form
+// pipeline bubbles, ZeRO memory and parameter counts, and its diagnostics.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "heddle/cost/Simulator.h"
+
+namespace heddle::cost {
+namespace {
+
+SimulationResult sim(const std::string& model, const std::string& cluster,
+                     const std::string& strategy, int64_t batch, bool train = true,
+                     bool overlap = false) {
+  zoo::ZooOverrides o;
+  o.batch = batch;
+  auto src = zoo_model_source(model, o);
+  auto c = resolve_cluster(cluster);
+  auto s = StrategySpec::parse(strategy);
+  EXPECT_TRUE(src.ok() && c.ok() && s.ok());
+  SimulateOptions opts;
+  opts.train = train;
+  opts.overlap = overlap;
+  auto r = simulate(*src, *c, *s, opts);
+  EXPECT_TRUE(r.ok()) << r.error().to_string();
+  return r.ok() ? *r : SimulationResult{};
+}
+
+struct Row {
+  const char* model;
+  int64_t layers, t, p, d, batch;
+  double published;  // TFLOP/s per GPU
+};
+
+// Every row with its published configuration; the interleaved schedule uses V = 2 chunks per
+// device when the layers per stage are even, else 3 (529.6B: 3 layers per stage).
+TEST(Megatron, TableWithinTheValidatedBounds) {
+  const Row rows[] = {
+      {"megatron-1.7b", 24, 1, 1, 32, 512, 137},     {"megatron-3.6b", 30, 2, 1, 32, 512, 138},
+      {"megatron-7.5b", 36, 4, 1, 32, 512, 142},     {"megatron-18.4b", 40, 8, 1, 32, 1024, 135},
+      {"megatron-39.1b", 48, 8, 2, 32, 1536, 138},   {"megatron-76.1b", 60, 8, 4, 32, 1792, 140},
+      {"megatron-145.6b", 80, 8, 8, 24, 2304, 148},  {"megatron-310.1b", 96, 8, 16, 15, 2160, 155},
+      {"megatron-529.6b", 105, 8, 35, 9, 2520, 163}, {"megatron-1t", 128, 8, 64, 6, 3072, 163},
+  };
+  double sum = 0, worst = 0;
+  for (const Row& r : rows) {
+    int64_t per = r.layers / r.p;
+    std::string schedule = r.p == 1 ? "1f1b" : per % 2 == 0 ? "interleaved:2" : "interleaved:3";
+    std::string strategy = "dp=" + std::to_string(r.d) + ",tp=" + std::to_string(r.t) +
+                           ",pp=" + std::to_string(r.p) +
+                           ",mb=1,recompute=full,schedule=" + schedule;
+    SimulationResult s = sim(r.model, "a100x" + std::to_string(r.t * r.p * r.d), strategy, r.batch);
+    double err = std::abs(s.tflops_per_device - r.published) / r.published;
+    sum += err;
+    worst = std::max(worst, err);
+    EXPECT_TRUE(s.feasible) << r.model;  // Megatron ran every row on 80 GB
+    EXPECT_LT(err, 0.12) << r.model << ": predicted " << s.tflops_per_device;
+  }
+  // Achieved (docs/validation.md): mean 4.6%, worst 10.1%; the issue asks for 15% / 25%.
+  EXPECT_LT(sum / 10, 0.06);
+  EXPECT_LT(worst, 0.12);
+}
+
+TEST(Pipeline, BubblesFollowTheClosedForms) {
+  // 48 layers over 4 stages: the embedding and head are small next to 12 layers per stage, so
+  // the bubble is close to (p-1)/(m+p-1) for 1F1B and b/(1+b), b = (p-1)/(v m), interleaved.
+  const int64_t p = 4, m = 8;
+  SimulationResult f =
+      sim("megatron-39.1b", "a100x32", "dp=1,tp=8,pp=4,mb=1,schedule=1f1b,recompute=full", m);
+  EXPECT_NEAR(f.bubble_fraction, double(p - 1) / (m + p - 1), 0.02);
+  SimulationResult g =
+      sim("megatron-39.1b", "a100x32", "dp=1,tp=8,pp=4,mb=1,schedule=gpipe,recompute=full", m);
+  EXPECT_NEAR(g.bubble_fraction, double(p - 1) / (m + p - 1), 0.02);
+  SimulationResult i = sim("megatron-39.1b", "a100x32",
+                           "dp=1,tp=8,pp=4,mb=1,schedule=interleaved:2,recompute=full", m);
+  double b = double(p - 1) / (2.0 * m);
+  EXPECT_NEAR(i.bubble_fraction, b / (1 + b), 0.02);
+  EXPECT_LT(i.step_time_s, f.step_time_s);
+  // GPipe keeps m micro-batches of activations, 1F1B at most p (stage 0 holds p of them).
+  SimulationResult gk = sim("megatron-39.1b", "a100x32", "dp=1,tp=8,pp=4,mb=1,schedule=gpipe", m);
+  SimulationResult fk = sim("megatron-39.1b", "a100x32", "dp=1,tp=8,pp=4,mb=1,schedule=1f1b", m);
+  EXPECT_NEAR(gk.stages[0].activation_bytes / fk.stages[0].activation_bytes, double(m) / p, 0.1);
+}
+
+TEST(Memory, ZeroAndParameters) {
+  // tp=2: every GPU holds half the weights (LayerNorms are replicated: slightly more).
+  SimulationResult z0 = sim("megatron-1.7b", "a100x4", "dp=2,tp=2,zero=0", 8);
+  SimulationResult z3 = sim("megatron-1.7b", "a100x4", "dp=2,tp=2,zero=3", 8);
+  zoo::ZooOverrides none;
+  double P = static_cast<double>(zoo::megatron_parameters(*zoo::gpt_preset("megatron-1.7b", none)));
+  ASSERT_EQ(z0.stages.size(), 1u);
+  EXPECT_NEAR(z0.stages[0].parameters * 2 / P, 1.0, 0.01);
+  EXPECT_NEAR(z0.stages[0].state_bytes, 16 * z0.stages[0].parameters, 1);
+  EXPECT_NEAR(z3.stages[0].state_bytes, z0.stages[0].state_bytes / 2, 1);
+  // Pipeline stages split the weights: the sum over stages counts the tied embedding twice.
+  SimulationResult pp = sim("megatron-1.7b", "a100x8", "dp=1,tp=2,pp=4", 8);
+  double total = 0;
+  for (const auto& s : pp.stages) total += s.parameters * 2;
+  EXPECT_GT(total, P);
+  EXPECT_LT(total, P * 1.1);
+}
+
+TEST(Memory, RecomputationTradesMemory) {
+  auto run = [](const char* r) {
+    return sim("megatron-7.5b", "a100x8", std::string("dp=1,tp=8,mb=1,recompute=") + r, 4);
+  };
+  SimulationResult none = run("none"), sel = run("selective"), full = run("full");
+  EXPECT_LT(full.peak_memory_bytes, sel.peak_memory_bytes);
+  EXPECT_LT(sel.peak_memory_bytes, none.peak_memory_bytes);
+  EXPECT_GT(full.step_time_s, sel.step_time_s);
+  EXPECT_GE(sel.step_time_s, none.step_time_s);
+}
+
+TEST(Simulator, ForwardOnlyAndOverlap) {
+  SimulationResult fwd = sim("gpt-tiny", "h100x2", "dp=2", 4, false);
+  SimulationResult train = sim("gpt-tiny", "h100x2", "dp=2", 4, true);
+  EXPECT_GT(fwd.step_time_s, 0);
+  EXPECT_GT(train.step_time_s, 2 * fwd.step_time_s);
+  SimulationResult resnet = sim("resnet50", "v100x8", "dp=8", 64, true);
+  EXPECT_GT(resnet.step_time_s, 0);
+  EXPECT_GT(resnet.comm_bytes, 0);
+  // Overlap hides most of the gradient reduction (slow on V100's 25 Gb/s between nodes) and the
+  // stage sends; the bytes moved stay the same.
+  SimulationResult plain = sim("megatron-1.7b", "v100x16", "dp=8,pp=2", 16);
+  SimulationResult hidden = sim("megatron-1.7b", "v100x16", "dp=8,pp=2", 16, true, true);
+  EXPECT_LT(hidden.step_time_s, plain.step_time_s);
+  EXPECT_LT(hidden.dp_sync_s, plain.dp_sync_s / 4);
+  EXPECT_EQ(hidden.comm_bytes, plain.comm_bytes);
+}
+
+TEST(Simulator, Diagnostics) {
+  zoo::ZooOverrides o;
+  o.batch = 8;
+  auto src = zoo_model_source("megatron-1.7b", o);
+  auto c = cluster_preset("a100x8");
+  ASSERT_TRUE(src.ok() && c.ok());
+  auto check = [&](const char* strategy, const char* needle) {
+    auto s = StrategySpec::parse(strategy);
+    ASSERT_TRUE(s.ok());
+    auto r = simulate(*src, *c, *s, {true});
+    ASSERT_FALSE(r.ok()) << strategy;
+    EXPECT_NE(r.error().message.find(needle), std::string::npos) << r.error().message;
+  };
+  check("dp=2,tp=2", "8");            // 4 devices on an 8-device cluster
+  check("dp=8,mb=3", "micro-batch");  // 1 sequence per replica, mb=3
+  check("dp=1,tp=8,schedule=searched", "schedule");
+  check("auto", "auto");
+  auto r50 = zoo_model_source("resnet50", o);
+  ASSERT_TRUE(r50.ok());
+  auto s = StrategySpec::parse("dp=4,pp=2");
+  auto r = simulate(*r50, *c, *s, {true});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("layers"), std::string::npos);
+}
+
+TEST(Simulator, Deterministic) {
+  zoo::ZooOverrides o;
+  o.batch = 16;
+  auto src = zoo_model_source("megatron-3.6b", o);
+  auto c = cluster_preset("a100x16");
+  auto s = StrategySpec::parse("dp=2,tp=2,pp=4,schedule=interleaved:2,recompute=full");
+  SimulateOptions opts{true, false, true};
+  auto a = simulate(*src, *c, *s, opts), b = simulate(*src, *c, *s, opts);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->trace_json, b->trace_json);
+  EXPECT_EQ(a->step_time_s, b->step_time_s);
+  EXPECT_EQ(a->strategy, "dp=2,tp=2,pp=4,zero=0,mb=1,schedule=interleaved:2,recompute=full");
+  // The canonical strategy reproduces the result.
+  auto again = simulate(*src, *c, *StrategySpec::parse(a->strategy), opts);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->step_time_s, a->step_time_s);
+}
+
+}  // namespace
+}  // namespace heddle::cost

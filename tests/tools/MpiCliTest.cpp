@@ -1,0 +1,175 @@
+// `heddle run --backend mpi` under mpirun on loopback: 2 and 4 ranks give the threaded executor's
+// outputs and training losses bit for bit (and the reference's within tolerance), reruns are
+// bit-identical, a rank
+// that throws, is killed or hangs stops every rank within 30 s naming it, bad input is reported
+// once. Fault injection uses the test-only HEDDLE_TEST_FAIL_* variables (tools/heddle/MpiRun.cpp).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "common/RunCli.h"
+
+namespace heddle {
+namespace {
+
+using testing::CliResult;
+
+struct Timed {
+  CliResult r;
+  double seconds = 0;
+};
+
+// `env mpirun -np N heddle ARGS` through the shell; loopback only, shared-memory transport.
+Timed mpirun(int n, const std::string& args, const std::string& env = "") {
+  char tmpl[] = "/tmp/heddle_mpi_XXXXXX";
+  int fd = mkstemp(tmpl);
+  if (fd >= 0) close(fd);
+  std::string err_file = tmpl;
+  std::string cmd = "env OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " + env +
+                    " mpirun --oversubscribe --allow-run-as-root --mca btl self,vader -np " +
+                    std::to_string(n) + " " + testing::heddle_binary() + " " + args + " 2>" +
+                    err_file;
+  Timed t;
+  auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return t;
+  char buf[4096];
+  size_t k;
+  while ((k = fread(buf, 1, sizeof buf, p)) > 0) t.r.out.append(buf, k);
+  int status = pclose(p);
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  t.r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream in(err_file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  t.r.err = ss.str();
+  std::remove(err_file.c_str());
+  return t;
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+nlohmann::json json_of(const CliResult& r, const std::string& what) {
+  EXPECT_EQ(r.exit_code, 0) << what << "\n" << r.err;
+  if (r.exit_code != 0) return {};
+  return nlohmann::json::parse(r.out);
+}
+
+struct Case {
+  int ranks;
+  const char* args;
+};
+
+TEST(MpiCli, RanksGiveTheThreadedResultsBitForBitAndMatchTheReference) {
+  const Case cases[] = {
+      {2, "mlp --mesh 2 --strategy tp=2"},
+      {2, "gpt-tiny --mesh 2 --strategy dp=2,zero=3"},
+      {2, "llama-tiny --mesh 2 --strategy tp=2,sp=on"},
+      {4, "gpt-tiny --mesh 4 --strategy dp=2,tp=2"},
+      {4, "moe-tiny --mesh 4 --strategy dp=2,tp=2"},
+      {4, "moe-tiny --mesh 4 --strategy dp=2,ep=2"},
+  };
+  // BLAS sums in a different order with more threads; both backends use one per device.
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  for (const auto& c : cases) {
+    std::string args = std::string("run ") + c.args + " --check --json";
+    auto threads = testing::run_heddle(args);
+    auto mpi = mpirun(c.ranks, args + " --backend mpi");
+    auto jt = json_of(threads, args);
+    auto jm = json_of(mpi.r, args + " (mpi)");
+    if (jt.is_null() || jm.is_null()) continue;
+    EXPECT_TRUE(jm["ok"].get<bool>()) << args;
+    EXPECT_LT(jm["max_abs_error"].get<double>(), 1e-4) << args;
+    EXPECT_EQ(jm["devices"].get<int64_t>(), c.ranks) << args;
+    EXPECT_EQ(jm["backend"], "mpi") << args;
+    EXPECT_GT(jm["collectives"].get<int64_t>(), 0) << args;
+    EXPECT_EQ(jm["output_digest"], jt["output_digest"]) << args << ": mpi differs from threads";
+    // Each rank generated only its shards: with tensor parallelism no rank holds every weight.
+    EXPECT_LT(jm["rank_feed_bytes_max"].get<int64_t>(), jm["model_feed_bytes"].get<int64_t>())
+        << args;
+  }
+}
+
+TEST(MpiCli, TrainingStepsEqualTheThreadedBackendBitForBit) {
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  std::string args = "run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --train --steps 3 --json";
+  auto jt = json_of(testing::run_heddle(args), args);
+  auto jm = json_of(mpirun(4, args + " --backend mpi").r, args + " (mpi)");
+  if (jt.is_null() || jm.is_null()) return;
+  auto loss = jm["loss"].get<std::vector<double>>();
+  ASSERT_EQ(loss.size(), 3u);
+  EXPECT_LT(loss[2], loss[0]) << "the loss falls";
+  EXPECT_EQ(jm["loss"], jt["loss"]);
+  // The last step's outputs: the loss and every updated parameter and optimizer state.
+  EXPECT_EQ(jm["output_digest"], jt["output_digest"]);
+}
+
+TEST(MpiCli, TwoRunsAreBitIdenticalAndTheSeedMatters) {
+  std::string args = "run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --backend mpi --json";
+  auto a = json_of(mpirun(4, args).r, args);
+  auto b = json_of(mpirun(4, args).r, args);
+  auto c = json_of(mpirun(4, args + " --seed 5").r, args + " --seed 5");
+  EXPECT_EQ(a["output_digest"], b["output_digest"]);
+  EXPECT_NE(a["output_digest"], c["output_digest"]);
+}
+
+TEST(MpiCli, TextSummaryComesOnceFromRankZero) {
+  auto t = mpirun(2, "run mlp --mesh 2 --strategy dp=2 --backend mpi --check");
+  ASSERT_EQ(t.r.exit_code, 0) << t.r.err;
+  EXPECT_EQ(count(t.r.out, "check      ok"), 1u) << t.r.out;
+  EXPECT_NE(t.r.out.find("2 MPI ranks"), std::string::npos) << t.r.out;
+}
+
+TEST(MpiCli, ARankThatThrowsStopsEveryRankNamingIt) {
+  auto t = mpirun(4, "run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --backend mpi",
+                  "HEDDLE_TEST_FAIL_RANK=1 HEDDLE_TEST_FAIL_AT=2");
+  EXPECT_NE(t.r.exit_code, 0);
+  EXPECT_LT(t.seconds, 30);
+  EXPECT_EQ(count(t.r.err, "rank 1: error: injected failure"), 1u) << t.r.err;
+  // Each of the other three ranks says which rank failed.
+  EXPECT_EQ(count(t.r.err, ": error: rank 1 failed"), 3u) << t.r.err;
+}
+
+TEST(MpiCli, AKilledRankStopsEveryRankNamingIt) {
+  auto t = mpirun(4, "run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --backend mpi",
+                  "HEDDLE_TEST_FAIL_RANK=2 HEDDLE_TEST_FAIL_MODE=kill");
+  EXPECT_NE(t.r.exit_code, 0);
+  EXPECT_LT(t.seconds, 30);
+  EXPECT_NE((t.r.out + t.r.err).find("rank 2"), std::string::npos) << t.r.out << t.r.err;
+  EXPECT_EQ(t.r.out.find("check"), std::string::npos) << "no summary after a failure";
+}
+
+TEST(MpiCli, AHungRankTimesOutTheOthers) {
+  auto t = mpirun(2, "run mlp --mesh 2 --strategy tp=2 --backend mpi --timeout 2",
+                  "HEDDLE_TEST_FAIL_RANK=1 HEDDLE_TEST_FAIL_MODE=hang");
+  EXPECT_NE(t.r.exit_code, 0);
+  EXPECT_LT(t.seconds, 30);
+  EXPECT_NE(t.r.err.find("rank 0: error:"), std::string::npos) << t.r.err;
+  EXPECT_NE(t.r.err.find("did not complete within 2"), std::string::npos) << t.r.err;
+}
+
+TEST(MpiCli, BadInputIsReportedOnceBeforeAnyCommunication) {
+  auto model = mpirun(4, "run no-such-model --mesh 4 --backend mpi");
+  EXPECT_NE(model.r.exit_code, 0);
+  EXPECT_EQ(count(model.r.err, "no-such-model"), 1u) << model.r.err;
+  auto strategy = mpirun(2, "run mlp --mesh 2 --strategy dp=3 --backend mpi");
+  EXPECT_NE(strategy.r.exit_code, 0);
+  EXPECT_EQ(count(strategy.r.err, "error:"), 1u) << strategy.r.err;
+  auto train = mpirun(2, "run mlp --mesh 2 --strategy dp=2 --backend mpi --train --check");
+  EXPECT_EQ(train.r.exit_code, 1);
+  EXPECT_EQ(count(train.r.err, "--train --check runs on --backend threads only"), 1u)
+      << train.r.err;
+  auto ranks = mpirun(2, "run mlp --mesh 4 --strategy dp=4 --backend mpi");
+  EXPECT_NE(ranks.r.exit_code, 0);
+  EXPECT_EQ(count(ranks.r.err, "4 devices but 2 MPI ranks"), 1u) << ranks.r.err;
+}
+
+}  // namespace
+}  // namespace heddle

@@ -1,0 +1,64 @@
+// `heddle calibrate`: measures this machine and writes the JSON profile `--cluster cpu` uses.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "Command.h"
+#include "heddle/cost/Calibrate.h"
+
+namespace heddle::cli {
+
+namespace {
+
+struct CalibrateArgs {
+  std::string out;
+};
+
+int run_calibrate(const CalibrateArgs& a) {
+  std::string path = a.out.empty() ? cost::cpu_profile_path() : a.out;
+  std::fprintf(stderr, "calibrating (GEMM, memory bandwidth, threaded all-reduce)...\n");
+  cost::CpuCalibration cal = cost::calibrate_cpu();
+  std::string out;
+  for (auto& [n, f] : cal.gemm)
+    out += fmt::format("gemm {:>5}^3        {:8.2f} GFLOP/s\n", n, f / 1e9);
+  out += fmt::format("memory bandwidth   {:8.2f} GB/s (copy, all threads)\n",
+                     cal.memory_bandwidth / 1e9);
+  out += fmt::format("kernel bandwidth   {:8.2f} GB/s (elementwise kernel, one thread)\n",
+                     cal.kernel_bandwidth / 1e9);
+  out += fmt::format("vector work        {:8.2f} GFLOP/s (GeLU kernel)\n", cal.vector_flops / 1e9);
+  out += fmt::format("kernel call        {:8.2f} us\n", cal.launch_s * 1e6);
+  out += fmt::format("all-reduce alpha   {:8.2f} us\n", cal.allreduce_latency * 1e6);
+  out += fmt::format("all-reduce busbw   {:8.2f} GB/s ({} threads)\n",
+                     cal.allreduce_bandwidth / 1e9, cal.cluster.count);
+  out += fmt::format("GEMM fit           {:.2f} of {:.2f} GFLOP/s, knee {:.1f}\n",
+                     cal.cluster.device.gemm_efficiency, cal.cluster.device.peak_flops / 1e9,
+                     cal.cluster.device.gemm_knee);
+  std::error_code ec;
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  std::ofstream f(path);
+  if (!f) return user_error(Diagnostic(SourceLoc{path, 0, 0}, "cannot write the profile"));
+  f << cost::cluster_to_json(cal.cluster);
+  out += fmt::format("wrote {}\n", path);
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+Command add_calibrate_command(CLI::App& root) {
+  auto args = std::make_shared<CalibrateArgs>();
+  auto* app = root.add_subcommand(
+      "calibrate",
+      "Measure this machine (GEMM throughput, memory bandwidth, threaded all-reduce) and write "
+      "the profile `--cluster cpu` uses.");
+  app->add_option(
+      "--out", args->out,
+      "Profile path (default $HEDDLE_CPU_PROFILE or ~/.config/heddle/cpu-profile.json)");
+  return {app, [args] { return run_calibrate(*args); }};
+}
+
+}  // namespace heddle::cli

@@ -1,0 +1,166 @@
+// `heddle plan`: the fastest plan that fits. Searches parallel layouts, micro-batch sizes,
+// pipeline schedules, ZeRO stages and recomputation with the simulator; prints the winner, its
+// predicted step time, MFU and memory, the runners-up, and writes plan.json, trace.json and
+// graph.dot with --out.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "Command.h"
+#include "heddle/ir/DotExport.h"
+#include "heddle/ir/Verifier.h"
+#include "heddle/search/ConfigSearch.h"
+#include "heddle/support/Strings.h"
+
+namespace heddle::cli {
+
+namespace {
+
+struct PlanArgs {
+  std::string model, cluster, strategy = "auto", memory, out_dir;
+  zoo::ZooOverrides overrides;
+  bool train = false, json = false;
+  double time_limit = 60;
+};
+
+// `80GiB`, `16GB`, `1.5e9`: bytes.
+Result<double> parse_bytes(const std::string& text) {
+  static const std::pair<const char*, double> units[] = {
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
+      {"B", 1.0}};
+  double scale = 1;
+  std::string num = text;
+  for (const auto& [u, s] : units) {
+    std::string unit(u);
+    if (num.size() > unit.size() && num.compare(num.size() - unit.size(), unit.size(), unit) == 0) {
+      num = num.substr(0, num.size() - unit.size());
+      scale = s;
+      break;
+    }
+  }
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(num, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != num.size() || !(v > 0) || !std::isfinite(v))
+    return Diagnostic("--memory '" + text + "' is not a size; use e.g. 80GiB, 16GB or 1e10");
+  return v * scale;
+}
+
+nlohmann::json sim_json(const search::ConfigResult& c) {
+  const auto& r = c.sim;
+  return {{"strategy", r.strategy},
+          {"step_time_s", r.step_time_s},
+          {"mfu", r.mfu},
+          {"tflops_per_device", r.tflops_per_device},
+          {"peak_memory_bytes", r.peak_memory_bytes},
+          {"memory_limit_bytes", r.memory_limit_bytes},
+          {"bubble_fraction", r.bubble_fraction},
+          {"comm_bytes", r.comm_bytes},
+          {"stages", r.pp},
+          {"feasible", r.feasible}};
+}
+
+int run_plan(const PlanArgs& a) {
+  auto cluster = cost::resolve_cluster(a.cluster);
+  if (!cluster.ok()) return user_error(cluster.error());
+  if (!a.memory.empty()) {
+    auto m = parse_bytes(a.memory);
+    if (!m.ok()) return user_error(m.error());
+    cluster->device.memory_bytes = *m;
+  }
+  auto spec = StrategySpec::parse(a.strategy);
+  if (!spec.ok()) return user_error(Diagnostic("--strategy: " + spec.error().message));
+  auto src = resolve_model_source(a.model, a.overrides);
+  if (!src.ok()) return user_error(src.error());
+  search::ConfigSearchOptions o;
+  o.train = a.train;
+  o.pins = *spec;
+  o.time_limit_s = a.time_limit;
+  o.progress = [last = -1](int64_t done, int64_t total) mutable {
+    int width = 30;
+    int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+    if (filled == last && done != total) return;  // redraw only when the bar moves
+    last = filled;
+    std::fprintf(stderr, "\rsearching [%s%s] %ld/%ld", std::string(filled, '#').c_str(),
+                 std::string(width - filled, '.').c_str(), static_cast<long>(done),
+                 static_cast<long>(total));
+  };
+  auto found = search::search_configs(*src, *cluster, o);
+  std::fprintf(stderr, "\n");
+  if (!found.ok()) return user_error(found.error());
+  const auto& best = found->best;
+  if (!a.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(a.out_dir, ec);
+    if (ec) return user_error(Diagnostic(SourceLoc{a.out_dir, 0, 0}, "cannot create directory"));
+    nlohmann::json plan = sim_json(best);
+    plan["model"] = a.model;
+    plan["cluster"] = cluster->name;
+    plan["train"] = a.train;
+    std::ofstream(a.out_dir + "/plan.json") << plan.dump(2) << "\n";
+    cost::SimulateOptions so;
+    so.train = a.train;
+    so.trace = true;
+    auto traced = cost::simulate(*src, *cluster, best.spec, so);
+    if (traced.ok()) std::ofstream(a.out_dir + "/trace.json") << traced->trace_json;
+    if (auto g = src->build(src->layers > 0 ? src->unit : 0, src->batch); g.ok())
+      std::ofstream(a.out_dir + "/graph.dot") << to_dot(*g);
+  }
+  if (a.json) {
+    nlohmann::json j = sim_json(best);
+    j["search_time_s"] = found->search_time_s;
+    j["evaluated"] = found->evaluated;
+    j["proven_best"] = found->complete;
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  const auto& r = best.sim;
+  fmt::print("plan       {} on {} ({} devices){}\n", r.strategy, cluster->name, r.devices,
+             a.train ? ", training step" : "");
+  fmt::print("step time  {:.4g} s   MFU {:.1f}%   {:.1f} TFLOP/s per device\n", r.step_time_s,
+             100 * r.mfu, r.tflops_per_device);
+  fmt::print("memory     {} peak per device of {}\n", human_bytes(r.peak_memory_bytes),
+             human_bytes(r.memory_limit_bytes));
+  fmt::print("pipeline   {} stage(s), schedule {}, bubble {:.1f}%\n", r.pp, r.schedule,
+             100 * r.bubble_fraction);
+  fmt::print("search     {} of {} configurations simulated in {:.2f} s{}\n", found->evaluated,
+             found->candidates, found->search_time_s,
+             found->complete ? "" : " (time limit reached: best found, not proven best)");
+  fmt::print("\n{:<74} {:>10} {:>7} {:>12}\n", "ranking", "step (s)", "MFU", "memory");
+  for (const auto& c : found->ranking)
+    fmt::print("{:<74} {:>10.4g} {:>6.1f}% {:>12}\n", c.sim.strategy, c.sim.step_time_s,
+               100 * c.sim.mfu, human_bytes(c.sim.peak_memory_bytes));
+  return 0;
+}
+
+}  // namespace
+
+Command add_plan_command(CLI::App& root) {
+  auto a = std::make_shared<PlanArgs>();
+  auto* app = root.add_subcommand(
+      "plan",
+      "Find the fastest plan that fits: parallel degrees, micro-batches, schedule, ZeRO "
+      "and recomputation, each simulated on the cluster.");
+  app->add_option("MODEL", a->model, "A zoo name or a text-IR file")->required();
+  app->add_option("--cluster", a->cluster, "a100x64, h100x1024, v100x32, cpu, or a JSON file")
+      ->required();
+  app->add_option("--memory", a->memory, "Memory per device, e.g. 40GiB (default: the device's)");
+  app->add_option("--strategy", a->strategy, "auto (default), or pins: auto,pp=8 / auto,tp=8");
+  app->add_flag("--train", a->train, "Plan a training step (forward, backward, optimizer)");
+  app->add_option("--time-limit", a->time_limit, "Search time limit in seconds (default 60)");
+  app->add_option("--out", a->out_dir, "Write plan.json, trace.json and graph.dot to DIR");
+  app->add_flag("--json", a->json, "Print one JSON object");
+  add_zoo_overrides(app, a->overrides);
+  return {app, [a] { return run_plan(*a); }};
+}
+
+}  // namespace heddle::cli

@@ -1,0 +1,48 @@
+// `heddle run`'s options and what its backends share. The threads backend is RunCommand.cpp, the
+// MPI backend MpiRun.cpp.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "Planning.h"
+#include "heddle/ops/zoo/Zoo.h"
+#include "heddle/runtime/Executor.h"
+
+namespace heddle::cli {
+
+/// Everything `heddle run` was asked for.
+struct RunOptions {
+  std::string model;                     ///< MODEL (required)
+  zoo::ZooOverrides overrides;           ///< --layers --hidden ... (default: the zoo's)
+  std::map<std::string, int64_t> dims;   ///< --dim NAME=VALUE for ONNX dynamic dims (default none)
+  std::vector<std::string> input_files;  ///< --input FILE.npy per graph input (default: random)
+  std::string output_file;               ///< --output FILE.npy (default none)
+  std::string mesh = "1";                ///< --mesh (default 1)
+  std::string strategy;                  ///< --strategy (default empty: propagation over the mesh)
+  std::string backend = "threads";       ///< --backend threads|mpi (default threads)
+  std::string emit_dir;                  ///< --emit DIR (default none)
+  bool check = false;                    ///< --check (default off)
+  bool json = false;                     ///< --json (default off)
+  bool train = false;                    ///< --train (default off)
+  int steps = 10;                        ///< --steps, with --train (default 10)
+  double lr = 1e-2;                      ///< --lr (default 0.01)
+  std::string optimizer = "adamw";       ///< --optimizer adamw|sgd (default adamw)
+  uint64_t seed = 0;                     ///< --seed: parameters use it, inputs seed + 1 (default 0)
+  double timeout_s = 60;  ///< --timeout: MPI collectives' limit in seconds (default 60)
+  double rtol = 1e-3;     ///< relative tolerance of --check (default 1e-3)
+  double atol = 1e-4;     ///< absolute tolerance of --check (default 1e-4)
+};
+
+/// Integer inputs must index something: the smallest table or class count they feed (2 if none).
+int64_t integer_range(const Graph& g);
+
+/// A hash (FNV-1a, hex) of the outputs' bytes in graph order: equal digests mean bit-identical
+/// results, across runs and backends. Precondition: `outputs` holds every graph output.
+std::string output_digest(const Graph& g, const TensorMap& outputs);
+
+/// `heddle run --backend mpi`, one process per device under mpirun (MpiRun.cpp).
+int run_mpi(const RunOptions& o);
+
+}  // namespace heddle::cli

@@ -1,0 +1,132 @@
+// `heddle simulate`: predicts one step of a model under a strategy on a cluster (step time, MFU,
+// TFLOP/s per device, peak memory, bubble, bytes per link) and can write a Chrome trace.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "Command.h"
+#include "heddle/cost/Simulator.h"
+#include "heddle/ir/Verifier.h"
+
+namespace heddle::cli {
+
+namespace {
+
+struct SimulateArgs {
+  std::string model, cluster, strategy, trace;
+  zoo::ZooOverrides overrides;
+  bool train = false, json = false, overlap = false;
+};
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024)); }
+
+// Exit code 1 with advice when the plan does not fit (CLI.md: an infeasible request), else 0.
+int infeasible(const cost::SimulationResult& r) {
+  if (r.feasible) return 0;
+  std::fprintf(stderr,
+               "error: the plan needs %s on its fullest device but the device has %s; try a "
+               "higher zero stage, recompute=selective or full, a smaller mb, or more tp/pp\n",
+               gib(r.peak_memory_bytes).c_str(), gib(r.memory_limit_bytes).c_str());
+  return 1;
+}
+
+int run_simulate(const SimulateArgs& a) {
+  auto cluster = cost::resolve_cluster(a.cluster);
+  if (!cluster.ok()) return user_error(cluster.error());
+  std::fprintf(stderr, "cluster %s: %s\n", cluster->name.c_str(), cluster->source.c_str());
+  auto spec = StrategySpec::parse(a.strategy);
+  if (!spec.ok()) return user_error(spec.error());
+  auto src = resolve_model_source(a.model, a.overrides);
+  if (!src.ok()) return user_error(src.error());
+  cost::SimulateOptions opts;
+  opts.train = a.train;
+  opts.overlap = a.overlap;
+  opts.trace = !a.trace.empty();
+  auto r = cost::simulate(*src, *cluster, *spec, opts);
+  if (!r.ok()) return user_error(r.error());
+  if (!a.trace.empty()) {
+    std::ofstream out(a.trace);
+    if (!out) return user_error(Diagnostic(SourceLoc{a.trace, 0, 0}, "cannot write the trace"));
+    out << r->trace_json;
+  }
+  if (a.json) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const auto& s : r->stages)
+      stages.push_back({{"layers", s.layers},
+                        {"busy_s", s.busy_s},
+                        {"idle_s", s.idle_s},
+                        {"state_bytes", s.state_bytes},
+                        {"activation_bytes", s.activation_bytes},
+                        {"peak_memory_bytes", s.peak_memory_bytes},
+                        {"parameters", s.parameters}});
+    nlohmann::json j = {{"step_time_s", r->step_time_s},
+                        {"mfu", r->mfu},
+                        {"tflops_per_device", r->tflops_per_device},
+                        {"model_flops", r->model_flops},
+                        {"peak_memory_bytes", r->peak_memory_bytes},
+                        {"memory_limit_bytes", r->memory_limit_bytes},
+                        {"bubble_fraction", r->bubble_fraction},
+                        {"comm_bytes", r->comm_bytes},
+                        {"link_bytes", r->link_bytes},
+                        {"strategy", r->strategy},
+                        {"stages", stages},
+                        {"micro_batches", r->micro_batches},
+                        {"devices", r->devices},
+                        {"events", r->events},
+                        {"feasible", r->feasible},
+                        {"cluster_source", r->cluster_source}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return infeasible(*r);
+  }
+  std::string out;
+  out += fmt::format("model            {} ({}, {} devices)\n", a.model,
+                     a.train ? "training step" : "forward", r->devices);
+  out += fmt::format("strategy         {}\n", r->strategy);
+  out += fmt::format("micro-batches    {} of {}\n", r->micro_batches, r->micro_batch);
+  out += fmt::format("step time        {:.6g} s\n", r->step_time_s);
+  out += fmt::format("TFLOP/s/device   {:.1f} (MFU {:.1f}%)\n", r->tflops_per_device, 100 * r->mfu);
+  out += fmt::format("bubble fraction  {:.2f}%\n", 100 * r->bubble_fraction);
+  out += fmt::format("peak memory      {} of {}{}\n", gib(r->peak_memory_bytes),
+                     gib(r->memory_limit_bytes), r->feasible ? "" : " (does not fit)");
+  out += fmt::format("comm per device  {}\n", gib(r->comm_bytes));
+  for (const auto& [link, bytes] : r->link_bytes)
+    out += fmt::format("  {:<14} {}\n", link, gib(bytes));
+  out += "stage  layers   busy s    idle s   states     activations\n";
+  for (size_t i = 0; i < r->stages.size(); ++i) {
+    const auto& s = r->stages[i];
+    out += fmt::format("{:>5}  {:>6}  {:>8.4g}  {:>8.4g}  {:>10}  {}\n", i, s.layers, s.busy_s,
+                       s.idle_s, gib(s.state_bytes), gib(s.activation_bytes));
+  }
+  std::fputs(out.c_str(), stdout);
+  return infeasible(*r);
+}
+
+}  // namespace
+
+Command add_simulate_command(CLI::App& root) {
+  auto args = std::make_shared<SimulateArgs>();
+  auto* app = root.add_subcommand(
+      "simulate",
+      "Predict one step of MODEL under a strategy on a cluster: step time, MFU, TFLOP/s per "
+      "device, peak memory, bubble fraction, bytes per link.");
+  app->add_option("MODEL", args->model, "A zoo name or a text-IR file")->required();
+  app->add_option("--cluster", args->cluster,
+                  "<device>x<count> (v100, a100-40gb, a100-80gb, a100, h100, h200), cpu, or a "
+                  "JSON cluster file")
+      ->required();
+  app->add_option("--strategy", args->strategy,
+                  "dp=..,tp=..,pp=..,zero=..,mb=..,schedule=..,recompute=..,sp=on")
+      ->required();
+  add_zoo_overrides(app, args->overrides);
+  app->add_flag("--train", args->train, "Simulate a training step (default: forward only)");
+  app->add_flag("--overlap", args->overlap,
+                "Overlap gradient reduction and stage sends with compute");
+  app->add_option("--trace", args->trace, "Write a Chrome trace (Perfetto) JSON file");
+  app->add_flag("--json", args->json, "Print one JSON object instead of text");
+  return {app, [args] { return run_simulate(*args); }};
+}
+
+}  // namespace heddle::cli
