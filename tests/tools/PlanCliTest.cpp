@@ -45,6 +45,17 @@ TEST(PlanCli, ChoosesAFeasiblePlanThatSimulateReproduces) {
     EXPECT_TRUE(std::ifstream(dir + "/" + f).good()) << f;
 }
 
+TEST(PlanCli, PlansAnImportedOnnxModelWhosePlanRunsAndVerifies) {
+  std::string data = testing::source_dir() + "/tests/data/";
+  auto plan = run_heddle("plan " + data + "decoder.onnx --cluster a100x4 --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  std::string strategy = nlohmann::json::parse(plan.out)["strategy"].get<std::string>();
+  auto run = run_heddle("run " + data + "decoder.onnx --mesh 4 --strategy " + strategy +
+                        " --input " + data + "decoder.in.npy --check --json");
+  ASSERT_EQ(run.exit_code, 0) << strategy << "\n" << run.err;
+  EXPECT_TRUE(nlohmann::json::parse(run.out)["ok"].get<bool>());
+}
+
 TEST(PlanCli, InfeasibleAndMalformedRequestsExitOne) {
   auto tiny = run_heddle("plan gpt-tiny --cluster a100x8 --train --memory 100KB");
   EXPECT_EQ(tiny.exit_code, 1);
