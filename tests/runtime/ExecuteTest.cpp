@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/RandomFeeds.h"
 #include "common/RandomModel.h"
 #include "heddle/ir/TextParser.h"
 #include "heddle/ops/Kernel.h"
@@ -15,22 +16,7 @@
 namespace heddle {
 namespace {
 
-TensorMap random_feeds(const Graph& g, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  TensorMap feeds;
-  for (const auto* ids : {&g.inputs(), &g.params()})
-    for (ValueId v : *ids) {
-      Tensor t(g.type(v));
-      if (t.is_int()) {
-        for (int64_t i = 0; i < t.numel(); ++i) t.i64()[i] = static_cast<int64_t>(rng() % 3);
-      } else {
-        for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = u(rng);
-      }
-      feeds.emplace(v, std::move(t));
-    }
-  return feeds;
-}
+using testing::random_feeds;
 
 // Single-device reference: every op over its whole index space, in order.
 TensorMap reference(const Graph& g, const TensorMap& feeds) {

@@ -334,15 +334,9 @@ int run_mpi(const RunOptions& o) {
   Graph g = std::move(*model);
   std::vector<ParamUpdate> updates;
   if (o.train) {  // the same training step the threads backend builds
-    TrainStepOptions to;
-    to.optimizer = o.optimizer == "sgd" ? TrainStepOptions::Optimizer::kSgdMomentum
-                                        : TrainStepOptions::Optimizer::kAdamW;
-    to.adamw.lr = o.lr;
-    to.sgd.lr = o.lr;
-    auto step = build_train_step(g, to);
+    auto step = make_train_step(o, g);
     if (!step.ok()) return bad_input(step.error());
-    g = std::move(step->graph);
-    updates = std::move(step->updates);
+    updates = std::move(*step);
   }
   auto planned = plan_run(g, o.mesh, o.strategy);
   if (!planned.ok()) return bad_input(planned.error());

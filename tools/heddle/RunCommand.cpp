@@ -24,6 +24,18 @@
 
 namespace heddle::cli {
 
+Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g) {
+  TrainStepOptions to;
+  to.optimizer = o.optimizer == "sgd" ? TrainStepOptions::Optimizer::kSgdMomentum
+                                      : TrainStepOptions::Optimizer::kAdamW;
+  to.adamw.lr = o.lr;
+  to.sgd.lr = o.lr;
+  auto step = build_train_step(g, to);
+  HEDDLE_TRY(step);
+  g = std::move(step->graph);
+  return std::move(step->updates);
+}
+
 // Integer inputs must index something: the smallest table or class count they feed.
 int64_t integer_range(const Graph& g) {
   int64_t hi = 0;
@@ -142,15 +154,9 @@ int run(const RunOptions& o) {
   Graph g = std::move(*model);
   std::vector<ParamUpdate> updates;
   if (o.train) {
-    TrainStepOptions to;
-    to.optimizer = o.optimizer == "sgd" ? TrainStepOptions::Optimizer::kSgdMomentum
-                                        : TrainStepOptions::Optimizer::kAdamW;
-    to.adamw.lr = o.lr;
-    to.sgd.lr = o.lr;
-    auto step = build_train_step(g, to);
+    auto step = make_train_step(o, g);
     if (!step.ok()) return user_error(step.error());
-    g = std::move(step->graph);
-    updates = std::move(step->updates);
+    updates = std::move(*step);
     // Gradients become outputs too, so --check compares them directly.
     if (o.check)
       for (const auto& u : updates) g.add_output(u.grad);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "Planning.h"
+#include "heddle/ops/Autodiff.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/Executor.h"
 
@@ -34,6 +35,10 @@ struct RunOptions {
   double rtol = 1e-3;     ///< relative tolerance of --check (default 1e-3)
   double atol = 1e-4;     ///< absolute tolerance of --check (default 1e-4)
 };
+
+/// Replaces `g` (a model with a loss) by its training step with the optimizer `o` asks for and
+/// returns the parameter updates; diagnostics from the autodiff. Shared by both backends.
+Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g);
 
 /// Integer inputs must index something: the smallest table or class count they feed (2 if none).
 int64_t integer_range(const Graph& g);
