@@ -86,6 +86,10 @@ struct MpiCommunicator::Impl {
   MpiCommunicator& self;
   MPI_Comm world = MPI_COMM_NULL;    // a dup of the world for the final agreement
   MPI_Comm control = MPI_COMM_NULL;  // a dup of the world for failure notices and acks
+  MPI_Comm p2p = MPI_COMM_NULL;      // a dup of the world for point-to-point messages
+  // Sends not yet known to be delivered, with their buffers.
+  std::vector<MPI_Request> send_reqs;
+  std::vector<std::vector<char>> send_bufs;
   MPI_Request notice_req = MPI_REQUEST_NULL;
   std::vector<char> notice_buf = std::vector<char>(kNoticeBytes);
   int64_t failed_peer = -1;
@@ -154,6 +158,7 @@ MpiCommunicator::MpiCommunicator(MpiOptions options)
   size_ = n;
   MPI_Comm_dup(MPI_COMM_WORLD, &impl_->world);
   MPI_Comm_dup(MPI_COMM_WORLD, &impl_->control);
+  MPI_Comm_dup(MPI_COMM_WORLD, &impl_->p2p);
   MPI_Irecv(impl_->notice_buf.data(), kNoticeBytes, MPI_CHAR, MPI_ANY_SOURCE, kTagNotice,
             impl_->control, &impl_->notice_req);
 }
@@ -164,6 +169,12 @@ MpiCommunicator::~MpiCommunicator() {
     MPI_Wait(&impl_->notice_req, MPI_STATUS_IGNORE);
   }
   for (auto& [group, c] : impl_->comms) MPI_Comm_free(&c);
+  if (!impl_->send_reqs.empty()) {  // never flushed (a failure): let MPI finish or drop them
+    for (auto& r : impl_->send_reqs)
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    for (auto& b : impl_->send_bufs) impl_->graveyard.push_back(std::move(b));
+  }
+  MPI_Comm_free(&impl_->p2p);
   MPI_Comm_free(&impl_->control);
   MPI_Comm_free(&impl_->world);
 }
@@ -372,6 +383,54 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
     first = false;
   }
   return {};
+}
+
+Status MpiCommunicator::send(int64_t to, int64_t tag, const Tensor& t) {
+  if (failure_) return *failure_;
+  HEDDLE_ASSERT(to >= 0 && to < size_ && tag >= 0 && tag < 32768)
+      << "send to " << to << " tag " << tag;
+  Impl& s = *impl_;
+  // Forget delivered sends, so the lists stay short.
+  for (size_t i = 0; i < s.send_reqs.size();) {
+    int done = 0;
+    MPI_Test(&s.send_reqs[i], &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      ++i;
+      continue;
+    }
+    s.send_reqs.erase(s.send_reqs.begin() + static_cast<std::ptrdiff_t>(i));
+    s.send_bufs.erase(s.send_bufs.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  const size_t n = static_cast<size_t>(t.numel()) * elem_bytes(t);
+  s.send_bufs.emplace_back(bytes(t), bytes(t) + n);
+  s.send_reqs.emplace_back();
+  MPI_Isend(s.send_bufs.back().data(), count_of(t.numel()), mpi_type(t), static_cast<int>(to),
+            static_cast<int>(tag), s.p2p, &s.send_reqs.back());
+  return {};
+}
+
+Status MpiCommunicator::recv(int64_t from, int64_t tag, Tensor& out) {
+  if (failure_) return *failure_;
+  HEDDLE_ASSERT(from >= 0 && from < size_ && tag >= 0 && tag < 32768)
+      << "recv from " << from << " tag " << tag;
+  std::vector<MPI_Request> reqs(1);
+  MPI_Irecv(bytes(out), count_of(out.numel()), mpi_type(out), static_cast<int>(from),
+            static_cast<int>(tag), impl_->p2p, &reqs[0]);
+  auto st = impl_->wait(
+      reqs, "a receive from rank " + std::to_string(from) + " (tag " + std::to_string(tag) + ")");
+  if (!st.ok())  // MPI may still write into the buffer: keep it, hand back zeros
+    impl_->dead_tensors.push_back(std::exchange(out, Tensor::tile(out.dtype(), out.region())));
+  return st;
+}
+
+Status MpiCommunicator::flush_sends() {
+  if (failure_) return *failure_;
+  auto st = impl_->wait(impl_->send_reqs, "delivering point-to-point sends");
+  if (st.ok()) {
+    impl_->send_reqs.clear();
+    impl_->send_bufs.clear();
+  }
+  return st;
 }
 
 Result<int64_t> MpiCommunicator::agree_on_failure(bool ok) {

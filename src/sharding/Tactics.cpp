@@ -24,8 +24,8 @@ Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& s
   int64_t dp = mesh.find("dp"), tp = mesh.find("tp"), ep = mesh.find("ep");
   if (mesh.find("pp") >= 0)
     return Diagnostic(
-        "pipeline parallelism (pp) is planned and simulated per stage but the "
-        "executors do not run pipelines yet; use dp, tp, sp and zero");
+        "pipeline parallelism (pp) splits the model into stages, each planned on its own mesh "
+        "(heddle run and heddle simulate do that); one sharding plan has no pp axis");
   if (dp >= 0) pins.axis_roles[dp] = AxisRole::kBatch;
   if (ep >= 0) {
     pins.axis_roles[ep] = AxisRole::kBatchOrExpert;

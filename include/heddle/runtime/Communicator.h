@@ -1,5 +1,6 @@
 // Communicator: the collectives a device program needs, on tiles addressed in global coordinates.
 // Implementations: threads sharing memory (ThreadedCommunicator) and MPI ranks (MpiCommunicator).
+// Links: point-to-point messages between pipeline stages.
 #pragma once
 
 #include <vector>
@@ -30,6 +31,18 @@ class Communicator {
   /// A failure (a peer gone, a timeout) is a diagnostic. Precondition: this rank is in `group`.
   virtual Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
                             Tensor& out, Monoid monoid) = 0;
+};
+
+/// Point-to-point messages between devices of the whole mesh (global device ids). Messages with
+/// the same sender, receiver and tag arrive in the order they were sent.
+class Links {
+ public:
+  virtual ~Links() = default;
+  /// Sends `t` to device `to` without waiting for the receiver (t may be reused on return).
+  virtual Status send(int64_t to, int64_t tag, const Tensor& t) = 0;
+  /// Receives the next message from `from` with `tag` into `out`, which arrives allocated with
+  /// the message's type. A failure (a peer gone, a timeout) is a diagnostic.
+  virtual Status recv(int64_t from, int64_t tag, Tensor& out) = 0;
 };
 
 }  // namespace heddle

@@ -31,7 +31,7 @@ struct MpiOptions {
 /// Failures: a rank that fails calls abort_job(), which tells every other rank; their pending and
 /// later collectives then return a diagnostic naming it. A wait longer than the timeout returns a
 /// diagnostic too. After any failure every later collective returns the same diagnostic at once.
-class MpiCommunicator : public Communicator {
+class MpiCommunicator : public Communicator, public Links {
  public:
   /// Precondition: an MpiEnvironment is alive (and outlives this object).
   explicit MpiCommunicator(MpiOptions options = {});
@@ -50,6 +50,13 @@ class MpiCommunicator : public Communicator {
 
   Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
                     Tensor& out, Monoid monoid) override;
+
+  /// Point to point (pipeline stages): MPI_Isend of a copy, completed later (flush_sends()), and
+  /// MPI_Irecv waited on like a collective. Tags must be below 32768.
+  Status send(int64_t to, int64_t tag, const Tensor& t) override;
+  Status recv(int64_t from, int64_t tag, Tensor& out) override;
+  /// Waits until every send has been delivered (or failed like a collective).
+  Status flush_sends();
 
   /// Collective over all ranks: the lowest rank whose `ok` is false, or -1 when every rank is ok.
   /// Also a barrier. Fails like a collective (a peer gone, the timeout).

@@ -1,0 +1,79 @@
+// Running pipeline programs: every device walks its stage's order of blocks (GPipe, 1F1B,
+// interleaved), executing each block's device program on its stage's communicator, receiving
+// activations and sending gradients across stages point to point, accumulating gradients over
+// micro-batches, then updating the parameters its stage owns. On threads (the default backend) or
+// on any Links (MPI ranks).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "heddle/runtime/Communicator.h"
+#include "heddle/runtime/Executor.h"
+#include "heddle/runtime/PipelineProgram.h"
+
+namespace heddle {
+
+/// What every device of a pipeline run starts from, by name.
+struct PipelineFeeds {
+  /// Model parameters and optimizer state (`m.<p>`, `v.<p>`, `vel.<p>`), whole. A device reads
+  /// those of its stage.
+  std::map<std::string, Tensor> params;
+  /// Per micro-batch, the model inputs (whole, at micro-batch size).
+  std::vector<std::map<std::string, Tensor>> inputs;
+};
+
+/// What a pipeline run ends with.
+struct PipelineResult {
+  /// Device 0: per micro-batch, every model output.
+  std::vector<std::map<std::string, Tensor>> outputs;
+  /// Device 0, training: every parameter's gradient summed over micro-batches (the gradient of
+  /// the mean loss over the whole batch).
+  std::map<std::string, Tensor> grads;
+  /// Training: updated parameters and optimizer state; device 0 all of them, every other device
+  /// those its stage reads or updates.
+  std::map<std::string, Tensor> updated;
+};
+
+/// Micro-batch `k` of `m` of a whole tensor: rows [k * n / m, (k + 1) * n / m) of dim 0, as a
+/// whole tensor of its own. Precondition: rank >= 1, m divides dim 0, 0 <= k < m.
+Tensor micro_batch_of(const Tensor& t, int64_t m, int64_t k);
+
+/// The tensors concatenated along dim 0 (the inverse of micro_batch_of).
+/// Precondition: non-empty, same dtype and trailing dims.
+Tensor concat_micro_batches(const std::vector<Tensor>& parts);
+
+/// Runs global device `device`'s part of `program`: `stage_comm` runs the collectives of its
+/// stage's programs (device ids within the stage), `links` carries what crosses stages. Kernel
+/// errors keep the device in step with its peers and are reported at the end.
+/// Precondition: every device of the mesh runs this with the same program and feeds.
+Result<PipelineResult> run_pipeline_device(const PipelineProgram& program, int64_t device,
+                                           Communicator& stage_comm, Links& links,
+                                           const PipelineFeeds& feeds,
+                                           const ExecOptions& options = {});
+
+/// Every device of `program` on its own thread (stage_devices * stages threads); returns device
+/// 0's result.
+Result<PipelineResult> run_pipeline_threaded(const PipelineProgram& program,
+                                             const PipelineFeeds& feeds,
+                                             const ExecOptions& options = {});
+
+/// Wraps a communicator whose device ids are global so that programs addressing the devices of
+/// one stage (ids 0..n-1) reach global ids offset..offset+n-1.
+class OffsetCommunicator : public Communicator {
+ public:
+  /// Precondition: `inner` outlives this object.
+  OffsetCommunicator(Communicator& inner, int64_t offset, int64_t size)
+      : inner_(inner), offset_(offset), size_(size) {}
+  int64_t rank() const override { return inner_.rank() - offset_; }
+  int64_t size() const override { return size_; }
+  Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
+                    Tensor& out, Monoid monoid) override;
+
+ private:
+  Communicator& inner_;
+  int64_t offset_, size_;
+};
+
+}  // namespace heddle

@@ -1,0 +1,102 @@
+// Pipeline programs: a model (at micro-batch size) split into chunks (split_stages), each chunk a
+// forward graph and, for training, a backward graph (the chunk's forward recomputed, then the
+// vector-Jacobian product of its outputs), plus per stage the optimizer step of the parameters it
+// owns; each lowered for the stage's dp/tp sub-mesh; and the order in which every stage runs its
+// blocks, taken from a pipeline schedule (GPipe, 1F1B, interleaved 1F1B).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "heddle/ops/Autodiff.h"
+#include "heddle/runtime/Lower.h"
+#include "heddle/runtime/Program.h"
+#include "heddle/sharding/StrategySpec.h"
+
+namespace heddle {
+
+/// What build_pipeline() makes the pipeline of.
+struct PipelineOptions {
+  int64_t stages = 2;         ///< pp: pipeline stages, each on its own sub-mesh. Default 2.
+  int64_t micro_batches = 1;  ///< micro-batches per step. Default 1.
+  /// `gpipe`, `1f1b` (default) or `interleaved:V` (V chunks per stage; the stage count must
+  /// divide the micro-batches). Forward-only pipelines always run GPipe's order.
+  std::string schedule = "1f1b";
+  bool train = false;  ///< build backward and optimizer blocks. Default false (forward only).
+  /// The strategy inside every stage (its pp is ignored); its degrees give the stage mesh.
+  /// Default: one device per stage.
+  StrategySpec inner;
+  TrainStepOptions optimizer;  ///< the optimizer of training pipelines. Default AdamW.
+};
+
+/// A graph with the programs of every device of a stage, lowered from it.
+struct StageBlock {
+  Graph graph;
+  std::vector<DeviceProgram> programs;  ///< by device index within the stage
+};
+
+/// One value crossing between chunks: produced by `from`, read by `to` (> from).
+struct PipelineEdge {
+  std::string value;
+  int64_t from = 0, to = 0;
+};
+
+/// One chunk (a contiguous run of the model's ops) and its blocks.
+struct PipelineChunk {
+  int64_t stage = 0;  ///< chunk c of C lives on stage c % stages
+  /// Forward: reads `inputs` (model inputs), `params` and the values of edges into it (as
+  /// parameters of the same name); outputs the values of edges out of it and the model outputs
+  /// it produces (`outputs`).
+  StageBlock forward;
+  /// Training only: the same ops; reads also `pipe_grad.<v>` for each value v on an edge out of
+  /// it; outputs the gradient of the chunk's loss (its share of the model loss, divided by the
+  /// micro-batch count, plus the sum of v * pipe_grad.<v>) for every parameter and every value
+  /// on an edge into it, named in `grads` (value or parameter name -> graph value).
+  StageBlock backward;
+  std::vector<std::pair<std::string, ValueId>> grads;
+  std::vector<std::string> inputs, params, outputs;
+};
+
+/// One step of a stage's order: the forward or backward block of `chunk` for micro-batch `micro`.
+struct PipelineStep {
+  int64_t micro = 0;
+  int64_t chunk = 0;
+  bool backward = false;
+};
+
+/// Everything a pipeline run executes.
+struct PipelineProgram {
+  int64_t stages = 0;
+  int64_t micro_batches = 0;
+  int64_t stage_devices = 1;  ///< devices per stage; device d is on stage d / stage_devices
+  Mesh stage_mesh;            ///< the mesh inside each stage (axes dp, ep, tp)
+  bool train = false;
+  std::string schedule;  ///< the schedule whose order the stages follow
+  std::vector<PipelineChunk> chunks;
+  std::vector<PipelineEdge> edges;
+  std::vector<std::vector<PipelineStep>> order;  ///< per stage
+  /// Training: per stage, the parameters it updates (those whose first reader is on it) and its
+  /// optimizer block (their `pipe_grad.<p>` inputs -> updated parameters and state).
+  std::vector<std::vector<std::string>> owned;
+  std::vector<StageBlock> optimizer;
+  std::vector<std::vector<ParamUpdate>> updates;  ///< per stage, values of `optimizer[s].graph`
+  /// The model's parameters and inputs by name (types at micro-batch size) and its outputs.
+  std::map<std::string, TensorType> param_types, input_types;
+  std::vector<std::string> output_names;
+
+  /// The parameters stage `s` reads, and (training) the optimizer state of those it owns.
+  std::vector<std::string> stage_params(int64_t s) const;
+  /// The stage of chunk `c`.
+  int64_t stage_of(int64_t c) const { return chunks[static_cast<size_t>(c)].stage; }
+  /// Statistics of every lowered program (all blocks, all devices).
+  ProgramStats stats() const;
+};
+
+/// Builds the pipeline of `model` (a verified graph at micro-batch size; for training its single
+/// output is a scalar loss averaged over the batch). Diagnostics: a schedule the runtime does
+/// not run (it lists those it does), interleaving whose stage count does not divide the
+/// micro-batches, fewer ops than chunks, a stage strategy that does not fit a chunk.
+Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions& options);
+
+}  // namespace heddle

@@ -1,0 +1,369 @@
+#include "heddle/runtime/PipelineExecutor.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include "heddle/ops/Kernel.h"
+#include "heddle/runtime/ThreadedCommunicator.h"
+
+namespace heddle {
+
+Status OffsetCommunicator::collective(Collective c, const std::vector<int64_t>& group,
+                                      const Tensor& mine, Tensor& out, Monoid monoid) {
+  std::vector<int64_t> global;
+  for (int64_t d : group) global.push_back(d + offset_);
+  return inner_.collective(c, global, mine, out, monoid);
+}
+
+namespace {
+
+constexpr const char* kGradPrefix = "pipe_grad.";
+
+// One item device 0 collects at the end: produced on `stage`, named `key`.
+struct Report {
+  int64_t stage;
+  std::string key;
+  TensorType type;
+};
+
+class PipelineRun {
+ public:
+  PipelineRun(const PipelineProgram& P, int64_t device, Communicator& comm, Links& links,
+              const PipelineFeeds& feeds, const ExecOptions& o)
+      : P_(P), device_(device), comm_(comm), links_(links), feeds_(feeds), o_(o) {
+    stage_ = device / P.stage_devices;
+    local_ = device % P.stage_devices;
+    int64_t k = 0;
+    for (const auto& [name, type] : P.param_types) param_index_[name] = k++;
+    share_tag_ = 16 + 2 * static_cast<int64_t>(P.edges.size());
+    report_tag_ = share_tag_ + 2 * k;
+    for (int64_t s = 0; s < P.stages; ++s) {
+      std::set<std::string> reads;
+      for (const auto& c : P.chunks)
+        if (c.stage == s) reads.insert(c.params.begin(), c.params.end());
+      reads_.push_back(std::move(reads));
+      if (P.train)
+        for (const auto& p : P.owned[s]) owner_[p] = s;
+    }
+    for (const auto& name : P.stage_params(stage_))
+      if (auto it = feeds.params.find(name); it != feeds.params.end()) params_[name] = it->second;
+  }
+
+  Result<PipelineResult> run() {
+    for (const PipelineStep& st : P_.order[stage_]) st.backward ? backward(st) : forward(st);
+    if (P_.train) update();
+    PipelineResult r;
+    collect(r);
+    if (!error_.ok()) return error_.error();
+    if (P_.train)
+      for (auto& [name, t] : params_) r.updated.insert_or_assign(name, std::move(t));
+    return r;
+  }
+
+ private:
+  int64_t device_of(int64_t stage) const { return stage * P_.stage_devices + local_; }
+  int64_t edge_tag(size_t e, bool grad) const { return 16 + 2 * static_cast<int64_t>(e) + grad; }
+  void fail(const Status& s) {
+    if (!s.ok() && error_.ok()) error_ = s;
+  }
+
+  void send(int64_t to, int64_t tag, const Tensor& t) { fail(links_.send(to, tag, t)); }
+  Tensor recv(int64_t from, int64_t tag, const TensorType& type) {
+    Tensor t(type);
+    fail(links_.recv(from, tag, t));
+    return t;
+  }
+
+  // Runs a block; on a failure the outputs are zeros of their types, so peers stay in step.
+  TensorMap run_block(const StageBlock& b, const std::map<std::string, Tensor>& extra,
+                      int64_t micro) {
+    TensorMap feeds;
+    for (const auto* ids : {&b.graph.inputs(), &b.graph.params()})
+      for (ValueId v : *ids) {
+        const std::string& n = b.graph.value(v).name;
+        const Tensor* t = nullptr;
+        if (auto it = extra.find(n); it != extra.end()) t = &it->second;
+        if (!t && micro >= 0)
+          if (auto it = feeds_.inputs[micro].find(n); it != feeds_.inputs[micro].end())
+            t = &it->second;
+        if (!t)
+          if (auto it = params_.find(n); it != params_.end()) t = &it->second;
+        if (t) feeds.emplace(v, *t);  // a missing feed fails the block with a diagnostic
+      }
+    auto got = run_device(b.graph, b.programs[local_], comm_, feeds, o_);
+    if (!got.ok()) fail(got.error());
+    TensorMap out = got.ok() ? std::move(*got) : TensorMap{};
+    for (ValueId v : b.graph.outputs())
+      if (!out.count(v)) out.emplace(v, Tensor(b.graph.type(v)));
+    return out;
+  }
+
+  void forward(const PipelineStep& st) {
+    const PipelineChunk& ch = P_.chunks[st.chunk];
+    const Graph& g = ch.forward.graph;
+    auto& stash = stash_[{st.micro, st.chunk}];
+    for (size_t e = 0; e < P_.edges.size(); ++e) {
+      const PipelineEdge& edge = P_.edges[e];
+      if (edge.to != st.chunk) continue;
+      stash[edge.value] = recv(device_of(P_.stage_of(edge.from)), edge_tag(e, false),
+                               g.type(*g.find_value(edge.value)));
+    }
+    auto out = run_block(ch.forward, stash, st.micro);
+    for (size_t e = 0; e < P_.edges.size(); ++e) {
+      const PipelineEdge& edge = P_.edges[e];
+      if (edge.from == st.chunk)
+        send(device_of(P_.stage_of(edge.to)), edge_tag(e, false),
+             out.at(*g.find_value(edge.value)));
+    }
+    for (const auto& o : ch.outputs) outputs_[{st.micro, o}] = out.at(*g.find_value(o));
+    if (!P_.train) stash_.erase({st.micro, st.chunk});
+  }
+
+  void backward(const PipelineStep& st) {
+    const PipelineChunk& ch = P_.chunks[st.chunk];
+    const Graph& g = ch.backward.graph;
+    auto& extra = stash_[{st.micro, st.chunk}];
+    // The gradient of every value sent, summed over its readers in edge order.
+    for (size_t e = 0; e < P_.edges.size(); ++e) {
+      const PipelineEdge& edge = P_.edges[e];
+      if (edge.from != st.chunk) continue;
+      auto id = g.find_value(kGradPrefix + edge.value);
+      if (!id) continue;  // integer values carry no gradient
+      Tensor t = recv(device_of(P_.stage_of(edge.to)), edge_tag(e, true), g.type(*id));
+      auto [it, fresh] = extra.emplace(kGradPrefix + edge.value, t);
+      if (!fresh) kernels::combine(Monoid::kSum, it->second, t);
+    }
+    auto out = run_block(ch.backward, extra, st.micro);
+    std::map<std::string, const Tensor*> grads;
+    for (const auto& [name, v] : ch.grads) grads[name] = &out.at(v);
+    for (const auto& p : ch.params) {
+      auto it = grads.find(p);
+      if (it == grads.end()) continue;  // the loss does not reach it
+      auto [acc, fresh] = acc_.emplace(p, *it->second);
+      if (!fresh) kernels::combine(Monoid::kSum, acc->second, *it->second);
+    }
+    for (size_t e = 0; e < P_.edges.size(); ++e) {
+      const PipelineEdge& edge = P_.edges[e];
+      if (edge.to != st.chunk) continue;
+      const Graph& fg = P_.chunks[edge.from].backward.graph;
+      auto id = fg.find_value(kGradPrefix + edge.value);
+      if (!id) continue;
+      auto it = grads.find(edge.value);
+      send(device_of(P_.stage_of(edge.from)), edge_tag(e, true),
+           it != grads.end() ? *it->second : Tensor(fg.type(*id)));
+    }
+    stash_.erase({st.micro, st.chunk});
+  }
+
+  Tensor grad_of(const std::string& p) const {
+    auto it = acc_.find(p);
+    return it != acc_.end() ? it->second : Tensor(P_.param_types.at(p));
+  }
+
+  // Parameters read on several stages: the readers send their gradients to the owner, which
+  // adds them in stage order, updates, and sends the new value back.
+  void update() {
+    // Parameters the loss does not reach have no owner and stay as they are.
+    auto owner = [&](const std::string& p) {
+      auto it = owner_.find(p);
+      return it == owner_.end() ? stage_ : it->second;
+    };
+    for (const auto& p : reads_[stage_])
+      if (owner(p) != stage_)
+        send(device_of(owner(p)), share_tag_ + 2 * param_index_.at(p), grad_of(p));
+    for (const auto& p : P_.owned[stage_]) {
+      Tensor g = grad_of(p);
+      for (int64_t s = 0; s < P_.stages; ++s)
+        if (s != stage_ && reads_[s].count(p))
+          kernels::combine(
+              Monoid::kSum, g,
+              recv(device_of(s), share_tag_ + 2 * param_index_.at(p), P_.param_types.at(p)));
+      acc_.insert_or_assign(p, std::move(g));
+    }
+    if (!P_.owned[stage_].empty()) {
+      std::map<std::string, Tensor> extra;
+      for (const auto& p : P_.owned[stage_]) extra.emplace(kGradPrefix + p, acc_.at(p));
+      auto out = run_block(P_.optimizer[stage_], extra, -1);
+      const Graph& og = P_.optimizer[stage_].graph;
+      for (const auto& u : P_.updates[stage_]) {
+        params_.insert_or_assign(og.value(u.param).name, out.at(u.updated));
+        for (const auto& [s, n] : u.state) params_.insert_or_assign(og.value(s).name, out.at(n));
+      }
+    }
+    for (const auto& p : P_.owned[stage_])
+      for (int64_t s = 0; s < P_.stages; ++s)
+        if (s != stage_ && reads_[s].count(p))
+          send(device_of(s), share_tag_ + 2 * param_index_.at(p) + 1, params_.at(p));
+    for (const auto& p : reads_[stage_])
+      if (owner(p) != stage_)
+        params_[p] = recv(device_of(owner(p)), share_tag_ + 2 * param_index_.at(p) + 1,
+                          P_.param_types.at(p));
+  }
+
+  std::vector<Report> reports() const {
+    std::vector<Report> r;
+    if (P_.train)
+      for (int64_t s = 0; s < P_.stages; ++s) {
+        const Graph& og = P_.optimizer[s].graph;
+        for (const auto& u : P_.updates[s]) {
+          const std::string& p = og.value(u.param).name;
+          r.push_back({s, "grad:" + p, og.type(u.param)});
+          r.push_back({s, "upd:" + p, og.type(u.param)});
+          for (const auto& st : u.state)
+            r.push_back({s, "upd:" + og.value(st.first).name, og.type(st.first)});
+        }
+      }
+    for (const auto& c : P_.chunks)
+      for (const auto& o : c.outputs)
+        for (int64_t m = 0; m < P_.micro_batches; ++m)
+          r.push_back({c.stage, "out:" + std::to_string(m) + ":" + o,
+                       c.forward.graph.type(*c.forward.graph.find_value(o))});
+    return r;
+  }
+
+  Tensor local_report(const std::string& key) const {
+    if (key.rfind("grad:", 0) == 0) return grad_of(key.substr(5));
+    if (key.rfind("upd:", 0) == 0) return params_.at(key.substr(4));
+    size_t colon = key.find(':', 4);
+    return outputs_.at({std::stoll(key.substr(4, colon - 4)), key.substr(colon + 1)});
+  }
+
+  // Device 0 collects every stage's results from that stage's first device.
+  void collect(PipelineResult& r) {
+    auto items = reports();
+    if (local_ != 0) return;
+    for (size_t k = 0; k < items.size(); ++k) {
+      const Report& it = items[k];
+      const int64_t tag = report_tag_ + static_cast<int64_t>(k);
+      if (device_ != 0) {
+        if (it.stage == stage_) send(0, tag, local_report(it.key));
+        continue;
+      }
+      Tensor t = it.stage == 0 ? local_report(it.key) : recv(device_of(it.stage), tag, it.type);
+      if (it.key.rfind("grad:", 0) == 0) {
+        r.grads[it.key.substr(5)] = std::move(t);
+      } else if (it.key.rfind("upd:", 0) == 0) {
+        r.updated[it.key.substr(4)] = std::move(t);
+      } else {
+        size_t colon = it.key.find(':', 4);
+        auto m = static_cast<size_t>(std::stoll(it.key.substr(4, colon - 4)));
+        if (r.outputs.size() <= m) r.outputs.resize(m + 1);
+        r.outputs[m][it.key.substr(colon + 1)] = std::move(t);
+      }
+    }
+  }
+
+  const PipelineProgram& P_;
+  int64_t device_, stage_ = 0, local_ = 0;
+  Communicator& comm_;
+  Links& links_;
+  const PipelineFeeds& feeds_;
+  const ExecOptions& o_;
+  int64_t share_tag_ = 0, report_tag_ = 0;
+  std::map<std::string, int64_t> param_index_;
+  std::vector<std::set<std::string>> reads_;
+  std::map<std::string, int64_t> owner_;
+  std::map<std::string, Tensor> params_, acc_;
+  std::map<std::pair<int64_t, int64_t>, std::map<std::string, Tensor>> stash_;
+  std::map<std::pair<int64_t, std::string>, Tensor> outputs_;
+  Status error_;
+};
+
+// Messages between threads: a FIFO per (sender, receiver, tag); end(d) is device d's side.
+class Mailbox {
+ public:
+  class End : public Links {
+   public:
+    End(Mailbox& box, int64_t me) : box_(box), me_(me) {}
+    Status send(int64_t to, int64_t tag, const Tensor& t) override {
+      std::lock_guard lock(box_.mu_);
+      box_.queues_[{me_, to, tag}].push_back(t);
+      box_.cv_.notify_all();
+      return {};
+    }
+    Status recv(int64_t from, int64_t tag, Tensor& out) override {
+      std::unique_lock lock(box_.mu_);
+      auto& q = box_.queues_[{from, me_, tag}];
+      box_.cv_.wait(lock, [&] { return !q.empty(); });
+      out = std::move(q.front());
+      q.pop_front();
+      return {};
+    }
+
+   private:
+    Mailbox& box_;
+    int64_t me_;
+  };
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::deque<Tensor>> queues_;
+};
+
+}  // namespace
+
+Tensor micro_batch_of(const Tensor& t, int64_t m, int64_t k) {
+  HEDDLE_ASSERT(t.rank() >= 1 && m >= 1 && t.shape()[0] % m == 0 && k >= 0 && k < m)
+      << t.to_string() << " into " << m;
+  std::vector<int64_t> shape = t.shape().values();
+  shape[0] /= m;
+  Tensor out(t.dtype(), IVec(shape));
+  const int64_t n = out.numel(), at = k * n;
+  if (t.is_int())
+    std::copy(t.i64() + at, t.i64() + at + n, out.i64());
+  else
+    std::copy(t.f32() + at, t.f32() + at + n, out.f32());
+  return out;
+}
+
+Tensor concat_micro_batches(const std::vector<Tensor>& parts) {
+  HEDDLE_ASSERT(!parts.empty() && parts[0].rank() >= 1);
+  std::vector<int64_t> shape = parts[0].shape().values();
+  shape[0] = 0;
+  for (const auto& p : parts) shape[0] += p.shape()[0];
+  Tensor out(parts[0].dtype(), IVec(shape));
+  int64_t at = 0;
+  for (const auto& p : parts) {
+    if (p.is_int())
+      std::copy(p.i64(), p.i64() + p.numel(), out.i64() + at);
+    else
+      std::copy(p.f32(), p.f32() + p.numel(), out.f32() + at);
+    at += p.numel();
+  }
+  return out;
+}
+
+Result<PipelineResult> run_pipeline_device(const PipelineProgram& program, int64_t device,
+                                           Communicator& stage_comm, Links& links,
+                                           const PipelineFeeds& feeds, const ExecOptions& options) {
+  return PipelineRun(program, device, stage_comm, links, feeds, options).run();
+}
+
+Result<PipelineResult> run_pipeline_threaded(const PipelineProgram& program,
+                                             const PipelineFeeds& feeds,
+                                             const ExecOptions& options) {
+  const int64_t k = program.stage_devices, n = program.stages * k;
+  std::vector<std::unique_ptr<ThreadedWorld>> worlds;
+  for (int64_t s = 0; s < program.stages; ++s) worlds.push_back(std::make_unique<ThreadedWorld>(k));
+  Mailbox box;
+  std::vector<std::optional<Result<PipelineResult>>> results(static_cast<size_t>(n));
+  auto body = [&](int64_t d) {
+    Mailbox::End end(box, d);
+    results[d] =
+        run_pipeline_device(program, d, worlds[d / k]->endpoint(d % k), end, feeds, options);
+  };
+  std::vector<std::thread> threads;
+  for (int64_t d = 1; d < n; ++d) threads.emplace_back(body, d);
+  body(0);
+  for (auto& t : threads) t.join();
+  for (auto& r : results)
+    if (!r->ok()) return r->error();
+  return std::move(*results[0]);
+}
+
+}  // namespace heddle

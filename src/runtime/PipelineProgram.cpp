@@ -1,0 +1,353 @@
+#include "heddle/runtime/PipelineProgram.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "heddle/ops/Ops.h"
+#include "heddle/pipeline/Baselines.h"
+#include "heddle/pipeline/BuiltinPlacements.h"
+#include "heddle/runtime/StageSplit.h"
+#include "heddle/sharding/Tactics.h"
+
+namespace heddle {
+
+namespace {
+
+constexpr const char* kGradPrefix = "pipe_grad.";
+
+// The ops [begin, end) of `model` as a graph of their own: model inputs and parameters they read
+// stay inputs and parameters; values made by earlier ops become parameters (integer ones inputs)
+// of the same name. Names are kept.
+Graph chunk_graph(const Graph& model, int64_t begin, int64_t end, const std::string& name) {
+  Graph out(name);
+  std::map<ValueId, ValueId> remap;
+  for (OpId i = static_cast<OpId>(begin); i < end; ++i) {
+    Op op = model.op(i);
+    for (auto& in : op.inputs) {
+      auto it = remap.find(in.value);
+      if (it == remap.end()) {
+        const Value& v = model.value(in.value);
+        bool as_input = v.role == ValueRole::kInput ||
+                        (v.role == ValueRole::kResult && !dtype_is_float(v.type.dtype()));
+        ValueId id = as_input ? out.add_input(v.name, v.type) : out.add_param(v.name, v.type);
+        it = remap.emplace(in.value, id).first;
+      }
+      in.value = it->second;
+    }
+    std::vector<std::string> names;
+    std::vector<TensorType> types;
+    for (const auto& r : op.results) {
+      names.push_back(model.value(r.value).name);
+      types.push_back(model.type(r.value));
+    }
+    std::vector<ValueId> old;
+    for (const auto& r : op.results) old.push_back(r.value);
+    auto ids = out.add_op(std::move(op), names, types);
+    for (size_t k = 0; k < ids.size(); ++k) remap[old[k]] = ids[k];
+  }
+  return out;
+}
+
+ValueId id_of(const Graph& g, const std::string& name) {
+  auto v = g.find_value(name);
+  HEDDLE_ASSERT(v.has_value()) << "no value '" << name << "' in " << g.name();
+  return *v;
+}
+
+// The stage strategy's pins, plus: every parameter standing for an activation (a value received
+// from another chunk, or its gradient) whose dim 0 is the micro-batch is split over dp like the
+// model inputs, so data parallelism inside a stage splits the chunk's work.
+Result<Propagation> plan_block(const Graph& g, const Mesh& mesh, const StrategySpec& inner,
+                               const std::set<std::string>& activations, int64_t batch) {
+  Pins pins;
+  if (inner.devices() > 1) {
+    auto p = tactic_pins(g, mesh, inner);
+    HEDDLE_TRY(p);
+    pins = std::move(*p);
+  }
+  int64_t dp = mesh.find("dp");
+  if (dp >= 0 && mesh.size(dp) > 1 && batch > 0)
+    for (ValueId v : g.params()) {
+      const TensorType& t = g.type(v);
+      if (!activations.count(g.value(v).name) || t.rank() == 0 || t.shape()[0] != batch ||
+          batch % mesh.size(dp) != 0)
+        continue;
+      pins.values[v] = TensorSharding::replicated(mesh.rank()).with(dp, Placement::shard(0));
+    }
+  return propagate(g, mesh, pins);
+}
+
+Result<StageBlock> lower_block(Graph g, const Mesh& mesh, const StrategySpec& inner,
+                               const std::set<std::string>& activations, int64_t batch) {
+  auto plan = plan_block(g, mesh, inner, activations, batch);
+  if (!plan.ok()) return Diagnostic("pipeline chunk " + g.name() + ": " + plan.error().message);
+  auto programs = lower(g, plan->plan);
+  if (!programs.ok())
+    return Diagnostic("pipeline chunk " + g.name() + ": " + programs.error().message);
+  return StageBlock{std::move(g), std::move(*programs)};
+}
+
+// The optimizer step of `owned` parameters as a training step of the surrogate loss
+// sum(p * pipe_grad.p), whose gradient with respect to p is exactly pipe_grad.p.
+Result<std::pair<StageBlock, std::vector<ParamUpdate>>> optimizer_block(
+    const std::vector<std::string>& owned, const std::map<std::string, TensorType>& types,
+    const Mesh& mesh, const TrainStepOptions& options, int64_t stage) {
+  Graph g("optimizer" + std::to_string(stage));
+  Ops o(g);
+  ValueId total = kNoValue;
+  for (const auto& p : owned) {
+    const TensorType& t = types.at(p);
+    ValueId prod = o.mul(o.param(p, t), o.input(kGradPrefix + p, t));
+    std::vector<int64_t> axes(static_cast<size_t>(t.rank()));
+    std::iota(axes.begin(), axes.end(), 0);
+    if (t.rank() > 0) prod = o.reduce(OpKind::kReduceSum, prod, axes);
+    total = total == kNoValue ? prod : o.add(total, prod);
+  }
+  o.output(total);
+  if (!o.ok()) return o.status().error();
+  auto step = build_train_step(g, options);
+  HEDDLE_TRY(step);
+  auto plan = propagate(step->graph, mesh, Pins{});
+  HEDDLE_TRY(plan);
+  auto programs = lower(step->graph, plan->plan);
+  HEDDLE_TRY(programs);
+  return std::make_pair(StageBlock{std::move(step->graph), std::move(*programs)},
+                        std::move(step->updates));
+}
+
+// Per stage, its steps in the order `schedule` starts them.
+std::vector<std::vector<PipelineStep>> stage_orders(const pipeline::Placement& pl,
+                                                    const pipeline::Schedule& s, int64_t chunks,
+                                                    int64_t stages) {
+  // Forward blocks visit chunks 0..C-1 in block order, backward blocks C-1..0.
+  std::vector<PipelineStep> of_block;
+  int64_t f = 0, b = 0;
+  for (const auto& blk : pl.blocks) {
+    bool back = blk.type != "forward";
+    int64_t c = back ? chunks - 1 - b++ : f++;
+    HEDDLE_ASSERT(blk.devices.size() == 1 && blk.devices[0] == c % stages)
+        << "block " << blk.name << " is not on the stage of chunk " << c;
+    of_block.push_back({0, c, back});
+  }
+  std::vector<std::vector<std::pair<double, int>>> starts(static_cast<size_t>(stages));
+  for (int op = 0; op < s.num_ops(); ++op) {
+    int block = op % s.blocks;
+    starts[static_cast<size_t>(pl.blocks[block].devices[0])].push_back({s.start[op], op});
+  }
+  std::vector<std::vector<PipelineStep>> order(static_cast<size_t>(stages));
+  for (int64_t d = 0; d < stages; ++d) {
+    auto& st = starts[static_cast<size_t>(d)];
+    std::sort(st.begin(), st.end());
+    for (auto [t, op] : st) {
+      PipelineStep step = of_block[static_cast<size_t>(op % s.blocks)];
+      step.micro = op / s.blocks;
+      order[static_cast<size_t>(d)].push_back(step);
+    }
+  }
+  return order;
+}
+
+}  // namespace
+
+std::vector<std::string> PipelineProgram::stage_params(int64_t s) const {
+  std::set<std::string> names;
+  for (const auto& c : chunks)
+    if (c.stage == s) names.insert(c.params.begin(), c.params.end());
+  if (train)
+    for (const auto& u : updates[s])
+      for (const auto& st : u.state) names.insert(optimizer[s].graph.value(st.first).name);
+  return {names.begin(), names.end()};
+}
+
+ProgramStats PipelineProgram::stats() const {
+  ProgramStats total;
+  auto add = [&](const StageBlock& b) {
+    if (b.programs.empty()) return;
+    ProgramStats s = program_stats(b.graph, b.programs);
+    total.kernels += s.kernels;
+    total.fused += s.fused;
+    total.collectives += s.collectives;
+    total.fetches += s.fetches;
+    total.comm_bytes += s.comm_bytes;
+  };
+  for (const auto& c : chunks) {
+    add(c.forward);
+    add(c.backward);
+  }
+  for (const auto& o : optimizer) add(o);
+  return total;
+}
+
+Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions& options) {
+  HEDDLE_ASSERT(options.stages >= 1 && options.micro_batches >= 1);
+  PipelineProgram P;
+  P.stages = options.stages;
+  P.micro_batches = options.micro_batches;
+  P.train = options.train;
+  // The schedule and chunks per stage.
+  int64_t v = 1;
+  std::string baseline = options.schedule;
+  if (baseline == "interleaved") baseline = "interleaved:2";
+  if (baseline.rfind("interleaved:", 0) == 0) {
+    try {
+      v = std::stoll(baseline.substr(12));
+    } catch (...) {
+      v = 0;
+    }
+    if (v < 1) return Diagnostic("schedule '" + options.schedule + "': V must be >= 1");
+  } else if (baseline != "gpipe" && baseline != "1f1b") {
+    return Diagnostic("the runtime runs pipelines with schedule gpipe, 1f1b or interleaved:V; '" +
+                      options.schedule +
+                      "' is for heddle simulate and heddle schedule (zero-bubble schedules split "
+                      "the backward into blocks the runtime does not build)");
+  }
+  P.schedule = options.train ? baseline : "gpipe";
+  const int64_t C = P.stages * v;
+
+  StrategySpec inner = options.inner;
+  inner.pp.reset();
+  P.stage_devices = inner.devices();
+  auto mesh = inner.mesh(P.stage_devices);
+  HEDDLE_TRY(mesh);
+  P.stage_mesh = *mesh;
+
+  auto starts = split_stages(model, C);
+  HEDDLE_TRY(starts);
+  std::vector<int64_t> chunk_of(static_cast<size_t>(model.num_ops()));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = (*starts)[c]; i < (*starts)[c + 1]; ++i) chunk_of[i] = c;
+  std::vector<std::set<std::string>> received(static_cast<size_t>(C));
+  std::set<std::pair<ValueId, int64_t>> edge_seen;
+  std::map<std::string, int64_t> first_reader;  // parameter -> first chunk reading it
+  for (OpId i = 0; i < model.num_ops(); ++i) {
+    int64_t c = chunk_of[i];
+    for (const auto& in : model.op(i).inputs) {
+      const Value& val = model.value(in.value);
+      if (val.role == ValueRole::kParam) first_reader.emplace(val.name, c);
+      if (val.role != ValueRole::kResult) continue;
+      int64_t from = chunk_of[val.producer];
+      if (from == c || !edge_seen.insert({in.value, c}).second) continue;
+      P.edges.push_back({val.name, from, c});
+      received[c].insert(val.name);
+    }
+  }
+  std::sort(P.edges.begin(), P.edges.end(), [](const PipelineEdge& a, const PipelineEdge& b) {
+    return std::tie(a.from, a.to, a.value) < std::tie(b.from, b.to, b.value);
+  });
+  for (ValueId p : model.params()) P.param_types.emplace(model.value(p).name, model.type(p));
+  for (ValueId x : model.inputs()) P.input_types.emplace(model.value(x).name, model.type(x));
+  for (ValueId o : model.outputs()) P.output_names.push_back(model.value(o).name);
+  const int64_t batch = model.inputs().empty() || model.type(model.inputs()[0]).rank() == 0
+                            ? 0
+                            : model.type(model.inputs()[0]).shape()[0];
+
+  for (int64_t c = 0; c < C; ++c) {
+    PipelineChunk ch;
+    ch.stage = c % P.stages;
+    std::string name = model.name() + ".chunk" + std::to_string(c);
+    Graph fwd = chunk_graph(model, (*starts)[c], (*starts)[c + 1], name);
+    for (ValueId x : fwd.inputs())
+      if (P.input_types.count(fwd.value(x).name)) ch.inputs.push_back(fwd.value(x).name);
+    for (ValueId p : fwd.params())
+      if (P.param_types.count(fwd.value(p).name)) ch.params.push_back(fwd.value(p).name);
+    for (const auto& o : P.output_names)
+      if (auto id = fwd.find_value(o); id && fwd.value(*id).role == ValueRole::kResult)
+        ch.outputs.push_back(o);
+    std::vector<std::string> sent;
+    for (const auto& e : P.edges)
+      if (e.from == c && std::find(sent.begin(), sent.end(), e.value) == sent.end())
+        sent.push_back(e.value);
+    for (const auto& s : sent) fwd.add_output(id_of(fwd, s));
+    for (const auto& o : ch.outputs)
+      if (std::find(sent.begin(), sent.end(), o) == sent.end()) fwd.add_output(id_of(fwd, o));
+    std::set<std::string> activations = received[c];
+    auto f = lower_block(std::move(fwd), P.stage_mesh, inner, activations, batch);
+    HEDDLE_TRY(f);
+    ch.forward = std::move(*f);
+
+    if (P.train) {
+      // The chunk's loss: its share of the model loss and the sum of v * dL/dv over its sends.
+      Graph bwd = chunk_graph(model, (*starts)[c], (*starts)[c + 1], name + ".backward");
+      Ops o(bwd);
+      ValueId total = kNoValue;
+      auto add = [&](ValueId t) { total = total == kNoValue ? t : o.add(total, t); };
+      for (const auto& s : sent) {
+        ValueId x = id_of(bwd, s);
+        const TensorType& t = bwd.type(x);
+        if (!dtype_is_float(t.dtype())) continue;
+        activations.insert(kGradPrefix + s);
+        ValueId prod = o.mul(x, o.param(kGradPrefix + s, t));
+        std::vector<int64_t> axes(static_cast<size_t>(t.rank()));
+        std::iota(axes.begin(), axes.end(), 0);
+        add(t.rank() > 0 ? o.reduce(OpKind::kReduceSum, prod, axes) : prod);
+      }
+      for (const auto& out : ch.outputs)
+        add(o.scale(id_of(bwd, out), 1.0 / static_cast<double>(P.micro_batches)));
+      if (total == kNoValue)
+        return Diagnostic("pipeline chunk " + name + " contributes nothing to the loss");
+      o.output(total);
+      if (!o.ok()) return Diagnostic("pipeline chunk " + name + ": " + o.status().error().message);
+      auto grads = build_gradients(bwd, total);
+      if (!grads.ok()) return Diagnostic("pipeline chunk " + name + ": " + grads.error().message);
+      Graph gg = std::move(grads->graph);
+      for (auto [p, grad] : grads->grads) {
+        const std::string& pn = gg.value(p).name;
+        if (pn.rfind(kGradPrefix, 0) == 0) continue;
+        gg.add_output(grad);
+        ch.grads.push_back({pn, grad});
+      }
+      auto b = lower_block(std::move(gg), P.stage_mesh, inner, activations, batch);
+      HEDDLE_TRY(b);
+      ch.backward = std::move(*b);
+    }
+    P.chunks.push_back(std::move(ch));
+  }
+
+  if (P.train) {
+    P.owned.resize(static_cast<size_t>(P.stages));
+    P.optimizer.resize(static_cast<size_t>(P.stages));
+    P.updates.resize(static_cast<size_t>(P.stages));
+    // The parameters the loss reaches, as the whole model's training step has them.
+    auto whole = build_gradients(model, model.outputs()[0]);
+    if (!whole.ok()) return whole.error();
+    for (auto [p, grad] : whole->grads) {
+      const std::string& n = model.value(p).name;
+      if (auto it = first_reader.find(n); it != first_reader.end())
+        P.owned[static_cast<size_t>(P.stage_of(it->second))].push_back(n);
+    }
+    for (int64_t s = 0; s < P.stages; ++s) {
+      if (P.owned[s].empty()) continue;
+      auto ob = optimizer_block(P.owned[s], P.param_types, P.stage_mesh, options.optimizer, s);
+      HEDDLE_TRY(ob);
+      P.optimizer[s] = std::move(ob->first);
+      P.updates[s] = std::move(ob->second);
+    }
+  }
+
+  // The schedule: training runs forward-backward V-shapes (interleaved: V passes over the
+  // stages); forward-only runs the chain of forward blocks.
+  pipeline::Placement pl;
+  std::string name = P.schedule.rfind("interleaved", 0) == 0 ? "interleaved" : P.schedule;
+  if (!P.train) {
+    pl.name = pl.family = "forward";
+    pl.num_devices = static_cast<int>(P.stages);
+    for (int64_t c = 0; c < C; ++c) {
+      pl.blocks.push_back(
+          {"f" + std::to_string(c), "forward", 1, 0, {static_cast<int>(c % P.stages)}});
+      if (c > 0) pl.deps.push_back({static_cast<int>(c - 1), static_cast<int>(c)});
+    }
+  } else {
+    pl = v > 1 || name == "interleaved"
+             ? pipeline::make_interleaved(static_cast<int>(P.stages), static_cast<int>(v))
+             : pipeline::make_vshape(static_cast<int>(P.stages));
+  }
+  auto sched = pipeline::build_baseline(name, pl, static_cast<int>(P.micro_batches));
+  if (!sched.ok())
+    return Diagnostic("schedule " + P.schedule + " with " + std::to_string(P.micro_batches) +
+                      " micro-batches: " + sched.error().message);
+  P.order = stage_orders(pl, sched->schedule, C, P.stages);
+  return P;
+}
+
+}  // namespace heddle

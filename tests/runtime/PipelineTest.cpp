@@ -1,0 +1,194 @@
+// Pipelines executed for real: models split into stages, micro-batches run in the order of the
+// GPipe, 1F1B and interleaved schedules with activations and gradients crossing stages, data and
+// tensor parallelism inside stages; forward outputs, gradients and updated parameters checked
+// against the single-device training step on the whole batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/RandomModel.h"
+#include "heddle/ops/Interpreter.h"
+#include "heddle/ops/zoo/Zoo.h"
+#include "heddle/runtime/PipelineExecutor.h"
+#include "heddle/runtime/StageSplit.h"
+
+namespace heddle {
+namespace {
+
+int64_t int_range(const Graph& g) {
+  int64_t hi = 0;
+  for (const Op& op : g.ops()) {
+    int64_t n = 0;
+    if (op.kind == OpKind::kEmbedding) n = g.type(op.inputs[1].value).shape()[0];
+    if (op.kind == OpKind::kCrossEntropy) n = g.type(op.inputs[0].value).shape().values().back();
+    if (n > 0) hi = hi == 0 ? n : std::min(hi, n);
+  }
+  return hi == 0 ? 2 : hi;
+}
+
+void expect_close(const Tensor& want, const Tensor& got, const std::string& what) {
+  ASSERT_EQ(want.shape(), got.shape()) << what;
+  double worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double x = want.is_int() ? want.i64()[i] : want.f32()[i];
+    double y = got.is_int() ? got.i64()[i] : got.f32()[i];
+    worst = std::max(worst, std::fabs(x - y) / (1e-4 + 1e-3 * std::fabs(x)));
+  }
+  EXPECT_LE(worst, 1.0) << what << ": error beyond abs 1e-4 + rel 1e-3";
+}
+
+// Runs `full` (whole batch) as a pipeline of `micro` (the same model at 1/m of the batch) and
+// compares with the single-device step: outputs (forward), or loss, gradients and SGD-updated
+// parameters (training).
+void expect_pipeline_matches(const Graph& full, const Graph& micro, const std::string& strategy,
+                             int64_t m, bool train) {
+  SCOPED_TRACE(full.name() + " " + strategy + " micro-batches " + std::to_string(m));
+  auto spec = StrategySpec::parse(strategy);
+  ASSERT_TRUE(spec.ok()) << spec.error().to_string();
+  PipelineOptions po;
+  po.stages = *spec->pp;
+  po.micro_batches = m;
+  po.schedule = spec->schedule.value_or("1f1b");
+  po.train = train;
+  po.inner = *spec;
+  po.optimizer.optimizer = TrainStepOptions::Optimizer::kSgdMomentum;
+  po.optimizer.sgd.lr = 0.1;
+  auto P = build_pipeline(micro, po);
+  ASSERT_TRUE(P.ok()) << P.error().to_string();
+
+  Graph ref = full;
+  std::vector<ParamUpdate> updates;
+  if (train) {
+    auto step = build_train_step(full, po.optimizer);
+    ASSERT_TRUE(step.ok()) << step.error().to_string();
+    ref = std::move(step->graph);
+    updates = step->updates;
+    for (const auto& u : updates) ref.add_output(u.grad);
+  }
+  PipelineFeeds feeds;
+  for (ValueId p : ref.params())
+    feeds.params.emplace(ref.value(p).name, init_param(ref.value(p).name, ref.type(p), 3));
+  std::vector<Tensor> inputs = random_inputs(full, 4, int_range(full));
+  feeds.inputs.resize(static_cast<size_t>(m));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (int64_t k = 0; k < m; ++k)
+      feeds.inputs[k].emplace(full.value(full.inputs()[i]).name,
+                              m == 1 ? inputs[i] : micro_batch_of(inputs[i], m, k));
+  auto got = run_pipeline_threaded(*P, feeds, {.optimizer_step = train ? 1 : 0});
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+
+  Interpreter interp(ref, {.seed = 3, .blas_threads = 1});
+  auto want = interp.run(inputs, 1);
+  ASSERT_TRUE(want.ok()) << want.error().to_string();
+  const std::string out0 = full.value(full.outputs()[0]).name;
+  if (!train) {
+    for (size_t k = 0; k < full.outputs().size(); ++k) {
+      std::vector<Tensor> parts;
+      for (const auto& mo : got->outputs)
+        parts.push_back(mo.at(full.value(full.outputs()[k]).name));
+      expect_close((*want)[k], m == 1 ? parts[0] : concat_micro_batches(parts), "output");
+    }
+    return;
+  }
+  double loss = 0;
+  for (const auto& mo : got->outputs) loss += mo.at(out0).f32()[0];
+  EXPECT_NEAR((*want)[0].f32()[0], loss / static_cast<double>(m), 1e-4 + 1e-3 * std::fabs(loss));
+  std::map<ValueId, size_t> index;
+  for (size_t k = 0; k < ref.outputs().size(); ++k) index[ref.outputs()[k]] = k;
+  ASSERT_FALSE(updates.empty());
+  for (const auto& u : updates) {
+    const std::string& p = ref.value(u.param).name;
+    ASSERT_TRUE(got->grads.count(p)) << p;
+    expect_close((*want)[index.at(u.grad)], got->grads.at(p), "gradient of " + p);
+    expect_close((*want)[index.at(u.updated)], got->updated.at(p), "updated " + p);
+    for (const auto& [st, next] : u.state)
+      expect_close((*want)[index.at(next)], got->updated.at(ref.value(st).name),
+                   "state " + ref.value(st).name);
+  }
+}
+
+Graph zoo_model(const std::string& name, int64_t batch, bool loss, int64_t layers = 4) {
+  zoo::ZooOverrides over;
+  over.batch = batch;
+  over.layers = layers;
+  auto g = zoo::build_zoo_model(name, over, {.with_loss = loss});
+  EXPECT_TRUE(g.ok()) << g.error().to_string();
+  return *g;
+}
+
+TEST(StageSplit, BalancesLayersLikeTheSimulator) {
+  Graph g = zoo_model("gpt-tiny", 2, true, 5);
+  EXPECT_EQ(layer_of_param("h3.attn.w"), "h3");
+  EXPECT_EQ(layer_of_param("wte"), "");
+  EXPECT_EQ(layer_of_param("norm.gamma"), "");
+  auto s = split_stages(g, 2);
+  ASSERT_TRUE(s.ok());
+  // 5 layers on 2 chunks: 3 then 2; chunk 1 starts at the first op reading a layer-3 parameter.
+  int64_t first_h3 = -1;
+  for (OpId i = 0; i < g.num_ops() && first_h3 < 0; ++i)
+    for (const auto& in : g.op(i).inputs)
+      if (g.value(in.value).name.rfind("h3.", 0) == 0) first_h3 = i;
+  EXPECT_EQ(*s, (std::vector<int64_t>{0, first_h3, g.num_ops()}));
+}
+
+TEST(Pipeline, TrainingStepsOfZooModelsMatchTheReference) {
+  // gpt-tiny ties its embedding and head: the two stages share the table's gradient.
+  expect_pipeline_matches(zoo_model("gpt-tiny", 4, true), zoo_model("gpt-tiny", 2, true),
+                          "pp=2,schedule=1f1b", 2, true);
+  expect_pipeline_matches(zoo_model("gpt-tiny", 4, true), zoo_model("gpt-tiny", 1, true),
+                          "pp=2,schedule=gpipe", 4, true);
+  expect_pipeline_matches(zoo_model("llama-tiny", 4, true), zoo_model("llama-tiny", 2, true),
+                          "pp=2,dp=2,schedule=1f1b", 2, true);
+  expect_pipeline_matches(zoo_model("gpt-tiny", 4, true), zoo_model("gpt-tiny", 2, true),
+                          "pp=2,tp=2,schedule=1f1b", 2, true);
+  expect_pipeline_matches(zoo_model("gpt-tiny", 4, true), zoo_model("gpt-tiny", 1, true),
+                          "pp=4,schedule=1f1b", 4, true);
+  expect_pipeline_matches(zoo_model("gpt-tiny", 4, true, 8), zoo_model("gpt-tiny", 1, true, 8),
+                          "pp=2,schedule=interleaved:2", 4, true);
+}
+
+TEST(Pipeline, ForwardOnlyZooModelsMatchTheReference) {
+  expect_pipeline_matches(zoo_model("gpt-tiny", 4, false), zoo_model("gpt-tiny", 2, false), "pp=2",
+                          2, false);
+  expect_pipeline_matches(zoo_model("llama-tiny", 4, false), zoo_model("llama-tiny", 1, false),
+                          "pp=4,dp=1", 4, false);
+}
+
+// `g` with its output replaced by the scalar mean(y * y).
+Graph with_square_loss(const Graph& g) {
+  Graph out(g.name() + "_loss");
+  std::map<ValueId, ValueId> remap;
+  for (ValueId v : g.inputs()) remap[v] = out.add_input(g.value(v).name, g.type(v));
+  for (ValueId v : g.params()) remap[v] = out.add_param(g.value(v).name, g.type(v));
+  for (const Op& src : g.ops()) {
+    Op op = src;
+    for (auto& in : op.inputs) in.value = remap.at(in.value);
+    std::vector<std::string> names;
+    std::vector<TensorType> types;
+    for (const auto& r : src.results) {
+      names.push_back(g.value(r.value).name);
+      types.push_back(g.type(r.value));
+    }
+    auto ids = out.add_op(std::move(op), names, types);
+    for (size_t k = 0; k < ids.size(); ++k) remap[src.results[k].value] = ids[k];
+  }
+  Ops o(out);
+  ValueId y = remap.at(g.outputs()[0]);
+  std::vector<int64_t> axes;
+  for (int64_t d = 0; d < out.type(y).rank(); ++d) axes.push_back(d);
+  o.output(o.reduce(OpKind::kReduceMean, o.mul(y, y), axes));
+  EXPECT_TRUE(o.ok());
+  return out;
+}
+
+TEST(Pipeline, RandomModelsSplitAnywhereMatchTheReference) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    Graph g = testing::random_model(10, seed);
+    expect_pipeline_matches(g, g, seed % 2 ? "pp=2" : "pp=4", 1, false);
+    Graph t = with_square_loss(g);
+    expect_pipeline_matches(t, t, seed % 2 ? "pp=2,schedule=gpipe" : "pp=4", 1, true);
+  }
+}
+
+}  // namespace
+}  // namespace heddle
