@@ -1,8 +1,11 @@
 #include "heddle/runtime/MpiCommunicator.h"
 
 #include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -78,6 +81,57 @@ Box get_box(const int64_t* p, int64_t rank) {
   return Box(IVec(std::move(s)), IVec(std::move(e)));
 }
 
+// Peers' process ids, for telling a killed peer from a slow one. Plain arrays, read by the
+// SIGTERM handler (which may only make async-signal-safe calls).
+constexpr int kMaxWatched = 4096;
+pid_t g_pids[kMaxWatched];  // 0: a peer on another host (not watched)
+int g_rank = -1, g_size = 0;
+volatile sig_atomic_t g_reported = 0;  // this rank already said why it stops
+
+// The first watched peer whose process is gone, or -1.
+int dead_peer() {
+  for (int r = 0; r < g_size && r < kMaxWatched; ++r)
+    if (r != g_rank && g_pids[r] > 0 && kill(g_pids[r], 0) == -1 && errno == ESRCH) return r;
+  return -1;
+}
+
+void append(char* buf, size_t& n, size_t cap, const char* s) {
+  while (*s && n + 1 < cap) buf[n++] = *s++;
+}
+
+void append_int(char* buf, size_t& n, size_t cap, int v) {
+  char digits[16];
+  int k = 0;
+  do {
+    digits[k++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v > 0 && k < 15);
+  while (k > 0 && n + 1 < cap) buf[n++] = digits[--k];
+}
+
+// The launcher stops the surviving ranks with SIGTERM when one dies: say so, naming the dead
+// rank when it ran on this host, unless this rank already reported the failure.
+extern "C" void on_terminate(int) {
+  if (!g_reported) {
+    char buf[200];
+    size_t n = 0;
+    append(buf, n, sizeof buf, "heddle: rank ");
+    append_int(buf, n, sizeof buf, g_rank);
+    append(buf, n, sizeof buf, ": error: stopped by the launcher");
+    int dead = dead_peer();
+    if (dead >= 0) {
+      append(buf, n, sizeof buf, ": rank ");
+      append_int(buf, n, sizeof buf, dead);
+      append(buf, n, sizeof buf, " failed (its process is gone)\n");
+    } else {
+      append(buf, n, sizeof buf, " (another rank failed or the job was cancelled)\n");
+    }
+    ssize_t ignored = write(STDERR_FILENO, buf, n);
+    (void)ignored;
+  }
+  _exit(1);
+}
+
 }  // namespace
 
 struct MpiCommunicator::Impl {
@@ -116,11 +170,21 @@ struct MpiCommunicator::Impl {
 
   Status wait(std::vector<MPI_Request>& reqs, const std::string& what) {
     auto t0 = Clock::now();
+    double next_look = 1;  // seconds into the wait when to look for dead peers next
     for (;;) {
       int done = 0;
       MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
       if (done) return {};
       if (poll_notice()) return *self.failure_;
+      if (seconds_since(t0) > next_look) {
+        next_look += 1;
+        if (int dead = dead_peer(); dead >= 0) {
+          self.failure_ = Diagnostic("rank " + std::to_string(dead) +
+                                     " failed: its process is gone (killed or crashed) while " +
+                                     what + " waited for it");
+          return *self.failure_;
+        }
+      }
       if (seconds_since(t0) > self.options_.timeout_s) {
         self.failure_ =
             Diagnostic(what + " did not complete within " + fmt_seconds(self.options_.timeout_s) +
@@ -161,9 +225,30 @@ MpiCommunicator::MpiCommunicator(MpiOptions options)
   MPI_Comm_dup(MPI_COMM_WORLD, &impl_->p2p);
   MPI_Irecv(impl_->notice_buf.data(), kNoticeBytes, MPI_CHAR, MPI_ANY_SOURCE, kTagNotice,
             impl_->control, &impl_->notice_req);
+  // Every rank's pid and host, so a peer on this host that vanishes can be named.
+  struct Id {
+    int64_t pid;
+    char host[64];
+  };
+  Id me{static_cast<int64_t>(getpid()), {}};
+  gethostname(me.host, sizeof me.host - 1);
+  std::vector<Id> all(static_cast<size_t>(n));
+  MPI_Allgather(&me, sizeof(Id), MPI_BYTE, all.data(), sizeof(Id), MPI_BYTE, impl_->world);
+  g_rank = r;
+  g_size = std::min(n, kMaxWatched);
+  for (int q = 0; q < g_size; ++q)
+    g_pids[q] = std::strncmp(all[q].host, me.host, sizeof me.host) == 0
+                    ? static_cast<pid_t>(all[q].pid)
+                    : 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_terminate;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  signal(SIGTERM, SIG_DFL);
+  g_size = 0;
   if (impl_->notice_req != MPI_REQUEST_NULL) {
     MPI_Cancel(&impl_->notice_req);
     MPI_Wait(&impl_->notice_req, MPI_STATUS_IGNORE);
@@ -455,6 +540,7 @@ Result<int64_t> MpiCommunicator::max_over_ranks(int64_t value) {
 }
 
 void MpiCommunicator::abort_job(const std::string& message) {
+  g_reported = 1;  // the launcher's SIGTERM, if it comes, needs no second message
   Impl& s = *impl_;
   auto t0 = Clock::now();
   if (!failure_ && !s.poll_notice()) {

@@ -111,6 +111,29 @@ TEST(MpiCli, TrainingStepsEqualTheThreadedBackendBitForBit) {
   EXPECT_EQ(jm["output_digest"], jt["output_digest"]);
 }
 
+TEST(MpiCli, TrainingStepsMatchTheReferenceEveryStep) {
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  std::string args = "run mlp --mesh 2 --strategy dp=2 --train --steps 2 --check --json";
+  auto jm = json_of(mpirun(2, args + " --backend mpi").r, args + " (mpi)");
+  if (jm.is_null()) return;
+  EXPECT_TRUE(jm["ok"].get<bool>());
+  EXPECT_EQ(jm["loss"].get<std::vector<double>>().size(), 2u);
+}
+
+TEST(MpiCli, APipelineTrainingStepOnFourRanksMatchesTheReferenceAndTheThreads) {
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  std::string args =
+      "run gpt-tiny --batch 4 --mesh 4 --strategy pp=2,dp=2,schedule=1f1b --train --steps 2 "
+      "--check --json";
+  auto jt = json_of(testing::run_heddle(args), args);
+  auto jm = json_of(mpirun(4, args + " --backend mpi").r, args + " (mpi)");
+  if (jt.is_null() || jm.is_null()) return;
+  EXPECT_TRUE(jm["ok"].get<bool>()) << jm.dump();
+  EXPECT_EQ(jm["devices"].get<int64_t>(), 4);
+  EXPECT_EQ(jm["loss"], jt["loss"]) << "the same pipeline on ranks and on threads";
+  EXPECT_EQ(jm["output_digest"], jt["output_digest"]);
+}
+
 TEST(MpiCli, TwoRunsAreBitIdenticalAndTheSeedMatters) {
   std::string args = "run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --backend mpi --json";
   auto a = json_of(mpirun(4, args).r, args);
@@ -144,6 +167,24 @@ TEST(MpiCli, AKilledRankStopsEveryRankNamingIt) {
   EXPECT_LT(t.seconds, 30);
   EXPECT_NE((t.r.out + t.r.err).find("rank 2"), std::string::npos) << t.r.out << t.r.err;
   EXPECT_EQ(t.r.out.find("check"), std::string::npos) << "no summary after a failure";
+  // Every survivor names the killed rank itself: it saw the process vanish while waiting, or
+  // the launcher's SIGTERM came first.
+  for (int r : {0, 1, 3}) {
+    std::string line = "heddle: rank " + std::to_string(r) + ": error: ";
+    size_t at = t.r.err.find(line);
+    ASSERT_NE(at, std::string::npos) << t.r.err;
+    std::string rest = t.r.err.substr(at, t.r.err.find('\n', at) - at);
+    EXPECT_NE(rest.find("rank 2 failed"), std::string::npos) << rest;
+  }
+}
+
+TEST(MpiCli, AKilledRankStopsAPipelineNamingIt) {
+  auto t = mpirun(4, "run gpt-tiny --batch 4 --mesh 4 --strategy pp=2,dp=2 --train --backend mpi",
+                  "HEDDLE_TEST_FAIL_RANK=3 HEDDLE_TEST_FAIL_AT=3 HEDDLE_TEST_FAIL_MODE=kill");
+  EXPECT_NE(t.r.exit_code, 0);
+  EXPECT_LT(t.seconds, 30);
+  EXPECT_GE(count(t.r.err, "rank 3 failed"), 3u) << t.r.err;
+  EXPECT_EQ(t.r.out.find("check"), std::string::npos) << "no summary after a failure";
 }
 
 TEST(MpiCli, AHungRankTimesOutTheOthers) {
@@ -162,10 +203,9 @@ TEST(MpiCli, BadInputIsReportedOnceBeforeAnyCommunication) {
   auto strategy = mpirun(2, "run mlp --mesh 2 --strategy dp=3 --backend mpi");
   EXPECT_NE(strategy.r.exit_code, 0);
   EXPECT_EQ(count(strategy.r.err, "error:"), 1u) << strategy.r.err;
-  auto train = mpirun(2, "run mlp --mesh 2 --strategy dp=2 --backend mpi --train --check");
-  EXPECT_EQ(train.r.exit_code, 1);
-  EXPECT_EQ(count(train.r.err, "--train --check runs on --backend threads only"), 1u)
-      << train.r.err;
+  auto schedule = mpirun(2, "run gpt-tiny --mesh 2 --strategy pp=2,schedule=zb-h1 --backend mpi");
+  EXPECT_EQ(schedule.r.exit_code, 1);
+  EXPECT_EQ(count(schedule.r.err, "schedule gpipe, 1f1b or interleaved:V"), 1u) << schedule.r.err;
   auto ranks = mpirun(2, "run mlp --mesh 4 --strategy dp=4 --backend mpi");
   EXPECT_NE(ranks.r.exit_code, 0);
   EXPECT_EQ(count(ranks.r.err, "4 devices but 2 MPI ranks"), 1u) << ranks.r.err;

@@ -78,6 +78,33 @@ TEST(RunCli, PartitionedTrainingStepsMatchTheReferenceAndLearn) {
     }
 }
 
+TEST(RunCli, PipelinesTrainAndInferLikeTheReference) {
+  const Case cases[] = {
+      {"gpt-tiny --batch 4", "4", "pp=2,dp=2,schedule=1f1b"},
+      {"llama-tiny --batch 4", "4", "pp=2,tp=2,schedule=gpipe"},
+      {"gpt-tiny --layers 4 --batch 4", "4", "pp=4,schedule=1f1b"},
+      {"mlp", "2", "pp=2,microbatches=1"},
+  };
+  for (const auto& c : cases)
+    for (const char* train : {" --train --steps 2", ""}) {
+      std::string args = std::string("run ") + c.model + " --mesh " + c.mesh + " --strategy " +
+                         c.strategy + train + " --check --json";
+      auto r = run_heddle(args);
+      ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+      auto j = nlohmann::json::parse(r.out);
+      EXPECT_TRUE(j["ok"].get<bool>()) << args;
+      EXPECT_EQ(j["devices"].get<int64_t>(), std::stoll(c.mesh)) << args;
+    }
+  auto text = run_heddle("run gpt-tiny --batch 4 --mesh 4 --strategy pp=2,dp=2 --train --steps 1");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("2 stages of 2 device(s), 2 chunks, 2 micro-batches of 2, schedule 1f1b"),
+            std::string::npos)
+      << text.out;
+  auto bad = run_heddle("run gpt-tiny --mesh 2 --strategy pp=2,schedule=zb-h2");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("schedule gpipe, 1f1b or interleaved:V"), std::string::npos) << bad.err;
+}
+
 TEST(RunCli, ShowPrintsPlacementsAndEmitsOneProgramPerDevice) {
   std::string dir = ::testing::TempDir() + "/emit";
   auto r = run_heddle("show gpt-tiny --mesh 4 --strategy dp=2,tp=2 --emit " + dir);

@@ -20,7 +20,9 @@
 #include <thread>
 
 #include "Command.h"
+#include "PipelineRun.h"
 #include "RunCommand.h"
+#include "RunReport.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
@@ -28,6 +30,7 @@
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/MpiCommunicator.h"
 #include "heddle/runtime/MpiEnvironment.h"
+#include "heddle/runtime/PipelineExecutor.h"
 #include "heddle/support/Assert.h"
 
 namespace heddle::cli {
@@ -100,6 +103,14 @@ int64_t storage_bytes(DType dtype, int64_t numel) {
   return numel * (dtype_is_float(dtype) ? 4 : 8);
 }
 
+// Bytes of every parameter and input of `g`.
+int64_t model_feed_bytes(const Graph& g) {
+  int64_t n = 0;
+  for (const auto* ids : {&g.inputs(), &g.params()})
+    for (ValueId v : *ids) n += storage_bytes(g.type(v).dtype(), g.type(v).shape().product());
+  return n;
+}
+
 // The mesh-axis groups collectives run over: for every non-empty set of mesh axes, the partition
 // of the devices into groups that differ only along those axes (each in rank order).
 std::vector<std::vector<std::vector<int64_t>>> mesh_partitions(const Mesh& mesh) {
@@ -122,135 +133,105 @@ std::vector<std::vector<std::vector<int64_t>>> mesh_partitions(const Mesh& mesh)
   return partitions;
 }
 
-// How a run's outputs compare with the single-device interpreter.
-struct RunCheck {
-  bool ok = true;
-  double max_abs = 0, max_rel = 0;
-  double reference_time_s = 0;
-};
-
-// The single-device interpreter (parameters from o.seed) on `inputs`, compared with `got`.
-Result<RunCheck> check_against_reference(const Graph& g, const RunOptions& o,
-                                         const std::vector<Tensor>& inputs, const TensorMap& got) {
-  RunCheck c;
-  Interpreter interp(g, {.seed = o.seed, .blas_threads = 1});
-  auto t1 = std::chrono::steady_clock::now();
-  auto want = interp.run(inputs);
-  c.reference_time_s = seconds_since(t1);
-  if (!want.ok()) return want.error();
-  for (size_t k = 0; k < g.outputs().size(); ++k) {
-    const Tensor& a = (*want)[k];
-    const Tensor& b = got.at(g.outputs()[k]);
-    for (int64_t i = 0; i < a.numel(); ++i) {
-      double x = a.is_int() ? a.i64()[i] : a.f32()[i];
-      double y = b.is_int() ? b.i64()[i] : b.f32()[i];
-      double err = std::fabs(x - y);
-      if (std::isnan(err)) err = std::isnan(x) && std::isnan(y) ? 0 : INFINITY;
-      c.max_abs = std::max(c.max_abs, err);
-      c.max_rel = std::max(c.max_rel, err / std::max(std::fabs(x), 1e-6));
-      if (err > o.atol + o.rtol * std::fabs(x)) c.ok = false;
-    }
-  }
-  return c;
+// The whole-model parameters rank 0's reference check starts from (--check only).
+TensorMap whole_params(const Graph& g, uint64_t seed) {
+  TensorMap params;
+  for (ValueId p : g.params()) params.emplace(p, init_param(g.value(p).name, g.type(p), seed));
+  return params;
 }
 
-// The threads backend's summary (or JSON) for a forward run; 1 on a mismatch.
-int report_run(const RunOptions& o, const Graph& g, const PlannedRun& planned,
-               const std::vector<DeviceProgram>& programs, const std::string& devices_text,
-               double wall, const TensorMap& outputs, const RunCheck* check,
-               int64_t rank_feed_bytes_max, const std::vector<double>& losses) {
-  int64_t model_feed_bytes = 0;
-  for (const auto* ids : {&g.inputs(), &g.params()})
-    for (ValueId v : *ids)
-      model_feed_bytes += storage_bytes(g.type(v).dtype(), g.type(v).shape().product());
-  const ShardingPlan& plan = planned.propagation.plan;
-  ProgramStats stats = program_stats(g, programs);
-  if (o.json) {
-    nlohmann::json j = {{"ok", check == nullptr || check->ok},
-                        {"devices", plan.mesh.num_devices()},
-                        {"backend", o.backend},
-                        {"mesh", plan.mesh.to_string()},
-                        {"strategy", planned.spec.to_string()},
-                        {"wall_time_s", wall},
-                        {"collectives", stats.collectives},
-                        {"reshards", planned.propagation.reshards.size()},
-                        {"output_digest", output_digest(g, outputs)},
-                        {"rank_feed_bytes_max", rank_feed_bytes_max},
-                        {"model_feed_bytes", model_feed_bytes}};
-    if (o.train) j["loss"] = losses;
-    if (check) {
-      j["max_abs_error"] = check->max_abs;
-      j["max_rel_error"] = check->max_rel;
-      j["reference_time_s"] = check->reference_time_s;
-    }
-    fmt::print("{}\n", j.dump(2));
-  } else {
-    fmt::print("model      {} ({} ops)\n", g.name(), g.num_ops());
-    fmt::print("plan       {}\n", planned.note);
-    fmt::print("devices    {}\n", devices_text);
-    fmt::print(
-        "programs   {} kernel calls ({} fused instructions), {} collectives, {} halo "
-        "fetches over all devices\n",
-        stats.kernels, stats.fused, stats.collectives, stats.fetches);
-    if (!planned.propagation.reshards.empty())
-      fmt::print(
-          "reshards   {} inserted by propagation (heddle show MODEL --mesh ... --strategy "
-          "... lists them)\n",
-          planned.propagation.reshards.size());
-    fmt::print(
-        "shards     the largest rank generated {} of the {} bytes of parameters and inputs\n",
-        rank_feed_bytes_max, model_feed_bytes);
-    fmt::print("wall time  {:.4f} s{}\n", wall,
-               o.train ? " for " + std::to_string(losses.size()) + " steps" : "");
-    if (check) {
-      fmt::print("reference  {:.4f} s (single-device interpreter)\n", check->reference_time_s);
-      fmt::print("max error  abs {:.3g}, rel {:.3g} (tolerance abs {:g} + rel {:g})\n",
-                 check->max_abs, check->max_rel, o.atol, o.rtol);
-      fmt::print("check      {}\n",
-                 check->ok ? "ok: every output matches the reference" : "MISMATCH");
-    }
+// After step `s`: rank 0 checks the outputs against the reference, and the reference's
+// parameters follow the partitioned run's updates (as the threads backend's feeds do).
+Status check_and_follow(std::optional<ReferenceCheck>& reference, TensorMap& ref_params, int s,
+                        const std::vector<Tensor>& inputs, const TensorMap& got,
+                        const std::vector<ParamUpdate>& updates) {
+  if (!reference) return {};
+  HEDDLE_TRY(reference->check_step(s, ref_params, inputs, got));
+  for (const auto& u : updates) {
+    ref_params.insert_or_assign(u.param, got.at(u.updated));
+    for (const auto& st : u.state) ref_params.insert_or_assign(st.first, got.at(st.second));
   }
-  if (check && !check->ok) {
-    std::fprintf(stderr,
-                 "error: outputs differ from the reference beyond tolerance "
-                 "(max abs %.3g, max rel %.3g)\n",
-                 check->max_abs, check->max_rel);
-    return 1;
-  }
-  return 0;
+  return {};
+}
+
+// Ends the job after a failure that leaves this rank out of step with the others.
+[[noreturn]] void die(MpiCommunicator& mpi, const std::string& message) {
+  std::fprintf(stderr, "heddle: rank %lld: error: %s\n", static_cast<long long>(mpi.rank()),
+               message.c_str());
+  mpi.abort_job(message);
+}
+
+// After a step every rank learns the first rank whose step failed in step with the others (a
+// kernel's diagnostic); true when one did (this rank said so).
+bool step_failed(MpiCommunicator& mpi, const Status& st) {
+  if (mpi.failure()) die(mpi, mpi.failure()->message);
+  auto failed = mpi.agree_on_failure(st.ok());
+  if (!failed.ok()) die(mpi, failed.error().message);
+  if (*failed < 0) return false;
+  const auto r = static_cast<long long>(mpi.rank());
+  if (*failed == mpi.rank())
+    std::fprintf(stderr, "heddle: rank %lld: %s\n", r, st.error().to_string().c_str());
+  else
+    std::fprintf(stderr, "heddle: rank %lld: error: rank %lld failed; stopping\n", r,
+                 static_cast<long long>(*failed));
+  return true;
+}
+
+// The communicator the programs use: MPI, or the fault injector in front of it.
+Communicator& maybe_injected(MpiCommunicator& mpi, std::optional<FaultInjector>& injector) {
+  if (env_or("HEDDLE_TEST_FAIL_RANK", "-1") != std::to_string(mpi.rank())) return mpi;
+  injector.emplace(mpi, std::atoll(env_or("HEDDLE_TEST_FAIL_AT", "1").c_str()),
+                   env_or("HEDDLE_TEST_FAIL_MODE", "throw"));
+  return *injector;
+}
+
+// The most bytes of parameters and inputs any rank generated (collective over all ranks).
+int64_t largest_feed_bytes(MpiCommunicator& mpi, const TensorMap& feeds) {
+  int64_t bytes = 0;
+  for (const auto& [v, t] : feeds) bytes += storage_bytes(t.dtype(), t.numel());
+  auto largest = mpi.max_over_ranks(bytes);
+  if (!largest.ok()) die(mpi, largest.error().message);
+  return *largest;
+}
+
+// Rank 0's summary of a run, except the plan (note, mesh, strategy, program statistics).
+RunSummary rank0_summary(const MpiCommunicator& mpi, const Graph& g, double wall,
+                         std::vector<double> losses, const TensorMap& last,
+                         const std::optional<ReferenceCheck>& reference, int64_t feed_bytes_max) {
+  RunSummary s;
+  s.devices_text = fmt::format("{} MPI ranks", mpi.size());
+  s.wall_s = wall;
+  s.losses = std::move(losses);
+  s.digest = output_digest(g, last);
+  s.check = reference ? &reference->errors() : nullptr;
+  s.feed_bytes = std::make_pair(feed_bytes_max, model_feed_bytes(g));
+  return s;
 }
 
 int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>& updates,
              const PlannedRun& planned, const std::vector<DeviceProgram>& programs,
              MpiCommunicator& mpi) {
   const int64_t r = mpi.rank();
-  // A failure that leaves this rank out of step with the others ends the whole job.
-  auto die = [&](const std::string& message) {
-    std::fprintf(stderr, "heddle: rank %lld: error: %s\n", static_cast<long long>(r),
-                 message.c_str());
-    mpi.abort_job(message);
-  };
-  if (auto st = mpi.prepare(mesh_partitions(planned.propagation.plan.mesh)); !st.ok())
-    die(st.error().message);
-
+  if (auto st = mpi.prepare(mesh_partitions(planned.mesh)); !st.ok()) die(mpi, st.error().message);
   std::optional<FaultInjector> injector;
-  Communicator* comm = &mpi;
-  if (env_or("HEDDLE_TEST_FAIL_RANK", "-1") == std::to_string(r)) {
-    injector.emplace(mpi, std::atoll(env_or("HEDDLE_TEST_FAIL_AT", "1").c_str()),
-                     env_or("HEDDLE_TEST_FAIL_MODE", "throw"));
-    comm = &*injector;
-  }
+  Communicator& comm = maybe_injected(mpi, injector);
   const int64_t int_hi = integer_range(g);
   const DeviceProgram& own = programs.size() == 1 ? programs[0] : programs[r];
   HEDDLE_ASSERT(own.device == r) << "rank " << r << " holds the program of device " << own.device;
   TensorMap feeds = shard_feeds(g, own, o.seed, int_hi);
-  int64_t feed_bytes = 0;
-  for (const auto& [v, t] : feeds) feed_bytes += storage_bytes(t.dtype(), t.numel());
-  auto rank_feed_bytes_max = mpi.max_over_ranks(feed_bytes);
-  if (!rank_feed_bytes_max.ok()) die(rank_feed_bytes_max.error().message);
+  const int64_t rank_feed_bytes_max = largest_feed_bytes(mpi, feeds);
 
+  // Only rank 0 checks, and only it builds the whole model for that.
+  std::optional<ReferenceCheck> reference;
+  TensorMap ref_params;
+  std::vector<Tensor> inputs;
+  if (r == 0 && o.check) {
+    reference.emplace(g, o, updates);
+    ref_params = whole_params(g, o.seed);
+    inputs = random_inputs(g, o.seed + 1, int_hi);
+  }
   // Start together, so rank 0's wall time is the run's.
-  if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(ready.error().message);
+  if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(mpi, ready.error().message);
   double wall = 0;
   std::vector<double> losses;
   Result<TensorMap> got = Diagnostic("not run");
@@ -258,24 +239,14 @@ int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>
   for (int step = 1; step <= steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     try {
-      got = run_device(g, own, *comm, feeds, {.optimizer_step = o.train ? step : 0});
+      got = run_device(g, own, comm, feeds, {.optimizer_step = o.train ? step : 0});
     } catch (const std::exception& e) {
-      die(e.what());
+      die(mpi, e.what());
     }
-    if (mpi.failure()) die(mpi.failure()->message);
-    // Errors that kept this rank in step (a kernel's diagnostic): every rank learns the first.
-    auto failed = mpi.agree_on_failure(got.ok());
-    if (!failed.ok()) die(failed.error().message);
+    if (step_failed(mpi, got.ok() ? Status{} : Status(got.error()))) return 1;
     wall += seconds_since(t0);
-    if (*failed >= 0) {
-      if (*failed == r)
-        std::fprintf(stderr, "heddle: rank %lld: %s\n", static_cast<long long>(r),
-                     got.error().to_string().c_str());
-      else
-        std::fprintf(stderr, "heddle: rank %lld: error: rank %lld failed; stopping\n",
-                     static_cast<long long>(r), static_cast<long long>(*failed));
-      return 1;
-    }
+    if (auto st = check_and_follow(reference, ref_params, step, inputs, *got, updates); !st.ok())
+      return user_error(st.error());
     if (!o.train) break;
     // Outputs are whole on every rank (lowering replicates them): keep this rank's tiles of the
     // updated parameters and optimizer state for the next step.
@@ -299,15 +270,81 @@ int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>
     if (it == got->end() || it->second.region() != Box::of_shape(g.type(v).shape()))
       return user_error(Diagnostic("output " + g.value(v).name + " is not whole on rank 0"));
   }
-  std::optional<RunCheck> check;
-  if (o.check) {
-    // The reference needs the whole model: only rank 0 builds it, and only for --check.
-    auto c = check_against_reference(g, o, random_inputs(g, o.seed + 1, int_hi), *got);
-    if (!c.ok()) return user_error(c.error());
-    check = *c;
+  RunSummary summary = rank0_summary(mpi, g, wall, losses, *got, reference, rank_feed_bytes_max);
+  summary.note = planned.note;
+  summary.mesh = planned.mesh;
+  summary.strategy = planned.spec.to_string();
+  summary.stats = program_stats(g, programs);
+  summary.reshards = planned.propagation.reshards.size();
+  return report_run(o, g, summary);
+}
+
+// A pipeline on MPI ranks: each rank runs its stage's blocks (collectives inside the stage over
+// MPI, activations and gradients to other stages point to point) and keeps the parameters of its
+// stage; rank 0 collects the results.
+int run_pipeline_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>& updates,
+                      const PipelinePlan& pipe, MpiCommunicator& mpi) {
+  const int64_t r = mpi.rank();
+  const PipelineProgram& P = pipe.program;
+  if (auto st = mpi.prepare(mesh_partitions(pipe.mesh)); !st.ok()) die(mpi, st.error().message);
+  std::optional<FaultInjector> injector;
+  OffsetCommunicator stage_comm(maybe_injected(mpi, injector),
+                                r / P.stage_devices * P.stage_devices, P.stage_devices);
+  const int64_t int_hi = integer_range(g);
+  // This rank's stage's parameters (whole: stages replicate what they hold) and the inputs.
+  TensorMap feeds;
+  std::vector<std::string> mine = P.stage_params(r / P.stage_devices);
+  for (ValueId p : g.params())
+    if (std::binary_search(mine.begin(), mine.end(), g.value(p).name))
+      feeds.emplace(p, init_param(g.value(p).name, g.type(p), o.seed));
+  std::vector<Tensor> inputs = random_inputs(g, o.seed + 1, int_hi);
+  for (size_t i = 0; i < inputs.size(); ++i) feeds.emplace(g.inputs()[i], inputs[i]);
+  const int64_t rank_feed_bytes_max = largest_feed_bytes(mpi, feeds);
+
+  std::optional<ReferenceCheck> reference;
+  TensorMap ref_params;
+  if (r == 0 && o.check) {
+    reference.emplace(g, o, updates);
+    ref_params = whole_params(g, o.seed);
   }
-  return report_run(o, g, planned, programs, fmt::format("{} MPI ranks", mpi.size()), wall, *got,
-                    check ? &*check : nullptr, *rank_feed_bytes_max, losses);
+  if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(mpi, ready.error().message);
+  double wall = 0;
+  std::vector<double> losses;
+  TensorMap last;
+  const int steps = o.train ? o.steps : 1;
+  for (int step = 1; step <= steps; ++step) {
+    auto t0 = std::chrono::steady_clock::now();
+    Result<PipelineResult> res = Diagnostic("not run");
+    try {
+      res = run_pipeline_device(P, r, stage_comm, mpi, to_pipeline_feeds(pipe, g, feeds),
+                                {.optimizer_step = o.train ? step : 0});
+      if (auto st = mpi.flush_sends(); !st.ok()) die(mpi, st.error().message);
+    } catch (const std::exception& e) {
+      die(mpi, e.what());
+    }
+    if (step_failed(mpi, res.ok() ? Status{} : Status(res.error()))) return 1;
+    wall += seconds_since(t0);
+    for (ValueId p : g.params())  // the next step starts from the updated values
+      if (auto it = res->updated.find(g.value(p).name); it != res->updated.end() && feeds.count(p))
+        feeds.insert_or_assign(p, it->second);
+    if (r != 0) continue;
+    auto got = from_pipeline_result(pipe, g, updates, *res);
+    if (!got.ok()) return user_error(got.error());
+    if (auto st = check_and_follow(reference, ref_params, step, inputs, *got, updates); !st.ok())
+      return user_error(st.error());
+    if (o.train) {
+      losses.push_back(got->at(g.outputs()[0]).f32()[0]);
+      if (!o.json) fmt::print("step {:>4}  loss {:.6f}\n", step, losses.back());
+    }
+    last = std::move(*got);
+  }
+  if (r != 0) return 0;
+  RunSummary summary = rank0_summary(mpi, g, wall, losses, last, reference, rank_feed_bytes_max);
+  summary.note = pipe.note;
+  summary.mesh = pipe.mesh;
+  summary.strategy = pipe.spec.to_string();
+  summary.stats = P.stats();
+  return report_run(o, g, summary);
 }
 
 }  // namespace
@@ -319,38 +356,47 @@ int run_mpi(const RunOptions& o) {
   auto bad_input = [&](const Diagnostic& d) { return root ? user_error(d) : 1; };
   if (o.timeout_s <= 0)
     return bad_input(Diagnostic("--timeout must be a positive number of seconds"));
-  if (o.train && o.check)
-    return bad_input(Diagnostic(
-        "--train --check runs on --backend threads only for now; MPI training reports the loss "
-        "(equal to the threads backend's, bit for bit)"));
   if (o.steps < 1) return bad_input(Diagnostic("--steps must be >= 1"));
   if (o.optimizer != "adamw" && o.optimizer != "sgd")
     return bad_input(Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'"));
+  if (!o.input_files.empty() || !o.output_file.empty())
+    return bad_input(Diagnostic("--input and --output work with --backend threads only"));
   zoo::ModelOptions mo;
   mo.with_loss = o.train;
   auto model = resolve_model(o.model, o.overrides, mo);
   if (!model.ok()) return bad_input(model.error());
   if (root ? report_verify(*model) != 0 : !verify(*model).empty()) return 1;
   Graph g = std::move(*model);
+  auto asked = pipeline_if_asked(o, g);
+  if (!asked.ok()) return bad_input(asked.error());
+  std::optional<PipelinePlan> pipe = std::move(*asked);
   std::vector<ParamUpdate> updates;
   if (o.train) {  // the same training step the threads backend builds
     auto step = make_train_step(o, g);
     if (!step.ok()) return bad_input(step.error());
     updates = std::move(*step);
+    if (o.check)  // gradients become outputs, so --check compares them (as with threads)
+      for (const auto& u : updates) g.add_output(u.grad);
   }
-  auto planned = plan_run(g, o.mesh, o.strategy);
-  if (!planned.ok()) return bad_input(planned.error());
-  const Mesh& mesh = planned->propagation.plan.mesh;
-  // Rank 0 lowers every device (the summary counts them all, --emit writes them); the others
-  // only their own. A rank beyond the mesh lowers all, to fail on the rank count below.
-  LowerOptions lower_options;
+  std::optional<PlannedRun> planned;
+  std::vector<DeviceProgram> programs;
   const int64_t launcher = MpiEnvironment::launcher_rank();
-  if (!root && launcher < mesh.num_devices()) lower_options.devices = {launcher};
-  auto programs = lower(g, planned->propagation.plan, lower_options);
-  if (!programs.ok()) return bad_input(programs.error());
-  if (root && !o.emit_dir.empty())
-    if (auto s = write_programs(o.emit_dir, g, mesh, *programs); !s.ok())
-      return user_error(s.error());
+  if (!pipe) {
+    auto pr = plan_run(g, o.mesh, o.strategy);
+    if (!pr.ok()) return bad_input(pr.error());
+    planned = std::move(*pr);
+    // Rank 0 lowers every device (the summary counts them all, --emit writes them); the others
+    // only their own. A rank beyond the mesh lowers all, to fail on the rank count below.
+    LowerOptions lower_options;
+    if (!root && launcher < planned->mesh.num_devices()) lower_options.devices = {launcher};
+    auto lowered = lower(g, planned->propagation.plan, lower_options);
+    if (!lowered.ok()) return bad_input(lowered.error());
+    programs = std::move(*lowered);
+    if (root && !o.emit_dir.empty())
+      if (auto s = write_programs(o.emit_dir, g, planned->mesh, programs); !s.ok())
+        return user_error(s.error());
+  }
+  const Mesh& mesh = pipe ? pipe->mesh : planned->mesh;
 
   MpiEnvironment env;
   if (env.size() != mesh.num_devices()) {
@@ -362,7 +408,8 @@ int run_mpi(const RunOptions& o) {
     return 1;
   }
   MpiCommunicator mpi({.timeout_s = o.timeout_s});
-  return run_rank(o, g, updates, *planned, *programs, mpi);
+  return pipe ? run_pipeline_rank(o, g, updates, *pipe, mpi)
+              : run_rank(o, g, updates, *planned, programs, mpi);
 }
 
 }  // namespace heddle::cli

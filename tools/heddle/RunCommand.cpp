@@ -5,14 +5,14 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cmath>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "Command.h"
+#include "PipelineRun.h"
 #include "Planning.h"
+#include "RunReport.h"
 #include "heddle/frontend/Npy.h"
 #include "heddle/ir/GraphStats.h"
 #include "heddle/ir/TextPrinter.h"
@@ -103,23 +103,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // Largest model the host materializes whole (feeds, the reference): 200M elements.
 constexpr int64_t kMaxHostElements = int64_t{200} * 1000 * 1000;
 
-struct Errors {
-  double max_abs = 0, max_rel = 0;
-  bool ok = true;
-};
-
-void compare(const Tensor& want, const Tensor& got, const RunOptions& o, Errors& e) {
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    double x = want.is_int() ? want.i64()[i] : want.f32()[i];
-    double y = got.is_int() ? got.i64()[i] : got.f32()[i];
-    double err = std::fabs(x - y);
-    if (std::isnan(err)) err = std::isnan(x) && std::isnan(y) ? 0 : INFINITY;
-    e.max_abs = std::max(e.max_abs, err);
-    e.max_rel = std::max(e.max_rel, err / std::max(std::fabs(x), 1e-6));
-    if (err > o.atol + o.rtol * std::fabs(x)) e.ok = false;
-  }
-}
-
 int run(const RunOptions& o) {
   if (o.backend == "mpi") return run_mpi(o);
   if (o.backend != "threads")
@@ -152,6 +135,9 @@ int run(const RunOptions& o) {
         " to execute on this host; pick a smaller preset or shrink it with --layers, --hidden, "
         "--seq, --batch (heddle simulate predicts large models without running them)"));
   Graph g = std::move(*model);
+  auto asked = pipeline_if_asked(o, g);
+  if (!asked.ok()) return user_error(asked.error());
+  std::optional<PipelinePlan> pipe = std::move(*asked);
   std::vector<ParamUpdate> updates;
   if (o.train) {
     auto step = make_train_step(o, g);
@@ -161,14 +147,27 @@ int run(const RunOptions& o) {
     if (o.check)
       for (const auto& u : updates) g.add_output(u.grad);
   }
-  auto planned = plan_run(g, o.mesh, o.strategy);
-  if (!planned.ok()) return user_error(planned.error());
-  const ShardingPlan& plan = planned->propagation.plan;
-  auto programs = lower(g, plan);
-  if (!programs.ok()) return user_error(programs.error());
-  if (!o.emit_dir.empty())
-    if (auto s = write_programs(o.emit_dir, g, plan.mesh, *programs); !s.ok())
-      return user_error(s.error());
+  std::optional<PlannedRun> planned;
+  std::vector<DeviceProgram> programs;
+  if (!pipe) {
+    auto pr = plan_run(g, o.mesh, o.strategy);
+    if (!pr.ok()) return user_error(pr.error());
+    planned = std::move(*pr);
+    auto lowered = lower(g, planned->propagation.plan);
+    if (!lowered.ok()) return user_error(lowered.error());
+    programs = std::move(*lowered);
+    if (!o.emit_dir.empty())
+      if (auto s = write_programs(o.emit_dir, g, planned->mesh, programs); !s.ok())
+        return user_error(s.error());
+  }
+  // One step of the partitioned run from `feeds`: threads, or pipeline stages on threads.
+  auto run_step = [&](const TensorMap& feeds, int s) -> Result<TensorMap> {
+    ExecOptions eo{.optimizer_step = o.train ? s : 0};
+    if (!pipe) return run_threaded(g, programs, feeds, eo);
+    auto r = run_pipeline_threaded(pipe->program, to_pipeline_feeds(*pipe, g, feeds), eo);
+    HEDDLE_TRY(r);
+    return from_pipeline_result(*pipe, g, updates, *r);
+  };
 
   // The synthetic task: one fixed random batch (inputs and labels), learned by memorisation.
   // ONNX models bring their own weights; --input files replace the random batch.
@@ -182,62 +181,22 @@ int run(const RunOptions& o) {
     feeds.emplace(
         p, w != loaded->weights.end() ? w->second : init_param(g.value(p).name, g.type(p), o.seed));
   }
-  std::optional<Interpreter> reference;
-  if (o.check) {
-    reference.emplace(g, InterpreterOptions{.seed = o.seed, .blas_threads = 1});
-    for (ValueId p : g.params()) reference->set_param(p, feeds.at(p));
-  }
+  std::optional<ReferenceCheck> reference;
+  if (o.check) reference.emplace(g, o, updates);
 
-  // AdamW's first steps move each weight by about lr * sign(gradient); where a gradient is ~0
-  // that sign is fp32 noise, so those elements of the updated weight are not compared (their
-  // gradients are). Maps updated param -> its gradient.
-  // Below 1e-5 (1,000 x AdamW's eps) the normalized step lr * g / (|g| + eps) turns fp32
-  // rounding of g into visible changes.
-  constexpr double kAdamWNoise = 1e-5;
-  std::map<ValueId, ValueId> adamw_grad;
-  if (o.optimizer == "adamw")
-    for (const auto& u : updates) adamw_grad[u.updated] = u.grad;
-  std::map<ValueId, size_t> out_index;
-  for (size_t k = 0; k < g.outputs().size(); ++k) out_index[g.outputs()[k]] = k;
-  int64_t skipped = 0;
-
-  Errors errors;
   TensorMap last;  // the last step's outputs
-  double wall = 0, ref_time = 0;
+  double wall = 0;
   std::vector<double> losses;
   int steps = o.train ? o.steps : 1;
   for (int s = 1; s <= steps; ++s) {
     auto t0 = std::chrono::steady_clock::now();
-    auto got = run_threaded(g, *programs, feeds, {.optimizer_step = o.train ? s : 0});
+    auto got = run_step(feeds, s);
     wall += seconds_since(t0);
     if (!got.ok()) return user_error(got.error());
     last = *got;
-    if (reference) {  // the same step from the same parameters, on one device
-      for (ValueId p : g.params()) reference->set_param(p, feeds.at(p));
-      auto t1 = std::chrono::steady_clock::now();
-      auto want = reference->run(inputs, s);
-      ref_time += seconds_since(t1);
-      if (!want.ok()) return user_error(want.error());
-      for (size_t k = 0; k < g.outputs().size(); ++k) {
-        ValueId v = g.outputs()[k];
-        auto adam = adamw_grad.find(v);
-        if (adam == adamw_grad.end()) {
-          compare((*want)[k], got->at(v), o, errors);
-          continue;
-        }
-        const Tensor& grad = (*want)[out_index.at(adam->second)];
-        double scale = 0;
-        for (int64_t i = 0; i < grad.numel(); ++i)
-          scale = std::max(scale, std::fabs(static_cast<double>(grad.f32()[i])));
-        Tensor want_masked = (*want)[k], got_masked = got->at(v);
-        for (int64_t i = 0; i < grad.numel(); ++i)
-          if (std::fabs(grad.f32()[i]) <= std::max(1e-3 * scale, kAdamWNoise)) {
-            got_masked.f32()[i] = want_masked.f32()[i];
-            ++skipped;
-          }
-        compare(want_masked, got_masked, o, errors);
-      }
-    }
+    if (reference)  // the same step from the same parameters, on one device
+      if (auto st = reference->check_step(s, feeds, inputs, *got); !st.ok())
+        return user_error(st.error());
     if (!o.output_file.empty() && s == steps) {
       if (g.outputs().size() != 1)
         return user_error(Diagnostic("--output takes one file, but the model has " +
@@ -255,62 +214,25 @@ int run(const RunOptions& o) {
       }
     }
   }
-  ProgramStats stats = program_stats(g, *programs);
-  if (o.json) {
-    nlohmann::json j = {{"ok", errors.ok},
-                        {"devices", plan.mesh.num_devices()},
-                        {"mesh", plan.mesh.to_string()},
-                        {"strategy", planned->spec.to_string()},
-                        {"wall_time_s", wall},
-                        {"collectives", stats.collectives},
-                        {"reshards", planned->propagation.reshards.size()},
-                        {"backend", o.backend},
-                        {"output_digest", output_digest(g, last)}};
-    if (o.check) {
-      j["max_abs_error"] = errors.max_abs;
-      j["max_rel_error"] = errors.max_rel;
-      j["reference_time_s"] = ref_time;
-      j["adamw_elements_compared_by_gradient"] = skipped;
-    }
-    if (o.train) j["loss"] = losses;
-    fmt::print("{}\n", j.dump(2));
+  RunSummary summary;
+  summary.wall_s = wall;
+  summary.losses = losses;
+  summary.digest = output_digest(g, last);
+  summary.check = reference ? &reference->errors() : nullptr;
+  if (pipe) {
+    summary.note = pipe->note;
+    summary.mesh = pipe->mesh;
+    summary.strategy = pipe->spec.to_string();
+    summary.stats = pipe->program.stats();
   } else {
-    fmt::print("model      {} ({} ops{})\n", g.name(), g.num_ops(),
-               o.train ? ", training step: forward, loss, backward, " + o.optimizer : "");
-    fmt::print("plan       {}\n", planned->note);
-    fmt::print("devices    {} threads\n", plan.mesh.num_devices());
-    fmt::print(
-        "programs   {} kernel calls ({} fused instructions), {} collectives, {} halo "
-        "fetches over all devices\n",
-        stats.kernels, stats.fused, stats.collectives, stats.fetches);
-    if (!planned->propagation.reshards.empty())
-      fmt::print(
-          "reshards   {} inserted by propagation (heddle show MODEL --mesh ... --strategy "
-          "... lists them)\n",
-          planned->propagation.reshards.size());
-    fmt::print("wall time  {:.4f} s{}\n", wall,
-               o.train ? " for " + std::to_string(steps) + " steps" : "");
-    if (o.check) {
-      fmt::print("reference  {:.4f} s (single-device interpreter)\n", ref_time);
-      fmt::print("max error  abs {:.3g}, rel {:.3g} (tolerance abs {:g} + rel {:g})\n",
-                 errors.max_abs, errors.max_rel, o.atol, o.rtol);
-      if (skipped > 0)
-        fmt::print(
-            "           {} AdamW-updated weights with gradients near zero (below 1e-5 or 1e-3 of "
-            "their tensor's largest) were compared through their gradients only\n",
-            skipped);
-      fmt::print("check      {}\n", errors.ok ? std::string("ok: every output") +
-                                                    (o.train ? " and updated parameter" : "") +
-                                                    " matches the reference"
-                                              : std::string("MISMATCH"));
-    }
+    summary.note = planned->note;
+    summary.mesh = planned->mesh;
+    summary.strategy = planned->spec.to_string();
+    summary.stats = program_stats(g, programs);
+    summary.reshards = planned->propagation.reshards.size();
   }
-  if (!errors.ok)
-    std::fprintf(stderr,
-                 "error: outputs differ from the reference beyond tolerance "
-                 "(max abs %.3g, max rel %.3g)\n",
-                 errors.max_abs, errors.max_rel);
-  return errors.ok ? 0 : 1;
+  summary.devices_text = std::to_string(summary.mesh.num_devices()) + " threads";
+  return report_run(o, g, summary);
 }
 
 }  // namespace
