@@ -29,8 +29,11 @@ struct MpiOptions {
 /// members' tile and target regions (a few integers).
 ///
 /// Failures: a rank that fails calls abort_job(), which tells every other rank; their pending and
-/// later collectives then return a diagnostic naming it. A wait longer than the timeout returns a
-/// diagnostic too. After any failure every later collective returns the same diagnostic at once.
+/// later collectives then return a diagnostic naming it. A peer on this host whose process is gone
+/// (killed, crashed) is noticed within about a second of waiting and named the same way; the
+/// launcher's SIGTERM after such a death prints which peer is gone and exits 1 (unless this rank
+/// already reported a failure). A wait longer than the timeout returns a diagnostic too. After any
+/// failure every later collective returns the same diagnostic at once.
 class MpiCommunicator : public Communicator, public Links {
  public:
   /// Precondition: an MpiEnvironment is alive (and outlives this object).

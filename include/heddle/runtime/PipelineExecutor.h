@@ -1,8 +1,6 @@
-// Running pipeline programs: every device walks its stage's order of blocks (GPipe, 1F1B,
-// interleaved), executing each block's device program on its stage's communicator, receiving
-// activations and sending gradients across stages point to point, accumulating gradients over
-// micro-batches, then updating the parameters its stage owns. On threads (the default backend) or
-// on any Links (MPI ranks).
+// Running pipeline programs: every device walks its stage's order of blocks, with collectives
+// inside the stage and activations and gradients between stages over Links; gradients summed
+// over micro-batches, then each stage updates the parameters it owns. Threads or MPI ranks.
 #pragma once
 
 #include <map>

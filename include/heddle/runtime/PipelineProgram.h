@@ -1,8 +1,6 @@
-// Pipeline programs: a model (at micro-batch size) split into chunks (split_stages), each chunk a
-// forward graph and, for training, a backward graph (the chunk's forward recomputed, then the
-// vector-Jacobian product of its outputs), plus per stage the optimizer step of the parameters it
-// owns; each lowered for the stage's dp/tp sub-mesh; and the order in which every stage runs its
-// blocks, taken from a pipeline schedule (GPipe, 1F1B, interleaved 1F1B).
+// Pipeline programs: a model split into chunks, each a forward and (training) a recomputing
+// backward block lowered for its stage's sub-mesh, per-stage optimizer blocks, and every stage's
+// order of blocks from a pipeline schedule (GPipe, 1F1B, interleaved 1F1B).
 #pragma once
 
 #include <map>
