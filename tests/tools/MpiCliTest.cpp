@@ -130,6 +130,8 @@ TEST(MpiCli, APipelineTrainingStepOnFourRanksMatchesTheReferenceAndTheThreads) {
   if (jt.is_null() || jm.is_null()) return;
   EXPECT_TRUE(jm["ok"].get<bool>()) << jm.dump();
   EXPECT_EQ(jm["devices"].get<int64_t>(), 4);
+  EXPECT_EQ(jm["pipeline"]["micro_batches"].get<int64_t>(), 2) << "batch 4 over dp=2, mb=1";
+  EXPECT_EQ(jm["pipeline"]["schedule"], "1f1b");
   EXPECT_EQ(jm["loss"], jt["loss"]) << "the same pipeline on ranks and on threads";
   EXPECT_EQ(jm["output_digest"], jt["output_digest"]);
 }

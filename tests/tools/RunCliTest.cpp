@@ -94,6 +94,7 @@ TEST(RunCli, PipelinesTrainAndInferLikeTheReference) {
       auto j = nlohmann::json::parse(r.out);
       EXPECT_TRUE(j["ok"].get<bool>()) << args;
       EXPECT_EQ(j["devices"].get<int64_t>(), std::stoll(c.mesh)) << args;
+      EXPECT_EQ(j["pipeline"]["stages"].get<int64_t>(), std::string(c.strategy)[3] - '0') << args;
     }
   auto text = run_heddle("run gpt-tiny --batch 4 --mesh 4 --strategy pp=2,dp=2 --train --steps 1");
   ASSERT_EQ(text.exit_code, 0) << text.err;

@@ -344,6 +344,9 @@ int run_pipeline_rank(const RunOptions& o, const Graph& g, const std::vector<Par
   summary.mesh = pipe.mesh;
   summary.strategy = pipe.spec.to_string();
   summary.stats = P.stats();
+  summary.stages = P.stages;
+  summary.micro_batches = P.micro_batches;
+  summary.schedule = P.schedule;
   return report_run(o, g, summary);
 }
 

@@ -224,6 +224,9 @@ int run(const RunOptions& o) {
     summary.mesh = pipe->mesh;
     summary.strategy = pipe->spec.to_string();
     summary.stats = pipe->program.stats();
+    summary.stages = pipe->program.stages;
+    summary.micro_batches = pipe->program.micro_batches;
+    summary.schedule = pipe->program.schedule;
   } else {
     summary.note = planned->note;
     summary.mesh = planned->mesh;

@@ -76,6 +76,9 @@ int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {
                         {"wall_time_s", s.wall_s},     {"collectives", s.stats.collectives},
                         {"reshards", s.reshards},      {"backend", o.backend},
                         {"output_digest", s.digest}};
+    if (s.stages > 0)
+      j["pipeline"] = {
+          {"stages", s.stages}, {"micro_batches", s.micro_batches}, {"schedule", s.schedule}};
     if (s.feed_bytes) {
       j["rank_feed_bytes_max"] = s.feed_bytes->first;
       j["model_feed_bytes"] = s.feed_bytes->second;

@@ -57,6 +57,9 @@ struct RunSummary {
   std::vector<double> losses;  ///< per training step
   std::string digest;          ///< output_digest() of the last step
   const CheckErrors* check = nullptr;
+  /// Pipelines: stages, micro-batches per step and the schedule followed (JSON `pipeline`).
+  int64_t stages = 0, micro_batches = 0;
+  std::string schedule;
   /// MPI: the most bytes of parameters and inputs one rank generated, and the model's total.
   std::optional<std::pair<int64_t, int64_t>> feed_bytes;
 };
