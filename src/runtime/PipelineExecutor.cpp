@@ -66,7 +66,16 @@ class PipelineRun {
 
  private:
   int64_t device_of(int64_t stage) const { return stage * P_.stage_devices + local_; }
-  int64_t edge_tag(size_t e, bool grad) const { return 16 + 2 * static_cast<int64_t>(e) + grad; }
+  // Calls f(tag, edge) for the edges into (out of) `chunk`, in edge order. An edge's activation
+  // travels with `tag`, its gradient with tag + 1.
+  enum Direction { Into, OutOf };
+  template <class F>
+  void each_edge(Direction d, int64_t chunk, F f) const {
+    for (size_t e = 0; e < P_.edges.size(); ++e) {
+      const PipelineEdge& edge = P_.edges[e];
+      if ((d == Into ? edge.to : edge.from) == chunk) f(16 + 2 * static_cast<int64_t>(e), edge);
+    }
+  }
   void fail(const Status& s) {
     if (!s.ok() && error_.ok()) error_ = s;
   }
@@ -106,19 +115,14 @@ class PipelineRun {
     const PipelineChunk& ch = P_.chunks[st.chunk];
     const Graph& g = ch.forward.graph;
     auto& stash = stash_[{st.micro, st.chunk}];
-    for (size_t e = 0; e < P_.edges.size(); ++e) {
-      const PipelineEdge& edge = P_.edges[e];
-      if (edge.to != st.chunk) continue;
-      stash[edge.value] = recv(device_of(P_.stage_of(edge.from)), edge_tag(e, false),
-                               g.type(*g.find_value(edge.value)));
-    }
+    each_edge(Into, st.chunk, [&](int64_t tag, const PipelineEdge& edge) {
+      stash[edge.value] =
+          recv(device_of(P_.stage_of(edge.from)), tag, g.type(*g.find_value(edge.value)));
+    });
     auto out = run_block(ch.forward, stash, st.micro);
-    for (size_t e = 0; e < P_.edges.size(); ++e) {
-      const PipelineEdge& edge = P_.edges[e];
-      if (edge.from == st.chunk)
-        send(device_of(P_.stage_of(edge.to)), edge_tag(e, false),
-             out.at(*g.find_value(edge.value)));
-    }
+    each_edge(OutOf, st.chunk, [&](int64_t tag, const PipelineEdge& edge) {
+      send(device_of(P_.stage_of(edge.to)), tag, out.at(*g.find_value(edge.value)));
+    });
     for (const auto& o : ch.outputs) outputs_[{st.micro, o}] = out.at(*g.find_value(o));
     if (!P_.train) stash_.erase({st.micro, st.chunk});
   }
@@ -128,15 +132,13 @@ class PipelineRun {
     const Graph& g = ch.backward.graph;
     auto& extra = stash_[{st.micro, st.chunk}];
     // The gradient of every value sent, summed over its readers in edge order.
-    for (size_t e = 0; e < P_.edges.size(); ++e) {
-      const PipelineEdge& edge = P_.edges[e];
-      if (edge.from != st.chunk) continue;
+    each_edge(OutOf, st.chunk, [&](int64_t tag, const PipelineEdge& edge) {
       auto id = g.find_value(kGradPrefix + edge.value);
-      if (!id) continue;  // integer values carry no gradient
-      Tensor t = recv(device_of(P_.stage_of(edge.to)), edge_tag(e, true), g.type(*id));
+      if (!id) return;  // integer values carry no gradient
+      Tensor t = recv(device_of(P_.stage_of(edge.to)), tag + 1, g.type(*id));
       auto [it, fresh] = extra.emplace(kGradPrefix + edge.value, t);
       if (!fresh) kernels::combine(Monoid::kSum, it->second, t);
-    }
+    });
     auto out = run_block(ch.backward, extra, st.micro);
     std::map<std::string, const Tensor*> grads;
     for (const auto& [name, v] : ch.grads) grads[name] = &out.at(v);
@@ -146,16 +148,14 @@ class PipelineRun {
       auto [acc, fresh] = acc_.emplace(p, *it->second);
       if (!fresh) kernels::combine(Monoid::kSum, acc->second, *it->second);
     }
-    for (size_t e = 0; e < P_.edges.size(); ++e) {
-      const PipelineEdge& edge = P_.edges[e];
-      if (edge.to != st.chunk) continue;
+    each_edge(Into, st.chunk, [&](int64_t tag, const PipelineEdge& edge) {
       const Graph& fg = P_.chunks[edge.from].backward.graph;
       auto id = fg.find_value(kGradPrefix + edge.value);
-      if (!id) continue;
+      if (!id) return;
       auto it = grads.find(edge.value);
-      send(device_of(P_.stage_of(edge.from)), edge_tag(e, true),
+      send(device_of(P_.stage_of(edge.from)), tag + 1,
            it != grads.end() ? *it->second : Tensor(fg.type(*id)));
-    }
+    });
     stash_.erase({st.micro, st.chunk});
   }
 
