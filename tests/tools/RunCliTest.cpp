@@ -84,6 +84,7 @@ TEST(RunCli, PipelinesTrainAndInferLikeTheReference) {
       {"llama-tiny --batch 4", "4", "pp=2,tp=2,schedule=gpipe"},
       {"gpt-tiny --layers 4 --batch 4", "4", "pp=4,schedule=1f1b"},
       {"mlp", "2", "pp=2,microbatches=1"},
+      {"moe-tiny", "4", "pp=2,ep=2"},
   };
   for (const auto& c : cases)
     for (const char* train : {" --train --steps 2", ""}) {
@@ -101,6 +102,9 @@ TEST(RunCli, PipelinesTrainAndInferLikeTheReference) {
   EXPECT_NE(text.out.find("2 stages of 2 device(s), 2 chunks, 2 micro-batches of 2, schedule 1f1b"),
             std::string::npos)
       << text.out;
+  auto moe = run_heddle("run moe-tiny --mesh 2 --strategy pp=2,microbatches=2");
+  EXPECT_EQ(moe.exit_code, 1);
+  EXPECT_NE(moe.err.find("top-2 gating"), std::string::npos) << moe.err;
   auto bad = run_heddle("run gpt-tiny --mesh 2 --strategy pp=2,schedule=zb-h2");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("schedule gpipe, 1f1b or interleaved:V"), std::string::npos) << bad.err;

@@ -24,6 +24,10 @@ Result<PipelinePlan> plan_pipeline(const RunOptions& o, const Graph& full,
   HEDDLE_TRY(mesh);
   const int64_t pp = *spec.pp, dp = spec.dp.value_or(1);
   const bool zoo = zoo::is_zoo_model(o.model);
+  // Top-2 gating sizes expert capacity from the tokens it sees: split into micro-batches, the
+  // model drops other tokens than on the whole batch, a different computation.
+  bool gating = false;
+  for (const Op& op : full.ops()) gating |= op.kind == OpKind::kTop2Gating;
   const int64_t B = full.inputs().empty() || full.type(full.inputs()[0]).rank() == 0
                         ? 1
                         : full.type(full.inputs()[0]).shape()[0];
@@ -36,9 +40,14 @@ Result<PipelinePlan> plan_pipeline(const RunOptions& o, const Graph& full,
       return Diagnostic(
           fmt::format("mb={} x dp={} does not divide the batch {}", *spec.micro_batch, dp, B));
     m = B / (*spec.micro_batch * dp);
-  } else if (zoo) {
+  } else if (zoo && !gating) {
     m = B % dp == 0 ? B / dp : 1;
   }
+  if (gating && m > 1)
+    return Diagnostic(fmt::format(
+        "{} has top-2 gating, whose expert capacity depends on the tokens of a batch: {} "
+        "micro-batches would route differently from the whole batch; use microbatches=1",
+        full.name(), m));
   if (m < 1 || B % m != 0 || (B / m) % dp != 0)
     return Diagnostic(fmt::format(
         "{} micro-batches of the batch {} do not split evenly over dp={}; pick microbatches so "

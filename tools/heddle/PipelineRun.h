@@ -28,7 +28,8 @@ Result<StrategySpec> requested_strategy(const std::string& mesh_text,
 /// Plans the pipeline of `full` (MODEL at its batch; with its loss for --train) for `spec`
 /// (pp > 1) on the devices of `o.mesh`. Micro-batches: `microbatches` or `mb` (per dp replica)
 /// from the strategy, else one sample per replica as heddle simulate does; zoo models are rebuilt
-/// at the micro-batch size, other models run as one micro-batch. Diagnostics: sizes that do not
+/// at the micro-batch size, other models (and models with top-2 gating, whose routing depends on
+/// the whole batch) run as one micro-batch. Diagnostics: sizes that do not
 /// divide, a mesh of the wrong size, what build_pipeline() rejects.
 Result<PipelinePlan> plan_pipeline(const RunOptions& o, const Graph& full,
                                    const StrategySpec& spec);
