@@ -158,6 +158,7 @@ Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& input
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
     case OpKind::kConv2dGradInput:
+    case OpKind::kConv2dGradWeight:
     case OpKind::kPool2dGrad:
       return run_conv(op, box, inputs, outputs, options);
     case OpKind::kSoftmax:

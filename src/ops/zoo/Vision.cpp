@@ -33,15 +33,16 @@ Result<Graph> build_resnet50(const ResNetConfig& c, const ModelOptions& o) {
   Ops ops(g);
   if (check_min(ops, "resnet50", "batch", c.batch, 1) &&
       check_min(ops, "resnet50", "image", c.image, 32) &&
-      check_min(ops, "resnet50", "classes", c.classes, 1)) {
+      check_min(ops, "resnet50", "classes", c.classes, 1) &&
+      check_min(ops, "resnet50", "width", c.width, 1) &&
+      check_min(ops, "resnet50", "stages", static_cast<int64_t>(c.blocks.size()), 1)) {
     ValueId x = ops.input("image", f32({c.batch, 3, c.image, c.image}));
-    x = conv_bn(ops, x, 3, 64, 7, 2, "stem", true);
+    x = conv_bn(ops, x, 3, c.width, 7, 2, "stem", true);
     x = ops.maxpool2d(x, {{3, 3}, {2, 2}, {1, 1}});
-    int64_t cin = 64;
-    const int64_t blocks[4] = {3, 4, 6, 3};
-    for (int64_t s = 0; s < 4; ++s) {
-      int64_t w = 64 << s;
-      for (int64_t b = 0; b < blocks[s]; ++b) {
+    int64_t cin = c.width;
+    for (int64_t s = 0; s < static_cast<int64_t>(c.blocks.size()); ++s) {
+      int64_t w = c.width << s;
+      for (int64_t b = 0; b < c.blocks[s]; ++b) {
         std::string p = "layer" + std::to_string(s + 1) + "." + std::to_string(b);
         int64_t stride = b == 0 && s > 0 ? 2 : 1;
         ValueId y = conv_bn(ops, x, cin, w, 1, 1, p + ".a", true);

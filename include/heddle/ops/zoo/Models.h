@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "heddle/ir/Graph.h"
 #include "heddle/support/Result.h"
@@ -56,8 +57,12 @@ struct LlamaConfig {
 /// shift, 2 parameters per channel as in the published 25.6M count).
 struct ResNetConfig {
   int64_t batch = 1;
-  int64_t image = 224;
+  int64_t image = 224;  ///< >= 32
   int64_t classes = 1000;
+  int64_t width = 64;  ///< channels of the stem and the first stage's 3x3 convs; default 64
+  /// Bottleneck blocks per stage (stage s has width << s channels inside, 4x that out); default
+  /// ResNet-50's 3, 4, 6, 3.
+  std::vector<int64_t> blocks = {3, 4, 6, 3};
 };
 
 /// ViT (patch embedding convolution, class token, learned positions, pre-LN encoder, GELU).
