@@ -1,13 +1,16 @@
 // The runtime at work, as ratios measured in one run:
 // - a GEMM-heavy MLP with tp=2 on two thread-devices against the same model on one device;
 // - the executor's per-instruction overhead (tiny elementwise ops, 1 and 4 devices);
-// - lowering gpt3-175b on a 1,024-device mesh (shape only, nothing runs): one device's program
-//   (what an MPI rank builds) and every device's.
+// - lowering gpt3-175b (forward and training step) on a 1,024-device mesh (shape only, nothing
+//   runs): one device's program (what an MPI rank builds) and every device's.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#include <sys/resource.h>
 
 #include <chrono>
+#include <map>
 
+#include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/ops/Ops.h"
 #include "heddle/ops/zoo/Models.h"
@@ -84,28 +87,83 @@ void BM_InstructionOverhead(benchmark::State& state) {
 }
 BENCHMARK(BM_InstructionOverhead)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Lowering gpt3-175b (forward) for dp=128, tp=8: one device's program, or all 1,024.
-void BM_LowerGpt175b(benchmark::State& state) {
+// gpt3-175b with batch 128 (one sequence per data-parallel replica): the forward graph
+// (range 0) or the training step (range 1), planned dp=128, tp=8 on 1,024 devices.
+struct Gpt175b {
+  Graph g;
+  Propagation plan;
+};
+
+const Gpt175b& gpt175b(bool train) {
+  static std::map<bool, Gpt175b> cache;
+  auto it = cache.find(train);
+  if (it != cache.end()) return it->second;
   zoo::ZooOverrides batch;
-  batch.batch = 128;  // one sequence per data-parallel replica
-  static Graph g = std::move(*zoo::build_zoo_model("gpt3-175b", batch));
+  batch.batch = 128;
+  zoo::ModelOptions mo;
+  mo.with_loss = train;
+  Graph g = std::move(*zoo::build_zoo_model("gpt3-175b", batch, mo));
+  if (train) g = std::move(build_train_step(g)->graph);
   auto spec = *StrategySpec::parse("dp=128,tp=8");
-  Mesh mesh = *spec.mesh(1024);
-  static auto plan = plan_from_strategy(g, mesh, spec);
-  if (!plan.ok()) state.SkipWithError(plan.error().to_string().c_str());
+  auto plan = plan_from_strategy(g, *spec.mesh(1024), spec);
+  if (!plan.ok()) std::abort();
+  return cache.emplace(train, Gpt175b{std::move(g), std::move(*plan)}).first->second;
+}
+
+double peak_rss_gb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1e6;
+}
+
+// lower() holding every requested program: range(1) devices (1: what an MPI rank builds).
+void BM_LowerGpt175b(benchmark::State& state) {
+  const Gpt175b& m = gpt175b(state.range(0) == 1);
   LowerOptions o;
-  if (state.range(0) == 1) o.devices = {0};
+  if (state.range(1) == 1) o.devices = {0};
   int64_t instrs = 0;
   for (auto _ : state) {
-    auto progs = lower(g, plan->plan, o);
+    auto progs = lower(m.g, m.plan.plan, o);
     if (!progs.ok()) state.SkipWithError(progs.error().to_string().c_str());
     instrs = 0;
     for (const auto& pr : *progs) instrs += static_cast<int64_t>(pr.instrs.size());
   }
-  state.counters["ops"] = static_cast<double>(g.num_ops());
+  state.counters["ops"] = static_cast<double>(m.g.num_ops());
   state.counters["instructions"] = static_cast<double>(instrs);
+  state.counters["peak_rss_GB"] = peak_rss_gb();
 }
-BENCHMARK(BM_LowerGpt175b)->Arg(1)->Arg(1024)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_LowerGpt175b)
+    ->ArgsProduct({{0, 1}, {1, 1024}})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
+// The shared template (its size does not grow with the mesh), then every device's program
+// instantiated from it one at a time and dropped, as the threaded executor's device threads and
+// `heddle show --emit` do: range(1) devices instantiated.
+void BM_LowerTemplateGpt175b(benchmark::State& state) {
+  const Gpt175b& m = gpt175b(state.range(0) == 1);
+  int64_t instrs = 0, templ = 0;
+  double t_template = 0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto t = lower_template(m.g, m.plan.plan);
+    if (!t.ok()) state.SkipWithError(t.error().to_string().c_str());
+    t_template = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    templ = static_cast<int64_t>(t->instrs.size());
+    instrs = 0;
+    for (int64_t d = 0; d < state.range(1); ++d)
+      instrs += static_cast<int64_t>(instantiate(m.g, *t, d).instrs.size());
+  }
+  state.counters["ops"] = static_cast<double>(m.g.num_ops());
+  state.counters["template_s"] = t_template;
+  state.counters["template_instrs"] = static_cast<double>(templ);
+  state.counters["instructions"] = static_cast<double>(instrs);
+  state.counters["peak_rss_GB"] = peak_rss_gb();
+}
+BENCHMARK(BM_LowerTemplateGpt175b)
+    ->ArgsProduct({{0, 1}, {1, 1024}})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 }  // namespace
 }  // namespace heddle

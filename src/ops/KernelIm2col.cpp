@@ -58,12 +58,15 @@ struct Dims {
   }
 };
 
+// Strides, leading padding and dilations of the two spatial dims.
 struct Geom {
-  int64_t s0, s1, p0, p1, d0, d1;
+  int64_t s0 = 1, s1 = 1, p0 = 0, p1 = 0, d0 = 1, d1 = 1;
+  // From the attributes (what the direct gradient loops use too).
   explicit Geom(const Op& op) {
     auto st = attr_ints(op, "stride", {1, 1});
     auto pad = attr_ints(op, "padding", {0, 0, 0, 0});
     auto dil = attr_ints(op, "dilation", {1, 1});
+    if (st.size() != 2 || pad.size() < 2 || dil.size() != 2) return;
     s0 = st[0];
     s1 = st[1];
     p0 = pad[0];
@@ -72,6 +75,31 @@ struct Geom {
     d1 = dil[1];
   }
 };
+
+// One term of a projection row: index dim `dim` (-1: absent, skipped) with coefficient `coef`.
+struct Term {
+  int64_t dim, coef;
+};
+
+// True when row `row` of `o`'s map is exactly `terms` (every other coefficient zero) plus
+// `offset`, with window `window` on that row.
+bool row_is(const Operand& o, int64_t row, std::initializer_list<Term> terms, int64_t offset = 0,
+            int64_t window = 1) {
+  const AffineMap& m = o.proj.map();
+  if (m.out_rank() != 4 || m.offset()[row] != offset || o.proj.window()[row] != window)
+    return false;
+  std::vector<int64_t> want(static_cast<size_t>(m.in_rank()), 0);
+  for (Term t : terms)
+    if (t.dim >= 0) want[t.dim] = t.coef;
+  for (int64_t k = 0; k < m.in_rank(); ++k)
+    if (m.at(row, k) != want[k]) return false;
+  return true;
+}
+
+// The coefficient of index dim `dim` in row `row` of `o`'s map (0 when dim < 0).
+int64_t coef(const Operand& o, int64_t row, int64_t dim) {
+  return dim < 0 ? 0 : o.proj.map().at(row, dim);
+}
 
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -109,10 +137,27 @@ bool conv_forward(const Op& op, const Box& box, const std::vector<const Tensor*>
   Dims d(op, {"n", "g", "co", "oh", "ow", "ci"}, "g");
   if (!d.ok || ins.size() != 2) return false;
   Tile4 X(*ins[0]), W(*ins[1]), Y(*outs[0]);
-  Geom geo(op);
   const int64_t KH = op.inputs[1].proj.window()[2], KW = op.inputs[1].proj.window()[3];
   if (W.org[2] != 0 || W.org[3] != 0 || W.ext[2] != KH || W.ext[3] != KW) return false;
   const int64_t cig = op.space.dim(d.pos[5]).extent, cog = op.space.dim(d.pos[2]).extent;
+  const int64_t n_ = d.pos[0], g_ = d.pos[1], co_ = d.pos[2], oh_ = d.pos[3], ow_ = d.pos[4],
+                ci_ = d.pos[5];
+  // Geometry from the input's projection (strides, padding), dilation from the attributes, and
+  // every projection checked to be the form assumed below.
+  Geom geo(op);
+  const Operand &xo = op.inputs[0], &wo = op.inputs[1], &yo = op.results[0];
+  geo.s0 = coef(xo, 2, oh_);
+  geo.s1 = coef(xo, 3, ow_);
+  geo.p0 = -xo.proj.map().offset()[2];
+  geo.p1 = -xo.proj.map().offset()[3];
+  if (!row_is(xo, 0, {{n_, 1}}) || !row_is(xo, 1, {{g_, cig}, {ci_, 1}}) ||
+      !row_is(xo, 2, {{oh_, geo.s0}}, -geo.p0, geo.d0 * (KH - 1) + 1) ||
+      !row_is(xo, 3, {{ow_, geo.s1}}, -geo.p1, geo.d1 * (KW - 1) + 1) ||
+      !row_is(wo, 0, {{g_, cog}, {co_, 1}}) || !row_is(wo, 1, {{ci_, 1}}) ||
+      !row_is(wo, 2, {}, 0, KH) || !row_is(wo, 3, {}, 0, KW) || !row_is(yo, 0, {{n_, 1}}) ||
+      !row_is(yo, 1, {{g_, cog}, {co_, 1}}) || !row_is(yo, 2, {{oh_, 1}}) ||
+      !row_is(yo, 3, {{ow_, 1}}))
+    return false;
   Range rn = d.range(box, 0), rg = d.range(box, 1), co = d.range(box, 2), oh = d.range(box, 3),
         ow = d.range(box, 4), ci = d.range(box, 5);
   const int64_t K = ci.size() * KH * KW, P = oh.size() * ow.size();
@@ -146,6 +191,18 @@ bool conv_grad_input(const Op& op, const Box& box, const std::vector<const Tenso
       DY.org[3] != 0 || DY.ext[2] != OH || DY.ext[3] != OW)
     return false;
   const int64_t cig = op.space.dim(d.pos[2]).extent, cog = op.space.dim(d.pos[5]).extent;
+  {
+    const int64_t n_ = d.pos[0], g_ = d.pos[1], ci_ = d.pos[2], ih_ = d.pos[3], iw_ = d.pos[4],
+                  co_ = d.pos[5];
+    const Operand &yo = op.inputs[0], &wo = op.inputs[1], &xo = op.results[0];
+    if (!row_is(yo, 0, {{n_, 1}}) || !row_is(yo, 1, {{g_, cog}, {co_, 1}}) ||
+        !row_is(yo, 2, {}, 0, OH) || !row_is(yo, 3, {}, 0, OW) ||
+        !row_is(wo, 0, {{g_, cog}, {co_, 1}}) || !row_is(wo, 1, {{ci_, 1}}) ||
+        !row_is(wo, 2, {}, 0, KH) || !row_is(wo, 3, {}, 0, KW) || !row_is(xo, 0, {{n_, 1}}) ||
+        !row_is(xo, 1, {{g_, cig}, {ci_, 1}}) || !row_is(xo, 2, {{ih_, 1}}) ||
+        !row_is(xo, 3, {{iw_, 1}}))
+      return false;
+  }
   Range rn = d.range(box, 0), rg = d.range(box, 1), ci = d.range(box, 2), ih = d.range(box, 3),
         iw = d.range(box, 4), co = d.range(box, 5);
   // Output rows whose windows reach input rows [ih.lo, ih.hi).
@@ -185,8 +242,24 @@ bool conv_grad_weight(const Op& op, const Box& box, const std::vector<const Tens
   Dims d(op, {"g", "co", "ci", "kh", "kw", "n", "oh", "ow"}, "g");
   if (!d.ok) return false;
   Tile4 X(*ins[0]), DY(*ins[1]), DW(*outs[0]);
-  Geom geo(op);
   const int64_t cig = op.space.dim(d.pos[2]).extent, cog = op.space.dim(d.pos[1]).extent;
+  const int64_t g_ = d.pos[0], co_ = d.pos[1], ci_ = d.pos[2], kh_ = d.pos[3], kw_ = d.pos[4],
+                n_ = d.pos[5], oh_ = d.pos[6], ow_ = d.pos[7];
+  const Operand &xo = op.inputs[0], &yo = op.inputs[1], &wo = op.results[0];
+  Geom geo(op);  // all from the input's projection
+  geo.s0 = coef(xo, 2, oh_);
+  geo.s1 = coef(xo, 3, ow_);
+  geo.d0 = coef(xo, 2, kh_);
+  geo.d1 = coef(xo, 3, kw_);
+  geo.p0 = -xo.proj.map().offset()[2];
+  geo.p1 = -xo.proj.map().offset()[3];
+  if (!row_is(xo, 0, {{n_, 1}}) || !row_is(xo, 1, {{g_, cig}, {ci_, 1}}) ||
+      !row_is(xo, 2, {{oh_, geo.s0}, {kh_, geo.d0}}, -geo.p0) ||
+      !row_is(xo, 3, {{ow_, geo.s1}, {kw_, geo.d1}}, -geo.p1) || !row_is(yo, 0, {{n_, 1}}) ||
+      !row_is(yo, 1, {{g_, cog}, {co_, 1}}) || !row_is(yo, 2, {{oh_, 1}}) ||
+      !row_is(yo, 3, {{ow_, 1}}) || !row_is(wo, 0, {{g_, cog}, {co_, 1}}) ||
+      !row_is(wo, 1, {{ci_, 1}}) || !row_is(wo, 2, {{kh_, 1}}) || !row_is(wo, 3, {{kw_, 1}}))
+    return false;
   Range rg = d.range(box, 0), co = d.range(box, 1), ci = d.range(box, 2), kh = d.range(box, 3),
         kw = d.range(box, 4), rn = d.range(box, 5), oh = d.range(box, 6), ow = d.range(box, 7);
   const int64_t K = ci.size() * kh.size() * kw.size(), P = oh.size() * ow.size();
@@ -222,8 +295,19 @@ bool pool_forward(const Op& op, const Box& box, const std::vector<const Tensor*>
   if (box.rank() != 4) return false;
   Tile4 X(*ins[0]), Y(*outs[0]);
   const bool mx = op.kind == OpKind::kMaxPool2d;
-  auto k = attr_ints(op, "kernel", {1, 1});
+  // Window, strides and padding from the input's projection, as the direct loop reads them.
+  const Operand &xo = op.inputs[0], &yo = op.results[0];
+  const int64_t k[2] = {xo.proj.window()[2], xo.proj.window()[3]};
   Geom geo(op);
+  geo.s0 = coef(xo, 2, 2);
+  geo.s1 = coef(xo, 3, 3);
+  geo.p0 = -xo.proj.map().offset()[2];
+  geo.p1 = -xo.proj.map().offset()[3];
+  if (!row_is(xo, 0, {{0, 1}}) || !row_is(xo, 1, {{1, 1}}) ||
+      !row_is(xo, 2, {{2, geo.s0}}, -geo.p0, k[0]) || !row_is(xo, 3, {{3, geo.s1}}, -geo.p1, k[1]))
+    return false;
+  for (int64_t r = 0; r < 4; ++r)
+    if (!row_is(yo, r, {{r, 1}})) return false;
   const double inv = 1.0 / static_cast<double>(k[0] * k[1]);
   for (int64_t n = box.start()[0]; n < box.end()[0]; ++n)
     for (int64_t c = box.start()[1]; c < box.end()[1]; ++c) {
@@ -260,8 +344,16 @@ bool pool_grad(const Op& op, const Box& box, const std::vector<const Tensor*>& i
   if (X.org[2] != 0 || X.org[3] != 0 || X.ext[2] != H || X.ext[3] != Wd || DY.org[2] != 0 ||
       DY.org[3] != 0 || DY.ext[2] != OH || DY.ext[3] != OW)
     return false;
+  for (int64_t r = 0; r < 2; ++r)
+    if (!row_is(op.inputs[0], r, {{r, 1}}) || !row_is(op.inputs[1], r, {{r, 1}})) return false;
+  if (!row_is(op.inputs[0], 2, {}, 0, OH) || !row_is(op.inputs[0], 3, {}, 0, OW) ||
+      !row_is(op.inputs[1], 2, {}, 0, H) || !row_is(op.inputs[1], 3, {}, 0, Wd))
+    return false;
+  for (int64_t r = 0; r < 4; ++r)
+    if (!row_is(op.results[0], r, {{r, 1}})) return false;
   const bool mx = attr_s(op, "mode") == "max";
   auto k = attr_ints(op, "kernel", {1, 1});
+  if (k.size() != 2) return false;
   Geom geo(op);
   const double inv = 1.0 / static_cast<double>(k[0] * k[1]);
   Range ih{box.start()[2], box.end()[2]}, iw{box.start()[3], box.end()[3]};
