@@ -8,7 +8,9 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
@@ -17,6 +19,7 @@
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/Lower.h"
+#include "heddle/runtime/ThreadedCommunicator.h"
 #include "heddle/sharding/Tactics.h"
 
 namespace heddle {
@@ -61,6 +64,67 @@ void BM_MlpTensorParallel(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_MlpTensorParallel)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The devices' programs on their own threads without run_threaded's BLAS setting: what
+// run_threaded did before it made OpenBLAS single-threaded while several device threads run.
+void run_unguarded(const Prepared& p) {
+  ThreadedWorld world(static_cast<int64_t>(p.programs.size()));
+  std::vector<std::thread> threads;
+  for (size_t d = 0; d < p.programs.size(); ++d)
+    threads.emplace_back([&, d] {
+      (void)run_device(p.g, p.programs[d], world.endpoint(static_cast<int64_t>(d)), p.feeds);
+    });
+  for (auto& t : threads) t.join();
+}
+
+// The speedup of tp=2 on two thread-devices over one device, with every variant run in turn
+// each iteration (so background load hits all alike) and the best time of each kept:
+// - one device, 1 BLAS thread; one device, 2 BLAS threads (BLAS uses both cores itself);
+// - tp=2 through run_threaded (each device's sgemm single-threaded);
+// - tp=2 with 2 BLAS threads per device call (the previous behaviour).
+void BM_MlpSpeedup(benchmark::State& state) {
+  Prepared one = prepare(gemm_mlp(), "dp=1", 1), two = prepare(gemm_mlp(), "tp=2", 2);
+  double t1 = 1e30, t1b = 1e30, t2 = 1e30, t2u = 1e30, c1 = 1e30, c2 = 1e30;
+  auto cpu_now = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+  };
+  double cpu = 0;  // process CPU time of the last timed call, all threads
+  auto time = [&](auto&& f) {
+    double c0 = cpu_now();
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    cpu = cpu_now() - c0;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  double load[1] = {0};
+  for (auto _ : state) {
+    openblas_set_num_threads(1);
+    t1 = std::min(t1, time([&] { (void)run_threaded(one.g, one.programs, one.feeds); }));
+    c1 = std::min(c1, cpu);
+    t2 = std::min(t2, time([&] { (void)run_threaded(two.g, two.programs, two.feeds); }));
+    c2 = std::min(c2, cpu);
+    openblas_set_num_threads(2);
+    t1b = std::min(t1b, time([&] { (void)run_threaded(one.g, one.programs, one.feeds); }));
+    t2u = std::min(t2u, time([&] { run_unguarded(two); }));
+  }
+  openblas_set_num_threads(1);
+  getloadavg(load, 1);
+  state.counters["one_dev_1blas_ms"] = t1 * 1e3;
+  state.counters["one_dev_2blas_ms"] = t1b * 1e3;
+  state.counters["tp2_ms"] = t2 * 1e3;
+  state.counters["tp2_2blas_unguarded_ms"] = t2u * 1e3;
+  state.counters["speedup_vs_1blas"] = t1 / t2;
+  state.counters["speedup_vs_2blas"] = t1b / t2;
+  state.counters["speedup_unguarded_vs_1blas"] = t1 / t2u;
+  state.counters["load_avg_1min"] = load[0];
+  // CPU time of both devices together over one device's: above 1 is the executor's overhead
+  // (collectives, copies); the wall-clock speedup also depends on getting two cores.
+  state.counters["cpu_tp2_over_one_dev"] = c2 / c1;
+}
+BENCHMARK(BM_MlpSpeedup)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // 2,000 elementwise ops on 16 elements per device: time per instruction.
 void BM_InstructionOverhead(benchmark::State& state) {

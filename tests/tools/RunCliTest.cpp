@@ -56,8 +56,9 @@ TEST(RunCli, ZooModelsMatchTheReferenceOnEveryStrategy) {
 }
 
 // The vision models (ResNet-50's bottleneck structure, ViT) on 1 to 8 devices with every strategy
-// that applies: tp splits a ResNet's channels and a ViT's heads and MLP, sp a ViT's tokens;
-// forward and one training step, each checked against the interpreter.
+// that applies: tp splits a ResNet's channels (and, where propagation finds it cheaper, its image
+// rows, exchanging halos) and a ViT's heads and MLP, sp a ViT's tokens; zero shards parameters
+// or optimizer updates; forward and one training step, each checked against the interpreter.
 TEST(RunCli, VisionZooModelsMatchTheReferenceForwardAndTraining) {
   struct VisionCase {
     const char* model;
@@ -71,6 +72,7 @@ TEST(RunCli, VisionZooModelsMatchTheReferenceForwardAndTraining) {
       {"resnet-tiny", "2", "tp=2", false},
       {"resnet-tiny", "4", "dp=2,tp=2", false},
       {"resnet-tiny", "8", "dp=2,tp=4", false},
+      {"resnet-tiny", "2", "dp=2,zero=3", false},
       {"resnet-tiny", "1", "", true},
       {"resnet-tiny", "2", "dp=2", true},
       {"resnet-tiny", "2", "tp=2", true},
@@ -87,6 +89,7 @@ TEST(RunCli, VisionZooModelsMatchTheReferenceForwardAndTraining) {
       {"vit-tiny", "2", "tp=2,sp=on", true},
       {"vit-tiny", "4", "dp=2,tp=2", true},
       {"vit-tiny", "2", "dp=2,zero=1", true},
+      {"vit-tiny", "2", "dp=2,zero=3", true},
       {"vit-tiny", "8", "dp=2,tp=4", true},
   };
   for (const auto& c : cases) {
