@@ -12,9 +12,11 @@
 #include <random>
 #include <sstream>
 
+#include "common/RandomFeeds.h"
 #include "common/RandomModel.h"
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/zoo/Zoo.h"
+#include "heddle/runtime/Executor.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/sharding/Tactics.h"
 
@@ -129,6 +131,36 @@ TEST(LowerGolden, ProgramsMatchTheRecordedDigests) {
     ASSERT_NE(it, got.end()) << k;
     EXPECT_EQ(it->second, v) << k << ": lowered programs differ from the recorded ones";
   }
+}
+
+// The shared template: one instruction sequence for the whole mesh, each device's program
+// instantiated from it (what lower() returns, and what run_threaded instantiates per thread).
+TEST(LowerGolden, OneTemplateServesEveryDevice) {
+  zoo::ModelOptions mo;
+  mo.with_loss = true;
+  auto fwd = zoo::build_zoo_model("resnet-tiny", {}, mo);
+  ASSERT_TRUE(fwd.ok());
+  auto step = build_train_step(*fwd);
+  ASSERT_TRUE(step.ok());
+  const Graph& g = step->graph;
+  auto spec = StrategySpec::parse("dp=2,tp=2");
+  auto mesh = spec->mesh(4);
+  auto plan = plan_from_strategy(g, *mesh, *spec);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  auto t = lower_template(g, plan->plan);
+  auto progs = lower(g, plan->plan);
+  ASSERT_TRUE(t.ok() && progs.ok());
+  for (int64_t d = 0; d < 4; ++d) {
+    EXPECT_EQ(t->instrs.size(), (*progs)[d].instrs.size());
+    EXPECT_EQ(instantiate(g, *t, d).to_string(g, *mesh), (*progs)[d].to_string(g, *mesh));
+    LowerOptions one;
+    one.devices = {d};
+    EXPECT_EQ((*lower(g, plan->plan, one))[0].to_string(g, *mesh), (*progs)[d].to_string(g, *mesh));
+  }
+  TensorMap feeds = testing::random_feeds(g, 3);
+  auto a = run_threaded(g, *t, feeds), b = run_threaded(g, *progs, feeds);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (ValueId v : g.outputs()) EXPECT_TRUE(a->at(v) == b->at(v));
 }
 
 }  // namespace
