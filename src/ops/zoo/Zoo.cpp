@@ -179,6 +179,7 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
       c.image = 32;
       c.classes = 10;
       c.width = 8;
+      c.stem = 8;
       c.blocks = {1, 1, 1, 1};
     }
     HEDDLE_TRY(apply(over, name, {"batch"}, {{"batch", &c.batch}}));

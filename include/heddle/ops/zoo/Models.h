@@ -57,11 +57,13 @@ struct LlamaConfig {
 /// shift, 2 parameters per channel as in the published 25.6M count).
 struct ResNetConfig {
   int64_t batch = 1;
-  int64_t image = 224;  ///< >= 32
+  int64_t width = 64;  ///< bottleneck width of the first stage (64; 128: Wide ResNet-50-2)
+  int64_t image = 224;
   int64_t classes = 1000;
-  int64_t width = 64;  ///< channels of the stem and the first stage's 3x3 convs; default 64
-  /// Bottleneck blocks per stage (stage s has width << s channels inside, 4x that out); default
-  /// ResNet-50's 3, 4, 6, 3.
+  /// Stem channels; stage s outputs 4 * stem << s channels (default 64: 256, 512, 1024, 2048).
+  int64_t stem = 64;
+  /// Bottleneck blocks per stage (stage s is width << s wide inside); default ResNet-50's
+  /// 3, 4, 6, 3.
   std::vector<int64_t> blocks = {3, 4, 6, 3};
 };
 
