@@ -30,6 +30,14 @@ DeviceProgram instantiate(const Graph& g, const ProgramTemplate& t, int64_t devi
   auto index_box = [&](OpId op) {
     return t.strategies[op].local_index_box(g.op(op).space, t.mesh, device);
   };
+  // The device's group along each mesh axis, computed once (a dp=128 gradient all-reduce per
+  // parameter would otherwise rebuild the same 128 members each time).
+  std::vector<std::vector<int64_t>> groups(static_cast<size_t>(t.mesh.rank()));
+  auto group = [&](int32_t axis) -> const std::vector<int64_t>& {
+    auto& gr = groups[axis];
+    if (gr.empty()) gr = t.mesh.group(axis, device);
+    return gr;
+  };
   for (const InstrTemplate& it : t.instrs) {
     Instr in;
     in.kind = it.kind;
@@ -41,7 +49,7 @@ DeviceProgram instantiate(const Graph& g, const ProgramTemplate& t, int64_t devi
       case Instr::Kind::kCollective:
         in.collective = it.collective;
         in.monoid = it.monoid;
-        in.group = t.mesh.group(it.axis, device);
+        in.group = group(it.axis);
         in.box = t.shardings[it.sharding].local_box(g.type(it.value).shape(), t.mesh, device);
         break;
       case Instr::Kind::kFetch:
