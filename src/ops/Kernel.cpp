@@ -129,13 +129,26 @@ void combine(Monoid m, Tensor& dst, const Tensor& src) {
     for (int64_t i = 0; i < dst.numel(); ++i) store(s, d + i, v[i]);
     return;
   }
-  for_each_point(b, [&](const int64_t* p) {
+  // Row by row along the last dim, which is contiguous in both tiles.
+  const int64_t r = b.rank();
+  const auto &ds = dst.strides(), &ss = src.strides();
+  const IVec &dorg = dst.origin(), &sorg = src.origin();
+  for_each_row(b, [&](const int64_t* p, int64_t n) {
     int64_t od = 0, os = 0;
-    for (int64_t d = 0; d < b.rank(); ++d) {
-      od += dst.strides()[d] * (p[d] - dst.origin()[d]);
-      os += src.strides()[d] * (p[d] - src.origin()[d]);
+    for (int64_t d = 0; d < r; ++d) {
+      od += ds[d] * (p[d] - dorg[d]);
+      os += ss[d] * (p[d] - sorg[d]);
     }
-    store(s, dst.f32() + od, src.f32()[os]);
+    float* d = dst.f32() + od;
+    const float* v = src.f32() + os;
+    switch (s) {
+      case Store::kSum:
+        for (int64_t j = 0; j < n; ++j) d[j] += v[j];
+        break;
+      default:
+        for (int64_t j = 0; j < n; ++j) store(s, d + j, v[j]);
+        break;
+    }
   });
 }
 
@@ -158,6 +171,7 @@ Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& input
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
     case OpKind::kConv2dGradInput:
+    case OpKind::kConv2dGradWeight:
     case OpKind::kPool2dGrad:
       return run_conv(op, box, inputs, outputs, options);
     case OpKind::kSoftmax:

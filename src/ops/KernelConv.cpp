@@ -1,6 +1,8 @@
-// Convolution and pooling kernels, forward and backward. Each index point reads its windows
-// through the projections (padded reads outside the tile are zero, or skipped for max pooling),
-// so any sub-box, including a split of the channel reduction, computes its share.
+// Convolution and pooling kernels, forward and backward: dispatch to the im2col + sgemm kernels
+// (KernelIm2col.cpp), and the direct loops they are tested and benchmarked against. Each index
+// point of a direct loop reads its windows through the projections (padded reads outside the tile
+// are zero, or skipped for max pooling), so any sub-box, including a split of the channel
+// reduction, computes its share.
 #include <cmath>
 
 #include "KernelUtil.h"
@@ -155,6 +157,9 @@ Status pool_grad(const Op& op, const Box& box, const std::vector<const Tensor*>&
 
 Status run_conv(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                 const std::vector<Tensor*>& outs, const KernelOptions& o) {
+  // The direct weight gradient is the pointwise product over its 8-d index space.
+  if (op.kind == OpKind::kConv2dGradWeight && o.direct_conv)
+    return run_pointwise(op, box, ins, outs, o);
   // Every kernel here adds into its outputs: reset them first unless accumulating.
   if (store_mode(op) == Store::kAssign) {
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -165,6 +170,7 @@ Status run_conv(const Op& op, const Box& box, const std::vector<const Tensor*>& 
   } else {
     init_outputs(op, box, outs, o);
   }
+  if (!o.direct_conv && run_conv_fast(op, box, ins, outs)) return {};
   switch (op.kind) {
     case OpKind::kConv2d:
       return conv_forward(op, box, ins, outs);

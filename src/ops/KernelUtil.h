@@ -210,6 +210,11 @@ Status run_window(const Op& op, const Box& box, const std::vector<const Tensor*>
                   const std::vector<Tensor*>& outs, const KernelOptions& o);
 Status run_conv(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                 const std::vector<Tensor*>& outs, const KernelOptions& o);
+/// The im2col + sgemm convolution kernels and the allocation-free pooling loops. Adds into the
+/// outputs (which run_conv has reset unless accumulating); false (nothing written) for forms
+/// they do not take (integer tensors, a bias operand, dims not named as Ops builds them).
+bool run_conv_fast(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                   const std::vector<Tensor*>& outs);
 
 }  // namespace heddle::kdetail
 

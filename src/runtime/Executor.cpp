@@ -1,5 +1,7 @@
 #include "heddle/runtime/Executor.h"
 
+#include <cblas.h>
+
 #include <thread>
 
 #include "heddle/ir/TextPrinter.h"
@@ -116,16 +118,39 @@ Result<TensorMap> run_device(const Graph& g, const DeviceProgram& program, Commu
   return DeviceRun(g, comm, feeds, options).run(program);
 }
 
-Result<TensorMap> run_threaded(const Graph& g, const std::vector<DeviceProgram>& programs,
-                               const TensorMap& feeds, const ExecOptions& options) {
-  auto n = static_cast<int64_t>(programs.size());
+namespace {
+
+// While several device threads share the cores, each runs sgemm single-threaded: OpenBLAS's own
+// thread pool would oversubscribe the cores, and its callers queue for the one pool.
+class SingleThreadedBlas {
+ public:
+  explicit SingleThreadedBlas(int64_t devices) {
+    if (devices <= 1) return;
+    saved_ = openblas_get_num_threads();
+    if (saved_ > 1) openblas_set_num_threads(1);
+  }
+  ~SingleThreadedBlas() {
+    if (saved_ > 1) openblas_set_num_threads(saved_);
+  }
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
+// Runs program_of(d) for every device d < n on its own thread; returns device 0's outputs.
+template <class ProgramOf>
+Result<TensorMap> run_devices(const Graph& g, int64_t n, ProgramOf&& program_of,
+                              const TensorMap& feeds, const ExecOptions& options) {
   HEDDLE_ASSERT(n >= 1) << "no programs";
+  SingleThreadedBlas blas(n);
   ThreadedWorld world(n);
   std::vector<std::optional<Result<TensorMap>>> results(static_cast<size_t>(n));
   auto body = [&](int64_t d) {
     DeviceRun run(g, world.endpoint(d), feeds, options);
     run.set_on_error([&world, d] { world.abort(d); });
-    results[d] = run.run(programs[d]);
+    results[d] = run.run(program_of(d));
   };
   std::vector<std::thread> threads;
   for (int64_t d = 1; d < n; ++d) threads.emplace_back(body, d);
@@ -145,6 +170,22 @@ Result<TensorMap> run_threaded(const Graph& g, const std::vector<DeviceProgram>&
                         " is not whole on device 0; lower with replicate_outputs");
   }
   return out;
+}
+
+}  // namespace
+
+Result<TensorMap> run_threaded(const Graph& g, const std::vector<DeviceProgram>& programs,
+                               const TensorMap& feeds, const ExecOptions& options) {
+  return run_devices(
+      g, static_cast<int64_t>(programs.size()),
+      [&](int64_t d) -> const DeviceProgram& { return programs[d]; }, feeds, options);
+}
+
+Result<TensorMap> run_threaded(const Graph& g, const ProgramTemplate& programs,
+                               const TensorMap& feeds, const ExecOptions& options) {
+  return run_devices(
+      g, programs.mesh.num_devices(), [&](int64_t d) { return instantiate(g, programs, d); }, feeds,
+      options);
 }
 
 }  // namespace heddle

@@ -10,25 +10,21 @@ namespace heddle {
 
 namespace {
 
+// Emits the instructions every device runs once, into a ProgramTemplate whose per-device boxes
+// and groups are recipes (instantiate() evaluates them for one device).
 class Lowering {
  public:
   Lowering(const Graph& g, const ShardingPlan& plan, const LowerOptions& o)
       : g_(g), plan_(plan), mesh_(plan.mesh), o_(o), placement_(g.num_values()) {
-    if (o.devices.empty()) {
-      for (int64_t d = 0; d < mesh_.num_devices(); ++d) progs_.push_back({d, {}});
-    } else {
-      for (int64_t d : o.devices) {
-        HEDDLE_ASSERT(d >= 0 && d < mesh_.num_devices()) << "device " << d;
-        progs_.push_back({d, {}});
-      }
-    }
+    t_.mesh = plan.mesh;
+    t_.strategies = plan.ops;
     last_use_.assign(static_cast<size_t>(g.num_values()), -1);
     for (OpId i = 0; i < g.num_ops(); ++i)
       for (const auto& in : g.op(i).inputs) last_use_[in.value] = i;
     for (ValueId v : g.outputs()) last_use_[v] = g.num_ops();  // never freed
   }
 
-  Result<std::vector<DeviceProgram>> run() {
+  Result<ProgramTemplate> run() {
     HEDDLE_TRY(plan_.check(g_));
     for (OpId i = 0; i < g_.num_ops(); ++i) HEDDLE_TRY(op(i));
     if (o_.replicate_outputs)
@@ -40,21 +36,24 @@ class Lowering {
         }
         HEDDLE_TRY(reshard(v, TensorSharding::replicated(mesh_.rank())));
       }
-    return std::move(progs_);
+    return std::move(t_);
   }
 
  private:
   const CommCost& cost() const { return o_.cost ? *o_.cost : bytes_cost_; }
   const IVec& shape(ValueId v) const { return g_.type(v).shape(); }
 
+  int32_t sharding(const TensorSharding& s) {
+    t_.shardings.push_back(s);
+    return static_cast<int32_t>(t_.shardings.size() - 1);
+  }
+
   Status load(ValueId v, const TensorSharding& s) {
-    for (auto& p : progs_) {
-      Instr in;
-      in.kind = Instr::Kind::kLoad;
-      in.value = v;
-      in.box = s.local_box(shape(v), mesh_, p.device);
-      p.instrs.push_back(std::move(in));
-    }
+    InstrTemplate in;
+    in.kind = Instr::Kind::kLoad;
+    in.value = v;
+    in.sharding = sharding(s);
+    t_.instrs.push_back(std::move(in));
     placement_[v] = s;
     return {};
   }
@@ -63,34 +62,18 @@ class Lowering {
     if (*placement_[v] == want) return {};
     auto plan = plan_reshard(g_.type(v), mesh_, *placement_[v], want, cost());
     HEDDLE_TRY(plan);
-    for (const ReshardStep& step : plan->steps)
-      for (auto& p : progs_) {
-        Instr in;
-        in.kind = Instr::Kind::kCollective;
-        in.value = v;
-        in.collective = step.op;
-        if (step.from.at(step.axis).is_partial()) in.monoid = step.from.at(step.axis).monoid();
-        in.group = mesh_.group(step.axis, p.device);
-        in.box = step.to.local_box(shape(v), mesh_, p.device);
-        p.instrs.push_back(std::move(in));
-      }
+    for (const ReshardStep& step : plan->steps) {
+      InstrTemplate in;
+      in.kind = Instr::Kind::kCollective;
+      in.value = v;
+      in.collective = step.op;
+      if (step.from.at(step.axis).is_partial()) in.monoid = step.from.at(step.axis).monoid();
+      in.axis = static_cast<int32_t>(step.axis);
+      in.sharding = sharding(step.to);
+      t_.instrs.push_back(std::move(in));
+    }
     placement_[v] = want;
     return {};
-  }
-
-  // The devices holding the same data as `device` for a value placed by `s`: those that differ
-  // only along the axes that shard it.
-  std::vector<int64_t> shard_group(const TensorSharding& s, int64_t device) const {
-    std::vector<int64_t> group;
-    IVec c = mesh_.coords(device);
-    for (int64_t d = 0; d < mesh_.num_devices(); ++d) {
-      IVec e = mesh_.coords(d);
-      bool same = true;
-      for (int64_t a = 0; a < mesh_.rank(); ++a)
-        if (!s.at(a).is_shard() && e[a] != c[a]) same = false;
-      if (same) group.push_back(d);
-    }
-    return group;
   }
 
   Status op(OpId id) {
@@ -117,25 +100,18 @@ class Lowering {
     }
     for (size_t k = 0; k < op.inputs.size(); ++k) {
       if (!pl->inputs[k].has_halo()) continue;
-      ValueId v = op.inputs[k].value;
-      Box tensor = Box::of_shape(shape(v));
-      for (auto& p : progs_) {
-        Instr in;
-        in.kind = Instr::Kind::kFetch;
-        in.value = v;
-        in.box = op.inputs[k]
-                     .proj.image(strat.local_index_box(op.space, mesh_, p.device))
-                     .intersect(tensor);
-        in.group = shard_group(*placement_[v], p.device);
-        p.instrs.push_back(std::move(in));
-      }
+      InstrTemplate in;
+      in.kind = Instr::Kind::kFetch;
+      in.value = op.inputs[k].value;
+      in.op = id;
+      in.input = static_cast<int32_t>(k);
+      in.sharding = sharding(*placement_[in.value]);
+      t_.instrs.push_back(std::move(in));
     }
-    for (auto& p : progs_) {
-      Instr in;
-      in.kind = Instr::Kind::kKernel;
-      in.calls.push_back({id, strat.local_index_box(op.space, mesh_, p.device)});
-      p.instrs.push_back(std::move(in));
-    }
+    InstrTemplate call;
+    call.kind = Instr::Kind::kKernel;
+    call.calls.push_back(id);
+    t_.instrs.push_back(std::move(call));
     for (size_t k = 0; k < op.results.size(); ++k)
       placement_[op.results[k].value] = pl->results[k].sharding;
     for (size_t k = 0; k < op.inputs.size(); ++k) {
@@ -150,12 +126,10 @@ class Lowering {
   }
 
   void free(ValueId v) {
-    for (auto& p : progs_) {
-      Instr in;
-      in.kind = Instr::Kind::kFree;
-      in.value = v;
-      p.instrs.push_back(std::move(in));
-    }
+    InstrTemplate in;
+    in.kind = Instr::Kind::kFree;
+    in.value = v;
+    t_.instrs.push_back(std::move(in));
   }
 
   const Graph& g_;
@@ -165,18 +139,18 @@ class Lowering {
   BytesMovedCost bytes_cost_;
   std::vector<std::optional<TensorSharding>> placement_;
   std::vector<OpId> last_use_;
-  std::vector<DeviceProgram> progs_;
+  ProgramTemplate t_;
 };
 
 // Merges a kernel instruction with the next kernel (past frees) when the next op is elementwise
 // and reads the chain's last result, which nothing else uses: that result becomes a temporary.
-void fuse(const Graph& g, DeviceProgram& p) {
+void fuse(const Graph& g, ProgramTemplate& p) {
   std::vector<int64_t> uses(static_cast<size_t>(g.num_values()), 0);
   for (const Op& op : g.ops())
     for (const auto& in : op.inputs) ++uses[in.value];
   for (ValueId v : g.outputs()) uses[v] += 1000;  // outputs must be stored
-  std::vector<Instr> out;
-  std::vector<Instr> deferred_frees;
+  std::vector<InstrTemplate> out;
+  std::vector<InstrTemplate> deferred_frees;
   for (auto& in : p.instrs) {
     if (in.kind == Instr::Kind::kFree && !out.empty() && out.back().kind == Instr::Kind::kKernel) {
       deferred_frees.push_back(std::move(in));
@@ -184,16 +158,16 @@ void fuse(const Graph& g, DeviceProgram& p) {
     }
     if (in.kind == Instr::Kind::kKernel && !out.empty() &&
         out.back().kind == Instr::Kind::kKernel) {
-      Instr& chain = out.back();
-      const Op& next = g.op(in.calls[0].op);
-      ValueId last = g.op(chain.calls.back().op).results[0].value;
+      InstrTemplate& chain = out.back();
+      const Op& next = g.op(in.calls[0]);
+      ValueId last = g.op(chain.calls.back()).results[0].value;
       bool reads_last = false;
       for (const auto& x : next.inputs) reads_last |= x.value == last;
       if (is_elementwise(next.kind) && reads_last && uses[last] == 1 &&
-          g.op(chain.calls.back().op).results.size() == 1) {
+          g.op(chain.calls.back()).results.size() == 1) {
         chain.calls.push_back(in.calls[0]);
         chain.temporaries.push_back(last);
-        std::vector<Instr> kept;
+        std::vector<InstrTemplate> kept;
         for (auto& f : deferred_frees)
           if (f.value != last) kept.push_back(std::move(f));
         deferred_frees = std::move(kept);
@@ -210,12 +184,25 @@ void fuse(const Graph& g, DeviceProgram& p) {
 
 }  // namespace
 
+Result<ProgramTemplate> lower_template(const Graph& g, const ShardingPlan& plan,
+                                       const LowerOptions& options) {
+  auto t = Lowering(g, plan, options).run();
+  HEDDLE_TRY(t);
+  if (options.fuse_elementwise) fuse(g, *t);
+  return t;
+}
+
 Result<std::vector<DeviceProgram>> lower(const Graph& g, const ShardingPlan& plan,
                                          const LowerOptions& options) {
-  auto progs = Lowering(g, plan, options).run();
-  HEDDLE_TRY(progs);
-  if (options.fuse_elementwise)
-    for (auto& p : *progs) fuse(g, p);
+  auto t = lower_template(g, plan, options);
+  HEDDLE_TRY(t);
+  std::vector<DeviceProgram> progs;
+  if (options.devices.empty())
+    for (int64_t d = 0; d < plan.mesh.num_devices(); ++d) progs.push_back(instantiate(g, *t, d));
+  for (int64_t d : options.devices) {
+    HEDDLE_ASSERT(d >= 0 && d < plan.mesh.num_devices()) << "device " << d;
+    progs.push_back(instantiate(g, *t, d));
+  }
   return progs;
 }
 

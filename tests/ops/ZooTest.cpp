@@ -77,7 +77,8 @@ TEST(Zoo, PublishedParameterCounts) {
 }
 
 TEST(Zoo, SmallPresetsRunInTheInterpreter) {
-  for (const char* name : {"mlp", "gpt-tiny", "llama-tiny", "moe-tiny"}) {
+  for (const char* name :
+       {"mlp", "gpt-tiny", "llama-tiny", "moe-tiny", "resnet-tiny", "vit-tiny"}) {
     SCOPED_TRACE(name);
     zoo::ModelOptions mo;
     mo.with_loss = true;
@@ -92,6 +93,32 @@ TEST(Zoo, SmallPresetsRunInTheInterpreter) {
     EXPECT_TRUE(std::isfinite(loss));
     EXPECT_GT(loss, 0.5);  // near log(classes) at initialisation
   }
+}
+
+// The small vision presets keep their full-size models' structure at a tiny size.
+TEST(Zoo, TinyVisionPresetsKeepTheirStructure) {
+  auto count = [](const Graph& g, OpKind k) {
+    int64_t n = 0;
+    for (const Op& op : g.ops()) n += op.kind == k;
+    return n;
+  };
+  auto r50 = zoo::build_zoo_model("resnet50");
+  auto rt = zoo::build_zoo_model("resnet-tiny");
+  ASSERT_TRUE(r50.ok() && rt.ok());
+  // Stem, then per bottleneck 1x1, 3x3, 1x1 convs plus a projection shortcut in each stage's
+  // first block: 1 + 16 * 3 + 4 = 53 in ResNet-50, 1 + 4 * 3 + 4 = 17 with one block per stage.
+  EXPECT_EQ(count(*r50, OpKind::kConv2d), 53);
+  EXPECT_EQ(count(*rt, OpKind::kConv2d), 17);
+  for (const Graph* g : {&*r50, &*rt}) {
+    EXPECT_EQ(count(*g, OpKind::kMaxPool2d), 1);
+    EXPECT_EQ(count(*g, OpKind::kGlobalAvgPool), 1);
+  }
+  EXPECT_EQ(rt->type(rt->outputs()[0]).shape(), IVec({2, 10}));
+  auto vt = zoo::build_zoo_model("vit-tiny");
+  ASSERT_TRUE(vt.ok());
+  EXPECT_EQ(count(*vt, OpKind::kConv2d), 1);   // patch embedding
+  EXPECT_EQ(count(*vt, OpKind::kSoftmax), 2);  // one attention per layer
+  EXPECT_EQ(vt->type(vt->outputs()[0]).shape(), IVec({2, 10}));
 }
 
 TEST(Zoo, OverridesAndBadConfigs) {

@@ -1,6 +1,6 @@
 // Box-level reference kernels: compute any sub-box of an op's index space, so the same kernel
-// computes a whole op or any shard of it. Contractions call OpenBLAS sgemm; the rest are fp32
-// loops.
+// computes a whole op or any shard of it. Contractions and convolutions (im2col) call OpenBLAS
+// sgemm; the rest are fp32 loops.
 #pragma once
 
 #include <vector>
@@ -21,6 +21,9 @@ struct KernelOptions {
   bool accumulate = false;
   /// When > 0, overrides the `step` attribute of adamw (bias correction); default 0.
   int64_t optimizer_step = 0;
+  /// Convolutions and pooling run the direct per-point loops instead of im2col + sgemm (the
+  /// reference the fast kernels are tested and benchmarked against). Default false.
+  bool direct_conv = false;
 };
 
 /// Computes the points of index box `box` of `op`: for each result, the elements of the

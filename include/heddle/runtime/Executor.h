@@ -8,6 +8,7 @@
 #include "heddle/ops/Tensor.h"
 #include "heddle/runtime/Communicator.h"
 #include "heddle/runtime/Program.h"
+#include "heddle/runtime/ProgramTemplate.h"
 
 namespace heddle {
 
@@ -31,9 +32,15 @@ Result<TensorMap> run_device(const Graph& g, const DeviceProgram& program, Commu
 
 /// Runs every device's program on its own thread with shared-memory collectives and returns the
 /// graph outputs (whole tensors, from device 0's tiles, which cover them when lowering replicated
-/// the outputs). Repeated runs are bit-identical. Precondition: programs lowered from `g`, one per
-/// device, in device order.
+/// the outputs). Repeated runs are bit-identical. With several devices, OpenBLAS runs
+/// single-threaded for the call (each device thread calls sgemm; the thread count is restored
+/// after). Precondition: programs lowered from `g`, one per device, in device order.
 Result<TensorMap> run_threaded(const Graph& g, const std::vector<DeviceProgram>& programs,
+                               const TensorMap& feeds, const ExecOptions& options = {});
+
+/// The same for a shared template: each device's thread instantiates its own program, so the
+/// programs are never all held at once. Precondition: `programs` lowered from `g`.
+Result<TensorMap> run_threaded(const Graph& g, const ProgramTemplate& programs,
                                const TensorMap& feeds, const ExecOptions& options = {});
 
 }  // namespace heddle

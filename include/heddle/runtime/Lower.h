@@ -1,11 +1,13 @@
 // Lowering: a graph plus a sharding plan becomes one SPMD program per device: loads of local
 // tiles, the cheapest reshard collectives between producer and consumer placements, halo fetches
-// for windowed ops, kernel calls on local index boxes, frees after last use.
+// for windowed ops, kernel calls on local index boxes, frees after last use. The programs are
+// lowered once, as a template all devices share, and instantiated per device.
 #pragma once
 
 #include <vector>
 
 #include "heddle/runtime/Program.h"
+#include "heddle/runtime/ProgramTemplate.h"
 #include "heddle/sharding/ShardingPlan.h"
 #include "heddle/support/Result.h"
 
@@ -24,9 +26,16 @@ struct LowerOptions {
   std::vector<int64_t> devices;
 };
 
-/// The programs of every device of `plan.mesh` (or of `options.devices`, in that order). A plan
+/// Every device's program as one shared template (`options.devices` is not used): the work and
+/// memory of lowering do not grow with the mesh; instantiate() gives one device's program. A plan
 /// whose strategies do not fit the graph (see ShardingPlan::check) is a diagnostic.
-/// Precondition: `g` passed verify(); listed devices exist.
+/// Precondition: `g` passed verify().
+Result<ProgramTemplate> lower_template(const Graph& g, const ShardingPlan& plan,
+                                       const LowerOptions& options = {});
+
+/// The programs of every device of `plan.mesh` (or of `options.devices`, in that order):
+/// lower_template() instantiated per device. A plan whose strategies do not fit the graph (see
+/// ShardingPlan::check) is a diagnostic. Precondition: `g` passed verify(); listed devices exist.
 Result<std::vector<DeviceProgram>> lower(const Graph& g, const ShardingPlan& plan,
                                          const LowerOptions& options = {});
 

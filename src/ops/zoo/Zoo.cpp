@@ -68,6 +68,12 @@ std::vector<ZooEntry> make_entries() {
                      r.source + ")"});
   e.push_back({"resnet50", "resnet", "ResNet-50 v1.5, 224x224, 1000 classes (25.6M)"});
   e.push_back({"vit-b16", "vit", "ViT-B/16, 224x224, 1000 classes (86.6M)"});
+  e.push_back({"resnet-tiny", "resnet",
+               "small test size: ResNet-50's bottleneck stages, 1 block each, width 8, 32x32, "
+               "10 classes, batch 2"});
+  e.push_back({"vit-tiny", "vit",
+               "small test size: l=2 h=32 heads=4 mlp=64, 24x24 patch 8 (10 tokens), 10 "
+               "classes, batch 2"});
   e.push_back({"gshard-moe", "moe", "GShard MoE: l=12 h=768 heads=12, 8 experts, top-2"});
   e.push_back({"moe-tiny", "moe", "small test size, 4 experts, top-2"});
   return e;
@@ -166,13 +172,31 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
       if (over.heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
       return build_llama(c, options);
     }
-  if (name == "resnet50") {
+  if (name == "resnet50" || name == "resnet-tiny") {
     ResNetConfig c;
+    if (name == "resnet-tiny") {
+      c.batch = 2;
+      c.image = 32;
+      c.classes = 10;
+      c.width = 8;
+      c.stem = 8;
+      c.blocks = {1, 1, 1, 1};
+    }
     HEDDLE_TRY(apply(over, name, {"batch"}, {{"batch", &c.batch}}));
     return build_resnet50(c, options);
   }
-  if (name == "vit-b16") {
+  if (name == "vit-b16" || name == "vit-tiny") {
     VitConfig c;
+    if (name == "vit-tiny") {
+      c.batch = 2;
+      c.image = 24;
+      c.patch = 8;
+      c.layers = 2;
+      c.hidden = 32;
+      c.heads = 4;
+      c.mlp = 64;
+      c.classes = 10;
+    }
     HEDDLE_TRY(apply(
         over, name, {"layers", "hidden", "heads", "batch"},
         {{"layers", &c.layers}, {"hidden", &c.hidden}, {"heads", &c.heads}, {"batch", &c.batch}}));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "heddle/ir/Graph.h"
 #include "heddle/support/Result.h"
@@ -56,8 +57,14 @@ struct LlamaConfig {
 /// shift, 2 parameters per channel as in the published 25.6M count).
 struct ResNetConfig {
   int64_t batch = 1;
+  int64_t width = 64;  ///< bottleneck width of the first stage (64; 128: Wide ResNet-50-2)
   int64_t image = 224;
   int64_t classes = 1000;
+  /// Stem channels; stage s outputs 4 * stem << s channels (default 64: 256, 512, 1024, 2048).
+  int64_t stem = 64;
+  /// Bottleneck blocks per stage (stage s is width << s wide inside); default ResNet-50's
+  /// 3, 4, 6, 3.
+  std::vector<int64_t> blocks = {3, 4, 6, 3};
 };
 
 /// ViT (patch embedding convolution, class token, learned positions, pre-LN encoder, GELU).

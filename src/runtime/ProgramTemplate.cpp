@@ -1,0 +1,74 @@
+#include "heddle/runtime/ProgramTemplate.h"
+
+#include "heddle/support/Assert.h"
+
+namespace heddle {
+
+namespace {
+
+// The devices holding the same data as `device` for a value placed by `s`: those that differ
+// only along the axes that shard it.
+std::vector<int64_t> shard_group(const Mesh& mesh, const TensorSharding& s, int64_t device) {
+  std::vector<int64_t> group;
+  IVec c = mesh.coords(device);
+  for (int64_t d = 0; d < mesh.num_devices(); ++d) {
+    IVec e = mesh.coords(d);
+    bool same = true;
+    for (int64_t a = 0; a < mesh.rank(); ++a)
+      if (!s.at(a).is_shard() && e[a] != c[a]) same = false;
+    if (same) group.push_back(d);
+  }
+  return group;
+}
+
+}  // namespace
+
+DeviceProgram instantiate(const Graph& g, const ProgramTemplate& t, int64_t device) {
+  HEDDLE_ASSERT(device >= 0 && device < t.mesh.num_devices()) << "device " << device;
+  DeviceProgram p{device, {}};
+  p.instrs.reserve(t.instrs.size());
+  auto index_box = [&](OpId op) {
+    return t.strategies[op].local_index_box(g.op(op).space, t.mesh, device);
+  };
+  // The device's group along each mesh axis, computed once (a dp=128 gradient all-reduce per
+  // parameter would otherwise rebuild the same 128 members each time).
+  std::vector<std::vector<int64_t>> groups(static_cast<size_t>(t.mesh.rank()));
+  auto group = [&](int32_t axis) -> const std::vector<int64_t>& {
+    auto& gr = groups[axis];
+    if (gr.empty()) gr = t.mesh.group(axis, device);
+    return gr;
+  };
+  for (const InstrTemplate& it : t.instrs) {
+    Instr in;
+    in.kind = it.kind;
+    in.value = it.value;
+    switch (it.kind) {
+      case Instr::Kind::kLoad:
+        in.box = t.shardings[it.sharding].local_box(g.type(it.value).shape(), t.mesh, device);
+        break;
+      case Instr::Kind::kCollective:
+        in.collective = it.collective;
+        in.monoid = it.monoid;
+        in.group = group(it.axis);
+        in.box = t.shardings[it.sharding].local_box(g.type(it.value).shape(), t.mesh, device);
+        break;
+      case Instr::Kind::kFetch:
+        in.box = g.op(it.op)
+                     .inputs[it.input]
+                     .proj.image(index_box(it.op))
+                     .intersect(Box::of_shape(g.type(it.value).shape()));
+        in.group = shard_group(t.mesh, t.shardings[it.sharding], device);
+        break;
+      case Instr::Kind::kKernel:
+        for (OpId op : it.calls) in.calls.push_back({op, index_box(op)});
+        in.temporaries = it.temporaries;
+        break;
+      case Instr::Kind::kFree:
+        break;
+    }
+    p.instrs.push_back(std::move(in));
+  }
+  return p;
+}
+
+}  // namespace heddle
