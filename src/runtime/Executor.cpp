@@ -1,11 +1,10 @@
 #include "heddle/runtime/Executor.h"
 
-#include <cblas.h>
-
 #include <thread>
 
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/ops/Kernel.h"
+#include "heddle/runtime/BlasThreads.h"
 #include "heddle/runtime/ThreadedCommunicator.h"
 
 namespace heddle {
@@ -119,25 +118,6 @@ Result<TensorMap> run_device(const Graph& g, const DeviceProgram& program, Commu
 }
 
 namespace {
-
-// While several device threads share the cores, each runs sgemm single-threaded: OpenBLAS's own
-// thread pool would oversubscribe the cores, and its callers queue for the one pool.
-class SingleThreadedBlas {
- public:
-  explicit SingleThreadedBlas(int64_t devices) {
-    if (devices <= 1) return;
-    saved_ = openblas_get_num_threads();
-    if (saved_ > 1) openblas_set_num_threads(1);
-  }
-  ~SingleThreadedBlas() {
-    if (saved_ > 1) openblas_set_num_threads(saved_);
-  }
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
- private:
-  int saved_ = 0;
-};
 
 // Runs program_of(d) for every device d < n on its own thread; returns device 0's outputs.
 template <class ProgramOf>

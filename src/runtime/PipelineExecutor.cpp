@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "heddle/ops/Kernel.h"
+#include "heddle/runtime/BlasThreads.h"
 #include "heddle/runtime/ThreadedCommunicator.h"
 
 namespace heddle {
@@ -348,6 +349,7 @@ Result<PipelineResult> run_pipeline_threaded(const PipelineProgram& program,
                                              const PipelineFeeds& feeds,
                                              const ExecOptions& options) {
   const int64_t k = program.stage_devices, n = program.stages * k;
+  SingleThreadedBlas blas(n);
   std::vector<std::unique_ptr<ThreadedWorld>> worlds;
   for (int64_t s = 0; s < program.stages; ++s) worlds.push_back(std::make_unique<ThreadedWorld>(k));
   Mailbox box;
