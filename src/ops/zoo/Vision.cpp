@@ -33,24 +33,25 @@ Result<Graph> build_resnet50(const ResNetConfig& c, const ModelOptions& o) {
   Ops ops(g);
   if (check_min(ops, "resnet50", "batch", c.batch, 1) &&
       check_min(ops, "resnet50", "image", c.image, 32) &&
-      check_min(ops, "resnet50", "classes", c.classes, 1)) {
+      check_min(ops, "resnet50", "classes", c.classes, 1) &&
+      check_min(ops, "resnet50", "hidden", c.width, 1)) {
     ValueId x = ops.input("image", f32({c.batch, 3, c.image, c.image}));
     x = conv_bn(ops, x, 3, 64, 7, 2, "stem", true);
     x = ops.maxpool2d(x, {{3, 3}, {2, 2}, {1, 1}});
     int64_t cin = 64;
     const int64_t blocks[4] = {3, 4, 6, 3};
     for (int64_t s = 0; s < 4; ++s) {
-      int64_t w = 64 << s;
+      int64_t w = c.width << s, out = 256 << s;
       for (int64_t b = 0; b < blocks[s]; ++b) {
         std::string p = "layer" + std::to_string(s + 1) + "." + std::to_string(b);
         int64_t stride = b == 0 && s > 0 ? 2 : 1;
         ValueId y = conv_bn(ops, x, cin, w, 1, 1, p + ".a", true);
         y = conv_bn(ops, y, w, w, 3, stride, p + ".b", true);
-        y = conv_bn(ops, y, w, 4 * w, 1, 1, p + ".c", false);
+        y = conv_bn(ops, y, w, out, 1, 1, p + ".c", false);
         ValueId skip = x;
-        if (b == 0) skip = conv_bn(ops, x, cin, 4 * w, 1, stride, p + ".down", false);
+        if (b == 0) skip = conv_bn(ops, x, cin, out, 1, stride, p + ".down", false);
         x = ops.relu(ops.add(y, skip));
-        cin = 4 * w;
+        cin = out;
       }
     }
     ValueId logits = dense(ops, ops.global_avgpool(x), cin, c.classes, "fc", true);

@@ -67,6 +67,8 @@ std::vector<ZooEntry> make_entries() {
                      " kv ffn=" + std::to_string(r.ffn) + " V=" + std::to_string(r.vocab) + " (" +
                      r.source + ")"});
   e.push_back({"resnet50", "resnet", "ResNet-50 v1.5, 224x224, 1000 classes (25.6M)"});
+  e.push_back({"wide-resnet50-2", "resnet",
+               "Wide ResNet-50-2 (torchvision), 224x224, 1000 classes (68.9M); --hidden widens"});
   e.push_back({"vit-b16", "vit", "ViT-B/16, 224x224, 1000 classes (86.6M)"});
   e.push_back({"gshard-moe", "moe", "GShard MoE: l=12 h=768 heads=12, 8 experts, top-2"});
   e.push_back({"moe-tiny", "moe", "small test size, 4 experts, top-2"});
@@ -166,9 +168,10 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
       if (over.heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
       return build_llama(c, options);
     }
-  if (name == "resnet50") {
+  if (name == "resnet50" || name == "wide-resnet50-2") {
     ResNetConfig c;
-    HEDDLE_TRY(apply(over, name, {"batch"}, {{"batch", &c.batch}}));
+    if (name == "wide-resnet50-2") c.width = 128;
+    HEDDLE_TRY(apply(over, name, {"batch", "hidden"}, {{"batch", &c.batch}, {"hidden", &c.width}}));
     return build_resnet50(c, options);
   }
   if (name == "vit-b16") {

@@ -56,6 +56,7 @@ struct LlamaConfig {
 /// shift, 2 parameters per channel as in the published 25.6M count).
 struct ResNetConfig {
   int64_t batch = 1;
+  int64_t width = 64;  ///< bottleneck width of the first stage (64; 128: Wide ResNet-50-2)
   int64_t image = 224;
   int64_t classes = 1000;
 };
