@@ -206,8 +206,8 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
       HEDDLE_TRY(one);
       g1 = std::move(*one);
     }
-    auto prop = options.stage_planner ? options.stage_planner(*g2, *cost_mesh, cost_spec)
-                                      : stage_plan(*g2, *cost_mesh, cluster, cost_spec);
+    auto prop = options.stage_planner ? options.stage_planner(*g2, *cost_mesh, inner)
+                                      : stage_plan(*g2, *cost_mesh, cluster, inner);
     HEDDLE_TRY(prop);
     auto parts = cost_model_parts(*g2, *cost_mesh, *prop, cluster, g1 ? &*g1 : nullptr);
     HEDDLE_TRY(parts);

@@ -90,44 +90,6 @@ void sort_by(std::vector<ConfigResult>& v, Objective o) {
   });
 }
 
-// The intra-op ILP as the simulator's stage planner: tactic pins (axis roles, the batch on dp,
-// ZeRO-3 parameters), every op's strategy chosen by the ILP priced with the cost model, then
-// propagation with every op pinned to list the reshards the simulator charges.
-cost::SimulateOptions ilp_options(const cost::ModelSource& model, const cost::Cluster& cluster,
-                                  bool train, double time_limit_s, ConfigSearch& stats) {
-  cost::SimulateOptions so;
-  so.train = train;
-  so.planner_key = "ilp";
-  int64_t units = model.layers > 0 ? model.layers / std::max<int64_t>(model.unit, 1) : 0;
-  so.stage_planner = [&model, &cluster, train, time_limit_s, units, &stats](
-                         const Graph& g, const Mesh& mesh,
-                         const StrategySpec& spec) -> Result<Propagation> {
-    auto pins = tactic_pins(g, mesh, spec);
-    HEDDLE_TRY(pins);
-    IntraOpOptions io;
-    io.cluster = &cluster;
-    io.train = train;
-    int64_t local_batch =
-        g.inputs().empty() ? 1 : std::max<int64_t>(g.type(g.inputs().front()).shape()[0], 1);
-    io.micro_batches = model.rebuilds_batch ? std::max<int64_t>(model.batch / local_batch, 1) : 1;
-    io.layer_scale = units >= 2 ? static_cast<double>(units) / 2 : 1;
-    io.ilp.time_limit_s = std::max(time_limit_s, 1.0);
-    auto p = plan_intra_op(g, mesh, *pins, CbcSolver(), io);
-    HEDDLE_TRY(p);
-    ++stats.ilp_solves;
-    stats.ilp_variables = std::max(stats.ilp_variables, p->variables);
-    stats.ilp_optimal = stats.ilp_optimal && p->optimal;
-    Pins all = *pins;
-    for (OpId id = 0; id < g.num_ops(); ++id) all.ops[id] = p->plan.ops[static_cast<size_t>(id)];
-    cost::AlphaBetaCost comm(cluster, mesh);
-    PropagateOptions popts;
-    popts.cost = &comm;
-    popts.seconds_per_flop = 1 / (cluster.device.peak_flops * cluster.device.gemm_efficiency);
-    return propagate(g, mesh, all, popts);
-  };
-  return so;
-}
-
 StrategySpec spec_of(const Layout& l, const Rung& r, bool sp) {
   StrategySpec spec;
   spec.dp = l.dp;
@@ -152,6 +114,47 @@ std::vector<int64_t> device_counts(const cost::Cluster& cluster, const ConfigSea
 }
 
 }  // namespace
+
+cost::SimulateOptions intra_op_simulate_options(const cost::ModelSource& model,
+                                                const cost::Cluster& cluster, bool train,
+                                                double time_limit_s, IlpStats* stats) {
+  cost::SimulateOptions so;
+  so.train = train;
+  so.planner_key = "ilp";
+  int64_t units = model.layers > 0 ? model.layers / std::max<int64_t>(model.unit, 1) : 0;
+  so.stage_planner = [&model, &cluster, train, time_limit_s, units, stats](
+                         const Graph& g, const Mesh& mesh,
+                         const StrategySpec& spec) -> Result<Propagation> {
+    auto pins = tactic_pins(g, mesh, spec);
+    HEDDLE_TRY(pins);
+    IntraOpOptions io;
+    io.cluster = &cluster;
+    io.train = train;
+    // Gradients are all-reduced once per step: per micro-batch of every replica outside the mesh.
+    int64_t local_batch =
+        g.inputs().empty() ? 1 : std::max<int64_t>(g.type(g.inputs().front()).shape()[0], 1);
+    int64_t replicas = mesh.find("dp") < 0 ? spec.dp.value_or(1) : 1;
+    io.micro_batches =
+        model.rebuilds_batch ? std::max<int64_t>(model.batch / (local_batch * replicas), 1) : 1;
+    io.layer_scale = units >= 2 ? static_cast<double>(units) / 2 : 1;
+    io.ilp.time_limit_s = std::max(time_limit_s, 1.0);
+    auto p = plan_intra_op(g, mesh, *pins, CbcSolver(), io);
+    HEDDLE_TRY(p);
+    if (stats) {
+      ++stats->solves;
+      stats->variables = std::max(stats->variables, p->variables);
+      stats->optimal = stats->optimal && p->optimal;
+    }
+    Pins all = *pins;
+    for (OpId id = 0; id < g.num_ops(); ++id) all.ops[id] = p->plan.ops[static_cast<size_t>(id)];
+    cost::AlphaBetaCost comm(cluster, mesh);
+    PropagateOptions popts;
+    popts.cost = &comm;
+    popts.seconds_per_flop = 1 / (cluster.device.peak_flops * cluster.device.gemm_efficiency);
+    return propagate(g, mesh, all, popts);
+  };
+  return so;
+}
 
 Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::Cluster& cluster,
                                     const ConfigSearchOptions& o) {
@@ -221,7 +224,8 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
     // The most promising layouts, re-planned inside each stage by the intra-op ILP.
     if (o.intra_op && !feasible.empty()) {
       sort_by(feasible, o.objective);
-      auto so = ilp_options(model, c, o.train, std::max(o.time_limit_s - elapsed(), 1.0), out);
+      auto so = intra_op_simulate_options(model, c, o.train,
+                                          std::max(o.time_limit_s - elapsed(), 1.0), &out.ilp);
       so.cache = cache;
       size_t k = std::min<size_t>(feasible.size(), static_cast<size_t>(o.intra_op_layouts));
       for (size_t i = 0; i < k && elapsed() <= o.time_limit_s; ++i) {

@@ -25,7 +25,7 @@ TEST(ConfigSearch, NeverLosesToAGridOfLayoutsZeroStagesAndRecomputation) {
   auto found = search_configs(model, cluster, o);
   ASSERT_TRUE(found.ok()) << found.error().to_string();
   EXPECT_TRUE(found->complete);
-  EXPECT_GT(found->ilp_solves, 0);
+  EXPECT_GT(found->ilp.solves, 0);
   double grid_best = 1e30;
   int feasible = 0;
   auto cache = std::make_shared<cost::SimulationCache>();

@@ -129,11 +129,13 @@ int run_plan(const PlanArgs& a) {
     plan["train"] = a.train;
     plan["cluster_devices"] = cluster->count;
     std::ofstream(a.out_dir + "/plan.json") << plan.dump(2) << "\n";
-    cost::SimulateOptions so;
-    so.train = a.train;
-    so.trace = true;
     cost::Cluster used = *cluster;
     used.count = best.sim.devices;
+    cost::SimulateOptions so;
+    if (best.stage_planner != "tactics")  // trace the plan that won: the ILP's stages
+      so = search::intra_op_simulate_options(*src, used, a.train, a.time_limit, nullptr);
+    so.train = a.train;
+    so.trace = true;
     auto traced = cost::simulate(*src, used, best.spec, so);
     if (traced.ok()) std::ofstream(a.out_dir + "/trace.json") << traced->trace_json;
     if (auto g = src->build(src->layers > 0 ? src->unit : 0, src->batch); g.ok())
@@ -143,11 +145,11 @@ int run_plan(const PlanArgs& a) {
     nlohmann::json j = sim_json(best);
     j["search_time_s"] = found->search_time_s;
     j["evaluated"] = found->evaluated;
-    j["proven_best"] = found->complete && found->ilp_optimal;
+    j["proven_best"] = found->complete && found->ilp.optimal;
     j["objective"] = a.objective;
     j["fastest"] = sim_json(found->fastest);
     j["least_energy"] = sim_json(found->greenest);
-    j["ilp_solves"] = found->ilp_solves;
+    j["ilp_solves"] = found->ilp.solves;
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -181,12 +183,12 @@ int run_plan(const PlanArgs& a) {
   std::string caveat;
   if (!found->complete)
     caveat = " (time limit reached: best found, not proven best)";
-  else if (!found->ilp_optimal)
+  else if (!found->ilp.optimal)
     caveat = " (an ILP hit its time limit: not proven optimal)";
   fmt::print(
       "search     {} configurations simulated (of {}; the rest dominated), {} intra-op "
       "ILPs, in {:.2f} s{}\n",
-      found->evaluated, found->candidates, found->ilp_solves, found->search_time_s, caveat);
+      found->evaluated, found->candidates, found->ilp.solves, found->search_time_s, caveat);
   fmt::print("\n{:<74} {:>10} {:>7} {:>12}\n", "ranking", "step (s)", "MFU", "memory");
   for (const auto& c : found->ranking)
     fmt::print("{:<74} {:>10.4g} {:>6.1f}% {:>12}\n", c.sim.strategy, c.sim.step_time_s,

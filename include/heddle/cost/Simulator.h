@@ -53,7 +53,8 @@ struct SimulateOptions {
   bool train = false;    ///< forward, backward and optimizer step; default forward only
   bool overlap = false;  ///< overlap gradient reduction and stage sends with compute
   bool trace = false;    ///< fill SimulationResult::trace_json; default off
-  /// Plans one stage's sharding of the two-layer graph `g` on the stage mesh instead of
+  /// Plans one stage's sharding of the two-layer graph `g` on the costed stage mesh (without its
+  /// dp axis when dp only splits the batch; `spec` still has the dp degree) instead of
   /// stage_plan() (the planner's intra-op search); default null: stage_plan().
   std::function<Result<Propagation>(const Graph& g, const Mesh& mesh, const StrategySpec& spec)>
       stage_planner;

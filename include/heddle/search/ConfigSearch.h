@@ -45,20 +45,34 @@ struct ConfigResult {
   std::string stage_planner = "tactics";  ///< `tactics` (propagation) or `intra-op ILP`
 };
 
+/// What the intra-op ILPs of a search did.
+struct IlpStats {
+  int64_t solves = 0;     ///< ILPs solved
+  int64_t variables = 0;  ///< columns of the largest
+  bool optimal = true;    ///< every one proven optimal
+};
+
 /// The search's answer.
 struct ConfigSearch {
   ConfigResult best;                  ///< best feasible configuration under the objective
   ConfigResult fastest, greenest;     ///< shortest step and least energy, for the trade-off
   std::vector<ConfigResult> ranking;  ///< feasible configurations, best first (up to 10)
-  int64_t evaluated = 0;      ///< configurations simulated (the others were dominated or cut off)
-  int64_t candidates = 0;     ///< configurations the space holds
-  int64_t ilp_solves = 0;     ///< intra-op ILPs solved
-  int64_t ilp_variables = 0;  ///< columns of the largest
-  bool ilp_optimal = true;    ///< every ILP proven optimal
-  bool complete = true;       ///< false when the time limit cut the search short
+  int64_t evaluated = 0;   ///< configurations simulated (the others were dominated or cut off)
+  int64_t candidates = 0;  ///< configurations the space holds
+  IlpStats ilp;            ///< the intra-op ILPs run
+  bool complete = true;    ///< false when the time limit cut the search short
   std::vector<int64_t> device_counts;  ///< device counts searched
   double search_time_s = 0;
 };
+
+/// Simulation options whose stage planner is the intra-op ILP: tactic pins (axis roles, the batch
+/// on dp, ZeRO-3 parameters), every op's strategy chosen by plan_intra_op() priced by the cost
+/// model on `cluster` with the two-layer graph folded to the model's layers, then propagation with
+/// every op pinned to list the reshards the simulator charges. `stats` (may be null) counts the
+/// solves. `model`, `cluster` and `stats` must outlive the options.
+cost::SimulateOptions intra_op_simulate_options(const cost::ModelSource& model,
+                                                const cost::Cluster& cluster, bool train,
+                                                double time_limit_s, IlpStats* stats);
 
 /// Searches the configuration space. Within a layout (tp, pp, dp, micro-batch, schedule) every
 /// ZeRO stage is tried with the least recomputation that fits (ZeRO-3 only with less than ZeRO-2
