@@ -190,7 +190,8 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
     // The layouts get most of the time; the intra-op ILP keeps a share for the best of them.
     const double layouts_limit = o.intra_op ? 0.85 * o.time_limit_s : o.time_limit_s;
     for (const Layout& l : layouts) {
-      if (elapsed() > layouts_limit) {
+      // Past the limit, stop once anything was simulated (the answer is then the best found).
+      if (elapsed() > layouts_limit && (!feasible.empty() || smallest)) {
         out.complete = false;
         break;
       }
@@ -264,7 +265,8 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
     return Diagnostic("no plan fits in " + human_bytes(smallest->sim.memory_limit_bytes) +
                       " per device; the smallest found needs " +
                       human_bytes(smallest->sim.peak_memory_bytes) + " (strategy " +
-                      smallest->sim.strategy + ")");
+                      smallest->sim.strategy + ")" +
+                      (out.complete ? "" : "; the time limit stopped the search first"));
   }
   sort_by(chosen, Objective::kEnergy);
   out.greenest = chosen.front();

@@ -61,6 +61,19 @@ TEST(ConfigSearch, NeverLosesToAGridOfLayoutsZeroStagesAndRecomputation) {
     }
 }
 
+TEST(ConfigSearch, TimeLimitReturnsTheBestFoundNotProven) {
+  auto model = small_gpt();
+  auto cluster = *cost::cluster_preset("a100x8");
+  ConfigSearchOptions o;
+  o.train = true;
+  o.time_limit_s = 1e-9;
+  auto found = search_configs(model, cluster, o);
+  ASSERT_TRUE(found.ok()) << found.error().to_string();
+  EXPECT_FALSE(found->complete);
+  EXPECT_TRUE(found->best.sim.feasible);
+  EXPECT_LT(found->evaluated, found->candidates);
+}
+
 TEST(ConfigSearch, PinsRestrictTheSearch) {
   auto model = small_gpt();
   auto cluster = *cost::cluster_preset("a100x8");

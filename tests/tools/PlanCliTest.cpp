@@ -114,6 +114,11 @@ TEST(PlanCli, EnergyObjectiveDeviceCapAndStepTimeTarget) {
                            "fastest found takes"),
             std::string::npos)
       << never.err;
+  auto hurried = run_heddle("plan gpt-tiny --cluster a100x8 --train --time-limit 0");
+  ASSERT_EQ(hurried.exit_code, 0) << hurried.err;
+  EXPECT_NE(hurried.out.find("(time limit reached: best found, not proven best)"),
+            std::string::npos)
+      << hurried.out;
   auto objective = run_heddle("plan gpt-tiny --cluster a100x8 --objective cost");
   EXPECT_EQ(objective.exit_code, 1);
   EXPECT_NE(objective.err.find("--objective 'cost' is not an objective; use time or energy"),
