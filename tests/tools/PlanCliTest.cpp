@@ -28,11 +28,19 @@ TEST(PlanCli, ChoosesAFeasiblePlanThatSimulateReproduces) {
                         j["strategy"].get<std::string>());
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   auto s = nlohmann::json::parse(sim.out);
-  // The tactics' stage plan re-simulates exactly; the intra-op ILP's beat it.
+  // The tactics' stage plan re-simulates exactly; the intra-op ILP's beat it and re-simulate
+  // with --stage-planner ilp.
   if (j["stage_planner"] == "tactics") {
     EXPECT_DOUBLE_EQ(s["step_time_s"].get<double>(), j["step_time_s"].get<double>());
   } else {
     EXPECT_LT(j["step_time_s"].get<double>(), s["step_time_s"].get<double>());
+    auto ilp = run_heddle(
+        "simulate gpt-tiny --cluster a100x8 --train --json --stage-planner ilp "
+        "--strategy " +
+        j["strategy"].get<std::string>());
+    ASSERT_EQ(ilp.exit_code, 0) << ilp.err;
+    EXPECT_DOUBLE_EQ(nlohmann::json::parse(ilp.out)["step_time_s"].get<double>(),
+                     j["step_time_s"].get<double>());
   }
   // No hand-picked data-parallel or tensor-parallel layout beats it.
   for (const char* manual : {"dp=1,tp=8", "dp=2,tp=4", "dp=2,tp=2,pp=2", "dp=1,tp=4,pp=2"}) {
@@ -75,6 +83,28 @@ TEST(PlanCli, InfeasibleAndMalformedRequestsExitOne) {
   auto pins = run_heddle("plan gpt-tiny --cluster a100x8 --strategy auto,qq=2");
   EXPECT_EQ(pins.exit_code, 1);
   EXPECT_NE(pins.err.find("valid keys"), std::string::npos) << pins.err;
+}
+
+TEST(PlanCli, IlpStagePlansReproduceInSimulate) {
+  // A wide ResNet with tp=4 pinned on 8 V100s: the intra-op ILP's stage plan beats the tactics'
+  // (which split only model dims on tp) and re-simulates with --stage-planner ilp.
+  std::string model = "wide-resnet50-2 --batch 128 --cluster v100x8 --train";
+  auto plan = run_heddle("plan " + model + " --strategy auto,tp=4 --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  auto j = nlohmann::json::parse(plan.out);
+  EXPECT_EQ(j["stage_planner"], "intra-op ILP");
+  std::string base = "simulate " + model + " --json --strategy " + j["strategy"].get<std::string>();
+  auto tactics = run_heddle(base);
+  ASSERT_EQ(tactics.exit_code, 0) << tactics.err;
+  auto ilp = run_heddle(base + " --stage-planner ilp");
+  ASSERT_EQ(ilp.exit_code, 0) << ilp.err;
+  double t = nlohmann::json::parse(tactics.out)["step_time_s"].get<double>();
+  double i = nlohmann::json::parse(ilp.out)["step_time_s"].get<double>();
+  EXPECT_DOUBLE_EQ(j["step_time_s"].get<double>(), i);
+  EXPECT_LT(i, t);
+  auto bad = run_heddle(base + " --stage-planner greedy");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("use tactics or ilp"), std::string::npos) << bad.err;
 }
 
 TEST(PlanCli, EnergyObjectiveDeviceCapAndStepTimeTarget) {

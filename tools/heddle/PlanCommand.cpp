@@ -162,9 +162,13 @@ int run_plan(const PlanArgs& a) {
              human_bytes(r.memory_limit_bytes));
   fmt::print("pipeline   {} stage(s), schedule {}, bubble {:.1f}%\n", r.pp, r.schedule,
              100 * r.bubble_fraction);
-  fmt::print("stages     sharded by {}\n", best.stage_planner == "tactics"
-                                               ? "the tactics (Megatron-style propagation)"
-                                               : "the intra-op ILP (beat the tactics)");
+  if (best.stage_planner == "tactics")
+    fmt::print("stages     sharded by the tactics (Megatron-style propagation)\n");
+  else
+    fmt::print(
+        "stages     sharded by the intra-op ILP (beat the tactics); reproduce with heddle "
+        "simulate ... --strategy {} --stage-planner ilp\n",
+        r.strategy);
   if (r.energy_j > 0) {
     // How the objectives trade off: the chosen plan against the fastest and the least-energy one.
     const auto& f = found->fastest.sim;
