@@ -91,9 +91,11 @@ int main(int argc, char** argv) {
     auto src = cost::zoo_model_source(r.model, o);
     double best = 1e30;
     int64_t events = 0, m = 0;
+    cost::SimulateOptions training;
+    training.train = true;
     for (int rep = 0; rep < 5; ++rep) {
       auto t0 = Clock::now();
-      auto res = cost::simulate(*src, *cluster, *spec, {true, false, false});
+      auto res = cost::simulate(*src, *cluster, *spec, training);
       double dt = since(t0);
       if (!res.ok()) {
         fmt::print("| {} | error: {} |\n", r.model, res.error().message);
@@ -133,7 +135,7 @@ int main(int argc, char** argv) {
     auto src = cost::zoo_model_source(c.model, c.over);
     auto spec = StrategySpec::parse(c.strategy);
     if (!src.ok() || !spec.ok()) continue;
-    auto pred = cost::simulate(*src, *cluster, *spec, {false, false, false});
+    auto pred = cost::simulate(*src, *cluster, *spec);
     if (!pred.ok()) {
       fmt::print("| {} | {} | error: {} |\n", c.model, c.strategy, pred.error().message);
       continue;
@@ -176,7 +178,7 @@ int main(int argc, char** argv) {
     auto src = cost::zoo_model_source(c.model, c.over);
     auto spec = StrategySpec::parse(c.strategy);
     if (!src.ok() || !spec.ok()) continue;
-    auto pred = cost::simulate(*src, one, *spec, {false, false, false});
+    auto pred = cost::simulate(*src, one, *spec);
     auto g = src->build(src->layers, src->batch);
     if (!pred.ok() || !g.ok()) continue;
     TensorMap feeds = feeds_for(*g);

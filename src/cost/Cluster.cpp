@@ -172,7 +172,8 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
     for (F f :
          {F{"peak_flops", &p.peak_flops, true}, F{"memory_bytes", &p.memory_bytes, true},
           F{"memory_bandwidth", &p.memory_bandwidth, true}, F{"launch_s", &p.launch_s, false},
-          F{"vector_flops", &p.vector_flops, false},
+          F{"vector_flops", &p.vector_flops, false}, F{"tdp_watts", &p.tdp_watts, false},
+          F{"idle_watts", &p.idle_watts, false},
           F{"elementwise_bandwidth", &p.elementwise_bandwidth, false},
           F{"gemm_efficiency", &p.gemm_efficiency, false}, F{"gemm_knee", &p.gemm_knee, false},
           F{"memory_efficiency", &p.memory_efficiency, false},

@@ -17,8 +17,9 @@ double DeviceProfile::gemm_fraction(double m, double n, double k) const {
 
 size_t DeviceProfile::hash() const {
   size_t h = std::hash<std::string>()(name);
-  for (double v : {peak_flops, vector_flops, elementwise_bandwidth, memory_bytes, memory_bandwidth,
-                   launch_s, gemm_efficiency, gemm_knee, memory_efficiency, element_bytes})
+  for (double v :
+       {peak_flops, vector_flops, elementwise_bandwidth, memory_bytes, memory_bandwidth, launch_s,
+        gemm_efficiency, gemm_knee, memory_efficiency, element_bytes, tdp_watts, idle_watts})
     hash_combine(h, v);
   hash_combine(h, fuses_elementwise);
   return h;
@@ -31,8 +32,11 @@ std::string DeviceProfile::to_string() const {
 
 namespace {
 
-DeviceProfile make(std::string name, double tflops, double gb, double tbps, double fp32) {
+DeviceProfile make(std::string name, double tflops, double gb, double tbps, double fp32, double tdp,
+                   double idle) {
   DeviceProfile d;
+  d.tdp_watts = tdp;
+  d.idle_watts = idle;
   d.vector_flops = fp32 * 1e12;
   d.name = std::move(name);
   d.peak_flops = tflops * 1e12;
@@ -45,12 +49,16 @@ DeviceProfile make(std::string name, double tflops, double gb, double tbps, doub
 
 const std::vector<DeviceProfile>& device_presets() {
   // Vendor datasheets (docs/cost-model.md): dense fp16/bf16 tensor-core peak, HBM size and
-  // bandwidth, fp32 (non-tensor) peak. The GEMM efficiency curve is shared by every device (one
-  // global fit).
+  // bandwidth, fp32 (non-tensor) peak, maximum board power (TDP); idle power is an estimate
+  // (datasheets do not give it). The GEMM efficiency curve is shared by every device (one global
+  // fit).
   static const std::vector<DeviceProfile> kPresets = {
-      make("v100", 125, 32, 0.9, 15.7),        make("a100-40gb", 312, 40, 1.555, 19.5),
-      make("a100-80gb", 312, 80, 2.039, 19.5), make("a100", 312, 80, 2.039, 19.5),
-      make("h100", 989, 80, 3.35, 67),         make("h200", 989, 141, 4.8, 67),
+      make("v100", 125, 32, 0.9, 15.7, 300, 40),
+      make("a100-40gb", 312, 40, 1.555, 19.5, 400, 50),
+      make("a100-80gb", 312, 80, 2.039, 19.5, 400, 50),
+      make("a100", 312, 80, 2.039, 19.5, 400, 50),
+      make("h100", 989, 80, 3.35, 67, 700, 70),
+      make("h200", 989, 141, 4.8, 67, 700, 70),
   };
   return kPresets;
 }

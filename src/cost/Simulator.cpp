@@ -180,20 +180,45 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   if (layered && model.layers % model.unit != 0)
     return Diagnostic(fmt::format("{} layers are not a whole number of {}-layer units",
                                   model.layers, model.unit));
-  auto g2 = model.build(layered ? 2 * model.unit : 0, mb * dp);
-  HEDDLE_TRY(g2);
-  std::optional<Graph> g1;
-  if (layered) {
-    auto one = model.build(model.unit, mb * dp);
-    HEDDLE_TRY(one);
-    g1 = std::move(*one);
+  // Data parallelism only splits the batch (unless ZeRO-3 shards parameters over it or experts
+  // share the axis): the representative device's stage costs the same on the mesh without dp,
+  // holding its own slice of the batch, so every dp degree shares one costing.
+  const bool dp_free = dp > 1 && zero < 3 && ep == 1 && rebuildable;
+  StrategySpec cost_spec = inner;
+  if (dp_free) cost_spec.dp.reset();
+  auto cost_mesh = cost_spec.mesh(dp_free ? tp : dp * tp * ep);
+  HEDDLE_TRY(cost_mesh);
+  const int64_t cost_batch = dp_free ? mb : mb * dp;
+  std::string key =
+      fmt::format("{}|{}|{}|{}|{}|{}|{}", model.name, cluster.hash(), cost_mesh->to_string(),
+                  cost_batch, zero >= 3, spec.sp, options.planner_key);
+  SimulationCache::Stage fresh;
+  const SimulationCache::Stage* stage = nullptr;
+  if (options.cache)
+    if (auto it = options.cache->stages.find(key); it != options.cache->stages.end())
+      stage = &it->second;
+  if (!stage) {
+    auto g2 = model.build(layered ? 2 * model.unit : 0, cost_batch);
+    HEDDLE_TRY(g2);
+    std::optional<Graph> g1;
+    if (layered) {
+      auto one = model.build(model.unit, cost_batch);
+      HEDDLE_TRY(one);
+      g1 = std::move(*one);
+    }
+    auto prop = options.stage_planner ? options.stage_planner(*g2, *cost_mesh, inner)
+                                      : stage_plan(*g2, *cost_mesh, cluster, inner);
+    HEDDLE_TRY(prop);
+    auto parts = cost_model_parts(*g2, *cost_mesh, *prop, cluster, g1 ? &*g1 : nullptr);
+    HEDDLE_TRY(parts);
+    fresh.parts = std::move(*parts);
+    fresh.flops2 = graph_flops(*g2);
+    fresh.flops1 = g1 ? graph_flops(*g1) : 0;
+    stage = &fresh;
+    if (options.cache) stage = &(options.cache->stages[key] = fresh);
   }
   AlphaBetaCost comm(cluster, *mesh);
-  auto prop = stage_plan(*g2, *mesh, cluster, spec);
-  HEDDLE_TRY(prop);
-  auto parts = cost_model_parts(*g2, *mesh, *prop, cluster, g1 ? &*g1 : nullptr);
-  HEDDLE_TRY(parts);
-  const ModelParts& P = *parts;
+  const ModelParts& P = stage->parts;
   const int64_t units = layered ? model.layers / model.unit : 0;
   const int64_t C = pp * v;
   if (layered && units < C)
@@ -345,7 +370,11 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
     res.peak_memory_bytes = std::max(res.peak_memory_bytes, s.peak_memory_bytes);
     res.stages.push_back(s);
   }
-  for (auto& s : res.stages) s.idle_s = std::max(step - s.busy_s, 0.0);
+  for (auto& s : res.stages) {
+    s.idle_s = std::max(step - s.busy_s, 0.0);
+    res.energy_j +=
+        static_cast<double>(dp * tp * ep) * (s.busy_s * dev.tdp_watts + s.idle_s * dev.idle_watts);
+  }
   res.step_time_s = step;
   res.comm_bytes = comm_max;
   res.memory_limit_bytes = dev.memory_bytes;
@@ -354,8 +383,9 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   if (model.gpt) {
     res.model_flops = gpt_model_flops(*model.gpt, B, train, r == Recompute::kFull);
   } else {
-    double fwd = graph_flops(*g2);
-    if (layered) fwd += static_cast<double>(units - 2) * (fwd - graph_flops(*g1));
+    double fwd = stage->flops2;
+    if (layered) fwd += static_cast<double>(units - 2) * (fwd - stage->flops1);
+    if (dp_free) fwd *= static_cast<double>(dp);  // the costed graph held one replica's batch
     res.model_flops = fwd * static_cast<double>(m) * (train ? 3 : 1);
   }
   res.tflops_per_device = res.model_flops / step / static_cast<double>(res.devices) / 1e12;

@@ -1,13 +1,21 @@
 #include "heddle/search/ConfigSearch.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 
+#include "heddle/cost/AlphaBetaCost.h"
+#include "heddle/search/IntraOp.h"
+#include "heddle/sharding/Tactics.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::search {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> d;
@@ -21,111 +29,252 @@ struct Layout {
   std::string schedule;
 };
 
-}  // namespace
-
-Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::Cluster& cluster,
-                                    const ConfigSearchOptions& o) {
-  auto t0 = std::chrono::steady_clock::now();
-  int64_t n = cluster.count;
-  int64_t layer_units = model.layers > 0 ? model.layers / std::max<int64_t>(model.unit, 1) : 0;
-  std::vector<Layout> layouts;
-  // Widest tensor parallelism first (within a node it is usually best for large models), so a
-  // time limit cuts off the less promising layouts.
+// Every layout of `n` devices the model and the pins allow; widest tensor parallelism first (within
+// a node it is usually best for large models), so a time limit cuts off the less promising ones.
+std::vector<Layout> layouts_for(const cost::ModelSource& model, int64_t n, int64_t per_node,
+                                const StrategySpec& pins, bool train) {
+  int64_t units = model.layers > 0 ? model.layers / std::max<int64_t>(model.unit, 1) : 0;
+  std::vector<Layout> out;
   std::vector<int64_t> tps = divisors(n);
   std::reverse(tps.begin(), tps.end());
   for (int64_t tp : tps) {
-    if (tp > cluster.devices_per_node || (o.pins.tp && *o.pins.tp != tp)) continue;
+    if (tp > per_node || (pins.tp && *pins.tp != tp)) continue;
     for (int64_t pp : divisors(n / tp)) {
-      if (o.pins.pp && *o.pins.pp != pp) continue;
-      if (pp > 1 && (layer_units == 0 || layer_units % pp != 0)) continue;
+      if (pins.pp && *pins.pp != pp) continue;
+      if (pp > 1 && (units == 0 || units % pp != 0)) continue;
       int64_t dp = n / tp / pp;
-      if (o.pins.dp && *o.pins.dp != dp) continue;
+      if (pins.dp && *pins.dp != dp) continue;
       if (model.rebuilds_batch && model.batch % dp != 0) continue;
       int64_t per_replica = model.rebuilds_batch ? model.batch / dp : 1;
       for (int64_t mb : {1, 2, 4, 8}) {
-        if (o.pins.micro_batch && *o.pins.micro_batch != mb) continue;
-        if (per_replica % mb != 0) continue;
+        if (pins.micro_batch && *pins.micro_batch != mb) continue;
+        if (per_replica % mb != 0 || (!model.rebuilds_batch && mb != 1)) continue;
         std::vector<std::string> schedules = {"1f1b"};
-        if (pp > 1 && layer_units % (2 * pp) == 0) schedules.push_back("interleaved:2");
-        if (o.pins.schedule) schedules = {*o.pins.schedule};
-        for (const auto& s : schedules) layouts.push_back({tp, pp, dp, mb, s});
+        if (pp > 1 && units % (2 * pp) == 0) schedules.push_back("interleaved:2");
+        if (pp > 1 && train) schedules.push_back("zb-h1");
+        if (pins.schedule) schedules = {*pins.schedule};
+        for (const auto& s : schedules) out.push_back({tp, pp, dp, mb, s});
       }
     }
   }
-  struct Rung {
-    int64_t zero;
-    const char* recompute;
+  return out;
+}
+
+struct Rung {
+  int64_t zero;
+  std::string recompute;
+};
+
+// Per ZeRO stage, the recomputation settings from the cheapest in time.
+std::vector<std::vector<Rung>> ladder_for(bool train, const StrategySpec& pins) {
+  std::vector<int64_t> zeros = {0};
+  std::vector<std::string> recomputes = {"none"};
+  if (train) zeros = {0, 1, 2, 3}, recomputes = {"none", "selective", "full"};
+  if (pins.zero) zeros = {*pins.zero};
+  if (pins.recompute) recomputes = {*pins.recompute};
+  std::vector<std::vector<Rung>> out;
+  for (int64_t z : zeros) {
+    out.emplace_back();
+    for (const auto& r : recomputes) out.back().push_back({z, r});
+  }
+  return out;
+}
+
+double score(const ConfigResult& c, Objective o) {
+  return o == Objective::kEnergy ? c.sim.energy_j : c.sim.step_time_s;
+}
+
+void sort_by(std::vector<ConfigResult>& v, Objective o) {
+  std::stable_sort(v.begin(), v.end(), [o](const ConfigResult& a, const ConfigResult& b) {
+    return score(a, o) < score(b, o);
+  });
+}
+
+StrategySpec spec_of(const Layout& l, const Rung& r, bool sp) {
+  StrategySpec spec;
+  spec.dp = l.dp;
+  spec.tp = l.tp;
+  spec.pp = l.pp;
+  spec.micro_batch = l.mb;
+  spec.zero = r.zero;
+  spec.recompute = r.recompute;
+  spec.sp = sp;
+  if (l.pp > 1) spec.schedule = l.schedule;
+  return spec;
+}
+
+// The device counts to search: the cluster's, or powers of two up to the cap and the cap.
+std::vector<int64_t> device_counts(const cost::Cluster& cluster, const ConfigSearchOptions& o) {
+  int64_t cap = o.max_devices > 0 ? std::min(o.max_devices, cluster.count) : cluster.count;
+  if (o.max_devices <= 0 && o.target_step_time_s <= 0) return {cluster.count};
+  std::vector<int64_t> out;
+  for (int64_t k = 1; k < cap; k *= 2) out.push_back(k);
+  out.push_back(cap);
+  return out;
+}
+
+}  // namespace
+
+cost::SimulateOptions intra_op_simulate_options(const cost::ModelSource& model,
+                                                const cost::Cluster& cluster, bool train,
+                                                double time_limit_s, IlpStats* stats) {
+  cost::SimulateOptions so;
+  so.train = train;
+  so.planner_key = "ilp";
+  int64_t units = model.layers > 0 ? model.layers / std::max<int64_t>(model.unit, 1) : 0;
+  so.stage_planner = [&model, &cluster, train, time_limit_s, units, stats](
+                         const Graph& g, const Mesh& mesh,
+                         const StrategySpec& spec) -> Result<Propagation> {
+    auto pins = tactic_pins(g, mesh, spec);
+    HEDDLE_TRY(pins);
+    IntraOpOptions io;
+    io.cluster = &cluster;
+    io.train = train;
+    // Gradients are all-reduced once per step: per micro-batch of every replica outside the mesh.
+    int64_t local_batch =
+        g.inputs().empty() ? 1 : std::max<int64_t>(g.type(g.inputs().front()).shape()[0], 1);
+    int64_t replicas = mesh.find("dp") < 0 ? spec.dp.value_or(1) : 1;
+    io.micro_batches =
+        model.rebuilds_batch ? std::max<int64_t>(model.batch / (local_batch * replicas), 1) : 1;
+    io.layer_scale = units >= 2 ? static_cast<double>(units) / 2 : 1;
+    io.ilp.time_limit_s = std::max(time_limit_s, 1.0);
+    auto p = plan_intra_op(g, mesh, *pins, CbcSolver(), io);
+    HEDDLE_TRY(p);
+    if (stats) {
+      ++stats->solves;
+      stats->variables = std::max(stats->variables, p->variables);
+      stats->optimal = stats->optimal && p->optimal;
+    }
+    Pins all = *pins;
+    for (OpId id = 0; id < g.num_ops(); ++id) all.ops[id] = p->plan.ops[static_cast<size_t>(id)];
+    cost::AlphaBetaCost comm(cluster, mesh);
+    PropagateOptions popts;
+    popts.cost = &comm;
+    popts.seconds_per_flop = 1 / (cluster.device.peak_flops * cluster.device.gemm_efficiency);
+    return propagate(g, mesh, all, popts);
   };
-  std::vector<Rung> ladder = {{0, "none"}};
-  if (o.train) ladder = {{0, "none"}, {1, "selective"}, {1, "full"}, {3, "full"}};
-  if (o.pins.zero || o.pins.recompute) {
-    std::vector<Rung> kept;
-    for (const auto& r : ladder)
-      if ((!o.pins.zero || *o.pins.zero == r.zero) &&
-          (!o.pins.recompute || *o.pins.recompute == r.recompute))
-        kept.push_back(r);
-    if (kept.empty())
-      kept.push_back(
-          {o.pins.zero.value_or(0), o.pins.recompute ? o.pins.recompute->c_str() : "none"});
-    ladder = kept;
-  }
-  if (layouts.empty())
-    return Diagnostic("no parallel layout of " + std::to_string(n) +
-                      " devices fits the model "
-                      "and the pins " +
-                      o.pins.to_string() + " (tp <= " + std::to_string(cluster.devices_per_node) +
-                      " per node, pp dividing " + std::to_string(layer_units) +
-                      " layers, dp dividing the batch " + std::to_string(model.batch) + ")");
+  return so;
+}
+
+Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::Cluster& cluster,
+                                    const ConfigSearchOptions& o) {
+  auto t0 = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   ConfigSearch out;
-  out.candidates = static_cast<int64_t>(layouts.size() * ladder.size());
-  std::optional<ConfigResult> smallest;  // least memory among the infeasible, for the message
-  std::vector<ConfigResult> feasible;
-  for (size_t i = 0; i < layouts.size(); ++i) {
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (elapsed > o.time_limit_s) {
-      out.complete = false;
-      break;
-    }
-    const Layout& l = layouts[i];
-    for (const Rung& r : ladder) {
-      StrategySpec spec;
-      spec.dp = l.dp;
-      spec.tp = l.tp;
-      spec.pp = l.pp;
-      spec.micro_batch = l.mb;
-      spec.zero = r.zero;
-      spec.recompute = r.recompute;
-      spec.sp = o.pins.sp;
-      if (l.pp > 1) spec.schedule = l.schedule;
-      cost::SimulateOptions so;
-      so.train = o.train;
-      auto sim = cost::simulate(model, cluster, spec, so);
-      ++out.evaluated;
-      if (o.progress) o.progress(out.evaluated, out.candidates);
-      if (!sim.ok()) continue;
-      ConfigResult c{spec, std::move(*sim)};
-      if (c.sim.feasible) {
-        feasible.push_back(std::move(c));
-        break;  // the first rung that fits is the cheapest in time for this layout
-      }
-      if (!smallest || c.sim.peak_memory_bytes < smallest->sim.peak_memory_bytes) smallest = c;
-    }
+  out.device_counts = device_counts(cluster, o);
+  const auto ladder = ladder_for(o.train, o.pins);
+  int64_t rungs_per_layout = 0, visited = 0;
+  for (const auto& z : ladder) rungs_per_layout += static_cast<int64_t>(z.size());
+  std::vector<std::pair<cost::Cluster, std::vector<Layout>>> spaces;
+  for (int64_t n : out.device_counts) {
+    cost::Cluster c = cluster;
+    c.count = n;
+    auto layouts = layouts_for(model, n, cluster.devices_per_node, o.pins, o.train);
+    if (layouts.empty()) continue;
+    out.candidates += static_cast<int64_t>(layouts.size()) * rungs_per_layout;
+    spaces.emplace_back(std::move(c), std::move(layouts));
   }
-  out.search_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (feasible.empty()) {
+  if (spaces.empty()) {
+    int64_t units = model.layers > 0 ? model.layers / std::max<int64_t>(model.unit, 1) : 0;
+    return Diagnostic(fmt::format(
+        "no parallel layout of {} devices fits the model and the pins {} (tp <= {} per node, pp "
+        "dividing {} layers, dp dividing the batch {})",
+        cluster.count, o.pins.to_string(), cluster.devices_per_node, units, model.batch));
+  }
+  std::optional<ConfigResult> smallest;  // least memory among the infeasible, for the message
+  std::optional<ConfigResult> quickest;  // fastest feasible over all counts, for a missed target
+  std::vector<ConfigResult> chosen;      // feasible configurations of the counts kept
+  for (auto& [c, layouts] : spaces) {
+    auto cache = std::make_shared<cost::SimulationCache>();
+    std::vector<ConfigResult> feasible;
+    // The layouts get most of the time; the intra-op ILP keeps a share for the best of them.
+    const double layouts_limit = o.intra_op ? 0.85 * o.time_limit_s : o.time_limit_s;
+    for (const Layout& l : layouts) {
+      // Past the limit, stop once anything was simulated (the answer is then the best found).
+      if (elapsed() > layouts_limit && (!feasible.empty() || smallest)) {
+        out.complete = false;
+        break;
+      }
+      // ZeRO-3 with some recomputation is never faster than ZeRO-2 with the same (it only adds
+      // parameter gathers and 1.5x the gradient traffic): after ZeRO-2 fits with recomputation
+      // level k, ZeRO-3 is tried only with lighter levels.
+      size_t zero2_fit = SIZE_MAX;
+      for (const auto& rungs : ladder)
+        for (size_t level = 0; level < rungs.size(); ++level) {
+          const Rung& r = rungs[level];
+          if (r.zero == 3 && level >= zero2_fit) break;
+          cost::SimulateOptions so;
+          so.train = o.train;
+          so.cache = cache;
+          StrategySpec spec = spec_of(l, r, o.pins.sp);
+          auto sim = cost::simulate(model, c, spec, so);
+          ++out.evaluated;
+          if (!sim.ok()) continue;
+          ConfigResult res{spec, std::move(*sim), "tactics"};
+          if (res.sim.feasible) {
+            if (r.zero == 2) zero2_fit = level;
+            feasible.push_back(std::move(res));
+            break;  // more recomputation only adds time
+          }
+          if (!smallest || res.sim.peak_memory_bytes < smallest->sim.peak_memory_bytes)
+            smallest = res;
+        }
+      visited += rungs_per_layout;
+      if (o.progress) o.progress(visited, out.candidates);
+    }
+    // The most promising layouts, re-planned inside each stage by the intra-op ILP.
+    if (o.intra_op && !feasible.empty()) {
+      sort_by(feasible, o.objective);
+      auto so = intra_op_simulate_options(model, c, o.train,
+                                          std::max(o.time_limit_s - elapsed(), 1.0), &out.ilp);
+      so.cache = cache;
+      size_t k = std::min<size_t>(feasible.size(), static_cast<size_t>(o.intra_op_layouts));
+      for (size_t i = 0; i < k && elapsed() <= o.time_limit_s; ++i) {
+        const ConfigResult& base = feasible[i];
+        if (base.sim.tp == 1 && !base.spec.ep) continue;  // the batch on dp: nothing to choose
+        auto sim = cost::simulate(model, c, base.spec, so);
+        if (!sim.ok() || !sim->feasible) continue;
+        ConfigResult res{base.spec, std::move(*sim), "intra-op ILP"};
+        if (score(res, o.objective) < score(base, o.objective)) feasible.push_back(std::move(res));
+      }
+    }
+    if (feasible.empty()) continue;
+    sort_by(feasible, Objective::kTime);
+    if (!quickest || feasible.front().sim.step_time_s < quickest->sim.step_time_s)
+      quickest = feasible.front();
+    if (o.target_step_time_s > 0) {
+      std::erase_if(feasible, [&](const ConfigResult& r) {
+        return r.sim.step_time_s > o.target_step_time_s;
+      });
+      if (feasible.empty()) continue;
+      chosen = std::move(feasible);
+      break;  // the smallest count reaching the target
+    }
+    chosen.insert(chosen.end(), feasible.begin(), feasible.end());
+  }
+  out.search_time_s = elapsed();
+  if (chosen.empty()) {
+    if (o.target_step_time_s > 0 && quickest)
+      return Diagnostic(fmt::format(
+          "no plan reaches a step time of {:.4g} s on up to {} devices; the fastest found takes "
+          "{:.4g} s (strategy {}, {} devices)",
+          o.target_step_time_s, out.device_counts.back(), quickest->sim.step_time_s,
+          quickest->sim.strategy, quickest->sim.devices));
     if (!smallest)
       return Diagnostic("no configuration could be simulated for this model on " + cluster.name);
     return Diagnostic("no plan fits in " + human_bytes(smallest->sim.memory_limit_bytes) +
                       " per device; the smallest found needs " +
                       human_bytes(smallest->sim.peak_memory_bytes) + " (strategy " +
-                      smallest->sim.strategy + ")");
+                      smallest->sim.strategy + ")" +
+                      (out.complete ? "" : "; the time limit stopped the search first"));
   }
-  std::stable_sort(feasible.begin(), feasible.end(),
-                   [](const ConfigResult& a, const ConfigResult& b) {
-                     return a.sim.step_time_s < b.sim.step_time_s;
-                   });
-  out.best = feasible.front();
-  for (size_t k = 0; k < feasible.size() && k < 10; ++k) out.ranking.push_back(feasible[k]);
+  sort_by(chosen, Objective::kEnergy);
+  out.greenest = chosen.front();
+  sort_by(chosen, Objective::kTime);
+  out.fastest = chosen.front();
+  sort_by(chosen, o.objective);
+  out.best = chosen.front();
+  for (size_t k = 0; k < chosen.size() && k < 10; ++k) out.ranking.push_back(chosen[k]);
   return out;
 }
 

@@ -4,7 +4,11 @@
 #include <map>
 #include <optional>
 
+#include "heddle/cost/AlphaBetaCost.h"
+#include "heddle/cost/ComputeCost.h"
 #include "heddle/ir/GraphStats.h"
+#include "heddle/search/LayerBlocks.h"
+#include "heddle/search/Reduction.h"
 #include "heddle/sharding/Reshard.h"
 #include "heddle/support/Strings.h"
 
@@ -111,12 +115,32 @@ double local_bytes(const TensorType& t, const Mesh& mesh, const TensorSharding& 
          static_cast<double>(dtype_bytes(t.dtype()));
 }
 
+// Elementwise and layout ops whose only operand made by an op comes from `prod`: they follow it.
+OpId follower_parent(const Graph& g, OpId id) {
+  const Op& op = g.op(id);
+  OpCategory c = op_kind_info(op.kind).category;
+  if (c != OpCategory::kUnary && c != OpCategory::kBinary && c != OpCategory::kSelect &&
+      c != OpCategory::kLayout)
+    return -1;
+  OpId parent = -1;
+  for (const Operand& in : op.inputs) {
+    const Value& v = g.value(in.value);
+    if (v.role != ValueRole::kResult) continue;
+    if (parent >= 0 && parent != v.producer) return -1;
+    parent = v.producer;
+  }
+  return parent;
+}
+
 }  // namespace
 
 Result<IntraOpPlan> plan_intra_op(const Graph& g, const Mesh& mesh, const Pins& pins,
                                   const IlpSolver& solver, const IntraOpOptions& o) {
   BytesMovedCost bytes_cost;
-  const CommCost& comm = o.cost ? *o.cost : bytes_cost;
+  std::optional<cost::AlphaBetaCost> links;
+  if (o.cluster) links.emplace(*o.cluster, mesh);
+  const CommCost& comm = links ? *links : o.cost ? *o.cost : bytes_cost;
+  const double bwd = o.cluster && o.train ? 1 : 0;  // backward repeats reshards, doubles compute
   DimLabels labels = label_dims(g);
   // Candidates and their placements per op.
   std::vector<std::vector<OpStrategy>> cands(static_cast<size_t>(g.num_ops()));
@@ -135,13 +159,23 @@ Result<IntraOpPlan> plan_intra_op(const Graph& g, const Mesh& mesh, const Pins& 
       places[id].push_back(std::move(*p));
     }
   }
-  std::map<std::tuple<ValueId, TensorSharding, TensorSharding>, double> memo;
+  // Reshard prices depend on the type and the placements only: layers share them.
+  std::map<std::tuple<std::string, TensorSharding, TensorSharding>, double> memo;
   auto reshard = [&](ValueId v, const TensorSharding& from, const TensorSharding& to) {
     if (from == to) return 0.0;
-    auto key = std::make_tuple(v, from, to);
+    auto key = std::make_tuple(g.type(v).to_string(), from, to);
     if (auto it = memo.find(key); it != memo.end()) return it->second;
     auto plan = plan_reshard(g.type(v), mesh, from, to, comm);
-    double secs = plan.ok() ? plan->cost * o.seconds_per_byte : kForbidden;
+    double secs = kForbidden;
+    if (plan.ok() && o.cluster) {
+      double scale = o.cluster->device.element_bytes / dtype_bytes(g.type(v).dtype());
+      secs = 0;
+      for (const ReshardStep& st : plan->steps)
+        secs += comm.cost(st.op, st.axis, mesh.size(st.axis), st.bytes * scale);
+      secs *= 1 + bwd;
+    } else if (plan.ok()) {
+      secs = plan->cost * o.seconds_per_byte;
+    }
     memo.emplace(key, secs);
     return secs;
   };
@@ -162,17 +196,32 @@ Result<IntraOpPlan> plan_intra_op(const Graph& g, const Mesh& mesh, const Pins& 
     for (size_t k = 0; k < cands[id].size(); ++k) {
       const OpStrategy& s = cands[id][k];
       const StrategyPlacements& pl = places[id][k];
-      double parallel = 1;
-      for (int64_t a = 0; a < mesh.rank(); ++a)
-        if (s.dim(a) >= 0) parallel *= static_cast<double>(mesh.size(a));
-      double cost = flops / parallel * o.seconds_per_flop, memory = 0;
+      double cost = 0, memory = 0;
+      if (o.cluster) {
+        auto t = cost::op_time(g, id, s.local_index_box(op.space, mesh, 0), o.cluster->device);
+        cost = t.seconds * (1 + 2 * bwd);
+      } else {
+        double parallel = 1;
+        for (int64_t a = 0; a < mesh.rank(); ++a)
+          if (s.dim(a) >= 0) parallel *= static_cast<double>(mesh.size(a));
+        cost = flops / parallel * o.seconds_per_flop;
+      }
       for (size_t i = 0; i < op.inputs.size(); ++i) {
         ValueId v = op.inputs[i].value;
         if (g.value(v).role == ValueRole::kResult) continue;
         if (auto pin = pins.values.find(v); pin != pins.values.end())
           cost += reshard(v, pin->second, pl.inputs[i].sharding);
-        if (std::find(new_params.begin(), new_params.end(), v) != new_params.end())
-          memory += local_bytes(g.type(v), mesh, pl.inputs[i].sharding);
+        if (std::find(new_params.begin(), new_params.end(), v) == new_params.end()) continue;
+        const TensorSharding& ps = pl.inputs[i].sharding;
+        double local = local_bytes(g.type(v), mesh, ps);
+        memory += local;
+        if (bwd > 0)  // the gradient is partial over every axis that splits the op but not it
+          for (int64_t a = 0; a < mesh.rank(); ++a)
+            if (s.dim(a) >= 0 && !ps.at(a).is_shard())
+              cost += links->cost(Collective::kAllReduce, a, mesh.size(a),
+                                  local * o.cluster->device.element_bytes /
+                                      dtype_bytes(g.type(v).dtype())) /
+                      static_cast<double>(std::max<int64_t>(o.micro_batches, 1));
       }
       for (size_t r = 0; r < op.results.size(); ++r)
         memory += local_bytes(g.type(op.results[r].value), mesh, pl.results[r].sharding);
@@ -199,17 +248,59 @@ Result<IntraOpPlan> plan_intra_op(const Graph& g, const Mesh& mesh, const Pins& 
       sg.edges.push_back(std::move(e));
     }
   }
-  auto choice = solve_strategy_graph(sg, solver, o.ilp);
+
+  // Smaller problem: followers answer their producers, repeated layers agree.
+  RepeatedBlocks blocks;
+  if (o.fold_layers) blocks = find_repeated_blocks(g);
+  Reduction red = identity_reduction(sg);
+  if (o.merge_followers) {
+    std::vector<int> parent(sg.nodes.size(), -1);
+    for (OpId id = 0; id < g.num_ops(); ++id) {
+      OpId p = follower_parent(g, id);
+      if (p >= 0 && blocks.block_of(p) == blocks.block_of(id) && !pins.ops.count(id))
+        parent[static_cast<size_t>(id)] = static_cast<int>(p);
+    }
+    merge_followers(sg, parent, red);
+  }
+  if (blocks.count >= 2) {
+    const double c = static_cast<double>(blocks.count);
+    const double real = c * o.layer_scale;      // blocks the model holds
+    const double early = (real - 1) / (c - 1);  // what each block but the last stands for
+    std::vector<int> same(sg.nodes.size(), -1);
+    for (OpId id = 0; id < g.num_ops(); ++id) {
+      int64_t b = blocks.block_of(id);
+      if (b >= 0 && b < blocks.count) red.node_weight[id] = b + 1 < blocks.count ? early : 1;
+      if (b < 1 || b >= blocks.count || red.root[id] != id) continue;
+      OpId twin = id - b * blocks.length;
+      if (cands[id] == cands[twin] && red.root[twin] == twin) same[id] = static_cast<int>(twin);
+    }
+    for (size_t e = 0; e < sg.edges.size(); ++e) {
+      int64_t bf = blocks.block_of(sg.edges[e].from), bt = blocks.block_of(sg.edges[e].to);
+      bool inside = bf >= 0 && bf < blocks.count;
+      // Within or out of a block but the last, and from the prefix into a later block: these
+      // stand for (real - 1) / (c - 1) edges of the model each.
+      if ((inside && bf + 1 < blocks.count) || (bf < 0 && bt >= 1 && bt < blocks.count))
+        red.edge_weight[e] = early;
+    }
+    tie_nodes(sg, same, red);
+  }
+  finish_reduction(red);
+  StrategyGraph small = reduce_strategy_graph(sg, red);
+  auto choice = solve_strategy_graph(small, solver, o.ilp);
   HEDDLE_TRY(choice);
+  std::vector<int> full = expand_choice(red, choice->choice);
   IntraOpPlan out;
   out.plan = ShardingPlan::replicated(g, mesh);
   out.plan.pinned = pins.values;
-  for (OpId id = 0; id < g.num_ops(); ++id) out.plan.ops[id] = cands[id][choice->choice[id]];
+  for (OpId id = 0; id < g.num_ops(); ++id) out.plan.ops[id] = cands[id][full[id]];
   out.seconds = choice->cost;
   out.memory_bytes = choice->memory;
   out.optimal = choice->optimal;
-  for (const auto& n : sg.nodes) out.variables += static_cast<int64_t>(n.cost.size());
-  for (const auto& e : sg.edges) out.variables += static_cast<int64_t>(e.cost.size());
+  out.nodes = static_cast<int64_t>(small.nodes.size());
+  for (const auto& n : small.nodes) out.variables += static_cast<int64_t>(n.cost.size());
+  for (const auto& e : small.edges) out.variables += static_cast<int64_t>(e.cost.size());
+  out.layer_blocks = blocks.count;
+  out.layer_ops = blocks.length;
   return out;
 }
 

@@ -9,6 +9,12 @@
 namespace heddle::cost {
 namespace {
 
+SimulateOptions training() {
+  SimulateOptions o;
+  o.train = true;
+  return o;
+}
+
 SimulationResult sim(const std::string& model, const std::string& cluster,
                      const std::string& strategy, int64_t batch, bool train = true,
                      bool overlap = false) {
@@ -137,7 +143,7 @@ TEST(Simulator, Diagnostics) {
   auto check = [&](const char* strategy, const char* needle) {
     auto s = StrategySpec::parse(strategy);
     ASSERT_TRUE(s.ok());
-    auto r = simulate(*src, *c, *s, {true});
+    auto r = simulate(*src, *c, *s, training());
     ASSERT_FALSE(r.ok()) << strategy;
     EXPECT_NE(r.error().message.find(needle), std::string::npos) << r.error().message;
   };
@@ -148,7 +154,7 @@ TEST(Simulator, Diagnostics) {
   auto r50 = zoo_model_source("resnet50", o);
   ASSERT_TRUE(r50.ok());
   auto s = StrategySpec::parse("dp=4,pp=2");
-  auto r = simulate(*r50, *c, *s, {true});
+  auto r = simulate(*r50, *c, *s, training());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("layers"), std::string::npos);
 }
@@ -159,7 +165,8 @@ TEST(Simulator, Deterministic) {
   auto src = zoo_model_source("megatron-3.6b", o);
   auto c = cluster_preset("a100x16");
   auto s = StrategySpec::parse("dp=2,tp=2,pp=4,schedule=interleaved:2,recompute=full");
-  SimulateOptions opts{true, false, true};
+  SimulateOptions opts = training();
+  opts.trace = true;
   auto a = simulate(*src, *c, *s, opts), b = simulate(*src, *c, *s, opts);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->trace_json, b->trace_json);

@@ -12,6 +12,8 @@
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/search/IntraOp.h"
+#include "heddle/search/LayerBlocks.h"
+#include "heddle/search/Reduction.h"
 #include "heddle/sharding/Reshard.h"
 #include "heddle/sharding/Tactics.h"
 
@@ -125,6 +127,8 @@ double plan_seconds(const Graph& g, const ShardingPlan& plan, const IntraOpOptio
 TEST(IntraOp, OptimalOnTinyModelsAgainstEnumeratingEveryPlan) {
   CbcSolver cbc;
   IntraOpOptions o;
+  o.merge_followers = false;  // the exact problem: every op chooses freely
+  o.fold_layers = false;
   Mesh mesh = *Mesh::parse("2");
   int checked = 0;
   for (uint64_t seed = 1; seed <= 40 && checked < 12; ++seed) {
@@ -209,6 +213,163 @@ TEST(IntraOp, MemoryLimitForcesShardingAndTooLittleSaysTheMinimum) {
   EXPECT_EQ(
       none.error().message.rfind("no plan fits in 1.00 KiB per device; the smallest needs ", 0), 0u)
       << none.error().message;
+}
+
+// A random reduction: some nodes follow an earlier node, some repeat an earlier node with as
+// many choices, weights between 0.5 and 3.
+Reduction random_reduction(std::mt19937_64& rng, const StrategyGraph& sg) {
+  Reduction red = identity_reduction(sg);
+  std::uniform_real_distribution<double> w(0.5, 3);
+  for (auto& x : red.node_weight) x = w(rng);
+  for (auto& x : red.edge_weight) x = w(rng);
+  std::vector<int> parent(sg.nodes.size(), -1), same(sg.nodes.size(), -1);
+  for (size_t v = 1; v < sg.nodes.size(); ++v)
+    if (rng() % 3 == 0) parent[v] = static_cast<int>(rng() % v);
+  merge_followers(sg, parent, red);
+  for (size_t v = 1; v < sg.nodes.size(); ++v) {
+    if (red.root[v] != static_cast<int>(v) || rng() % 3 != 0) continue;
+    int u = static_cast<int>(rng() % v);
+    if (sg.nodes[u].cost.size() == sg.nodes[v].cost.size()) same[v] = u;
+  }
+  tie_nodes(sg, same, red);
+  finish_reduction(red);
+  return red;
+}
+
+// The weighted cost of a full assignment: what a reduction's graph must reproduce.
+double weighted_cost(const StrategyGraph& sg, const Reduction& red, const std::vector<int>& c) {
+  double cost = 0;
+  for (size_t v = 0; v < sg.nodes.size(); ++v)
+    cost += red.node_weight[v] * sg.nodes[v].cost[static_cast<size_t>(c[v])];
+  for (size_t e = 0; e < sg.edges.size(); ++e) {
+    const auto& E = sg.edges[e];
+    cost +=
+        red.edge_weight[e] * E.cost[static_cast<size_t>(c[E.from]) * sg.nodes[E.to].cost.size() +
+                                    static_cast<size_t>(c[E.to])];
+  }
+  return cost;
+}
+
+TEST(Reduction, MergedAndTiedIlpMatchesBruteForceOverTheReducedChoices) {
+  std::mt19937_64 rng(7);
+  CbcSolver cbc;
+  int reduced_somewhere = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    StrategyGraph sg = random_strategy_graph(rng, 3 + trial % 6);
+    Reduction red = random_reduction(rng, sg);
+    StrategyGraph small = reduce_strategy_graph(sg, red);
+    reduced_somewhere += small.nodes.size() < sg.nodes.size();
+    // Every reduced assignment prices as its expansion does in the weighted original.
+    std::vector<int> c(small.nodes.size(), 0);
+    std::optional<double> best;
+    while (true) {
+      double got = small.evaluate(c).first;
+      EXPECT_NEAR(got, weighted_cost(sg, red, expand_choice(red, c)), 1e-9 * (1 + got));
+      if (!best || got < *best) best = got;
+      size_t v = 0;
+      while (v < c.size() && ++c[v] == static_cast<int>(small.nodes[v].cost.size())) c[v++] = 0;
+      if (v == c.size()) break;
+    }
+    auto ilp = solve_strategy_graph(small, cbc);
+    ASSERT_TRUE(ilp.ok()) << trial;
+    EXPECT_TRUE(ilp->optimal);
+    EXPECT_NEAR(ilp->cost, *best, 1e-6) << "trial " << trial;
+    EXPECT_EQ(*brute_force(small), *best);
+  }
+  EXPECT_GT(reduced_somewhere, 60);
+}
+
+TEST(Reduction, FollowersAnswerTheirParentCheapest) {
+  StrategyGraph sg;
+  sg.nodes.push_back({{1, 1}, {0, 0}});
+  sg.nodes.push_back({{5, 0, 3}, {0, 0, 0}});
+  sg.edges.push_back({0, 1, {0, 9, 1, 7, 7, 0}});  // parent 0: costs 5,9,4; parent 1: 12,7,3
+  Reduction red = identity_reduction(sg);
+  merge_followers(sg, {-1, 0}, red);
+  finish_reduction(red);
+  EXPECT_EQ(red.reduced_nodes, 1);
+  EXPECT_EQ(red.table[1], (std::vector<int>{2, 2}));
+  StrategyGraph small = reduce_strategy_graph(sg, red);
+  EXPECT_EQ(small.nodes[0].cost, (std::vector<double>{1 + 3 + 1, 1 + 3 + 0}));
+}
+
+TEST(LayerBlocks, FindsTheLayersOfTransformersAndNothingInRandomGraphs) {
+  for (int64_t layers : {2, 3, 5}) {
+    zoo::ZooOverrides over;
+    over.layers = layers;
+    Graph g = *zoo::build_zoo_model("gpt-tiny", over);
+    RepeatedBlocks b = find_repeated_blocks(g);
+    EXPECT_EQ(b.count, layers) << layers;
+    zoo::ZooOverrides one = over;
+    one.layers = 1;
+    Graph g1 = *zoo::build_zoo_model("gpt-tiny", one);
+    EXPECT_EQ(b.length * (layers - 1), g.num_ops() - g1.num_ops()) << layers;
+  }
+  Graph r = testing::random_model(3, 5);
+  EXPECT_LE(find_repeated_blocks(r).count * find_repeated_blocks(r).length, r.num_ops());
+}
+
+TEST(IntraOp, MergedAndFoldedSolveCostsWhatTheFullSolveCostsOnSmallTransformers) {
+  CbcSolver cbc;
+  for (const char* strategy : {"tp=2", "dp=2,tp=2"}) {
+    zoo::ZooOverrides over;
+    over.layers = 4;
+    Graph g = *zoo::build_zoo_model("gpt-tiny", over);
+    auto spec = *StrategySpec::parse(strategy);
+    Mesh mesh = *spec.mesh(spec.devices());
+    Pins pins = *tactic_pins(g, mesh, spec);
+    IntraOpOptions exact;
+    exact.merge_followers = false;
+    exact.fold_layers = false;
+    auto full = plan_intra_op(g, mesh, pins, cbc, exact);
+    ASSERT_TRUE(full.ok()) << full.error().to_string();
+    IntraOpOptions small;
+    auto folded = plan_intra_op(g, mesh, pins, cbc, small);
+    ASSERT_TRUE(folded.ok()) << folded.error().to_string();
+    EXPECT_EQ(folded->layer_blocks, 4);
+    EXPECT_LT(folded->nodes * 3, g.num_ops()) << strategy;
+    EXPECT_LT(folded->variables * 3, full->variables) << strategy;
+    EXPECT_NEAR(folded->seconds, full->seconds, 1e-9 * full->seconds) << strategy;
+    EXPECT_NEAR(plan_seconds(g, folded->plan, exact), full->seconds, 1e-9 * full->seconds);
+    // A two-layer graph scaled to four layers costs what the four-layer graph does.
+    over.layers = 2;
+    Graph g2 = *zoo::build_zoo_model("gpt-tiny", over);
+    Pins pins2 = *tactic_pins(g2, mesh, spec);
+    IntraOpOptions scaled;
+    scaled.layer_scale = 2;
+    auto two = plan_intra_op(g2, mesh, pins2, cbc, scaled);
+    ASSERT_TRUE(two.ok());
+    EXPECT_NEAR(two->seconds, full->seconds, 1e-9 * full->seconds) << strategy;
+  }
+}
+
+TEST(IntraOp, PricedByTheCostModelOnAClusterNeverWorseThanTactics) {
+  CbcSolver cbc;
+  auto cluster = *cost::cluster_preset("a100x8");
+  zoo::ZooOverrides over;
+  over.layers = 2;
+  over.seq = 256;
+  over.batch = 8;
+  Graph g = *zoo::build_zoo_model("gpt3-1.3b", over);
+  auto spec = *StrategySpec::parse("dp=2,tp=4");
+  Mesh mesh = *spec.mesh(8);
+  Pins pins = *tactic_pins(g, mesh, spec);
+  IntraOpOptions o;
+  o.cluster = &cluster;
+  o.train = true;
+  o.layer_scale = 6;
+  auto p = plan_intra_op(g, mesh, pins, cbc, o);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  EXPECT_TRUE(p->optimal);
+  EXPECT_GT(p->seconds, 0);
+  // The tactics' plan is one of the plans the ILP ranges over (pinned, the ILP prices it).
+  auto prop = plan_from_strategy(g, mesh, spec);
+  ASSERT_TRUE(prop.ok());
+  Pins fixed = pins;
+  for (OpId id = 0; id < g.num_ops(); ++id) fixed.ops[id] = prop->plan.ops[id];
+  auto tactics = plan_intra_op(g, mesh, fixed, cbc, o);
+  ASSERT_TRUE(tactics.ok());
+  EXPECT_LE(p->seconds, tactics->seconds * (1 + 1e-9));
 }
 
 }  // namespace

@@ -38,6 +38,8 @@ TEST(RunCli, ZooModelsMatchTheReferenceOnEveryStrategy) {
       {"moe-tiny", "4", "dp=2,tp=2"},
       {"moe-tiny", "2", "dp=2,zero=3"},
       {"moe-tiny", "8", ""},
+      {"gpt-tiny", "4", "auto"},
+      {"llama-tiny", "4", "auto"},
   };
   for (const auto& c : cases) {
     std::string args =

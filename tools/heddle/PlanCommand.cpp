@@ -24,7 +24,9 @@ struct PlanArgs {
   std::string model, cluster, strategy = "auto", memory, out_dir;
   zoo::ZooOverrides overrides;
   bool train = false, json = false;
-  double time_limit = 60;
+  double time_limit = 60, target_step_time = 0;
+  std::string objective = "time";
+  int64_t max_devices = 0;
 };
 
 // `80GiB`, `16GB`, `1.5e9`: bytes.
@@ -66,6 +68,9 @@ nlohmann::json sim_json(const search::ConfigResult& c) {
           {"bubble_fraction", r.bubble_fraction},
           {"comm_bytes", r.comm_bytes},
           {"stages", r.pp},
+          {"devices", r.devices},
+          {"energy_j", r.energy_j},
+          {"stage_planner", c.stage_planner},
           {"feasible", r.feasible}};
 }
 
@@ -82,6 +87,22 @@ int run_plan(const PlanArgs& a) {
   auto src = resolve_model_source(a.model, a.overrides);
   if (!src.ok()) return user_error(src.error());
   search::ConfigSearchOptions o;
+  if (a.objective == "energy") {
+    if (cluster->device.tdp_watts <= 0)
+      return user_error(Diagnostic("--objective energy: device '" + cluster->device.name +
+                                   "' has no power figures (tdp_watts, idle_watts)"));
+    o.objective = search::Objective::kEnergy;
+  } else if (a.objective != "time") {
+    return user_error(
+        Diagnostic("--objective '" + a.objective + "' is not an objective; use time or energy"));
+  }
+  if (a.max_devices < 0)
+    return user_error(
+        Diagnostic("--max-devices must be positive, not " + std::to_string(a.max_devices)));
+  if (a.target_step_time < 0)
+    return user_error(Diagnostic("--target-step-time must be positive seconds"));
+  o.max_devices = a.max_devices;
+  o.target_step_time_s = a.target_step_time;
   o.train = a.train;
   o.pins = *spec;
   o.time_limit_s = a.time_limit;
@@ -106,11 +127,16 @@ int run_plan(const PlanArgs& a) {
     plan["model"] = a.model;
     plan["cluster"] = cluster->name;
     plan["train"] = a.train;
+    plan["cluster_devices"] = cluster->count;
     std::ofstream(a.out_dir + "/plan.json") << plan.dump(2) << "\n";
+    cost::Cluster used = *cluster;
+    used.count = best.sim.devices;
     cost::SimulateOptions so;
+    if (best.stage_planner != "tactics")  // trace the plan that won: the ILP's stages
+      so = search::intra_op_simulate_options(*src, used, a.train, a.time_limit, nullptr);
     so.train = a.train;
     so.trace = true;
-    auto traced = cost::simulate(*src, *cluster, best.spec, so);
+    auto traced = cost::simulate(*src, used, best.spec, so);
     if (traced.ok()) std::ofstream(a.out_dir + "/trace.json") << traced->trace_json;
     if (auto g = src->build(src->layers > 0 ? src->unit : 0, src->batch); g.ok())
       std::ofstream(a.out_dir + "/graph.dot") << to_dot(*g);
@@ -119,22 +145,54 @@ int run_plan(const PlanArgs& a) {
     nlohmann::json j = sim_json(best);
     j["search_time_s"] = found->search_time_s;
     j["evaluated"] = found->evaluated;
-    j["proven_best"] = found->complete;
+    j["proven_best"] = found->complete && found->ilp.optimal;
+    j["objective"] = a.objective;
+    j["fastest"] = sim_json(found->fastest);
+    j["least_energy"] = sim_json(found->greenest);
+    j["ilp_solves"] = found->ilp.solves;
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
   const auto& r = best.sim;
-  fmt::print("plan       {} on {} ({} devices){}\n", r.strategy, cluster->name, r.devices,
-             a.train ? ", training step" : "");
+  fmt::print("plan       {} on {} ({} of {} devices){}\n", r.strategy, cluster->name, r.devices,
+             cluster->count, a.train ? ", training step" : "");
   fmt::print("step time  {:.4g} s   MFU {:.1f}%   {:.1f} TFLOP/s per device\n", r.step_time_s,
              100 * r.mfu, r.tflops_per_device);
   fmt::print("memory     {} peak per device of {}\n", human_bytes(r.peak_memory_bytes),
              human_bytes(r.memory_limit_bytes));
   fmt::print("pipeline   {} stage(s), schedule {}, bubble {:.1f}%\n", r.pp, r.schedule,
              100 * r.bubble_fraction);
-  fmt::print("search     {} of {} configurations simulated in {:.2f} s{}\n", found->evaluated,
-             found->candidates, found->search_time_s,
-             found->complete ? "" : " (time limit reached: best found, not proven best)");
+  if (best.stage_planner == "tactics")
+    fmt::print("stages     sharded by the tactics (Megatron-style propagation)\n");
+  else
+    fmt::print(
+        "stages     sharded by the intra-op ILP (beat the tactics); reproduce with heddle "
+        "simulate ... --strategy {} --stage-planner ilp\n",
+        r.strategy);
+  if (r.energy_j > 0) {
+    // How the objectives trade off: the chosen plan against the fastest and the least-energy one.
+    const auto& f = found->fastest.sim;
+    const auto& e = found->greenest.sim;
+    fmt::print("energy     {:.4g} kJ per step ({:.0f} W average over {} devices)\n",
+               r.energy_j / 1e3, r.energy_j / r.step_time_s, r.devices);
+    fmt::print(
+        "trade-off  objective {}: fastest plan {:.4g} s, {:.4g} kJ ({} devices); "
+        "least energy {:.4g} s, {:.4g} kJ ({} devices)\n",
+        a.objective, f.step_time_s, f.energy_j / 1e3, f.devices, e.step_time_s, e.energy_j / 1e3,
+        e.devices);
+  }
+  if (a.target_step_time > 0)
+    fmt::print("target     {:.4g} s per step: {} devices is the smallest count reaching it\n",
+               a.target_step_time, r.devices);
+  std::string caveat;
+  if (!found->complete)
+    caveat = " (time limit reached: best found, not proven best)";
+  else if (!found->ilp.optimal)
+    caveat = " (an ILP hit its time limit: not proven optimal)";
+  fmt::print(
+      "search     {} configurations simulated (of {}; the rest dominated), {} intra-op "
+      "ILPs, in {:.2f} s{}\n",
+      found->evaluated, found->candidates, found->ilp.solves, found->search_time_s, caveat);
   fmt::print("\n{:<74} {:>10} {:>7} {:>12}\n", "ranking", "step (s)", "MFU", "memory");
   for (const auto& c : found->ranking)
     fmt::print("{:<74} {:>10.4g} {:>6.1f}% {:>12}\n", c.sim.strategy, c.sim.step_time_s,
@@ -157,6 +215,11 @@ Command add_plan_command(CLI::App& root) {
   app->add_option("--strategy", a->strategy, "auto (default), or pins: auto,pp=8 / auto,tp=8");
   app->add_flag("--train", a->train, "Plan a training step (forward, backward, optimizer)");
   app->add_option("--time-limit", a->time_limit, "Search time limit in seconds (default 60)");
+  app->add_option("--objective", a->objective, "time (default: fastest step) or energy (per step)");
+  app->add_option("--max-devices", a->max_devices,
+                  "Plans may use up to N of the cluster's devices (powers of two and N)");
+  app->add_option("--target-step-time", a->target_step_time,
+                  "The smallest device count whose plan reaches this step time (seconds)");
   app->add_option("--out", a->out_dir, "Write plan.json, trace.json and graph.dot to DIR");
   app->add_flag("--json", a->json, "Print one JSON object");
   add_zoo_overrides(app, a->overrides);

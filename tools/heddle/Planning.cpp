@@ -33,14 +33,20 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
     r.note = "strategy " + r.spec.to_string() + " on mesh " + r.mesh.to_string();
   } else if (r.spec.auto_search) {
     r.mesh = *given;
+    // Priced for this machine's devices: the calibrated `cpu` profile (or its fallback).
+    auto cpu = cost::cpu_cluster();
+    HEDDLE_TRY(cpu);
+    cpu->count = r.mesh.num_devices();
     search::IntraOpOptions io;
+    io.cluster = &*cpu;
     io.ilp.time_limit_s = 30;
     auto p = search::plan_intra_op(g, r.mesh, Pins{}, search::CbcSolver(), io);
     HEDDLE_TRY(p);
     r.propagation.plan = std::move(p->plan);
-    r.note = "auto: intra-op ILP (CBC, " + std::to_string(p->variables) + " variables, " +
+    r.note = "auto: intra-op ILP (CBC, " + std::to_string(p->nodes) + " nodes, " +
+             std::to_string(p->variables) + " variables, " +
              (p->optimal ? "optimal" : "time limit reached, not proven optimal") + ") over mesh " +
-             r.mesh.to_string() + " on a nominal device";
+             r.mesh.to_string() + " priced for --cluster cpu (" + cpu->source + ")";
   } else {
     r.mesh = *given;
     auto p = propagate(g, r.mesh, Pins{});

@@ -10,13 +10,14 @@
 #include "Command.h"
 #include "heddle/cost/Simulator.h"
 #include "heddle/ir/Verifier.h"
+#include "heddle/search/ConfigSearch.h"
 
 namespace heddle::cli {
 
 namespace {
 
 struct SimulateArgs {
-  std::string model, cluster, strategy, trace;
+  std::string model, cluster, strategy, trace, stage_planner = "tactics";
   zoo::ZooOverrides overrides;
   bool train = false, json = false, overlap = false;
 };
@@ -42,6 +43,11 @@ int run_simulate(const SimulateArgs& a) {
   auto src = resolve_model_source(a.model, a.overrides);
   if (!src.ok()) return user_error(src.error());
   cost::SimulateOptions opts;
+  if (a.stage_planner == "ilp")  // the stages `heddle plan` re-planned with the intra-op ILP
+    opts = search::intra_op_simulate_options(*src, *cluster, a.train, 60, nullptr);
+  else if (a.stage_planner != "tactics")
+    return user_error(Diagnostic("--stage-planner '" + a.stage_planner +
+                                 "' is not a stage planner; use tactics or ilp"));
   opts.train = a.train;
   opts.overlap = a.overlap;
   opts.trace = !a.trace.empty();
@@ -64,6 +70,7 @@ int run_simulate(const SimulateArgs& a) {
                         {"parameters", s.parameters}});
     nlohmann::json j = {{"step_time_s", r->step_time_s},
                         {"mfu", r->mfu},
+                        {"energy_j", r->energy_j},
                         {"tflops_per_device", r->tflops_per_device},
                         {"model_flops", r->model_flops},
                         {"peak_memory_bytes", r->peak_memory_bytes},
@@ -125,6 +132,9 @@ Command add_simulate_command(CLI::App& root) {
   app->add_flag("--overlap", args->overlap,
                 "Overlap gradient reduction and stage sends with compute");
   app->add_option("--trace", args->trace, "Write a Chrome trace (Perfetto) JSON file");
+  app->add_option("--stage-planner", args->stage_planner,
+                  "tactics (default: propagation from the strategy) or ilp (the intra-op ILP, "
+                  "as heddle plan may choose)");
   app->add_flag("--json", args->json, "Print one JSON object instead of text");
   return {app, [args] { return run_simulate(*args); }};
 }

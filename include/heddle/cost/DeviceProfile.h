@@ -25,6 +25,8 @@ struct DeviceProfile {
   double memory_efficiency = 0.8;    ///< fraction of bandwidth streaming ops reach; default 0.8
   bool fuses_elementwise = true;  ///< elementwise chains share one pass over memory; default true
   double element_bytes = 2;       ///< bytes per activation/weight element; default 2 (bf16)
+  double tdp_watts = 0;   ///< power while busy (the board's maximum, TDP); default 0: unknown
+  double idle_watts = 0;  ///< power while idle; default 0: unknown
 
   /// Fraction of peak for a GEMM of m x n x k (batch dims folded into m):
   /// `gemm_efficiency * f(m) f(n) f(k)` with `f(x) = x / (x + gemm_knee)`. Precondition: >= 1.

@@ -6,12 +6,14 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "heddle/cost/Cluster.h"
 #include "heddle/cost/MemoryModel.h"
+#include "heddle/cost/ModelParts.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/sharding/Propagate.h"
 #include "heddle/sharding/StrategySpec.h"
@@ -36,11 +38,29 @@ Result<ModelSource> zoo_model_source(const std::string& name, const zoo::ZooOver
 /// A fixed graph: one micro-batch, not layered; its batch is dim 0 of its first input.
 ModelSource graph_model_source(Graph g);
 
+/// Costed stages kept between simulate() calls (one search): the sharded two-layer graph's
+/// parts and FLOPs per model, cluster, stage mesh, micro-batch, ZeRO-3, sp and planner.
+struct SimulationCache {
+  struct Stage {
+    ModelParts parts;
+    double flops2 = 0, flops1 = 0;  ///< FLOPs of the two-unit and one-unit graphs
+  };
+  std::map<std::string, Stage> stages;
+};
+
 /// Options of simulate().
 struct SimulateOptions {
   bool train = false;    ///< forward, backward and optimizer step; default forward only
   bool overlap = false;  ///< overlap gradient reduction and stage sends with compute
   bool trace = false;    ///< fill SimulationResult::trace_json; default off
+  /// Plans one stage's sharding of the two-layer graph `g` on the costed stage mesh (without its
+  /// dp axis when dp only splits the batch; `spec` still has the dp degree) instead of
+  /// stage_plan() (the planner's intra-op search); default null: stage_plan().
+  std::function<Result<Propagation>(const Graph& g, const Mesh& mesh, const StrategySpec& spec)>
+      stage_planner;
+  /// Non-null: reuse costed stages across calls (the planner's search); default null.
+  std::shared_ptr<SimulationCache> cache;
+  std::string planner_key;  ///< names stage_planner in cache keys; default empty
 };
 
 /// One pipeline stage (one representative device).
@@ -73,6 +93,7 @@ struct SimulationResult {
   double dp_sync_s = 0;                      ///< exposed gradient reduction
   std::vector<StageResult> stages;
   int64_t events = 0;      ///< simulated events (blocks per micro-batch and step)
+  double energy_j = 0;     ///< per step, every device: busy x tdp_watts + idle x idle_watts
   std::string trace_json;  ///< Chrome trace when requested
   std::string cluster_source;
 };

@@ -1,6 +1,8 @@
 // The inter-op and parallel-configuration search behind `heddle plan`: every combination of
 // tensor, pipeline and data parallel degrees, micro-batch size, pipeline schedule, ZeRO stage and
-// recomputation that the cluster and model allow, each simulated; the fastest that fits wins.
+// recomputation that the cluster and model allow, each simulated; the best that fits wins. The
+// most promising layouts are then re-planned inside each stage by the intra-op ILP priced with
+// the cost model, which keeps whichever stage plan simulates faster.
 #pragma once
 
 #include <functional>
@@ -11,11 +13,27 @@
 
 namespace heddle::search {
 
+/// What "best" means.
+enum class Objective : uint8_t {
+  kTime,    ///< the shortest step
+  kEnergy,  ///< the least energy per step (devices' busy and idle power)
+};
+
 /// Options of search_configs().
 struct ConfigSearchOptions {
-  bool train = false;        ///< plan a training step (default: inference)
-  StrategySpec pins;         ///< degrees and settings the user fixed (`auto,pp=8`)
-  double time_limit_s = 60;  ///< stop and return the best so far; default 60 s
+  bool train = false;                      ///< plan a training step (default: inference)
+  StrategySpec pins;                       ///< degrees and settings the user fixed (`auto,pp=8`)
+  double time_limit_s = 60;                ///< stop and return the best so far; default 60 s
+  Objective objective = Objective::kTime;  ///< default: time
+  /// > 0: plans may use fewer devices than the cluster: every power of two up to this and this
+  /// itself (at most the cluster's count). Default 0: exactly the cluster's devices.
+  int64_t max_devices = 0;
+  /// > 0: the smallest device count (as max_devices lists them, up to max_devices or the
+  /// cluster's count) whose best plan's step takes at most this many seconds. Default 0: off.
+  double target_step_time_s = 0;
+  /// Re-plan the `intra_op_layouts` best layouts with the intra-op ILP; default on, 8 layouts.
+  bool intra_op = true;
+  int64_t intra_op_layouts = 8;
   /// Called after each simulated configuration with (done, total); default none.
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -24,23 +42,44 @@ struct ConfigSearchOptions {
 struct ConfigResult {
   StrategySpec spec;
   cost::SimulationResult sim;
+  std::string stage_planner = "tactics";  ///< `tactics` (propagation) or `intra-op ILP`
+};
+
+/// What the intra-op ILPs of a search did.
+struct IlpStats {
+  int64_t solves = 0;     ///< ILPs solved
+  int64_t variables = 0;  ///< columns of the largest
+  bool optimal = true;    ///< every one proven optimal
 };
 
 /// The search's answer.
 struct ConfigSearch {
-  ConfigResult best;                  ///< fastest feasible configuration
-  std::vector<ConfigResult> ranking;  ///< feasible configurations, fastest first (up to 10)
-  int64_t evaluated = 0;              ///< configurations simulated
-  int64_t candidates = 0;             ///< configurations the space holds
-  bool complete = true;               ///< false when the time limit cut the search short
+  ConfigResult best;                  ///< best feasible configuration under the objective
+  ConfigResult fastest, greenest;     ///< shortest step and least energy, for the trade-off
+  std::vector<ConfigResult> ranking;  ///< feasible configurations, best first (up to 10)
+  int64_t evaluated = 0;   ///< configurations simulated (the others were dominated or cut off)
+  int64_t candidates = 0;  ///< configurations the space holds
+  IlpStats ilp;            ///< the intra-op ILPs run
+  bool complete = true;    ///< false when the time limit cut the search short
+  std::vector<int64_t> device_counts;  ///< device counts searched
   double search_time_s = 0;
 };
 
-/// Searches the configuration space. Within a layout (tp, pp, dp, micro-batch, schedule) the
-/// memory ladder is tried cheapest first: no recomputation and no ZeRO, then ZeRO-1 with
-/// selective and with full recomputation, then ZeRO-3 with full recomputation; the first that fits
-/// is kept. Nothing fits: a diagnostic "no plan fits in X per device; the smallest found needs Y
-/// (strategy ...)". Deterministic for equal inputs (up to the time limit).
+/// Simulation options whose stage planner is the intra-op ILP: tactic pins (axis roles, the batch
+/// on dp, ZeRO-3 parameters), every op's strategy chosen by plan_intra_op() priced by the cost
+/// model on `cluster` with the two-layer graph folded to the model's layers, then propagation with
+/// every op pinned to list the reshards the simulator charges. `stats` (may be null) counts the
+/// solves. `model`, `cluster` and `stats` must outlive the options.
+cost::SimulateOptions intra_op_simulate_options(const cost::ModelSource& model,
+                                                const cost::Cluster& cluster, bool train,
+                                                double time_limit_s, IlpStats* stats);
+
+/// Searches the configuration space. Within a layout (tp, pp, dp, micro-batch, schedule) every
+/// ZeRO stage is tried with the least recomputation that fits (ZeRO-3 only with less than ZeRO-2
+/// needed: otherwise it cannot be faster). The intra-op phase gets 15% of the time limit. Nothing
+/// fits: a diagnostic "no plan fits in X per device; the smallest found needs Y (strategy ...)"; a
+/// step-time target no device count reaches says the fastest found. Deterministic for equal inputs
+/// (up to the time limit).
 Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::Cluster& cluster,
                                     const ConfigSearchOptions& options = {});
 

@@ -67,6 +67,8 @@ std::vector<ZooEntry> make_entries() {
                      " kv ffn=" + std::to_string(r.ffn) + " V=" + std::to_string(r.vocab) + " (" +
                      r.source + ")"});
   e.push_back({"resnet50", "resnet", "ResNet-50 v1.5, 224x224, 1000 classes (25.6M)"});
+  e.push_back({"wide-resnet50-2", "resnet",
+               "Wide ResNet-50-2 (torchvision), 224x224, 1000 classes (68.9M); --hidden widens"});
   e.push_back({"vit-b16", "vit", "ViT-B/16, 224x224, 1000 classes (86.6M)"});
   e.push_back({"resnet-tiny", "resnet",
                "small test size: ResNet-50's bottleneck stages, 1 block each, width 8, 32x32, "
@@ -172,8 +174,9 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
       if (over.heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
       return build_llama(c, options);
     }
-  if (name == "resnet50" || name == "resnet-tiny") {
+  if (name == "resnet50" || name == "wide-resnet50-2" || name == "resnet-tiny") {
     ResNetConfig c;
+    if (name == "wide-resnet50-2") c.width = 128;
     if (name == "resnet-tiny") {
       c.batch = 2;
       c.image = 32;
@@ -182,7 +185,7 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
       c.stem = 8;
       c.blocks = {1, 1, 1, 1};
     }
-    HEDDLE_TRY(apply(over, name, {"batch"}, {{"batch", &c.batch}}));
+    HEDDLE_TRY(apply(over, name, {"batch", "hidden"}, {{"batch", &c.batch}, {"hidden", &c.width}}));
     return build_resnet50(c, options);
   }
   if (name == "vit-b16" || name == "vit-tiny") {
