@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "heddle/ir/OpKind.h"
 #include "heddle/support/Hash.h"
 
 namespace heddle::cost {
@@ -181,10 +182,26 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
       HEDDLE_TRY(v);
       *f.dst = *v;
     }
-    if (d.contains("fuses_elementwise")) {
-      if (!d.at("fuses_elementwise").is_boolean())
-        return field_error(file, "device.fuses_elementwise", "must be true or false");
-      p.fuses_elementwise = d.at("fuses_elementwise").get<bool>();
+    if (d.contains("kernel_element_s")) {
+      const auto& k = d.at("kernel_element_s");
+      if (!k.is_object())
+        return field_error(file, "device.kernel_element_s",
+                           "must be an object of seconds per point by op kind");
+      for (const auto& [kind, v] : k.items()) {
+        if (!parse_op_kind(kind))
+          return field_error(file, "device.kernel_element_s." + kind, "is not an op kind");
+        auto rate = number(k, file, "device.kernel_element_s", kind.c_str(), true, 0);
+        HEDDLE_TRY(rate);
+        p.kernel_element_s[kind] = *rate;
+      }
+    }
+    for (auto [key, dst] :
+         {std::pair<const char*, bool*>{"fuses_elementwise", &p.fuses_elementwise},
+          {"batched_gemm", &p.batched_gemm}}) {
+      if (!d.contains(key)) continue;
+      if (!d.at(key).is_boolean())
+        return field_error(file, std::string("device.") + key, "must be true or false");
+      *dst = d.at(key).get<bool>();
     }
     c.device = p;
   } else {
@@ -246,6 +263,7 @@ Result<Cluster> cpu_cluster() {
   c.device.memory_efficiency = 1.0;
   c.device.element_bytes = 4;
   c.device.fuses_elementwise = false;
+  c.device.batched_gemm = false;
   c.count = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
   c.devices_per_node = c.count;
   c.intra_node = {"shared-memory", 5e9, 5e-6};
