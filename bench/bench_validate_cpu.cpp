@@ -10,6 +10,7 @@
 //   --runs N      timed runs per case after one warm-up (default 5); the table shows the median
 //                 and the minimum wall time and the CPU time per device
 //   --only MODEL  only the cases of one model
+//   --forward     only forward steps; --train: only training steps
 //   --breakdown   also time every kernel of the 1-device programs and compare it per op kind
 //                 with the cost model's op_time (where the error comes from)
 #include <fmt/format.h>
@@ -83,7 +84,8 @@ double median(std::vector<double> v) {
 }
 
 struct Measured {
-  double median_s = 0, min_s = 0, cpu_per_device_s = 0;
+  double median_s = 0, min_s = 0;              // wall time of a step
+  double cpu_per_device_s = 0, cpu_min_s = 0;  // process CPU time over devices: median, min
 };
 
 Result<Measured> measure(const Graph& g, const Propagation& prop, int runs, bool train) {
@@ -107,6 +109,7 @@ Result<Measured> measure(const Graph& g, const Propagation& prop, int runs, bool
   m.median_s = median(wall);
   m.min_s = *std::min_element(wall.begin(), wall.end());
   m.cpu_per_device_s = median(cpu) / static_cast<double>(progs->size());
+  m.cpu_min_s = *std::min_element(cpu.begin(), cpu.end()) / static_cast<double>(progs->size());
   return m;
 }
 
@@ -165,7 +168,7 @@ void breakdown(const Graph& g, const cost::DeviceProfile& dev) {
 int main(int argc, char** argv) {
   int runs = 5;
   std::string only;
-  bool show_breakdown = false, calibrate = false;
+  bool show_breakdown = false, calibrate = false, forward = true, training = true;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = std::max(1, std::atoi(argv[++i]));
@@ -175,10 +178,14 @@ int main(int argc, char** argv) {
       show_breakdown = true;
     } else if (std::strcmp(argv[i], "--calibrate") == 0) {
       calibrate = true;
+    } else if (std::strcmp(argv[i], "--forward") == 0) {
+      training = false;
+    } else if (std::strcmp(argv[i], "--train") == 0) {
+      forward = false;
     } else {
-      fmt::print(
-          stderr,
-          "usage: bench_validate_cpu [--calibrate] [--runs N] [--only MODEL] [--breakdown]\n");
+      fmt::print(stderr,
+                 "usage: bench_validate_cpu [--calibrate] [--runs N] [--only MODEL] [--forward | "
+                 "--train] [--breakdown]\n");
       return 1;
     }
   }
@@ -207,6 +214,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> strategies = {"dp=1", "dp=2", "tp=2"};
   std::vector<double> all_errors, all_cpu_errors;
   for (bool train : {false, true}) {
+    if (!(train ? training : forward)) continue;
     fmt::print("### {}\n\n", train ? "training step (forward, backward, AdamW)" : "forward");
     fmt::print(
         "| model | overrides | strategy | predicted (s) | wall, median (s) | wall, min (s) | CPU "
@@ -248,12 +256,13 @@ int main(int argc, char** argv) {
           continue;
         }
         double err = (pred->step_time_s - m->median_s) / m->median_s;
-        double cpu_err = (pred->step_time_s - m->cpu_per_device_s) / m->cpu_per_device_s;
+        double cpu_err = (pred->step_time_s - m->cpu_min_s) / m->cpu_min_s;
         errors.push_back(std::abs(err));
         cpu_errors.push_back(std::abs(cpu_err));
-        fmt::print("| {} | {} | {} | {:.4g} | {:.4g} | {:.4g} | {:.4g} | {:+.0f}% | {:+.0f}% |\n",
-                   c.model, c.label, s, pred->step_time_s, m->median_s, m->min_s,
-                   m->cpu_per_device_s, 100 * err, 100 * cpu_err);
+        fmt::print(
+            "| {} | {} | {} | {:.4g} | {:.4g} | {:.4g} | {:.4g} | {:.4g} | {:+.0f}% | {:+.0f}% |\n",
+            c.model, c.label, s, pred->step_time_s, m->median_s, m->min_s, m->cpu_per_device_s,
+            m->cpu_min_s, 100 * err, 100 * cpu_err);
         std::fflush(stdout);
       }
       if (show_breakdown) {
@@ -264,8 +273,8 @@ int main(int argc, char** argv) {
     }
     if (!errors.empty())
       fmt::print(
-          "\nmedian absolute error ({}): {:.0f}% against wall time, {:.0f}% against CPU time per "
-          "device, over {} cases\n\n",
+          "\nmedian absolute error ({}): {:.0f}% against the median wall time, {:.0f}% against "
+          "the least CPU time per device, over {} cases\n\n",
           train ? "training" : "forward", 100 * median(errors), 100 * median(cpu_errors),
           errors.size());
     all_errors.insert(all_errors.end(), errors.begin(), errors.end());
@@ -275,8 +284,8 @@ int main(int argc, char** argv) {
   std::string l1;
   load >> l1;
   fmt::print(
-      "median absolute error (all): {:.0f}% against wall time, {:.0f}% against CPU time per "
-      "device, over {} cases; load average {} at the end\n",
+      "median absolute error (all): {:.0f}% against the median wall time, {:.0f}% against the "
+      "least CPU time per device, over {} cases; load average {} at the end\n",
       100 * median(all_errors), 100 * median(all_cpu_errors), all_errors.size(), l1);
   return 0;
 }

@@ -83,7 +83,7 @@ double allreduce_seconds(int64_t threads, int64_t n, double min_seconds) {
     for (auto& th : pool) th.join();
   };
   // Thread start-up is amortized over many repetitions inside one launch.
-  int reps = n < 1024 ? 2000 : 4;
+  int reps = n < 1024 ? 200 : 2;
   run(1);
   auto t0 = Clock::now();
   while (seconds_since(t0) < min_seconds) run(reps);
@@ -165,6 +165,7 @@ CpuCalibration calibrate_cpu(const CalibrateOptions& o) {
     KernelRateOptions ko;
     ko.threads = threads;
     ko.launch_s = cal.launch_s;
+    ko.models = o.kernel_rate_models;
     cal.kernel_element_s = measure_kernel_rates(ko);
   }
   openblas_set_num_threads(saved_threads);

@@ -169,16 +169,19 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
       const char* key;
       double* dst;
       bool required;
+      bool positive;  // else >= 0: 0 means "not set" (DeviceProfile)
     };
     for (F f :
-         {F{"peak_flops", &p.peak_flops, true}, F{"memory_bytes", &p.memory_bytes, true},
-          F{"memory_bandwidth", &p.memory_bandwidth, true}, F{"launch_s", &p.launch_s, false},
-          F{"vector_flops", &p.vector_flops, false},
-          F{"elementwise_bandwidth", &p.elementwise_bandwidth, false},
-          F{"gemm_efficiency", &p.gemm_efficiency, false}, F{"gemm_knee", &p.gemm_knee, false},
-          F{"memory_efficiency", &p.memory_efficiency, false},
-          F{"element_bytes", &p.element_bytes, false}}) {
-      auto v = number(d, file, "device", f.key, f.required, *f.dst);
+         {F{"peak_flops", &p.peak_flops, true, true},
+          F{"memory_bytes", &p.memory_bytes, true, true},
+          F{"memory_bandwidth", &p.memory_bandwidth, true, true},
+          F{"launch_s", &p.launch_s, false, true}, F{"vector_flops", &p.vector_flops, false, false},
+          F{"elementwise_bandwidth", &p.elementwise_bandwidth, false, false},
+          F{"gemm_efficiency", &p.gemm_efficiency, false, true},
+          F{"gemm_knee", &p.gemm_knee, false, true},
+          F{"memory_efficiency", &p.memory_efficiency, false, true},
+          F{"element_bytes", &p.element_bytes, false, true}}) {
+      auto v = number(d, file, "device", f.key, f.required, *f.dst, f.positive);
       HEDDLE_TRY(v);
       *f.dst = *v;
     }

@@ -1,5 +1,6 @@
 #include "heddle/cost/KernelRates.h"
 
+#include <algorithm>
 #include <ctime>
 #include <random>
 #include <thread>
@@ -91,13 +92,16 @@ std::map<std::string, double> measure_kernel_rates(const KernelRateOptions& o) {
     z.layers = layers;
     return z;
   };
-  const std::vector<Graph> graphs = {
-      calibration_graph("mlp", over(128, {}, {}, {})),
-      calibration_graph("gpt-tiny", over(4, 128, 64, {})),
-      calibration_graph("llama-tiny", over(4, 128, 64, {})),
-      calibration_graph("moe-tiny", over(4, 64, 32, {})),
-      calibration_graph("vit-b16", over(1, 96, {}, 1)),
+  const std::pair<const char*, zoo::ZooOverrides> all[] = {
+      {"mlp", over(128, {}, {}, {})},       {"gpt-tiny", over(4, 128, 64, {})},
+      {"llama-tiny", over(4, 128, 64, {})}, {"moe-tiny", over(4, 64, 32, {})},
+      {"vit-b16", over(1, 96, {}, 1)},
   };
+  std::vector<Graph> graphs;
+  for (const auto& [name, sizes] : all)
+    if (o.models.empty() ||
+        std::find(o.models.begin(), o.models.end(), std::string(name)) != o.models.end())
+      graphs.push_back(calibration_graph(name, sizes));
   // Every thread runs the same sequence at once, as device threads share the cores' caches and
   // memory; thread 0's times are kept.
   std::vector<std::vector<Sample>> samples(graphs.size());

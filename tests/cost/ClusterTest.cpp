@@ -109,6 +109,7 @@ TEST(Calibration, KernelRatesPerOpKind) {
   KernelRateOptions o;
   o.repeats = 1;
   o.launch_s = 1e-7;
+  o.models = {"gpt-tiny"};
   auto rates = measure_kernel_rates(o);
   for (const char* kind : {"softmax", "layernorm", "add", "gelu", "adamw", "cross_entropy"}) {
     ASSERT_TRUE(rates.count(kind)) << kind;

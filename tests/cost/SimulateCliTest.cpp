@@ -83,7 +83,7 @@ TEST(SimulateCli, CpuClusterSaysWhichProfile) {
   setenv("HEDDLE_CPU_PROFILE", profile.c_str(), 1);
   CliResult none = run_heddle("simulate mlp --cluster cpu --strategy dp=2");
   EXPECT_NE(none.err.find("fallback"), std::string::npos) << none.err;
-  CliResult cal = run_heddle("calibrate --out " + profile);
+  CliResult cal = run_heddle("calibrate --quick --out " + profile);
   ASSERT_EQ(cal.exit_code, 0) << cal.err;
   CliResult used = run_heddle("simulate mlp --cluster cpu --strategy dp=2 --json");
   ASSERT_EQ(used.exit_code, 0) << used.err;

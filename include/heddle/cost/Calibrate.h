@@ -19,6 +19,8 @@ struct CalibrateOptions {
   int64_t threads = 0;                 ///< devices (threads); 0: hardware concurrency
   int64_t bandwidth_bytes = 64 << 20;  ///< buffer for the bandwidth test; default 64 MiB
   bool kernel_rates = true;  ///< measure per-op-kind kernel rates (a few seconds); default on
+  /// KernelRateOptions::models: the calibration models whose kernels are timed; default all.
+  std::vector<std::string> kernel_rate_models;
 };
 
 /// What was measured.

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace heddle::cost {
 
@@ -13,6 +14,8 @@ struct KernelRateOptions {
   int64_t threads = 1;  ///< threads running the same kernels at once (the device threads); >= 1
   int repeats = 2;      ///< passes over the calibration graphs; each op keeps its best; >= 1
   double launch_s = 0;  ///< fixed cost of one kernel call, taken off each op's time; >= 0
+  /// Which calibration models to run (names below); empty (default): all of them.
+  std::vector<std::string> models;
 };
 
 /// Per op kind, seconds per kernel element (kernel_elements()): every op of the training steps
