@@ -191,7 +191,7 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
         return field_error(file, "device.kernel_element_s",
                            "must be an object of seconds per point by op kind");
       for (const auto& [kind, v] : k.items()) {
-        if (!parse_op_kind(kind))
+        if (!parse_op_kind(kind.substr(0, kind.find(':'))))
           return field_error(file, "device.kernel_element_s." + kind, "is not an op kind");
         auto rate = number(k, file, "device.kernel_element_s", kind.c_str(), true, 0);
         HEDDLE_TRY(rate);

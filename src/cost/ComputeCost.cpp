@@ -24,6 +24,14 @@ double kernel_elements(const Op& op, const Box& box) {
   return static_cast<double>(box.volume()) * static_cast<double>(window);
 }
 
+std::string kernel_rate_key(const Op& op) {
+  std::string key(op_kind_name(op.kind));
+  if (op.kind == OpKind::kElementwiseGrad)
+    if (auto fn = op.attrs.find("fn"); fn != op.attrs.end())
+      if (const auto* s = std::get_if<std::string>(&fn->second)) key += ":" + *s;
+  return key;
+}
+
 double stream_rate(const DeviceProfile& device, bool gemm) {
   if (!gemm && device.elementwise_bandwidth > 0) return device.elementwise_bandwidth;
   return device.memory_bandwidth * device.memory_efficiency;
@@ -40,8 +48,10 @@ OpTime op_time(const Graph& g, OpId id, const Box& local, const DeviceProfile& d
   t.bytes = (c.bytes_read + c.bytes_written) * part * device.element_bytes / 4.0;
   double compute = 0;
   OpCategory cat = op_kind_info(op.kind).category;
-  if (auto rate = device.kernel_element_s.find(std::string(op_kind_name(op.kind)));
-      rate != device.kernel_element_s.end()) {
+  auto rate = device.kernel_element_s.find(kernel_rate_key(op));
+  if (rate == device.kernel_element_s.end())
+    rate = device.kernel_element_s.find(std::string(op_kind_name(op.kind)));
+  if (rate != device.kernel_element_s.end()) {
     // The kernel's measured time per point already includes its memory traffic.
     t.measured = true;
     t.compute_s = kernel_elements(op, local) * rate->second;

@@ -22,7 +22,7 @@ double thread_cpu_seconds() {
 }
 
 struct Sample {
-  std::string kind;
+  std::string kind, key;  // kind name, and kernel_rate_key() when it says more
   double points = 0;
   double seconds = 0;  // best over the repeats
 };
@@ -54,7 +54,7 @@ void time_ops(const Graph& g, std::vector<Sample>& samples) {
       }
       vals[static_cast<size_t>(v)] = std::move(t);
     }
-  if (samples.empty()) samples.resize(static_cast<size_t>(g.num_ops()), Sample{"", 0, 1e30});
+  if (samples.empty()) samples.resize(static_cast<size_t>(g.num_ops()), Sample{"", "", 0, 1e30});
   kernels::KernelOptions ko;
   ko.optimizer_step = 1;
   for (OpId id = 0; id < g.num_ops(); ++id) {
@@ -74,6 +74,7 @@ void time_ops(const Graph& g, std::vector<Sample>& samples) {
       vals[static_cast<size_t>(op.results[r].value)] = std::move(outs[r]);
     Sample& s = samples[static_cast<size_t>(id)];
     s.kind = std::string(op_kind_name(op.kind));
+    s.key = kernel_rate_key(op);
     s.points = kernel_elements(op, op.space.box());
     s.seconds = std::min(s.seconds, dt);
   }
@@ -119,9 +120,12 @@ std::map<std::string, double> measure_kernel_rates(const KernelRateOptions& o) {
   for (const auto& per_graph : samples)
     for (const Sample& s : per_graph) {
       if (s.kind == "einsum" || s.points <= 0) continue;
-      auto& [sec, pts] = sums[s.kind];
-      sec += std::max(s.seconds - o.launch_s, 0.0);
-      pts += s.points;
+      double sec = std::max(s.seconds - o.launch_s, 0.0);
+      for (const std::string* k : {&s.kind, &s.key}) {
+        if (k == &s.key && s.key == s.kind) continue;
+        sums[*k].first += sec;
+        sums[*k].second += s.points;
+      }
     }
   std::map<std::string, double> rates;
   for (const auto& [kind, sp] : sums) rates[kind] = std::max(sp.first / sp.second, 1e-12);

@@ -116,7 +116,8 @@ TEST(Calibration, KernelRatesPerOpKind) {
     EXPECT_GT(rates.at(kind), 0) << kind;
     EXPECT_LT(rates.at(kind), 1e-5) << kind;  // microseconds per point would be absurd
   }
-  EXPECT_FALSE(rates.count("einsum"));  // the GEMM curve prices contractions
+  EXPECT_FALSE(rates.count("einsum"));                // the GEMM curve prices contractions
+  EXPECT_TRUE(rates.count("elementwise_grad:gelu"));  // per derivative function too
   auto g = parse_graph(
       "graph g {\n input %a: f32[64, 128]\n %b: f32[64, 128] = softmax{axis=1} [i=64] "
       "%a(i, 0)[1, 128] -> (i, 0)[1, 128]\n output %b\n}",

@@ -18,7 +18,8 @@ struct KernelRateOptions {
   std::vector<std::string> models;
 };
 
-/// Per op kind, seconds per kernel element (kernel_elements()): every op of the training steps
+/// Per op kind, and per kernel_rate_key() where that is finer (`elementwise_grad:relu`), seconds
+/// per kernel element (kernel_elements()): every op of the training steps
 /// (forward with loss, backward, AdamW) of small zoo models at calibration sizes (mlp batch 128;
 /// gpt-tiny and llama-tiny batch 4, hidden 128, seq 64; moe-tiny batch 4, hidden 64, seq 32;
 /// vit-b16 batch 1, hidden 96, one layer) runs over its whole index space with its output tiles
