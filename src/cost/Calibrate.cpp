@@ -54,17 +54,18 @@ double time_per_call(F&& f, double min_seconds) {
 
 // All-reduce of `n` floats between `threads` threads as the threaded executor's communicator
 // does it: each thread publishes its tile, waits at a barrier, allocates its output, copies the
-// first peer's tile and combines the others into it, and waits at a second barrier.
-double allreduce_seconds(int64_t threads, int64_t n, double min_seconds) {
+// first peer's tile and combines the others into it, and waits at a second barrier. Returns the
+// best wall time of one repetition (barriers included) and the best thread CPU time of its data
+// movement (a loaded machine stretches the first with waits for descheduled peers, not the
+// second).
+std::pair<double, double> allreduce_seconds(int64_t threads, int64_t n, double min_seconds) {
   std::vector<Tensor> mine;
   for (int64_t t = 0; t < threads; ++t) {
     mine.emplace_back(DType::kF32, IVec{n});
     for (int64_t i = 0; i < n; ++i) mine.back().f32()[i] = 1.0f;
   }
   std::barrier sync(static_cast<std::ptrdiff_t>(threads));
-  // Thread 0 times each repetition, both barriers included; the best one is the
-  // collective when every thread runs (a loaded machine only adds waits for descheduled peers).
-  double best = 1e30;
+  double best = 1e30, best_work = 1e30;
   auto run = [&](int reps) {
     std::vector<std::thread> pool;
     for (int64_t t = 0; t < threads; ++t)
@@ -72,22 +73,27 @@ double allreduce_seconds(int64_t threads, int64_t n, double min_seconds) {
         for (int r = 0; r < reps; ++r) {
           auto t0 = Clock::now();
           sync.arrive_and_wait();
+          double c0 = thread_seconds();
           Tensor out = Tensor::tile(DType::kF32, Box::of_shape(IVec{n}));
           out.copy_from(mine[0]);
           for (int64_t k = 1; k < threads; ++k)
             kernels::combine(Monoid::kSum, out, mine[static_cast<size_t>(k)]);
+          double work = thread_seconds() - c0;
           sync.arrive_and_wait();
-          if (t == 0) best = std::min(best, seconds_since(t0));
+          if (t == 0) {
+            best = std::min(best, seconds_since(t0));
+            best_work = std::min(best_work, work);
+          }
         }
       });
     for (auto& th : pool) th.join();
   };
   // Thread start-up is amortized over many repetitions inside one launch.
-  int reps = n < 1024 ? 200 : 2;
+  int reps = n < 1024 ? 200 : 4;
   run(1);
   auto t0 = Clock::now();
   while (seconds_since(t0) < min_seconds) run(reps);
-  return std::max(best, 1e-9);
+  return {std::max(best, 1e-9), std::max(best_work, 1e-9)};
 }
 
 // Seconds per call of the single op of `text` over its whole index space, through the same box
@@ -196,8 +202,8 @@ CpuCalibration calibrate_cpu(const CalibrateOptions& o) {
   }
   if (threads > 1) {
     int64_t small = 2, large = o.bandwidth_bytes / 16;
-    double t_small = allreduce_seconds(threads, small, o.min_seconds);
-    double t_large = allreduce_seconds(threads, large, o.min_seconds);
+    double t_small = allreduce_seconds(threads, small, o.min_seconds).first;
+    double t_large = t_small + allreduce_seconds(threads, large, o.min_seconds).second;
     double steps = static_cast<double>(threads - 1), frac = steps / static_cast<double>(threads);
     cal.allreduce_latency = t_small / (2 * steps);
     double bw_time = std::max(t_large - t_small, 1e-9);
