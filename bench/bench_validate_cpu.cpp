@@ -11,7 +11,8 @@
 //                 and the minimum wall time and the CPU time per device
 //   --only MODEL  only the cases of one model
 //   --forward     only forward steps; --train: only training steps
-//   --breakdown   also time every kernel of the 1-device programs and compare it per op kind
+//   --breakdown   also time device 0's kernels of each case alone (a row under the case), and
+//                 every kernel of the 1-device programs against the cost model per op kind
 //                 with the cost model's op_time (where the error comes from)
 #include <cblas.h>
 #include <fmt/format.h>
@@ -165,6 +166,51 @@ void breakdown(const Graph& g, const cost::DeviceProfile& dev) {
   fmt::print("| total | | {:.3f} | {:.3f} | {:.2f} |\n\n", 1e3 * tp, 1e3 * tm, tp / tm);
 }
 
+// Device 0's kernel calls of the lowered plan, each on fresh tiles of the regions it reads (filled
+// with values in the run's ranges), in
+// thread CPU time, against op_time of the same local boxes: the compute part of a partitioned step
+// without the executor's collectives, loads and frees.
+std::pair<double, double> device0_kernels(const Graph& g, const Propagation& prop,
+                                          const cost::DeviceProfile& dev) {
+  auto progs = lower(g, prop.plan);
+  if (!progs.ok()) return {0, 0};
+  double predicted = 0, measured = 0;
+  kernels::KernelOptions ko;
+  ko.optimizer_step = 1;
+  for (const Instr& in : (*progs)[0].instrs) {
+    if (in.kind != Instr::Kind::kKernel) continue;
+    for (const KernelCall& call : in.calls) {
+      const Op& op = g.op(call.op);
+      std::vector<Tensor> ins;
+      for (const auto& x : op.inputs) {
+        ins.push_back(
+            Tensor::tile(g.type(x.value).dtype(),
+                         x.proj.image(call.box).intersect(Box::of_shape(g.type(x.value).shape()))));
+        Tensor& t = ins.back();
+        for (int64_t i = 0; i < t.numel(); ++i) {  // values like the run's (-1..1; ids 0..2)
+          if (t.is_int())
+            t.i64()[i] = i % 3;
+          else
+            t.f32()[i] = static_cast<float>((i * 7919) % 2000) / 1000.0f - 1.0f;
+        }
+      }
+      std::vector<const Tensor*> in_ptrs;
+      for (auto& t : ins) in_ptrs.push_back(&t);
+      double t0 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
+      std::vector<Tensor> outs;
+      for (const auto& r : op.results)
+        outs.push_back(Tensor::tile(g.type(r.value).dtype(), r.proj.image(call.box)));
+      std::vector<Tensor*> out_ptrs;
+      for (auto& t : outs) out_ptrs.push_back(&t);
+      Status st = kernels::run(op, call.box, in_ptrs, out_ptrs, ko);
+      measured += cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - t0;
+      if (!st.ok()) return {0, 0};
+      predicted += cost::op_time(g, call.op, call.box, dev).seconds;
+    }
+  }
+  return {predicted, measured};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -268,6 +314,11 @@ int main(int argc, char** argv) {
             "| {} | {} | {} | {:.4g} | {:.4g} | {:.4g} | {:.4g} | {:.4g} | {:+.0f}% | {:+.0f}% |\n",
             c.model, c.label, s, pred->step_time_s, m->median_s, m->min_s, m->cpu_per_device_s,
             m->cpu_min_s, 100 * err, 100 * cpu_err);
+        if (show_breakdown) {
+          auto [kp, km] = device0_kernels(*g, *prop, cl.device);
+          fmt::print("| | | device 0's kernels alone | {:.4g} | | | | {:.4g} | | {:+.0f}% |\n", kp,
+                     km, km > 0 ? 100 * (kp - km) / km : 0.0);
+        }
         std::fflush(stdout);
       }
       if (show_breakdown) {
