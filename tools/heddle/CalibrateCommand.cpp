@@ -27,7 +27,6 @@ int run_calibrate(const CalibrateArgs& a) {
   if (a.quick) {
     co.gemm_sizes = {32, 64, 128, 256};
     co.min_seconds = 0.01;
-    co.bandwidth_bytes = 8 << 20;
     co.kernel_rate_models = {"gpt-tiny"};
   }
   cost::CpuCalibration cal = cost::calibrate_cpu(co);

@@ -36,7 +36,8 @@ struct CpuCalibration {
   Cluster cluster;                                 ///< the fitted profile
 };
 
-/// Measures this machine (takes about a second). Precondition: none.
+/// Measures this machine (about 15 s of CPU, most of it the kernel rates; without them about a
+/// second). Precondition: none.
 CpuCalibration calibrate_cpu(const CalibrateOptions& options = {});
 
 /// The cluster as JSON text that cluster_from_json() reads back to an equal cluster (modulo
