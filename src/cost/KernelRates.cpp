@@ -96,7 +96,7 @@ std::map<std::string, double> measure_kernel_rates(const KernelRateOptions& o) {
   const std::pair<const char*, zoo::ZooOverrides> all[] = {
       {"mlp", over(128, {}, {}, {})},       {"gpt-tiny", over(4, 128, 64, {})},
       {"llama-tiny", over(4, 128, 64, {})}, {"moe-tiny", over(4, 64, 32, {})},
-      {"vit-b16", over(1, 48, {}, 1)},
+      {"vit-b16", over(1, 96, {}, 1)},
   };
   std::vector<Graph> graphs;
   for (const auto& [name, sizes] : all)

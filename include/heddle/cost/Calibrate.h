@@ -36,7 +36,7 @@ struct CpuCalibration {
   Cluster cluster;                                 ///< the fitted profile
 };
 
-/// Measures this machine (about 15 s of CPU, most of it the kernel rates; without them about a
+/// Measures this machine (about 25 s of CPU, most of it the kernel rates; without them about a
 /// second). Precondition: none.
 CpuCalibration calibrate_cpu(const CalibrateOptions& options = {});
 

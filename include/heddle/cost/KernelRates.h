@@ -22,7 +22,7 @@ struct KernelRateOptions {
 /// per kernel element (kernel_elements()): every op of the training steps
 /// (forward with loss, backward, AdamW) of small zoo models at calibration sizes (mlp batch 128;
 /// gpt-tiny and llama-tiny batch 4, hidden 128, seq 64; moe-tiny batch 4, hidden 64, seq 32;
-/// vit-b16 batch 1, hidden 48, one layer) runs over its whole index space with its output tiles
+/// vit-b16 batch 1, hidden 96, one layer) runs over its whole index space with its output tiles
 /// allocated as the executor allocates them; time is thread CPU time, so other processes' load does
 /// not count; a kind's rate is its ops' total time less `launch_s` each over their total elements.
 /// `einsum` is left out (the calibrated GEMM curve prices it). Precondition: options in range.
