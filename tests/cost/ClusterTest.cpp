@@ -76,11 +76,13 @@ TEST(Clusters, FilesNameTheBadField) {
 TEST(Clusters, KernelRatesInFiles) {
   auto ok = cluster_from_json(
       R"({"device": {"peak_flops": 1e11, "memory_bytes": 1e9, "memory_bandwidth": 1e10,
-                     "batched_gemm": false, "kernel_element_s": {"softmax": 2e-8, "add": 1e-9}},
+                     "batched_gemm": false, "kernel_element_s": {"softmax": 2e-8, "add": 1e-9,
+                                          "elementwise_grad:gelu": 3e-8}},
           "count": 2, "intra_node": {"bandwidth": 1e9}})",
       "cpu.json");
   ASSERT_TRUE(ok.ok()) << ok.error().to_string();
   EXPECT_EQ(ok->device.kernel_element_s.at("softmax"), 2e-8);
+  EXPECT_EQ(ok->device.kernel_element_s.at("elementwise_grad:gelu"), 3e-8);
   EXPECT_FALSE(ok->device.batched_gemm);
   auto back = cluster_from_json(cluster_to_json(*ok), "again.json");
   ASSERT_TRUE(back.ok()) << back.error().to_string();
