@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "heddle/cost/KernelRates.h"
 #include "heddle/ir/TextParser.h"
 #include "heddle/ops/Kernel.h"
 
@@ -24,16 +26,25 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Runs `f` until min_seconds have passed; returns seconds per call (best of the batches).
+// This thread's CPU time: what a measurement costs the thread that makes it, whatever else the
+// machine runs (other processes' load stretches wall time, not this).
+double thread_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Runs `f` until min_seconds of thread CPU time have passed; returns CPU seconds per call (best
+// of the batches).
 template <class F>
 double time_per_call(F&& f, double min_seconds) {
   f();  // warm up
   double best = 1e30, total = 0;
   int64_t reps = 1;
   while (total < min_seconds) {
-    auto t0 = Clock::now();
+    double t0 = thread_seconds();
     for (int64_t i = 0; i < reps; ++i) f();
-    double dt = seconds_since(t0);
+    double dt = thread_seconds() - t0;
     total += dt;
     best = std::min(best, dt / static_cast<double>(reps));
     reps *= 2;
@@ -41,40 +52,48 @@ double time_per_call(F&& f, double min_seconds) {
   return best;
 }
 
-// All-reduce of `n` floats between `threads` threads through shared buffers: reduce-scatter by
-// slices then all-gather, with barriers between phases (what the threaded communicator does).
-double allreduce_seconds(int64_t threads, int64_t n, double min_seconds) {
-  std::vector<std::vector<float>> buf(static_cast<size_t>(threads),
-                                      std::vector<float>(static_cast<size_t>(n), 1.0f));
-  std::vector<float> sum(static_cast<size_t>(n));
+// All-reduce of `n` floats between `threads` threads as the threaded executor's communicator
+// does it: each thread publishes its tile, waits at a barrier, allocates its output, copies the
+// first peer's tile and combines the others into it, and waits at a second barrier. Returns the
+// best wall time of one repetition (barriers included) and the best thread CPU time of its data
+// movement (a loaded machine stretches the first with waits for descheduled peers, not the
+// second).
+std::pair<double, double> allreduce_seconds(int64_t threads, int64_t n, double min_seconds) {
+  std::vector<Tensor> mine;
+  for (int64_t t = 0; t < threads; ++t) {
+    mine.emplace_back(DType::kF32, IVec{n});
+    for (int64_t i = 0; i < n; ++i) mine.back().f32()[i] = 1.0f;
+  }
   std::barrier sync(static_cast<std::ptrdiff_t>(threads));
+  double best = 1e30, best_work = 1e30;
   auto run = [&](int reps) {
     std::vector<std::thread> pool;
-    auto t0 = Clock::now();
     for (int64_t t = 0; t < threads; ++t)
       pool.emplace_back([&, t] {
         for (int r = 0; r < reps; ++r) {
-          int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
-          for (int64_t i = lo; i < hi; ++i) {
-            float s = 0;
-            for (int64_t k = 0; k < threads; ++k) s += buf[static_cast<size_t>(k)][i];
-            sum[static_cast<size_t>(i)] = s;
+          auto t0 = Clock::now();
+          sync.arrive_and_wait();
+          double c0 = thread_seconds();
+          Tensor out = Tensor::tile(DType::kF32, Box::of_shape(IVec{n}));
+          out.copy_from(mine[0]);
+          for (int64_t k = 1; k < threads; ++k)
+            kernels::combine(Monoid::kSum, out, mine[static_cast<size_t>(k)]);
+          double work = thread_seconds() - c0;
+          sync.arrive_and_wait();
+          if (t == 0) {
+            best = std::min(best, seconds_since(t0));
+            best_work = std::min(best_work, work);
           }
-          sync.arrive_and_wait();
-          std::memcpy(buf[static_cast<size_t>(t)].data(), sum.data(), sizeof(float) * n);
-          sync.arrive_and_wait();
         }
       });
     for (auto& th : pool) th.join();
-    return seconds_since(t0);
   };
   // Thread start-up is amortized over many repetitions inside one launch.
-  int reps = n < 1024 ? 2000 : 4;
+  int reps = n < 1024 ? 200 : 4;
   run(1);
-  double best = 1e30;
   auto t0 = Clock::now();
-  while (seconds_since(t0) < min_seconds) best = std::min(best, run(reps) / reps);
-  return std::max(best, 1e-9);
+  while (seconds_since(t0) < min_seconds) run(reps);
+  return {std::max(best, 1e-9), std::max(best_work, 1e-9)};
 }
 
 // Seconds per call of the single op of `text` over its whole index space, through the same box
@@ -148,6 +167,13 @@ CpuCalibration calibrate_cpu(const CalibrateOptions& o) {
                        o.min_seconds);
     cal.vector_flops = static_cast<double>(std::max<int64_t>(elems / 1024, 1) * 1024) / t;
   }
+  if (o.kernel_rates) {
+    KernelRateOptions ko;
+    ko.threads = threads;
+    ko.launch_s = cal.launch_s;
+    ko.models = o.kernel_rate_models;
+    cal.kernel_element_s = measure_kernel_rates(ko);
+  }
   openblas_set_num_threads(saved_threads);
   {
     size_t bytes = static_cast<size_t>(o.bandwidth_bytes);
@@ -176,8 +202,8 @@ CpuCalibration calibrate_cpu(const CalibrateOptions& o) {
   }
   if (threads > 1) {
     int64_t small = 2, large = o.bandwidth_bytes / 16;
-    double t_small = allreduce_seconds(threads, small, o.min_seconds);
-    double t_large = allreduce_seconds(threads, large, o.min_seconds);
+    double t_small = allreduce_seconds(threads, small, o.min_seconds).first;
+    double t_large = t_small + allreduce_seconds(threads, large, o.min_seconds).second;
     double steps = static_cast<double>(threads - 1), frac = steps / static_cast<double>(threads);
     cal.allreduce_latency = t_small / (2 * steps);
     double bw_time = std::max(t_large - t_small, 1e-9);
@@ -200,6 +226,8 @@ CpuCalibration calibrate_cpu(const CalibrateOptions& o) {
   c.device.launch_s = cal.launch_s;
   c.device.element_bytes = 4;
   c.device.fuses_elementwise = false;  // the executor groups kernel calls but each makes its pass
+  c.device.kernel_element_s = cal.kernel_element_s;
+  c.device.batched_gemm = false;  // the einsum kernel calls sgemm once per batch point
   c.count = threads;
   c.devices_per_node = threads;
   c.intra_node = {"shared-memory", cal.allreduce_bandwidth, cal.allreduce_latency};
@@ -223,7 +251,9 @@ std::string cluster_to_json(const Cluster& c) {
                         {"gemm_knee", d.gemm_knee},
                         {"memory_efficiency", d.memory_efficiency},
                         {"element_bytes", d.element_bytes},
-                        {"fuses_elementwise", d.fuses_elementwise}}},
+                        {"fuses_elementwise", d.fuses_elementwise},
+                        {"batched_gemm", d.batched_gemm},
+                        {"kernel_element_s", d.kernel_element_s}}},
                       {"count", c.count},
                       {"devices_per_node", c.devices_per_node},
                       {"intra_node",

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "heddle/ir/OpKind.h"
 #include "heddle/support/Hash.h"
 
 namespace heddle::cost {
@@ -168,24 +169,43 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
       const char* key;
       double* dst;
       bool required;
+      bool positive;  // else >= 0: 0 means "not set" (DeviceProfile)
     };
     for (F f :
-         {F{"peak_flops", &p.peak_flops, true}, F{"memory_bytes", &p.memory_bytes, true},
-          F{"memory_bandwidth", &p.memory_bandwidth, true}, F{"launch_s", &p.launch_s, false},
-          F{"vector_flops", &p.vector_flops, false}, F{"tdp_watts", &p.tdp_watts, false},
-          F{"idle_watts", &p.idle_watts, false},
-          F{"elementwise_bandwidth", &p.elementwise_bandwidth, false},
-          F{"gemm_efficiency", &p.gemm_efficiency, false}, F{"gemm_knee", &p.gemm_knee, false},
-          F{"memory_efficiency", &p.memory_efficiency, false},
-          F{"element_bytes", &p.element_bytes, false}}) {
-      auto v = number(d, file, "device", f.key, f.required, *f.dst);
+         {F{"peak_flops", &p.peak_flops, true, true},
+          F{"memory_bytes", &p.memory_bytes, true, true},
+          F{"memory_bandwidth", &p.memory_bandwidth, true, true},
+          F{"launch_s", &p.launch_s, false, true}, F{"vector_flops", &p.vector_flops, false, false},
+          F{"tdp_watts", &p.tdp_watts, false, false}, F{"idle_watts", &p.idle_watts, false, false},
+          F{"elementwise_bandwidth", &p.elementwise_bandwidth, false, false},
+          F{"gemm_efficiency", &p.gemm_efficiency, false, true},
+          F{"gemm_knee", &p.gemm_knee, false, true},
+          F{"memory_efficiency", &p.memory_efficiency, false, true},
+          F{"element_bytes", &p.element_bytes, false, true}}) {
+      auto v = number(d, file, "device", f.key, f.required, *f.dst, f.positive);
       HEDDLE_TRY(v);
       *f.dst = *v;
     }
-    if (d.contains("fuses_elementwise")) {
-      if (!d.at("fuses_elementwise").is_boolean())
-        return field_error(file, "device.fuses_elementwise", "must be true or false");
-      p.fuses_elementwise = d.at("fuses_elementwise").get<bool>();
+    if (d.contains("kernel_element_s")) {
+      const auto& k = d.at("kernel_element_s");
+      if (!k.is_object())
+        return field_error(file, "device.kernel_element_s",
+                           "must be an object of seconds per point by op kind");
+      for (const auto& [kind, v] : k.items()) {
+        if (!parse_op_kind(kind.substr(0, kind.find(':'))))
+          return field_error(file, "device.kernel_element_s." + kind, "is not an op kind");
+        auto rate = number(k, file, "device.kernel_element_s", kind.c_str(), true, 0);
+        HEDDLE_TRY(rate);
+        p.kernel_element_s[kind] = *rate;
+      }
+    }
+    for (auto [key, dst] :
+         {std::pair<const char*, bool*>{"fuses_elementwise", &p.fuses_elementwise},
+          {"batched_gemm", &p.batched_gemm}}) {
+      if (!d.contains(key)) continue;
+      if (!d.at(key).is_boolean())
+        return field_error(file, std::string("device.") + key, "must be true or false");
+      *dst = d.at(key).get<bool>();
     }
     c.device = p;
   } else {
@@ -247,6 +267,7 @@ Result<Cluster> cpu_cluster() {
   c.device.memory_efficiency = 1.0;
   c.device.element_bytes = 4;
   c.device.fuses_elementwise = false;
+  c.device.batched_gemm = false;
   c.count = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
   c.devices_per_node = c.count;
   c.intra_node = {"shared-memory", 5e9, 5e-6};

@@ -17,6 +17,21 @@ bool uses(const Operand& o, int64_t dim) {
 
 }  // namespace
 
+double kernel_elements(const Op& op, const Box& box) {
+  int64_t window = 1;
+  for (const Operand& in : op.inputs)
+    window = std::max<int64_t>(window, in.proj.window().product());
+  return static_cast<double>(box.volume()) * static_cast<double>(window);
+}
+
+std::string kernel_rate_key(const Op& op) {
+  std::string key(op_kind_name(op.kind));
+  if (op.kind == OpKind::kElementwiseGrad)
+    if (auto fn = op.attrs.find("fn"); fn != op.attrs.end())
+      if (const auto* s = std::get_if<std::string>(&fn->second)) key += ":" + *s;
+  return key;
+}
+
 double stream_rate(const DeviceProfile& device, bool gemm) {
   if (!gemm && device.elementwise_bandwidth > 0) return device.elementwise_bandwidth;
   return device.memory_bandwidth * device.memory_efficiency;
@@ -33,6 +48,16 @@ OpTime op_time(const Graph& g, OpId id, const Box& local, const DeviceProfile& d
   t.bytes = (c.bytes_read + c.bytes_written) * part * device.element_bytes / 4.0;
   double compute = 0;
   OpCategory cat = op_kind_info(op.kind).category;
+  auto rate = device.kernel_element_s.find(kernel_rate_key(op));
+  if (rate == device.kernel_element_s.end())
+    rate = device.kernel_element_s.find(std::string(op_kind_name(op.kind)));
+  if (rate != device.kernel_element_s.end()) {
+    // The kernel's measured time per point already includes its memory traffic.
+    t.measured = true;
+    t.compute_s = kernel_elements(op, local) * rate->second;
+    t.seconds = t.compute_s + device.launch_s;
+    return t;
+  }
   if (t.flops > 0) {
     if ((cat == OpCategory::kContraction || cat == OpCategory::kWindow) && op.inputs.size() >= 2) {
       double m = 1, n = 1, k = 1;
@@ -44,8 +69,8 @@ OpTime op_time(const Graph& g, OpId id, const Box& local, const DeviceProfile& d
           k *= e;
         else if (in1 && !in0)
           n *= e;
-        else
-          m *= e;
+        else if (!(in0 && in1) || device.batched_gemm)
+          m *= e;  // batch dims (used by both inputs) fold into M in one batched call
       }
       k *= static_cast<double>(std::max<int64_t>(op.inputs[1].proj.window().product(), 1));
       double eff = device.gemm_fraction(std::max(m, 1.0), std::max(n, 1.0), std::max(k, 1.0));
@@ -66,8 +91,8 @@ OpTime with_bytes(const OpTime& t, double bytes, bool fused, const DeviceProfile
   HEDDLE_ASSERT(bytes >= 0) << bytes;
   OpTime r = t;
   r.bytes = bytes;
-  r.seconds =
-      std::max(t.compute_s, bytes / stream_rate(device, t.gemm)) + (fused ? 0 : device.launch_s);
+  double memory = t.measured ? 0 : bytes / stream_rate(device, t.gemm);
+  r.seconds = std::max(t.compute_s, memory) + (fused ? 0 : device.launch_s);
   return r;
 }
 

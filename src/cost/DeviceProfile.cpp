@@ -22,6 +22,11 @@ size_t DeviceProfile::hash() const {
         gemm_efficiency, gemm_knee, memory_efficiency, element_bytes, tdp_watts, idle_watts})
     hash_combine(h, v);
   hash_combine(h, fuses_elementwise);
+  hash_combine(h, batched_gemm);
+  for (const auto& [kind, rate] : kernel_element_s) {
+    hash_combine(h, kind);
+    hash_combine(h, rate);
+  }
   return h;
 }
 

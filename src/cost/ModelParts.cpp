@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
@@ -66,84 +67,120 @@ bool saves_inputs(OpKind kind) {
   }
 }
 
-}  // namespace
+// The per-op analysis behind cost_model_parts() and cost_op_groups(): the local placement of
+// every value, roofline times with fusion, and reshard time and bytes per consuming op.
+class Analysis {
+ public:
+  Analysis(const Graph& g, const Mesh& mesh, const Propagation& prop, const Cluster& cluster)
+      : g_(g),
+        mesh_(mesh),
+        prop_(prop),
+        dev_(cluster.device),
+        comm_(cluster, mesh),
+        labels_(label_dims(g)) {}
 
-Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Propagation& prop,
-                                    const Cluster& cluster, const Graph* one_unit) {
-  const DeviceProfile& dev = cluster.device;
-  AlphaBetaCost comm(cluster, mesh);
-  BytesMovedCost moved;
-  const int64_t n_ops = g.num_ops();
-  // Local placement of every value: results from their producer's strategy, inputs and params
-  // from their first consumer.
-  std::vector<std::optional<TensorSharding>> sharding(static_cast<size_t>(g.num_values()));
-  std::vector<OpTime> times(static_cast<size_t>(n_ops));
-  for (OpId id = 0; id < n_ops; ++id) {
-    const Op& op = g.op(id);
-    const OpStrategy& s = prop.plan.ops[static_cast<size_t>(id)];
-    auto placements = derive_placements(g, id, mesh, s);
-    HEDDLE_TRY(placements);
-    for (size_t r = 0; r < op.results.size(); ++r)
-      sharding[static_cast<size_t>(op.results[r].value)] = placements->results[r].sharding;
-    for (size_t i = 0; i < op.inputs.size(); ++i) {
-      auto& slot = sharding[static_cast<size_t>(op.inputs[i].value)];
-      if (!slot) slot = placements->inputs[i].sharding;
+  Status run() {
+    const int64_t n_ops = g_.num_ops();
+    // Local placement of every value: results from their producer's strategy, inputs and params
+    // from their first consumer.
+    sharding_.assign(static_cast<size_t>(g_.num_values()), std::nullopt);
+    times_.assign(static_cast<size_t>(n_ops), OpTime{});
+    for (OpId id = 0; id < n_ops; ++id) {
+      const Op& op = g_.op(id);
+      const OpStrategy& s = prop_.plan.ops[static_cast<size_t>(id)];
+      auto placements = derive_placements(g_, id, mesh_, s);
+      HEDDLE_TRY(placements);
+      for (size_t r = 0; r < op.results.size(); ++r)
+        sharding_[static_cast<size_t>(op.results[r].value)] = placements->results[r].sharding;
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        auto& slot = sharding_[static_cast<size_t>(op.inputs[i].value)];
+        if (!slot) slot = placements->inputs[i].sharding;
+      }
+      times_[static_cast<size_t>(id)] =
+          op_time(g_, id, s.local_index_box(op.space, mesh_, 0), dev_);
     }
-    times[static_cast<size_t>(id)] = op_time(g, id, s.local_index_box(op.space, mesh, 0), dev);
-  }
-  auto value_bytes = [&](ValueId v) {
-    const auto& s = sharding[static_cast<size_t>(v)];
-    double n = s ? local_elements(g.type(v), *s, mesh) : static_cast<double>(g.type(v).numel());
-    return n * dev.element_bytes;
-  };
-  // Fusion: an elementwise or layout op whose input is the single-use result of the op just
-  // before it runs as that op's epilogue: the intermediate is neither written nor read back,
-  // and no kernel is launched (the runtime fuses such chains; Megatron fuses bias-GeLU and
-  // scale-mask-softmax). The saved traffic is taken off both ops.
-  std::vector<int> uses(static_cast<size_t>(g.num_values()));
-  for (const Op& op : g.ops())
-    for (const Operand& in : op.inputs) ++uses[static_cast<size_t>(in.value)];
-  for (ValueId v : g.outputs()) ++uses[static_cast<size_t>(v)];
-  std::vector<double> bytes(static_cast<size_t>(n_ops));
-  std::vector<bool> fused(static_cast<size_t>(n_ops));
-  for (OpId id = 0; id < n_ops; ++id)
-    bytes[static_cast<size_t>(id)] = times[static_cast<size_t>(id)].bytes;
-  for (OpId id = 1; id < n_ops; ++id) {
-    const Op& op = g.op(id);
-    if (!fusable(op.kind)) continue;
-    for (const Operand& in : op.inputs) {
-      OpId prod = g.value(in.value).producer;
-      if (prod != id - 1 || uses[static_cast<size_t>(in.value)] != 1) continue;
-      double b = dev.fuses_elementwise ? value_bytes(in.value) : 0;
-      bytes[static_cast<size_t>(id)] = std::max(bytes[static_cast<size_t>(id)] - b, 0.0);
-      bytes[static_cast<size_t>(prod)] = std::max(bytes[static_cast<size_t>(prod)] - b, 0.0);
-      fused[static_cast<size_t>(id)] = true;
+    // Fusion: an elementwise or layout op whose input is the single-use result of the op just
+    // before it runs as that op's epilogue: the intermediate is neither written nor read back,
+    // and no kernel is launched (the runtime fuses such chains; Megatron fuses bias-GeLU and
+    // scale-mask-softmax). The saved traffic is taken off both ops.
+    std::vector<int> uses(static_cast<size_t>(g_.num_values()));
+    for (const Op& op : g_.ops())
+      for (const Operand& in : op.inputs) ++uses[static_cast<size_t>(in.value)];
+    for (ValueId v : g_.outputs()) ++uses[static_cast<size_t>(v)];
+    std::vector<double> bytes(static_cast<size_t>(n_ops));
+    std::vector<bool> fused(static_cast<size_t>(n_ops));
+    for (OpId id = 0; id < n_ops; ++id)
+      bytes[static_cast<size_t>(id)] = times_[static_cast<size_t>(id)].bytes;
+    for (OpId id = 1; id < n_ops; ++id) {
+      const Op& op = g_.op(id);
+      if (!fusable(op.kind)) continue;
+      for (const Operand& in : op.inputs) {
+        OpId prod = g_.value(in.value).producer;
+        if (prod != id - 1 || uses[static_cast<size_t>(in.value)] != 1) continue;
+        double b = dev_.fuses_elementwise ? value_bytes(in.value) : 0;
+        bytes[static_cast<size_t>(id)] = std::max(bytes[static_cast<size_t>(id)] - b, 0.0);
+        bytes[static_cast<size_t>(prod)] = std::max(bytes[static_cast<size_t>(prod)] - b, 0.0);
+        // A device without fusion (the CPU executor) still makes one kernel call per op.
+        fused[static_cast<size_t>(id)] = dev_.fuses_elementwise;
+      }
     }
+    for (OpId id = 0; id < n_ops; ++id)
+      times_[static_cast<size_t>(id)] =
+          with_bytes(times_[static_cast<size_t>(id)], bytes[static_cast<size_t>(id)],
+                     fused[static_cast<size_t>(id)], dev_);
+    // Reshard time and bytes per consuming op.
+    comm_s_.assign(static_cast<size_t>(n_ops), 0.0);
+    comm_bytes_.assign(static_cast<size_t>(n_ops), 0.0);
+    for (const Reshard& r : prop_.reshards) {
+      if (r.consumer < 0) continue;
+      double s = 0, b = 0;
+      HEDDLE_TRY(reshard_cost(r.value, r.from, r.to, &s, &b));
+      comm_s_[static_cast<size_t>(r.consumer)] += s;
+      comm_bytes_[static_cast<size_t>(r.consumer)] += b;
+    }
+    return {};
   }
-  for (OpId id = 0; id < n_ops; ++id)
-    times[static_cast<size_t>(id)] =
-        with_bytes(times[static_cast<size_t>(id)], bytes[static_cast<size_t>(id)],
-                   fused[static_cast<size_t>(id)], dev);
-  // Reshard time and bytes per consuming op.
-  std::vector<double> comm_s(static_cast<size_t>(n_ops)), comm_bytes(static_cast<size_t>(n_ops));
-  for (const Reshard& r : prop.reshards) {
-    if (r.consumer < 0) continue;
-    auto plan = plan_reshard(g.type(r.value), mesh, r.from, r.to, comm);
+
+  // Seconds and bytes sent of moving `v` from placement `from` to `to`.
+  Status reshard_cost(ValueId v, const TensorSharding& from, const TensorSharding& to,
+                      double* seconds, double* bytes) const {
+    auto plan = plan_reshard(g_.type(v), mesh_, from, to, comm_);
     HEDDLE_TRY(plan);
-    double scale = dev.element_bytes / 4.0;
+    double scale = dev_.element_bytes / 4.0;
     for (const ReshardStep& st : plan->steps) {
-      int64_t group = mesh.size(st.axis);
-      comm_s[static_cast<size_t>(r.consumer)] += comm.cost(st.op, st.axis, group, st.bytes * scale);
-      comm_bytes[static_cast<size_t>(r.consumer)] +=
-          moved.cost(st.op, st.axis, group, st.bytes * scale);
+      int64_t group = mesh_.size(st.axis);
+      *seconds += comm_.cost(st.op, st.axis, group, st.bytes * scale);
+      *bytes += moved_.cost(st.op, st.axis, group, st.bytes * scale);
     }
+    return {};
   }
-  DimLabels labels = label_dims(g);
+
+  // What the executor does around the ops: copying every input and parameter tile out of the
+  // feeds (at memcpy speed) and gathering every graph output onto every device.
+  Result<PartCost> io() const {
+    PartCost p;
+    for (const auto* ids : {&g_.inputs(), &g_.params()})
+      for (ValueId v : *ids) p.compute_s += value_bytes(v) / stream_rate(dev_, true);
+    for (ValueId v : g_.outputs()) {
+      const auto& s = sharding_[static_cast<size_t>(v)];
+      if (!s) continue;
+      HEDDLE_TRY(
+          reshard_cost(v, *s, TensorSharding::replicated(mesh_.rank()), &p.comm_s, &p.comm_bytes));
+    }
+    return p;
+  }
+
+  double value_bytes(ValueId v) const {
+    const auto& s = sharding_[static_cast<size_t>(v)];
+    double n = s ? local_elements(g_.type(v), *s, mesh_) : static_cast<double>(g_.type(v).numel());
+    return n * dev_.element_bytes;
+  }
+
   // Sequence-quadratic values (attention scores and probabilities): two sequence dims, or one
   // sequence dim and another dim of the same extent (labels do not flow through every einsum).
-  auto quadratic = [&](ValueId v) {
-    const auto& seq = labels.sequence[static_cast<size_t>(v)];
-    const IVec& shape = g.type(v).shape();
+  bool quadratic(ValueId v) const {
+    const auto& seq = labels_.sequence[static_cast<size_t>(v)];
+    const IVec& shape = g_.type(v).shape();
     int count = 0;
     int64_t extent = -1;
     for (size_t d = 0; d < seq.size(); ++d)
@@ -153,41 +190,90 @@ Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Prop
     int same = 0;
     for (int64_t e : shape) same += e == extent ? 1 : 0;
     return same >= 2;
-  };
+  }
 
-  auto part = [&](int64_t lo, int64_t hi) {
+  // The cost of the ops for which `in(id)` holds.
+  template <class Pred>
+  PartCost part(Pred in) const {
     PartCost p;
     std::unordered_set<ValueId> seen;
-    for (OpId id = static_cast<OpId>(lo); id < hi; ++id) {
-      const Op& op = g.op(id);
-      const OpTime& t = times[static_cast<size_t>(id)];
+    for (OpId id = 0; id < g_.num_ops(); ++id) {
+      if (!in(id)) continue;
+      const Op& op = g_.op(id);
+      const OpTime& t = times_[static_cast<size_t>(id)];
       p.compute_s += t.seconds;
       p.flops += t.flops;
-      p.comm_s += comm_s[static_cast<size_t>(id)];
-      p.comm_bytes += comm_bytes[static_cast<size_t>(id)];
+      p.comm_s += comm_s_[static_cast<size_t>(id)];
+      p.comm_bytes += comm_bytes_[static_cast<size_t>(id)];
       bool attn = false;
       for (const Operand& r : op.results) attn = attn || quadratic(r.value);
       if (attn) p.attention_s += t.seconds;
       ++p.ops;
-      for (const Operand& in : op.inputs) {
-        const Value& v = g.value(in.value);
+      for (const Operand& x : op.inputs) {
+        const Value& v = g_.value(x.value);
         if (v.role != ValueRole::kParam && !saves_inputs(op.kind)) continue;
-        if (!seen.insert(in.value).second) continue;
+        if (!seen.insert(x.value).second) continue;
         if (v.role == ValueRole::kParam) {
-          p.param_elements += value_bytes(in.value) / dev.element_bytes;
+          p.param_elements += value_bytes(x.value) / dev_.element_bytes;
         } else if (dtype_is_float(v.type.dtype()) && saves_inputs(op.kind)) {
-          double b = value_bytes(in.value);
+          double b = value_bytes(x.value);
           p.saved_bytes += b;
-          if (quadratic(in.value)) p.attention_bytes += b;
+          if (quadratic(x.value)) p.attention_bytes += b;
         }
       }
     }
     return p;
-  };
+  }
 
+  PartCost range(int64_t lo, int64_t hi) const {
+    return part([lo, hi](OpId id) { return id >= lo && id < hi; });
+  }
+
+ private:
+  const Graph& g_;
+  const Mesh& mesh_;
+  const Propagation& prop_;
+  const DeviceProfile& dev_;
+  AlphaBetaCost comm_;
+  BytesMovedCost moved_;
+  DimLabels labels_;
+  std::vector<std::optional<TensorSharding>> sharding_;
+  std::vector<OpTime> times_;
+  std::vector<double> comm_s_, comm_bytes_;
+};
+
+}  // namespace
+
+Result<std::vector<PartCost>> cost_op_groups(const Graph& g, const Mesh& mesh,
+                                             const Propagation& prop, const Cluster& cluster,
+                                             const std::vector<int>& group, int groups) {
+  HEDDLE_ASSERT(static_cast<int64_t>(group.size()) == g.num_ops())
+      << group.size() << " groups for " << g.num_ops() << " ops";
+  Analysis a(g, mesh, prop, cluster);
+  HEDDLE_TRY(a.run());
+  std::vector<PartCost> r;
+  for (int k = 0; k < groups; ++k)
+    r.push_back(a.part([&group, k](OpId id) { return group[static_cast<size_t>(id)] == k; }));
+  return r;
+}
+
+Result<PartCost> cost_executor_io(const Graph& g, const Mesh& mesh, const Propagation& prop,
+                                  const Cluster& cluster) {
+  Analysis a(g, mesh, prop, cluster);
+  HEDDLE_TRY(a.run());
+  return a.io();
+}
+
+Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Propagation& prop,
+                                    const Cluster& cluster, const Graph* one_unit) {
+  Analysis a(g, mesh, prop, cluster);
+  HEDDLE_TRY(a.run());
+  const int64_t n_ops = g.num_ops();
+  auto value_bytes = [&a](ValueId v) { return a.value_bytes(v); };
+  const DeviceProfile& dev = cluster.device;
   ModelParts parts;
   if (!one_unit) {
-    parts.prefix = part(0, n_ops);
+    parts.prefix = a.range(0, n_ops);
     return parts;
   }
   int64_t unit = n_ops - one_unit->num_ops();
@@ -204,9 +290,9 @@ Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Prop
   if (start < unit || start + unit > n_ops)
     return Diagnostic(fmt::format("cannot find the repeating layers of model '{}'", g.name()));
   parts.layered = true;
-  parts.prefix = part(0, start - unit);
-  parts.layer = part(start, start + unit);
-  parts.suffix = part(start + unit, n_ops);
+  parts.prefix = a.range(0, start - unit);
+  parts.layer = a.range(start, start + unit);
+  parts.suffix = a.range(start + unit, n_ops);
   // Values produced by the first unit and read by the second: what crosses a stage boundary.
   std::unordered_set<ValueId> crossing;
   for (OpId id = static_cast<OpId>(start); id < start + unit; ++id)

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "heddle/cost/AlphaBetaCost.h"
 #include "heddle/cost/ModelFlops.h"
 #include "heddle/cost/ModelParts.h"
+#include "heddle/cost/TrainingParts.h"
 #include "heddle/ops/OpCost.h"
 #include "heddle/pipeline/Baselines.h"
 #include "heddle/pipeline/BuiltinPlacements.h"
@@ -59,6 +61,14 @@ Result<ModelSource> zoo_model_source(const std::string& name, const zoo::ZooOver
     if (layers > 0) o.layers = layers;
     o.batch = batch;
     return zoo::build_zoo_model(name, o);
+  };
+  src.build_loss = [name, over](int64_t layers, int64_t batch) {
+    zoo::ZooOverrides o = over;
+    if (layers > 0) o.layers = layers;
+    o.batch = batch;
+    zoo::ModelOptions mo;
+    mo.with_loss = true;
+    return zoo::build_zoo_model(name, o, mo);
   };
   return src;
 }
@@ -227,6 +237,34 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
 
   // Per chunk forward/backward spans and saved activations.
   const bool train = options.train;
+  // The autodiff step's costs; the ops outside the layers are split between the first and the
+  // last chunk as the forward graph's prefix and suffix are.
+  std::optional<TrainingParts> step_parts;
+  if (train && options.autodiff && model.build_loss) {
+    auto tp_parts =
+        cost_training_parts(model, *mesh, cluster, spec, mb * dp, layered, options.executor_io);
+    HEDDLE_TRY(tp_parts);
+    step_parts = std::move(*tp_parts);
+  }
+  const double head_total = P.prefix.compute_s + P.suffix.compute_s;
+  const double prefix_share = head_total > 0 ? P.prefix.compute_s / head_total : 0.5;
+  auto rest_share = [&](int64_t first, int64_t last, int64_t i) {
+    return (i == first ? prefix_share : 0.0) + (i == last ? 1 - prefix_share : 0.0);
+  };
+  PartCost io;  // forward only; the training step's is in its optimizer part
+  if (!train && options.executor_io) {
+    auto out = cost_executor_io(*g2, *mesh, *prop, cluster);
+    HEDDLE_TRY(out);
+    io = *out;
+    if (layered && units > 2) {  // the two-unit graph's loads, plus the other units'
+      auto prop1 = stage_plan(*g1, *mesh, cluster, spec);
+      HEDDLE_TRY(prop1);
+      auto out1 = cost_executor_io(*g1, *mesh, *prop1, cluster);
+      HEDDLE_TRY(out1);
+      io.compute_s +=
+          static_cast<double>(units - 2) * std::max(io.compute_s - out1->compute_s, 0.0);
+    }
+  }
   const double send = pp > 1 ? collective_time(Collective::kSendRecv, 2, P.boundary_bytes,
                                                cluster.stage_link(dp * tp * ep))
                              : 0;
@@ -253,6 +291,20 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
     t.saved = static_cast<double>(n) * layer_saved + (c == 0 ? P.prefix.saved_bytes : 0) +
               (c == C - 1 ? P.suffix.saved_bytes : 0);
     t.comm_bytes = all.comm_bytes * (train ? 2 + recompute_mult : 1);
+    if (c == C - 1) {
+      t.fwd += io.compute_s + io.comm_s;
+      t.comm_bytes += io.comm_bytes;
+    }
+    if (step_parts) {
+      const TrainingParts& T = *step_parts;
+      double k = static_cast<double>(n), share = rest_share(0, C - 1, c);
+      PartCost f = T.fwd_layer.scaled(k) + T.fwd_rest.scaled(share);
+      PartCost b = T.bwd_layer.scaled(k) + T.bwd_rest.scaled(share);
+      t.fwd = f.compute_s + f.comm_s;
+      t.bwd = b.compute_s + b.comm_s + recompute;
+      t.wgrad = b.compute_s / 2;
+      t.comm_bytes = f.comm_bytes + b.comm_bytes + recompute_mult * body.comm_bytes;
+    }
     if (!options.overlap && pp > 1) {
       if (c < C - 1) t.fwd += send;
       if (c > 0) t.bwd += send;
@@ -342,6 +394,16 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
       if (options.overlap) sync /= static_cast<double>(std::max<int64_t>(s.layers, 1));
       double owned = zero >= 1 ? params / static_cast<double>(dp) : params;
       opt = owned * 32 / (dev.memory_bandwidth * dev.memory_efficiency);
+      if (step_parts) {
+        // The step's own updates and the gradient reductions before them.
+        int64_t units_here = s.layers / model.unit;
+        PartCost o = step_parts->opt_layer.scaled(static_cast<double>(units_here)) +
+                     step_parts->opt_rest.scaled(rest_share(0, pp - 1, d));
+        sync = o.comm_s;
+        dp_bytes = o.comm_bytes;
+        if (options.overlap) sync /= static_cast<double>(std::max<int64_t>(s.layers, 1));
+        opt = o.compute_s;
+      }
     } else {
       s.state_bytes = params * dev.element_bytes;
     }

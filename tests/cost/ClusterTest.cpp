@@ -3,6 +3,9 @@
 
 #include "heddle/cost/Calibrate.h"
 #include "heddle/cost/Cluster.h"
+#include "heddle/cost/ComputeCost.h"
+#include "heddle/cost/KernelRates.h"
+#include "heddle/ir/TextParser.h"
 
 namespace heddle::cost {
 namespace {
@@ -70,8 +73,73 @@ TEST(Clusters, FilesNameTheBadField) {
   EXPECT_FALSE(cluster_from_json("{not json", "x.json").ok());
 }
 
+TEST(Clusters, KernelRatesInFiles) {
+  auto ok = cluster_from_json(
+      R"({"device": {"peak_flops": 1e11, "memory_bytes": 1e9, "memory_bandwidth": 1e10,
+                     "batched_gemm": false, "kernel_element_s": {"softmax": 2e-8, "add": 1e-9,
+                                          "elementwise_grad:gelu": 3e-8}},
+          "count": 2, "intra_node": {"bandwidth": 1e9}})",
+      "cpu.json");
+  ASSERT_TRUE(ok.ok()) << ok.error().to_string();
+  EXPECT_EQ(ok->device.kernel_element_s.at("softmax"), 2e-8);
+  EXPECT_EQ(ok->device.kernel_element_s.at("elementwise_grad:gelu"), 3e-8);
+  EXPECT_FALSE(ok->device.batched_gemm);
+  auto back = cluster_from_json(cluster_to_json(*ok), "again.json");
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->device, ok->device);
+  struct Case {
+    const char* rates;
+    const char* field;
+  };
+  for (Case c : {Case{R"({"sofmax": 1e-8})", "device.kernel_element_s.sofmax"},
+                 Case{R"({"add": "slow"})", "device.kernel_element_s.add"},
+                 Case{R"({"add": -1})", "device.kernel_element_s.add"},
+                 Case{R"([1e-8])", "device.kernel_element_s"}}) {
+    std::string text = std::string(R"({"device": {"peak_flops": 1e11, "memory_bytes": 1e9,
+        "memory_bandwidth": 1e10, "kernel_element_s": )") +
+                       c.rates + R"(}, "count": 2, "intra_node": {"bandwidth": 1e9}})";
+    auto r = cluster_from_json(text, "bad.json");
+    ASSERT_FALSE(r.ok()) << c.rates;
+    EXPECT_NE(r.error().message.find(std::string("'") + c.field + "'"), std::string::npos)
+        << r.error().message;
+  }
+}
+
+// Per-kind rates are measured for the kinds the zoo's training steps use, and an op of a listed
+// kind costs the launch plus its points times the rate.
+TEST(Calibration, KernelRatesPerOpKind) {
+  KernelRateOptions o;
+  o.repeats = 1;
+  o.launch_s = 1e-7;
+  o.models = {"gpt-tiny"};
+  auto rates = measure_kernel_rates(o);
+  for (const char* kind : {"softmax", "layernorm", "add", "gelu", "adamw", "cross_entropy"}) {
+    ASSERT_TRUE(rates.count(kind)) << kind;
+    EXPECT_GT(rates.at(kind), 0) << kind;
+    EXPECT_LT(rates.at(kind), 1e-5) << kind;  // microseconds per point would be absurd
+  }
+  EXPECT_FALSE(rates.count("einsum"));                // the GEMM curve prices contractions
+  EXPECT_TRUE(rates.count("elementwise_grad:gelu"));  // per derivative function too
+  auto g = parse_graph(
+      "graph g {\n input %a: f32[64, 128]\n %b: f32[64, 128] = softmax{axis=1} [i=64] "
+      "%a(i, 0)[1, 128] -> (i, 0)[1, 128]\n output %b\n}",
+      "t");
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  DeviceProfile d;
+  d.peak_flops = 1e11;
+  d.memory_bandwidth = 1e10;
+  d.launch_s = 1e-6;
+  OpTime roof = op_time(*g, 0, g->op(0).space.box(), d);
+  EXPECT_FALSE(roof.measured);
+  d.kernel_element_s["softmax"] = 1e-8;
+  OpTime t = op_time(*g, 0, g->op(0).space.box(), d);
+  EXPECT_TRUE(t.measured);
+  EXPECT_DOUBLE_EQ(t.seconds, 1e-6 + 64 * 128 * 1e-8);  // every element of the 64 rows
+}
+
 TEST(Calibration, MeasuresAndRoundTrips) {
   CalibrateOptions o;
+  o.kernel_rates = false;  // KernelRatesPerOpKind covers them
   o.gemm_sizes = {16, 32, 64};
   o.min_seconds = 0.002;
   o.threads = 2;

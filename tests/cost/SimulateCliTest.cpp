@@ -56,7 +56,7 @@ TEST(SimulateCli, BadInputExitsOne) {
   }
   for (const Case& c :
        {Case{"simulate gpt-tiny --cluster tpux8 --strategy dp=8", "h100"},
-        Case{"simulate gpt-tiny --cluster a100x8 --strategy dp=2,tp=2", "8"},
+        Case{"simulate gpt-tiny --cluster a100x8 --strategy dp=2,tp=2", "uses 4 devices"},
         Case{"simulate gpt-tiny --cluster " + file + " --strategy dp=8", "intra_node.bandwidth"},
         Case{"simulate no-such-model --cluster a100x8 --strategy dp=8", "gpt-tiny"}}) {
     CliResult r = run_heddle(c.args);
@@ -76,6 +76,24 @@ TEST(SimulateCli, BadInputExitsOne) {
   EXPECT_EQ(fits.exit_code, 0) << fits.err;
 }
 
+// --executor predicts heddle's own executor: the training step from the autodiff graph plus the
+// feed loads and output gathers, a different (here larger) figure than the closed form.
+TEST(SimulateCli, ExecutorOption) {
+  std::string base = "simulate gpt-tiny --cluster h100x2 --strategy tp=2 --batch 4 --train --json";
+  CliResult plain = run_heddle(base);
+  CliResult exec = run_heddle(base + " --executor");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(exec.exit_code, 0) << exec.err;
+  double a = nlohmann::json::parse(plain.out)["step_time_s"].get<double>();
+  double b = nlohmann::json::parse(exec.out)["step_time_s"].get<double>();
+  EXPECT_GT(a, 0);
+  EXPECT_NE(a, b);
+  CliResult fwd = run_heddle(
+      "simulate gpt-tiny --cluster h100x2 --strategy tp=2 --batch 4 --json --executor");
+  ASSERT_EQ(fwd.exit_code, 0) << fwd.err;
+  EXPECT_LT(nlohmann::json::parse(fwd.out)["step_time_s"].get<double>(), b);
+}
+
 TEST(SimulateCli, CpuClusterSaysWhichProfile) {
   std::string profile = "/tmp/heddle_cost_cpu_profile_test.json";
   std::remove(profile.c_str());
@@ -83,7 +101,7 @@ TEST(SimulateCli, CpuClusterSaysWhichProfile) {
   setenv("HEDDLE_CPU_PROFILE", profile.c_str(), 1);
   CliResult none = run_heddle("simulate mlp --cluster cpu --strategy dp=2");
   EXPECT_NE(none.err.find("fallback"), std::string::npos) << none.err;
-  CliResult cal = run_heddle("calibrate --out " + profile);
+  CliResult cal = run_heddle("calibrate --quick --out " + profile);
   ASSERT_EQ(cal.exit_code, 0) << cal.err;
   CliResult used = run_heddle("simulate mlp --cluster cpu --strategy dp=2 --json");
   ASSERT_EQ(used.exit_code, 0) << used.err;

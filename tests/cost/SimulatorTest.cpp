@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "heddle/cost/ModelParts.h"
 #include "heddle/cost/Simulator.h"
+#include "heddle/ops/Autodiff.h"
 
 namespace heddle::cost {
 namespace {
@@ -62,7 +64,7 @@ TEST(Megatron, TableWithinTheValidatedBounds) {
     EXPECT_TRUE(s.feasible) << r.model;  // Megatron ran every row on 80 GB
     EXPECT_LT(err, 0.12) << r.model << ": predicted " << s.tflops_per_device;
   }
-  // Achieved (docs/validation.md): mean 4.6%, worst 10.1%; the issue asks for 15% / 25%.
+  // Achieved (docs/validation.md): mean 4.6%, worst 10.2%; the issue asks for 15% / 25%.
   EXPECT_LT(sum / 10, 0.06);
   EXPECT_LT(worst, 0.12);
 }
@@ -132,6 +134,47 @@ TEST(Simulator, ForwardOnlyAndOverlap) {
   EXPECT_LT(hidden.step_time_s, plain.step_time_s);
   EXPECT_LT(hidden.dp_sync_s, plain.dp_sync_s / 4);
   EXPECT_EQ(hidden.comm_bytes, plain.comm_bytes);
+}
+
+// The autodiff training step, costed per layer by differencing one- and two-unit steps, equals
+// the cost of the whole step graph of a deeper model costed at once; the executor's loads and
+// output gathers only add time.
+TEST(Simulator, AutodiffStepMatchesTheWholeGraph) {
+  zoo::ZooOverrides o;
+  o.batch = 4;
+  o.layers = 5;
+  auto src = zoo_model_source("gpt-tiny", o);
+  auto c = cluster_preset("h100x2");
+  auto spec = StrategySpec::parse("tp=2");
+  ASSERT_TRUE(src.ok() && c.ok() && spec.ok());
+  SimulateOptions opts;
+  opts.train = true;
+  opts.autodiff = true;
+  auto pred = simulate(*src, *c, *spec, opts);
+  ASSERT_TRUE(pred.ok()) << pred.error().to_string();
+  opts.executor_io = true;
+  auto with_io = simulate(*src, *c, *spec, opts);
+  ASSERT_TRUE(with_io.ok()) << with_io.error().to_string();
+  EXPECT_GT(with_io->step_time_s, pred->step_time_s);
+  // The five-layer step costed whole, op group by op group.
+  auto fwd = src->build_loss(5, 4);
+  ASSERT_TRUE(fwd.ok());
+  auto step = build_train_step(*fwd);
+  ASSERT_TRUE(step.ok());
+  auto mesh = spec->mesh(2);
+  auto prop = stage_plan(step->graph, *mesh, *c, *spec);
+  ASSERT_TRUE(prop.ok());
+  std::vector<int> one_group(static_cast<size_t>(step->graph.num_ops()), 0);
+  auto whole = cost_op_groups(step->graph, *mesh, *prop, *c, one_group, 1);
+  ASSERT_TRUE(whole.ok());
+  double expected = (*whole)[0].compute_s + (*whole)[0].comm_s;
+  EXPECT_NEAR(pred->step_time_s, expected, 0.03 * expected);
+  // The closed form (2x forward) is a different, coarser estimate of the same step.
+  opts.autodiff = false;
+  opts.executor_io = false;
+  auto closed = simulate(*src, *c, *spec, opts);
+  ASSERT_TRUE(closed.ok());
+  EXPECT_NE(closed->step_time_s, pred->step_time_s);
 }
 
 TEST(Simulator, Diagnostics) {

@@ -15,12 +15,21 @@ namespace {
 
 struct CalibrateArgs {
   std::string out;
+  bool quick = false;
 };
 
 int run_calibrate(const CalibrateArgs& a) {
   std::string path = a.out.empty() ? cost::cpu_profile_path() : a.out;
-  std::fprintf(stderr, "calibrating (GEMM, memory bandwidth, threaded all-reduce)...\n");
-  cost::CpuCalibration cal = cost::calibrate_cpu();
+  std::fprintf(stderr,
+               "calibrating (GEMM, memory bandwidth, kernel rates per op kind, threaded "
+               "all-reduce)...\n");
+  cost::CalibrateOptions co;
+  if (a.quick) {
+    co.gemm_sizes = {32, 64, 128, 256};
+    co.min_seconds = 0.01;
+    co.kernel_rate_models = {"gpt-tiny"};
+  }
+  cost::CpuCalibration cal = cost::calibrate_cpu(co);
   std::string out;
   for (auto& [n, f] : cal.gemm)
     out += fmt::format("gemm {:>5}^3        {:8.2f} GFLOP/s\n", n, f / 1e9);
@@ -30,6 +39,11 @@ int run_calibrate(const CalibrateArgs& a) {
                      cal.kernel_bandwidth / 1e9);
   out += fmt::format("vector work        {:8.2f} GFLOP/s (GeLU kernel)\n", cal.vector_flops / 1e9);
   out += fmt::format("kernel call        {:8.2f} us\n", cal.launch_s * 1e6);
+  out += fmt::format("kernel rates       {} op kinds", cal.kernel_element_s.size());
+  for (const char* kind : {"add", "softmax", "adamw"})
+    if (auto it = cal.kernel_element_s.find(kind); it != cal.kernel_element_s.end())
+      out += fmt::format(", {} {:.2f} ns", kind, it->second * 1e9);
+  out += " per element\n";
   out += fmt::format("all-reduce alpha   {:8.2f} us\n", cal.allreduce_latency * 1e6);
   out += fmt::format("all-reduce busbw   {:8.2f} GB/s ({} threads)\n",
                      cal.allreduce_bandwidth / 1e9, cal.cluster.count);
@@ -58,6 +72,9 @@ Command add_calibrate_command(CLI::App& root) {
   app->add_option(
       "--out", args->out,
       "Profile path (default $HEDDLE_CPU_PROFILE or ~/.config/heddle/cpu-profile.json)");
+  app->add_flag("--quick", args->quick,
+                "A rough profile in a fraction of the time: fewer GEMM sizes, shorter timings, "
+                "kernel rates from one model (for tests)");
   return {app, [args] { return run_calibrate(*args); }};
 }
 

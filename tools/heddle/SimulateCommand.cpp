@@ -19,7 +19,7 @@ namespace {
 struct SimulateArgs {
   std::string model, cluster, strategy, trace, stage_planner = "tactics";
   zoo::ZooOverrides overrides;
-  bool train = false, json = false, overlap = false;
+  bool train = false, json = false, overlap = false, executor = false;
 };
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024)); }
@@ -51,6 +51,8 @@ int run_simulate(const SimulateArgs& a) {
   opts.train = a.train;
   opts.overlap = a.overlap;
   opts.trace = !a.trace.empty();
+  opts.autodiff = a.executor;
+  opts.executor_io = a.executor;
   auto r = cost::simulate(*src, *cluster, *spec, opts);
   if (!r.ok()) return user_error(r.error());
   if (!a.trace.empty()) {
@@ -131,6 +133,9 @@ Command add_simulate_command(CLI::App& root) {
   app->add_flag("--train", args->train, "Simulate a training step (default: forward only)");
   app->add_flag("--overlap", args->overlap,
                 "Overlap gradient reduction and stage sends with compute");
+  app->add_flag("--executor", args->executor,
+                "Predict heddle's own executor (`heddle run`): training steps costed from the "
+                "autodiff graph, plus loading the feeds and gathering the outputs");
   app->add_option("--trace", args->trace, "Write a Chrome trace (Perfetto) JSON file");
   app->add_option("--stage-planner", args->stage_planner,
                   "tactics (default: propagation from the strategy) or ilp (the intra-op ILP, "

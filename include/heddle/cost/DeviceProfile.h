@@ -3,6 +3,7 @@
 // GB, H100 and H200 (sources in docs/cost-model.md).
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,7 +25,17 @@ struct DeviceProfile {
   double gemm_knee = 128;            ///< a GEMM dim of this size halves its factor; default 128
   double memory_efficiency = 0.8;    ///< fraction of bandwidth streaming ops reach; default 0.8
   bool fuses_elementwise = true;  ///< elementwise chains share one pass over memory; default true
-  double element_bytes = 2;       ///< bytes per activation/weight element; default 2 (bf16)
+  /// Batch dims of a contraction run inside one GEMM call (batched GEMM; default true). false:
+  /// one GEMM call per batch point (heddle's CPU kernel), so the shape efficiency is that of one
+  /// call's M x N x K.
+  bool batched_gemm = true;
+  double element_bytes = 2;  ///< bytes per activation/weight element; default 2 (bf16)
+  /// Seconds per element (index points times the largest input window, kernel_elements()) of
+  /// the device's kernel for an op kind (by kind name, e.g. `softmax`), output allocation
+  /// included, as `heddle calibrate` measures heddle's own kernels. A listed kind costs
+  /// `launch_s + elements x rate` instead of the roofline. Default empty (every op on the
+  /// roofline; the GPU presets).
+  std::map<std::string, double> kernel_element_s;
   double tdp_watts = 0;   ///< power while busy (the board's maximum, TDP); default 0: unknown
   double idle_watts = 0;  ///< power while idle; default 0: unknown
 

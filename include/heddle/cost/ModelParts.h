@@ -47,4 +47,19 @@ struct ModelParts {
 Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Propagation& prop,
                                     const Cluster& cluster, const Graph* one_unit);
 
+/// The cost of `groups` sets of ops of `g` under `prop` on `cluster`: op `id` belongs to set
+/// `group[id]` (values outside [0, groups) belong to none). Each set is costed as by
+/// cost_model_parts() (fusion across sets included, reshards charged to their consumer).
+/// Precondition: as cost_model_parts(); group.size() == g.num_ops().
+Result<std::vector<PartCost>> cost_op_groups(const Graph& g, const Mesh& mesh,
+                                             const Propagation& prop, const Cluster& cluster,
+                                             const std::vector<int>& group, int groups);
+
+/// What heddle's executor does around the ops of `g` on the representative device: loading its
+/// tile of every graph input and parameter from the feeds (`compute_s`, at the streaming rate of
+/// GEMM operands) and gathering every graph output onto every device from where `prop` leaves it
+/// (lowering's replicate_outputs; `comm_s`, `comm_bytes`). Precondition: as cost_model_parts().
+Result<PartCost> cost_executor_io(const Graph& g, const Mesh& mesh, const Propagation& prop,
+                                  const Cluster& cluster);
+
 }  // namespace heddle::cost

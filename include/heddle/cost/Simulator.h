@@ -31,6 +31,9 @@ struct ModelSource {
   int64_t batch = 1;   ///< global batch (sequences or samples per step)
   std::optional<zoo::GptConfig> gpt;  ///< set for GPT-style models: Megatron's model FLOPs
   bool rebuilds_batch = true;  ///< `build` honours `batch` (false: a fixed graph, one micro-batch)
+  /// As `build`, with the model's loss as its single output (zoo models: `with_loss`); null when
+  /// the model has none. SimulateOptions::autodiff builds the training step from it.
+  std::function<Result<Graph>(int64_t layers, int64_t batch)> build_loss;
 };
 
 /// A zoo model as a source (overrides as in `heddle show`); the batch override is the global batch.
@@ -61,6 +64,16 @@ struct SimulateOptions {
   /// Non-null: reuse costed stages across calls (the planner's search); default null.
   std::shared_ptr<SimulationCache> cache;
   std::string planner_key;  ///< names stage_planner in cache keys; default empty
+  /// With `train`: cost backward and optimizer from the autodiff training step of
+  /// ModelSource::build_loss (forward with loss, backward, AdamW; each layer's share by
+  /// differencing the steps of one and two repeating units) instead of 2x the forward compute
+  /// plus a closed-form all-reduce and optimizer pass. Ignored without build_loss. Default off
+  /// (the Megatron validation uses the closed forms).
+  bool autodiff = false;
+  /// Charge what heddle's executor does around the ops (cost_executor_io()): loading every input
+  /// and parameter tile from the feeds, and gathering every graph output onto every device at
+  /// the end (lowering's replicate_outputs, as `heddle run` lowers). Default off.
+  bool executor_io = false;
 };
 
 /// One pipeline stage (one representative device).
