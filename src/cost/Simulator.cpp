@@ -253,10 +253,17 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   };
   PartCost io;  // forward only; the training step's is in its optimizer part
   if (!train && options.executor_io) {
+    // The executor loads and gathers on the whole stage mesh (dp included), as `heddle run` does.
+    auto g2 = model.build(layered ? 2 * model.unit : 0, mb * dp);
+    HEDDLE_TRY(g2);
+    auto prop = stage_plan(*g2, *mesh, cluster, spec);
+    HEDDLE_TRY(prop);
     auto out = cost_executor_io(*g2, *mesh, *prop, cluster);
     HEDDLE_TRY(out);
     io = *out;
     if (layered && units > 2) {  // the two-unit graph's loads, plus the other units'
+      auto g1 = model.build(model.unit, mb * dp);
+      HEDDLE_TRY(g1);
       auto prop1 = stage_plan(*g1, *mesh, cluster, spec);
       HEDDLE_TRY(prop1);
       auto out1 = cost_executor_io(*g1, *mesh, *prop1, cluster);
