@@ -3,6 +3,7 @@
 // predicted step time, MFU and memory, the runners-up, and writes plan.json, trace.json and
 // graph.dot with --out.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -106,17 +107,23 @@ int run_plan(const PlanArgs& a) {
   o.train = a.train;
   o.pins = *spec;
   o.time_limit_s = a.time_limit;
-  o.progress = [last = -1](int64_t done, int64_t total) mutable {
-    int width = 30;
+  // A bar redrawn in place on a terminal; into a log or pipe, one line per quarter of the search.
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  o.progress = [last = -1, tty](int64_t done, int64_t total) mutable {
+    const int width = tty ? 30 : 4;
     int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
     if (filled == last && done != total) return;  // redraw only when the bar moves
     last = filled;
-    std::fprintf(stderr, "\rsearching [%s%s] %ld/%ld", std::string(filled, '#').c_str(),
-                 std::string(width - filled, '.').c_str(), static_cast<long>(done),
-                 static_cast<long>(total));
+    if (tty)
+      std::fprintf(stderr, "\rsearching [%s%s] %ld/%ld", std::string(filled, '#').c_str(),
+                   std::string(width - filled, '.').c_str(), static_cast<long>(done),
+                   static_cast<long>(total));
+    else
+      std::fprintf(stderr, "searching: %ld of %ld configurations\n", static_cast<long>(done),
+                   static_cast<long>(total));
   };
   auto found = search::search_configs(*src, *cluster, o);
-  std::fprintf(stderr, "\n");
+  if (tty) std::fprintf(stderr, "\n");
   if (!found.ok()) return user_error(found.error());
   const auto& best = found->best;
   if (!a.out_dir.empty()) {
