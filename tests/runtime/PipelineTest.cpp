@@ -194,6 +194,29 @@ TEST(Pipeline, EachDeviceHoldsOnlyItsShardOfItsStage) {
   EXPECT_LT(held, 0.6);
 }
 
+TEST(Pipeline, BoundaryValuesCrossAsTheReceiversTiles) {
+  // With dp=2 inside the stages a received activation is split over dp: each device of the
+  // receiving stage gets its half, and the two halves tile the value. (Those runs match the
+  // reference in TrainingStepsOfZooModelsMatchTheReference.)
+  PipelineOptions po;
+  po.micro_batches = 2;
+  po.train = true;
+  po.inner = *StrategySpec::parse("pp=2,dp=2");
+  auto P = build_pipeline(zoo_model("gpt-tiny", 2, true), po);
+  ASSERT_TRUE(P.ok()) << P.error().to_string();
+  ASSERT_FALSE(P->edges.empty());
+  for (size_t e = 0; e < P->edges.size(); ++e) {
+    const Graph& g = P->chunks[P->edges[e].to].forward.graph;
+    const TensorType& t = g.type(*g.find_value(P->edges[e].value));
+    for (bool grad : {false, true}) {
+      if (grad && !dtype_is_float(t.dtype())) continue;  // integers carry no gradient
+      Box a = P->receive_box(e, 0, grad), b = P->receive_box(e, 1, grad);
+      EXPECT_EQ(a.volume() + b.volume(), t.shape().product()) << P->edges[e].value;
+      EXPECT_TRUE(a.intersect(b).empty()) << a.to_string() << " " << b.to_string();
+    }
+  }
+}
+
 TEST(Pipeline, ForwardOnlyZooModelsMatchTheReference) {
   expect_pipeline_matches(zoo_model("gpt-tiny", 4, false), zoo_model("gpt-tiny", 2, false), "pp=2",
                           2, false);
