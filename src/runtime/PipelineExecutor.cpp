@@ -40,7 +40,14 @@ class PipelineRun {
     local_ = device % P.stage_devices;
     int64_t k = 0;
     for (const auto& [name, type] : P.param_types) param_index_[name] = k++;
-    share_tag_ = 16 + 2 * static_cast<int64_t>(P.edges.size());
+    share_tag_ = tag_of(P.edges.size());
+    for (size_t e = 0; e < P.edges.size(); ++e) {
+      edge_boxes_.push_back(P.receive_box(e, local_, false));
+      const PipelineEdge& edge = P.edges[e];
+      bool has_grad =
+          P.train && P.chunks[edge.from].backward.graph.find_value(kGradPrefix + edge.value);
+      edge_boxes_.push_back(has_grad ? P.receive_box(e, local_, true) : Box());
+    }
     report_tag_ = share_tag_ + 2 * k;
     for (int64_t s = 0; s < P.stages; ++s) {
       std::set<std::string> reads;
@@ -67,26 +74,32 @@ class PipelineRun {
 
  private:
   int64_t device_of(int64_t stage) const { return stage * P_.stage_devices + local_; }
-  // Calls f(tag, edge) for the edges into (out of) `chunk`, in edge order. An edge's activation
-  // travels with `tag`, its gradient with tag + 1.
+  // Calls f(e, edge) for the edges into (out of) `chunk`, in edge order.
   enum Direction { Into, OutOf };
   template <class F>
   void each_edge(Direction d, int64_t chunk, F f) const {
     for (size_t e = 0; e < P_.edges.size(); ++e) {
       const PipelineEdge& edge = P_.edges[e];
-      if ((d == Into ? edge.to : edge.from) == chunk) f(16 + 2 * static_cast<int64_t>(e), edge);
+      if ((d == Into ? edge.to : edge.from) == chunk) f(e, edge);
     }
   }
+  // Edge e's activation travels with this tag, its gradient with the next.
+  static int64_t tag_of(size_t e) { return 16 + 2 * static_cast<int64_t>(e); }
   void fail(const Status& s) {
     if (!s.ok() && error_.ok()) error_ = s;
   }
 
   void send(int64_t to, int64_t tag, const Tensor& t) { fail(links_.send(to, tag, t)); }
   Tensor recv(int64_t from, int64_t tag, const TensorType& type) {
-    Tensor t(type);
-    fail(links_.recv(from, tag, t));
-    return t;
+    return recv(from, tag, Tensor(type));
   }
+  Tensor recv(int64_t from, int64_t tag, Tensor into) {
+    fail(links_.recv(from, tag, into));
+    return into;
+  }
+  // The tile of edge e's value (`grad`: gradient) the counterpart device on the receiving stage
+  // needs; both sides compute the same box.
+  const Box& edge_box(size_t e, bool grad) const { return edge_boxes_[2 * e + (grad ? 1 : 0)]; }
 
   // Runs a block; on a failure the outputs are zeros of their types, so peers stay in step.
   TensorMap run_block(const StageBlock& b, const std::map<std::string, Tensor>& extra,
@@ -116,13 +129,15 @@ class PipelineRun {
     const PipelineChunk& ch = P_.chunks[st.chunk];
     const Graph& g = ch.forward.graph;
     auto& stash = stash_[{st.micro, st.chunk}];
-    each_edge(Into, st.chunk, [&](int64_t tag, const PipelineEdge& edge) {
+    each_edge(Into, st.chunk, [&](size_t e, const PipelineEdge& edge) {
       stash[edge.value] =
-          recv(device_of(P_.stage_of(edge.from)), tag, g.type(*g.find_value(edge.value)));
+          recv(device_of(P_.stage_of(edge.from)), tag_of(e),
+               Tensor::tile(g.type(*g.find_value(edge.value)).dtype(), edge_box(e, false)));
     });
     auto out = run_block(ch.forward, stash, st.micro);
-    each_edge(OutOf, st.chunk, [&](int64_t tag, const PipelineEdge& edge) {
-      send(device_of(P_.stage_of(edge.to)), tag, out.at(*g.find_value(edge.value)));
+    each_edge(OutOf, st.chunk, [&](size_t e, const PipelineEdge& edge) {
+      send(device_of(P_.stage_of(edge.to)), tag_of(e),
+           out.at(*g.find_value(edge.value)).crop(edge_box(e, false)));
     });
     for (const auto& o : ch.outputs) outputs_[{st.micro, o}] = out.at(*g.find_value(o));
     if (!P_.train) stash_.erase({st.micro, st.chunk});
@@ -133,10 +148,11 @@ class PipelineRun {
     const Graph& g = ch.backward.graph;
     auto& extra = stash_[{st.micro, st.chunk}];
     // The gradient of every value sent, summed over its readers in edge order.
-    each_edge(OutOf, st.chunk, [&](int64_t tag, const PipelineEdge& edge) {
+    each_edge(OutOf, st.chunk, [&](size_t e, const PipelineEdge& edge) {
       auto id = g.find_value(kGradPrefix + edge.value);
       if (!id) return;  // integer values carry no gradient
-      Tensor t = recv(device_of(P_.stage_of(edge.to)), tag + 1, g.type(*id));
+      Tensor t = recv(device_of(P_.stage_of(edge.to)), tag_of(e) + 1,
+                      Tensor::tile(g.type(*id).dtype(), edge_box(e, true)));
       auto [it, fresh] = extra.emplace(kGradPrefix + edge.value, t);
       if (!fresh) kernels::combine(Monoid::kSum, it->second, t);
     });
@@ -149,13 +165,14 @@ class PipelineRun {
       auto [acc, fresh] = acc_.emplace(p, *it->second);
       if (!fresh) kernels::combine(Monoid::kSum, acc->second, *it->second);
     }
-    each_edge(Into, st.chunk, [&](int64_t tag, const PipelineEdge& edge) {
+    each_edge(Into, st.chunk, [&](size_t e, const PipelineEdge& edge) {
       const Graph& fg = P_.chunks[edge.from].backward.graph;
       auto id = fg.find_value(kGradPrefix + edge.value);
       if (!id) return;
       auto it = grads.find(edge.value);
-      send(device_of(P_.stage_of(edge.from)), tag + 1,
-           it != grads.end() ? *it->second : Tensor(fg.type(*id)));
+      const Box& box = edge_box(e, true);
+      send(device_of(P_.stage_of(edge.from)), tag_of(e) + 1,
+           it != grads.end() ? it->second->crop(box) : Tensor::tile(fg.type(*id).dtype(), box));
     });
     stash_.erase({st.micro, st.chunk});
   }
@@ -266,6 +283,7 @@ class PipelineRun {
   const ExecOptions& o_;
   int64_t share_tag_ = 0, report_tag_ = 0;
   std::map<std::string, int64_t> param_index_;
+  std::vector<Box> edge_boxes_;  // per edge: activation, gradient
   std::vector<std::set<std::string>> reads_;
   std::map<std::string, int64_t> owner_;
   std::map<std::string, Tensor> params_, acc_;
@@ -348,6 +366,13 @@ Result<PipelineResult> run_pipeline_device(const PipelineProgram& program, int64
 Result<PipelineResult> run_pipeline_threaded(const PipelineProgram& program,
                                              const PipelineFeeds& feeds,
                                              const ExecOptions& options) {
+  return run_pipeline_threaded(
+      program, [&](int64_t) -> const PipelineFeeds& { return feeds; }, options);
+}
+
+Result<PipelineResult> run_pipeline_threaded(
+    const PipelineProgram& program, const std::function<const PipelineFeeds&(int64_t)>& feeds_of,
+    const ExecOptions& options) {
   const int64_t k = program.stage_devices, n = program.stages * k;
   SingleThreadedBlas blas(n);
   std::vector<std::unique_ptr<ThreadedWorld>> worlds;
@@ -357,7 +382,7 @@ Result<PipelineResult> run_pipeline_threaded(const PipelineProgram& program,
   auto body = [&](int64_t d) {
     Mailbox::End end(box, d);
     results[d] =
-        run_pipeline_device(program, d, worlds[d / k]->endpoint(d % k), end, feeds, options);
+        run_pipeline_device(program, d, worlds[d / k]->endpoint(d % k), end, feeds_of(d), options);
   };
   std::vector<std::thread> threads;
   for (int64_t d = 1; d < n; ++d) threads.emplace_back(body, d);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "heddle/ops/Ops.h"
@@ -66,6 +67,8 @@ Result<Propagation> plan_block(const Graph& g, const Mesh& mesh, const StrategyS
     HEDDLE_TRY(p);
     pins = std::move(*p);
   }
+  for (ValueId v : g.params())
+    if (activations.count(g.value(v).name)) pins.activation_params.insert(v);
   int64_t dp = mesh.find("dp");
   if (dp >= 0 && mesh.size(dp) > 1 && batch > 0)
     for (ValueId v : g.params()) {
@@ -78,10 +81,35 @@ Result<Propagation> plan_block(const Graph& g, const Mesh& mesh, const StrategyS
   return propagate(g, mesh, pins);
 }
 
+// Lowers a chunk's block; `param_shardings` gains the pinned placement of every parameter it
+// does not hold yet (so the first block reading a parameter decides).
 Result<StageBlock> lower_block(Graph g, const Mesh& mesh, const StrategySpec& inner,
-                               const std::set<std::string>& activations, int64_t batch) {
+                               const std::set<std::string>& activations, int64_t batch,
+                               std::map<std::string, TensorSharding>& param_shardings) {
   auto plan = plan_block(g, mesh, inner, activations, batch);
   if (!plan.ok()) return Diagnostic("pipeline chunk " + g.name() + ": " + plan.error().message);
+  // Where each parameter starts, as lowering loads it: its pin, else its first reader's wish.
+  for (OpId i = 0; i < g.num_ops(); ++i) {
+    const Op& op = g.op(i);
+    std::optional<StrategyPlacements> pl;
+    for (size_t k = 0; k < op.inputs.size(); ++k) {
+      const Value& val = g.value(op.inputs[k].value);
+      if (val.role != ValueRole::kParam || activations.count(val.name) ||
+          param_shardings.count(val.name))
+        continue;
+      if (auto pin = plan->plan.pinned.find(op.inputs[k].value); pin != plan->plan.pinned.end()) {
+        param_shardings.emplace(val.name, pin->second);
+        continue;
+      }
+      if (!pl) {
+        auto derived = derive_placements(g, i, mesh, plan->plan.ops[static_cast<size_t>(i)]);
+        if (!derived.ok())
+          return Diagnostic("pipeline chunk " + g.name() + ": " + derived.error().message);
+        pl = std::move(*derived);
+      }
+      param_shardings.emplace(val.name, pl->inputs[k].sharding);
+    }
+  }
   auto programs = lower(g, plan->plan);
   if (!programs.ok())
     return Diagnostic("pipeline chunk " + g.name() + ": " + programs.error().message);
@@ -89,10 +117,14 @@ Result<StageBlock> lower_block(Graph g, const Mesh& mesh, const StrategySpec& in
 }
 
 // The optimizer step of `owned` parameters as a training step of the surrogate loss
-// sum(p * pipe_grad.p), whose gradient with respect to p is exactly pipe_grad.p.
+// sum(p * pipe_grad.p), whose gradient with respect to p is exactly pipe_grad.p. A parameter
+// its chunks split (per `shardings`) is updated, with its gradient and state, in that placement,
+// so a device holds only its tiles; one they replicate is left to propagation, which splits the
+// update (and so the optimizer state) over the stage's devices where that is cheaper.
 Result<std::pair<StageBlock, std::vector<ParamUpdate>>> optimizer_block(
     const std::vector<std::string>& owned, const std::map<std::string, TensorType>& types,
-    const Mesh& mesh, const TrainStepOptions& options, int64_t stage) {
+    const std::map<std::string, TensorSharding>& shardings, const Mesh& mesh,
+    const TrainStepOptions& options, int64_t stage) {
   Graph g("optimizer" + std::to_string(stage));
   Ops o(g);
   ValueId total = kNoValue;
@@ -108,7 +140,16 @@ Result<std::pair<StageBlock, std::vector<ParamUpdate>>> optimizer_block(
   if (!o.ok()) return o.status().error();
   auto step = build_train_step(g, options);
   HEDDLE_TRY(step);
-  auto plan = propagate(step->graph, mesh, Pins{});
+  Pins pins;
+  for (const auto& u : step->updates) {
+    const std::string& p = step->graph.value(u.param).name;
+    auto it = shardings.find(p);
+    if (it == shardings.end() || it->second == TensorSharding::replicated(mesh.rank())) continue;
+    pins.values[u.param] = it->second;
+    pins.values[id_of(step->graph, kGradPrefix + p)] = it->second;
+    for (const auto& st : u.state) pins.values[st.first] = it->second;
+  }
+  auto plan = propagate(step->graph, mesh, pins);
   HEDDLE_TRY(plan);
   auto programs = lower(step->graph, plan->plan);
   HEDDLE_TRY(programs);
@@ -179,6 +220,52 @@ ProgramStats PipelineProgram::stats() const {
   return total;
 }
 
+std::map<std::string, Box> PipelineProgram::device_loads(int64_t device) const {
+  const int64_t s = device / stage_devices, local = device % stage_devices;
+  std::vector<std::string> held = stage_params(s);
+  std::map<std::string, Box> boxes;
+  auto add = [&](const StageBlock& b) {
+    if (b.programs.empty()) return;
+    for (const auto& [v, box] : load_hulls(b.programs[static_cast<size_t>(local)])) {
+      const std::string& n = b.graph.value(v).name;
+      if (!input_types.count(n) && !std::binary_search(held.begin(), held.end(), n)) continue;
+      auto [it, fresh] = boxes.emplace(n, box);
+      if (!fresh) it->second = box_hull(it->second, box);
+    }
+  };
+  for (const auto& c : chunks)
+    if (c.stage == s) {
+      add(c.forward);
+      add(c.backward);
+    }
+  if (train) add(optimizer[static_cast<size_t>(s)]);
+  return boxes;
+}
+
+Box PipelineProgram::receive_box(size_t edge, int64_t local, bool grad) const {
+  const PipelineEdge& e = edges[edge];
+  const std::string name = grad ? kGradPrefix + e.value : e.value;
+  Box box;
+  bool any = false;
+  auto add = [&](const StageBlock& b) {
+    if (b.programs.empty()) return;
+    auto v = b.graph.find_value(name);
+    if (!v) return;
+    auto hulls = load_hulls(b.programs[static_cast<size_t>(local)]);
+    if (auto it = hulls.find(*v); it != hulls.end()) {
+      box = any ? box_hull(box, it->second) : it->second;
+      any = true;
+    }
+  };
+  const PipelineChunk& reader = chunks[static_cast<size_t>(grad ? e.from : e.to)];
+  if (!grad) add(reader.forward);
+  add(reader.backward);
+  if (any) return box;
+  // Nothing loads it (a block that never reads it): the whole value keeps both sides simple.
+  const StageBlock& b = grad ? reader.backward : reader.forward;
+  return Box::of_shape(b.graph.type(id_of(b.graph, name)).shape());
+}
+
 Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions& options) {
   HEDDLE_ASSERT(options.stages >= 1 && options.micro_batches >= 1);
   PipelineProgram P;
@@ -242,6 +329,7 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
                             ? 0
                             : model.type(model.inputs()[0]).shape()[0];
 
+  std::map<std::string, TensorSharding> shardings;  // parameter -> placement where first read
   for (int64_t c = 0; c < C; ++c) {
     PipelineChunk ch;
     ch.stage = c % P.stages;
@@ -262,7 +350,7 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
     for (const auto& o : ch.outputs)
       if (std::find(sent.begin(), sent.end(), o) == sent.end()) fwd.add_output(id_of(fwd, o));
     std::set<std::string> activations = received[c];
-    auto f = lower_block(std::move(fwd), P.stage_mesh, inner, activations, batch);
+    auto f = lower_block(std::move(fwd), P.stage_mesh, inner, activations, batch, shardings);
     HEDDLE_TRY(f);
     ch.forward = std::move(*f);
 
@@ -297,7 +385,7 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
         gg.add_output(grad);
         ch.grads.push_back({pn, grad});
       }
-      auto b = lower_block(std::move(gg), P.stage_mesh, inner, activations, batch);
+      auto b = lower_block(std::move(gg), P.stage_mesh, inner, activations, batch, shardings);
       HEDDLE_TRY(b);
       ch.backward = std::move(*b);
     }
@@ -318,7 +406,8 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
     }
     for (int64_t s = 0; s < P.stages; ++s) {
       if (P.owned[s].empty()) continue;
-      auto ob = optimizer_block(P.owned[s], P.param_types, P.stage_mesh, options.optimizer, s);
+      auto ob =
+          optimizer_block(P.owned[s], P.param_types, shardings, P.stage_mesh, options.optimizer, s);
       HEDDLE_TRY(ob);
       P.optimizer[s] = std::move(ob->first);
       P.updates[s] = std::move(ob->second);

@@ -1,9 +1,34 @@
 #include "heddle/runtime/Program.h"
 
+#include <algorithm>
+
 #include "heddle/ir/TextPrinter.h"
+#include "heddle/support/Assert.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle {
+
+Box box_hull(const Box& a, const Box& b) {
+  HEDDLE_ASSERT(a.rank() == b.rank()) << a.to_string() << " and " << b.to_string();
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  std::vector<int64_t> s(static_cast<size_t>(a.rank())), e(static_cast<size_t>(a.rank()));
+  for (int64_t d = 0; d < a.rank(); ++d) {
+    s[d] = std::min(a.start()[d], b.start()[d]);
+    e[d] = std::max(a.end()[d], b.end()[d]);
+  }
+  return Box(IVec(std::move(s)), IVec(std::move(e)));
+}
+
+std::map<ValueId, Box> load_hulls(const DeviceProgram& p) {
+  std::map<ValueId, Box> hull;
+  for (const Instr& in : p.instrs) {
+    if (in.kind != Instr::Kind::kLoad) continue;
+    auto [it, fresh] = hull.emplace(in.value, in.box);
+    if (!fresh) it->second = box_hull(it->second, in.box);
+  }
+  return hull;
+}
 
 std::string DeviceProgram::to_string(const Graph& g, const Mesh& mesh) const {
   auto name = [&](ValueId v) { return value_ref(g.value(v).name); };

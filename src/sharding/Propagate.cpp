@@ -66,7 +66,7 @@ bool strategy_allowed(const Graph& g, OpId id, const Mesh& mesh, const Pins& pin
   return true;
 }
 
-DimLabels label_dims(const Graph& g) {
+DimLabels label_dims(const Graph& g, const std::set<ValueId>& as_inputs) {
   DimLabels l;
   for (const Value& v : g.values()) {
     l.batch.emplace_back(static_cast<size_t>(v.type.rank()), false);
@@ -74,8 +74,10 @@ DimLabels label_dims(const Graph& g) {
     l.expert.emplace_back(static_cast<size_t>(v.type.rank()), false);
   }
   for (ValueId v : g.params())
-    if (g.type(v).rank() >= 3) l.expert[v][0] = true;
-  for (ValueId v : g.inputs()) {
+    if (g.type(v).rank() >= 3 && !as_inputs.count(v)) l.expert[v][0] = true;
+  std::vector<ValueId> inputs = g.inputs();
+  inputs.insert(inputs.end(), as_inputs.begin(), as_inputs.end());
+  for (ValueId v : inputs) {
     if (g.type(v).rank() >= 1) l.batch[v][0] = true;
     if (g.type(v).rank() >= 2) l.sequence[v][1] = true;
   }
@@ -106,7 +108,7 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
     if (s.rank() != mesh.rank() || v < 0 || v >= g.num_values())
       return Diagnostic("pinned placement " + s.to_string() + " does not fit mesh " +
                         mesh.to_string());
-  DimLabels labels = label_dims(g);
+  DimLabels labels = label_dims(g, pins.activation_params);
   Propagation out;
   out.plan = ShardingPlan::replicated(g, mesh);
   out.plan.pinned = pins.values;

@@ -76,20 +76,8 @@ class FaultInjector : public Communicator {
 // smallest box covering its loads, generated element-identical to the whole-tensor helpers
 // (parameters from `seed`, inputs from seed + 1, as the threads backend does).
 TensorMap shard_feeds(const Graph& g, const DeviceProgram& p, uint64_t seed, int64_t int_hi) {
-  std::map<ValueId, Box> hull;
-  for (const Instr& in : p.instrs) {
-    if (in.kind != Instr::Kind::kLoad) continue;
-    auto [it, fresh] = hull.emplace(in.value, in.box);
-    if (fresh || in.box.empty()) continue;
-    std::vector<int64_t> s(in.box.rank()), e(in.box.rank());
-    for (int64_t d = 0; d < in.box.rank(); ++d) {
-      s[d] = std::min(it->second.start()[d], in.box.start()[d]);
-      e[d] = std::max(it->second.end()[d], in.box.end()[d]);
-    }
-    it->second = Box(IVec(std::move(s)), IVec(std::move(e)));
-  }
   TensorMap feeds;
-  for (const auto& [v, box] : hull) {
+  for (const auto& [v, box] : load_hulls(p)) {
     const Value& val = g.value(v);
     feeds.emplace(v, val.role == ValueRole::kParam
                          ? init_param_tile(val.name, g.type(v), seed, box)
@@ -185,10 +173,8 @@ Communicator& maybe_injected(MpiCommunicator& mpi, std::optional<FaultInjector>&
   return *injector;
 }
 
-// The most bytes of parameters and inputs any rank generated (collective over all ranks).
-int64_t largest_feed_bytes(MpiCommunicator& mpi, const TensorMap& feeds) {
-  int64_t bytes = 0;
-  for (const auto& [v, t] : feeds) bytes += storage_bytes(t.dtype(), t.numel());
+// The most of `bytes` (of parameters and inputs generated) over all ranks (collective).
+int64_t largest_feed_bytes(MpiCommunicator& mpi, int64_t bytes) {
   auto largest = mpi.max_over_ranks(bytes);
   if (!largest.ok()) die(mpi, largest.error().message);
   return *largest;
@@ -219,7 +205,9 @@ int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>
   const DeviceProgram& own = programs.size() == 1 ? programs[0] : programs[r];
   HEDDLE_ASSERT(own.device == r) << "rank " << r << " holds the program of device " << own.device;
   TensorMap feeds = shard_feeds(g, own, o.seed, int_hi);
-  const int64_t rank_feed_bytes_max = largest_feed_bytes(mpi, feeds);
+  int64_t bytes = 0;
+  for (const auto& [v, t] : feeds) bytes += storage_bytes(t.dtype(), t.numel());
+  const int64_t rank_feed_bytes_max = largest_feed_bytes(mpi, bytes);
 
   // Only rank 0 checks, and only it builds the whole model for that.
   std::optional<ReferenceCheck> reference;
@@ -291,21 +279,21 @@ int run_pipeline_rank(const RunOptions& o, const Graph& g, const std::vector<Par
   OffsetCommunicator stage_comm(maybe_injected(mpi, injector),
                                 r / P.stage_devices * P.stage_devices, P.stage_devices);
   const int64_t int_hi = integer_range(g);
-  // This rank's stage's parameters (whole: stages replicate what they hold) and the inputs.
-  TensorMap feeds;
-  std::vector<std::string> mine = P.stage_params(r / P.stage_devices);
-  for (ValueId p : g.params())
-    if (std::binary_search(mine.begin(), mine.end(), g.value(p).name))
-      feeds.emplace(p, init_param(g.value(p).name, g.type(p), o.seed));
-  std::vector<Tensor> inputs = random_inputs(g, o.seed + 1, int_hi);
-  for (size_t i = 0; i < inputs.size(); ++i) feeds.emplace(g.inputs()[i], inputs[i]);
-  const int64_t rank_feed_bytes_max = largest_feed_bytes(mpi, feeds);
-
+  // Only this rank's tiles of its stage's parameters and state and of the micro-batches its
+  // stage reads.
+  PipelineFeeds feeds = device_pipeline_feeds(pipe, g, r, o.seed, int_hi);
+  int64_t bytes = 0;
+  for (const auto& [n, t] : feeds.params) bytes += storage_bytes(t.dtype(), t.numel());
+  for (const auto& micro : feeds.inputs)
+    for (const auto& [n, t] : micro) bytes += storage_bytes(t.dtype(), t.numel());
+  const int64_t rank_feed_bytes_max = largest_feed_bytes(mpi, bytes);
+  std::vector<Tensor> inputs;  // whole, for rank 0's reference check only
   std::optional<ReferenceCheck> reference;
   TensorMap ref_params;
   if (r == 0 && o.check) {
     reference.emplace(g, o, updates);
     ref_params = whole_params(g, o.seed);
+    inputs = random_inputs(g, o.seed + 1, int_hi);
   }
   if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(mpi, ready.error().message);
   double wall = 0;
@@ -316,17 +304,17 @@ int run_pipeline_rank(const RunOptions& o, const Graph& g, const std::vector<Par
     auto t0 = std::chrono::steady_clock::now();
     Result<PipelineResult> res = Diagnostic("not run");
     try {
-      res = run_pipeline_device(P, r, stage_comm, mpi, to_pipeline_feeds(pipe, g, feeds),
-                                {.optimizer_step = o.train ? step : 0});
+      res =
+          run_pipeline_device(P, r, stage_comm, mpi, feeds, {.optimizer_step = o.train ? step : 0});
       if (auto st = mpi.flush_sends(); !st.ok()) die(mpi, st.error().message);
     } catch (const std::exception& e) {
       die(mpi, e.what());
     }
     if (step_failed(mpi, res.ok() ? Status{} : Status(res.error()))) return 1;
     wall += seconds_since(t0);
-    for (ValueId p : g.params())  // the next step starts from the updated values
-      if (auto it = res->updated.find(g.value(p).name); it != res->updated.end() && feeds.count(p))
-        feeds.insert_or_assign(p, it->second);
+    for (auto& [name, t] : feeds.params)  // the next step starts from this rank's updated tiles
+      if (auto it = res->updated.find(name); it != res->updated.end())
+        t = it->second.crop(t.region());
     if (r != 0) continue;
     auto got = from_pipeline_result(pipe, g, updates, *res);
     if (!got.ok()) return user_error(got.error());

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "Command.h"
+#include "heddle/ops/TileInit.h"
+#include "heddle/support/Assert.h"
 
 namespace heddle::cli {
 
@@ -110,6 +114,35 @@ PipelineFeeds to_pipeline_feeds(const PipelinePlan& plan, const Graph& g, const 
     for (int64_t k = 0; k < m; ++k)
       f.inputs[k].emplace(g.value(x).name,
                           m == 1 ? feeds.at(x) : micro_batch_of(feeds.at(x), m, k));
+  return f;
+}
+
+PipelineFeeds device_pipeline_feeds(const PipelinePlan& plan, const Graph& g, int64_t device,
+                                    uint64_t seed, int64_t int_hi) {
+  const PipelineProgram& P = plan.program;
+  PipelineFeeds f;
+  f.inputs.resize(static_cast<size_t>(P.micro_batches));
+  for (const auto& [name, box] : P.device_loads(device)) {
+    auto v = g.find_value(name);
+    HEDDLE_ASSERT(v.has_value()) << "no value '" << name << "' in " << g.name();
+    const TensorType& type = g.type(*v);
+    if (g.value(*v).role == ValueRole::kParam) {
+      f.params.emplace(name, init_param_tile(name, type, seed, box));
+      continue;
+    }
+    // Micro-batch k holds rows [k * rows, (k + 1) * rows) of the whole batch.
+    for (int64_t k = 0; k < P.micro_batches; ++k) {
+      std::vector<int64_t> shift(static_cast<size_t>(box.rank()), 0);
+      if (k > 0) shift[0] = k * P.input_types.at(name).shape()[0];
+      Tensor whole = random_input_tile(name, type, seed + 1, int_hi, box.translate(IVec(shift)));
+      Tensor t(whole.dtype(), box.shape(), box.start());  // the same elements, micro coordinates
+      if (t.is_int())
+        std::copy(whole.i64(), whole.i64() + whole.numel(), t.i64());
+      else
+        std::copy(whole.f32(), whole.f32() + whole.numel(), t.f32());
+      f.inputs[static_cast<size_t>(k)].emplace(name, std::move(t));
+    }
+  }
   return f;
 }
 

@@ -43,6 +43,14 @@ Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunOptions& o, const
 /// into micro-batches.
 PipelineFeeds to_pipeline_feeds(const PipelinePlan& plan, const Graph& g, const TensorMap& feeds);
 
+/// Global device `device`'s tiles of the pipeline feeds of a step of `g` (the training step or
+/// the model, at the whole batch), exactly what PipelineProgram::device_loads(device) names:
+/// parameters and state from init_param_tile(seed), micro-batch tiles of the inputs cut from
+/// random_input_tile(seed + 1, int_hi) of the whole batch, so they equal the whole tensors'
+/// elements.
+PipelineFeeds device_pipeline_feeds(const PipelinePlan& plan, const Graph& g, int64_t device,
+                                    uint64_t seed, int64_t int_hi);
+
 /// The outputs of `g` from device 0's pipeline result: the model outputs (micro-batches
 /// concatenated; the loss averaged over them), updated parameters and state, and gradients when
 /// `g` outputs them.

@@ -3,6 +3,7 @@
 // over micro-batches, then each stage updates the parameters it owns. Threads or MPI ranks.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,12 +14,13 @@
 
 namespace heddle {
 
-/// What every device of a pipeline run starts from, by name.
+/// What a device of a pipeline run starts from, by name: whole tensors, or tiles (tensors with
+/// a region) covering at least what PipelineProgram::device_loads() names for the device.
 struct PipelineFeeds {
-  /// Model parameters and optimizer state (`m.<p>`, `v.<p>`, `vel.<p>`), whole. A device reads
-  /// those of its stage.
+  /// Model parameters and optimizer state (`m.<p>`, `v.<p>`, `vel.<p>`). A device reads those
+  /// of its stage.
   std::map<std::string, Tensor> params;
-  /// Per micro-batch, the model inputs (whole, at micro-batch size).
+  /// Per micro-batch, the model inputs (at micro-batch size).
   std::vector<std::map<std::string, Tensor>> inputs;
 };
 
@@ -29,8 +31,9 @@ struct PipelineResult {
   /// Device 0, training: every parameter's gradient summed over micro-batches (the gradient of
   /// the mean loss over the whole batch).
   std::map<std::string, Tensor> grads;
-  /// Training: updated parameters and optimizer state; device 0 all of them, every other device
-  /// those its stage reads or updates.
+  /// Training: updated parameters and optimizer state, whole (a parameter the loss does not
+  /// reach stays as fed); device 0 all of them, every other device those its stage reads or
+  /// updates.
   std::map<std::string, Tensor> updated;
 };
 
@@ -56,6 +59,13 @@ Result<PipelineResult> run_pipeline_device(const PipelineProgram& program, int64
 Result<PipelineResult> run_pipeline_threaded(const PipelineProgram& program,
                                              const PipelineFeeds& feeds,
                                              const ExecOptions& options = {});
+
+/// The same with each device's own feeds: `feeds_of(d)` for global device d, which may hold
+/// only the tiles PipelineProgram::device_loads(d) names (tensors with those regions).
+/// Precondition: the references stay valid until the run returns.
+Result<PipelineResult> run_pipeline_threaded(
+    const PipelineProgram& program, const std::function<const PipelineFeeds&(int64_t)>& feeds_of,
+    const ExecOptions& options = {});
 
 /// Wraps a communicator whose device ids are global so that programs addressing the devices of
 /// one stage (ids 0..n-1) reach global ids offset..offset+n-1.

@@ -89,6 +89,16 @@ struct PipelineProgram {
   int64_t stage_of(int64_t c) const { return chunks[static_cast<size_t>(c)].stage; }
   /// Statistics of every lowered program (all blocks, all devices).
   ProgramStats stats() const;
+  /// What global device `device` must hold of the model: per parameter and optimizer state of
+  /// its stage and per model input (at micro-batch size) its blocks read, the smallest box
+  /// covering every tile its programs (all blocks of its stage) load, by name. Precondition:
+  /// 0 <= device < stages * stage_devices.
+  std::map<std::string, Box> device_loads(int64_t device) const;
+  /// The box of edge `edge`'s value (`grad`: of its gradient) that device `local` of the
+  /// receiving stage needs: what its programs of the receiving chunk load of it (activations: the
+  /// `to` chunk's forward and backward blocks; gradients: the `from` chunk's backward block).
+  /// Precondition: edge indexes `edges`; a gradient only for float values.
+  Box receive_box(size_t edge, int64_t local, bool grad) const;
 };
 
 /// Builds the pipeline of `model` (a verified graph at micro-batch size; for training its single

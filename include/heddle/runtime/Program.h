@@ -3,6 +3,7 @@
 // chains fused into one instruction), frees. Printed as text, one instruction per line.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -47,5 +48,12 @@ struct DeviceProgram {
   /// The text form, one instruction per line, names from `g`.
   std::string to_string(const Graph& g, const Mesh& mesh) const;
 };
+
+/// The smallest box covering every tile `p` loads of each graph input and parameter it loads
+/// (values it never loads are absent): what a device must hold of them.
+std::map<ValueId, Box> load_hulls(const DeviceProgram& p);
+
+/// The smallest box containing both `a` and `b`. Precondition: same rank.
+Box box_hull(const Box& a, const Box& b);
 
 }  // namespace heddle

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct Pins {
   std::map<ValueId, TensorSharding> values;  ///< starting placements of inputs and parameters
   std::map<OpId, OpStrategy> ops;            ///< fixed op strategies
   std::vector<AxisRole> axis_roles;          ///< per mesh axis; empty: every axis kAny
+  /// Parameters standing for activations (a pipeline stage's received values and their
+  /// gradients): their dims are labelled as a graph input's are. Default none.
+  std::set<ValueId> activation_params;
 };
 
 /// Options of propagate(). The defaults describe a nominal device (100 GFLOP/s, 10 GB/s links)
@@ -62,8 +66,9 @@ struct DimLabels {
   std::vector<std::vector<bool>> batch, sequence, expert;  ///< [value][dim]
 };
 
-/// Labels batch and sequence dims of every value of `g`.
-DimLabels label_dims(const Graph& g);
+/// Labels batch and sequence dims of every value of `g`; the parameters in `as_inputs` are
+/// labelled as graph inputs (and never as stacked experts).
+DimLabels label_dims(const Graph& g, const std::set<ValueId>& as_inputs = {});
 
 /// Whether strategy `s` of op `id` splits only index dims the pinned axis roles allow.
 bool strategy_allowed(const Graph& g, OpId id, const Mesh& mesh, const Pins& pins,
