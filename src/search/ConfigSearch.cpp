@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
 
 #include "heddle/support/Strings.h"
 
@@ -78,16 +81,24 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
                       " layers, dp dividing the batch " + std::to_string(model.batch) + ")");
   ConfigSearch out;
   out.candidates = static_cast<int64_t>(layouts.size() * ladder.size());
-  std::optional<ConfigResult> smallest;  // least memory among the infeasible, for the message
+  std::optional<ConfigResult> smallest;    // least memory among the infeasible, for the message
+  std::optional<std::string> first_error;  // why the first failed simulation failed
   std::vector<ConfigResult> feasible;
-  for (size_t i = 0; i < layouts.size(); ++i) {
+  // The time limit is checked before every simulation, and a simulation that would end past it
+  // (judged by the slowest one so far) is not started: a single simulation of a large model on
+  // thousands of devices takes most of a second, so checking per layout overran by many seconds.
+  double slowest = 0;
+  auto out_of_time = [&] {
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (elapsed > o.time_limit_s) {
-      out.complete = false;
-      break;
-    }
+    return elapsed > o.time_limit_s || (out.evaluated > 0 && elapsed + slowest > o.time_limit_s);
+  };
+  for (size_t i = 0; i < layouts.size() && out.complete; ++i) {
     const Layout& l = layouts[i];
     for (const Rung& r : ladder) {
+      if (out_of_time()) {
+        out.complete = false;
+        break;
+      }
       StrategySpec spec;
       spec.dp = l.dp;
       spec.tp = l.tp;
@@ -99,10 +110,17 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
       if (l.pp > 1) spec.schedule = l.schedule;
       cost::SimulateOptions so;
       so.train = o.train;
+      auto t_sim = std::chrono::steady_clock::now();
       auto sim = cost::simulate(model, cluster, spec, so);
+      slowest = std::max(
+          slowest, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_sim).count());
       ++out.evaluated;
       if (o.progress) o.progress(out.evaluated, out.candidates);
-      if (!sim.ok()) continue;
+      if (!sim.ok()) {
+        if (!first_error)
+          first_error = sim.error().message + " (strategy " + spec.to_string() + ")";
+        continue;
+      }
       ConfigResult c{spec, std::move(*sim)};
       if (c.sim.feasible) {
         feasible.push_back(std::move(c));
@@ -113,8 +131,22 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
   }
   out.search_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (feasible.empty()) {
+    if (!smallest && out.evaluated == 0) {
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%g", o.time_limit_s);
+      return Diagnostic("the time limit of " + std::string(limit) +
+                        " s ran out before the first of " + std::to_string(out.candidates) +
+                        " configurations was simulated; raise --time-limit");
+    }
     if (!smallest)
-      return Diagnostic("no configuration could be simulated for this model on " + cluster.name);
+      return Diagnostic("no configuration could be simulated for this model on " + cluster.name +
+                        (first_error ? ": " + *first_error : std::string()));
+    if (!out.complete)
+      return Diagnostic("the time limit ran out after " + std::to_string(out.evaluated) + " of " +
+                        std::to_string(out.candidates) +
+                        " configurations, none of which fits; the smallest so far needs " +
+                        human_bytes(smallest->sim.peak_memory_bytes) + " per device of " +
+                        human_bytes(smallest->sim.memory_limit_bytes) + "; raise --time-limit");
     return Diagnostic("no plan fits in " + human_bytes(smallest->sim.memory_limit_bytes) +
                       " per device; the smallest found needs " +
                       human_bytes(smallest->sim.peak_memory_bytes) + " (strategy " +
