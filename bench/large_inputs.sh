@@ -3,6 +3,7 @@
 # graph of OPS ops through show (parse + verify + summary), a 4096-device cluster through plan and
 # simulate, and the search's --time-limit against the wall time it actually took.
 # Usage: bench/large_inputs.sh [OPS]   (default 1000000; HEDDLE=path/to/heddle)
+# Prints wall time, CPU time (user + sys) and peak RSS per command.
 set -euo pipefail
 ops=${1:-1000000}
 heddle=${HEDDLE:-build/tools/heddle/heddle}
@@ -20,12 +21,13 @@ awk -v n="$ops" 'BEGIN {
 measure() {  # label, then the heddle arguments
   local label=$1
   shift
-  /usr/bin/time -f "%e %M" -o "$tmp/time" "$heddle" "$@" >"$tmp/out" 2>"$tmp/err" || {
+  /usr/bin/time -f "%e %U %S %M" -o "$tmp/time" "$heddle" "$@" >"$tmp/out" 2>"$tmp/err" || {
     echo "$label: exit $? $(tail -1 "$tmp/err")"
     return
   }
-  read -r wall rss <"$tmp/time"
-  printf "%-58s %8.2f s %9.1f MiB\n" "$label" "$wall" "$(awk "BEGIN{print $rss/1024}")"
+  read -r wall user sys rss <"$tmp/time"
+  printf "%-62s %8.2f s wall %8.2f s CPU %9.1f MiB\n" "$label" "$wall" \
+    "$(awk "BEGIN{print $user + $sys}")" "$(awk "BEGIN{print $rss/1024}")"
 }
 
 echo "input: $(du -h "$tmp/chain.hd" | cut -f1) of text IR, $ops ops"
@@ -33,7 +35,7 @@ measure "show ($ops-op text IR)" show "$tmp/chain.hd"
 measure "show --json ($ops-op text IR)" show --json "$tmp/chain.hd"
 measure "show --text (round trip, $ops ops)" show "$tmp/chain.hd" --text "$tmp/again.hd"
 measure "plan gpt3-175b --train on a100x4096 (time limit 30 s)" plan gpt3-175b --cluster a100x4096 --train --batch 4096 --time-limit 30
-measure "simulate gpt3-175b --train on a100x4096 dp=64,tp=8,pp=8" simulate gpt3-175b --cluster a100x4096 --train --batch 4096 --strategy dp=64,tp=8,pp=8,mb=1
-for limit in 0.5 1 2 5; do
+measure "simulate gpt3-175b --train on a100x4096 dp=512,tp=8,zero=3" simulate gpt3-175b --cluster a100x4096 --train --batch 4096 --strategy dp=512,tp=8,zero=3,recompute=full,mb=1
+for limit in 1 2 5; do
   measure "plan gpt3-175b --train on a100x4096 --time-limit $limit" plan gpt3-175b --cluster a100x4096 --train --batch 4096 --time-limit "$limit"
 done

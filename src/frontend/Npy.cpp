@@ -105,18 +105,16 @@ Result<Tensor> parse_npy(const std::string& bytes, const std::string& path) {
   for (int64_t d : dims) {
     if (d == 0) {
       zero = true;
-    } else if (nonzero > (size_t{1} << 62) / static_cast<size_t>(d)) {
-      return npy_error(path, "field 'shape' " + shape.to_string() + " has more than 2^62 elements");
+    } else if (nonzero > (size_t{1} << 60) / static_cast<size_t>(d)) {
+      return npy_error(path, "field 'shape' " + shape.to_string() + " has more than 2^60 elements");
     } else {
       nonzero *= static_cast<size_t>(d);
     }
   }
-  size_t numel = zero ? 0 : nonzero;
-  if (numel > have / width || numel * width != have)
-    return npy_error(
-        path, "the data holds " + std::to_string(have) + " bytes, but field 'shape' " +
-                  shape.to_string() + " needs " +
-                  (numel > have / width ? std::string("more") : std::to_string(numel * width)));
+  size_t numel = zero ? 0 : nonzero;  // <= 2^60, so numel * width (width <= 8) cannot overflow
+  if (numel * width != have)
+    return npy_error(path, "the data holds " + std::to_string(have) + " bytes, but field 'shape' " +
+                               shape.to_string() + " needs " + std::to_string(numel * width));
   Tensor t(dtype, shape);
   const char* p = bytes.data() + at;
   for (int64_t i = 0; i < t.numel(); ++i, p += width) {

@@ -103,7 +103,8 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
       spec.dp = l.dp;
       spec.tp = l.tp;
       spec.pp = l.pp;
-      spec.micro_batch = l.mb;
+      // A model simulated as one graph takes its whole per-replica batch as one micro-batch.
+      if (model.rebuilds_batch) spec.micro_batch = l.mb;
       spec.zero = r.zero;
       spec.recompute = r.recompute;
       spec.sp = o.pins.sp;

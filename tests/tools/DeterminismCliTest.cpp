@@ -47,7 +47,8 @@ TEST(Determinism, PlanIsByteIdenticalAcrossRunsAndThreadCounts) {
        {std::string("plan gpt-tiny --cluster a100x8 --train --time-limit 120 --out"),
         std::string("plan gpt3-1.3b --layers 8 --batch 32 --train --cluster a100x64 --time-limit "
                     "120 --out"),
-        "plan " + data + "decoder.onnx --cluster a100x4 --time-limit 120 --out"}) {
+        "plan " + data + "decoder.onnx --cluster a100x4 --time-limit 120 --out",
+        "plan " + testing::source_dir() + "/examples/mlp.hd --cluster a100x8 --out"}) {
     auto dirs = outputs_per_threads(args, ::testing::TempDir() + "/det_plan", "", {"1", "1", "2"});
     std::string first = slurp(dirs[0] + "/plan.json");
     ASSERT_FALSE(first.empty()) << args;
