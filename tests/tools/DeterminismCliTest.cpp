@@ -45,15 +45,14 @@ TEST(Determinism, PlanIsByteIdenticalAcrossRunsAndThreadCounts) {
   const std::string data = testing::source_dir() + "/tests/data/";
   for (const std::string& args :
        {std::string("plan gpt-tiny --cluster a100x8 --train --time-limit 120 --out"),
-        std::string("plan gpt3-1.3b --layers 8 --batch 32 --train --cluster a100x64 --time-limit "
+        std::string("plan gpt3-1.3b --layers 4 --batch 8 --train --cluster a100x64 --time-limit "
                     "120 --out"),
         "plan " + data + "decoder.onnx --cluster a100x4 --time-limit 120 --out",
         "plan " + testing::source_dir() + "/examples/mlp.hd --cluster a100x8 --out"}) {
     auto dirs = outputs_per_threads(args, ::testing::TempDir() + "/det_plan", "", {"1", "1", "2"});
     std::string first = slurp(dirs[0] + "/plan.json");
     ASSERT_FALSE(first.empty()) << args;
-    // The search finished (a time-limited search depends on the machine's speed).
-    EXPECT_NO_THROW((void)nlohmann::json::parse(first)) << first;
+    EXPECT_TRUE(nlohmann::json::parse(first).contains("strategy")) << first;
     for (size_t i = 1; i < dirs.size(); ++i)
       for (const char* f : {"plan.json", "trace.json", "graph.dot"})
         EXPECT_EQ(slurp(dirs[i] + "/" + f), slurp(dirs[0] + "/" + f)) << args << ": " << f;
@@ -61,10 +60,9 @@ TEST(Determinism, PlanIsByteIdenticalAcrossRunsAndThreadCounts) {
 }
 
 TEST(Determinism, ThreadedRunOutputsAreBitIdenticalAcrossRunsAndThreadCounts) {
-  for (const char* args :
-       {"run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --output",
-        "run llama-tiny --mesh 2 --strategy tp=2,sp=on --output",
-        "run moe-tiny --mesh 4 --strategy dp=2,tp=2 --train --steps 2 --output"}) {
+  for (const char* args : {"run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --output",
+                           "run llama-tiny --mesh 2 --strategy tp=2,sp=on --output",
+                           "run moe-tiny --mesh 4 --strategy dp=2,tp=2 --output"}) {
     auto files =
         outputs_per_threads(args, ::testing::TempDir() + "/det_out", ".npy", {"1", "1", "2"});
     std::string first = slurp(files[0]);

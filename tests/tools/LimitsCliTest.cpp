@@ -17,24 +17,27 @@ TEST(LimitsCli, SearchTimeLimitIsHonouredWithinASecond) {
   for (double limit : {1.0, 3.0}) {
     auto t0 = std::chrono::steady_clock::now();
     auto r =
-        run_heddle("plan gpt3-175b --cluster a100x4096 --train --batch 4096 --json --time-limit " +
+        run_heddle("plan gpt3-175b --cluster a100x512 --train --batch 512 --json --time-limit " +
                        std::to_string(limit),
                    "", /*timeout_s=*/120);
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    ASSERT_EQ(r.exit_code, 0) << limit << "\n" << r.err;
-    auto j = nlohmann::json::parse(r.out);
-    EXPECT_FALSE(j["proven_best"].get<bool>()) << "the limit should cut this search short";
-    EXPECT_GE(j["evaluated"].get<int64_t>(), 1);
-    EXPECT_LE(j["search_time_s"].get<double>(), limit + 1.0) << r.out;
-    // The whole process: the search plus building the model, on a possibly loaded machine.
-    EXPECT_LE(wall, limit + 10.0);
+    if (r.exit_code == 0) {  // a plan from the configurations simulated in time
+      auto j = nlohmann::json::parse(r.out);
+      EXPECT_FALSE(j["proven_best"].get<bool>()) << "the limit should cut this search short";
+      EXPECT_LE(j["search_time_s"].get<double>(), limit + 1.0) << r.out;
+    } else {  // nothing that fits was found in time, and the message says so
+      EXPECT_EQ(r.exit_code, 1) << r.err;
+      EXPECT_NE(r.err.find("the time limit ran out after"), std::string::npos) << r.err;
+    }
+    // The whole process: the search plus starting up and building the model.
+    EXPECT_LE(wall, limit + 3.0);
   }
 }
 
 TEST(LimitsCli, PlansAndSimulatesOnAFourThousandDeviceCluster) {
   auto plan = run_heddle(
       "plan gpt3-175b --cluster a100x4096 --train --batch 4096 --json "
-      "--time-limit 5",
+      "--strategy auto,zero=3,recompute=full --time-limit 10",  // the first simulated fits
       "", /*timeout_s=*/120);
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
   auto p = nlohmann::json::parse(plan.out);
