@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <sstream>
 #include <string>
 
@@ -22,6 +23,8 @@ struct Target {
   const char* name;  // fuzz/corpus/<name>, fuzz/regressions/<name>
   int (*one_input)(const uint8_t*, size_t);
 };
+
+void PrintTo(const Target& t, std::ostream* os) { *os << t.name; }
 
 class FuzzReplay : public ::testing::TestWithParam<Target> {};
 
