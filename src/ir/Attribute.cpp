@@ -28,15 +28,33 @@ std::string float_text(double d) {
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // n: inf, nan
   return s;
 }
-std::string quote(const std::string& s) {
+}  // namespace
+
+std::string quote_string(const std::string& s) {
   std::string out = "\"";
+  // Escapes keep one line per statement: names from other formats (ONNX) may hold any byte.
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (u < 0x20 || u == 0x7f) {
+      const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += c;
+    }
   }
   return out + "\"";
 }
-}  // namespace
 
 std::string attr_to_string(const AttrValue& v) {
   switch (attr_type(v)) {
@@ -45,7 +63,7 @@ std::string attr_to_string(const AttrValue& v) {
     case AttrType::kFloat:
       return float_text(std::get<double>(v));
     case AttrType::kString:
-      return quote(std::get<std::string>(v));
+      return quote_string(std::get<std::string>(v));
     case AttrType::kInts: {
       std::string s = "[";
       const auto& xs = std::get<std::vector<int64_t>>(v);
