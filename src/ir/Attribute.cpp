@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "heddle/ir/TextQuote.h"
 #include "heddle/support/Assert.h"
 
 namespace heddle {
@@ -29,32 +30,6 @@ std::string float_text(double d) {
   return s;
 }
 }  // namespace
-
-std::string quote_string(const std::string& s) {
-  std::string out = "\"";
-  // Escapes keep one line per statement: names from other formats (ONNX) may hold any byte.
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (u < 0x20 || u == 0x7f) {
-      const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 std::string attr_to_string(const AttrValue& v) {
   switch (attr_type(v)) {

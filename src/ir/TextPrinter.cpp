@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "heddle/ir/TextQuote.h"
+
 namespace heddle {
 
 namespace {

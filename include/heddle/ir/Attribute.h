@@ -20,12 +20,8 @@ using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t
 AttrType attr_type(const AttrValue& v);
 /// `int`, `float`, `string`, `int list`.
 std::string attr_type_name(AttrType t);
-/// `s` in double quotes as the text format writes strings and names: `"` and `\` escaped, newline,
-/// tab and carriage return as \n \t \r, other control bytes as \xHH; parse_graph reads it back.
-std::string quote_string(const std::string& s);
-
 /// Text form: `3`, `1e-05` (always with `.`, `e`, `inf` or `nan` so it reads back as a float),
-/// `"mk,kn->mn"` (quote_string), `[1, 2]`.
+/// `"mk,kn->mn"` (quote_string, TextQuote.h), `[1, 2]`.
 std::string attr_to_string(const AttrValue& v);
 
 /// Attributes of an op, ordered by name so printing is deterministic.
