@@ -44,8 +44,10 @@ fuzz: deps
 	@for t in $(FUZZ_TARGETS); do \
 	  rm -rf build-fuzz/corpus-$$t && cp -r fuzz/corpus/$$t build-fuzz/corpus-$$t; \
 	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  maxlen=65536; [ $$t = onnx ] && maxlen=140000; \
 	  build-fuzz/fuzz/fuzz_$$t build-fuzz/corpus-$$t -max_total_time=$(FUZZ_SECONDS) \
-	    -max_len=65536 -timeout=10 -print_final_stats=1 2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY" ; \
+	    -max_len=$$maxlen -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | \
+	    grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY" ; \
 	done
 
 # Unit and property tests under AddressSanitizer + UndefinedBehaviorSanitizer, then the threaded
