@@ -7,7 +7,7 @@ MAKEFLAGS += --no-print-directory
 # `make run` shows this model: a zoo name or a text-IR file (e.g. MODEL=examples/mlp.hd).
 MODEL ?= gpt3-1.3b
 
-.PHONY: all deps configure build run test bench fuzz test-sanitize format clean
+.PHONY: all deps configure build run test bench fuzz test-sanitize test-sanitize-ci format clean
 
 all: build
 
@@ -33,17 +33,21 @@ test: build
 bench: build
 	@for b in $(BUILD)/bench/bench_*; do echo "== $$b"; $$b; done
 
-# libFuzzer targets, each run for FUZZ_SECONDS on a scratch copy of its seed corpus.
+# libFuzzer targets, each run for FUZZ_SECONDS on a scratch copy of its seed corpus
+# (fuzz/corpus/<target>); FUZZ_TARGETS picks some. Findings are left in build-fuzz/ as crash-*.
 FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= text_ir placement onnx cluster npy
 fuzz: deps
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DHEDDLE_FUZZ=ON -DHEDDLE_BUILD_TESTS=OFF -DHEDDLE_BUILD_BENCH=OFF >/dev/null
-	@cmake --build build-fuzz -j$(JOBS) --target fuzz_text_ir fuzz_placement
-	@for t in text_ir placement; do \
+	@cmake --build build-fuzz -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
 	  rm -rf build-fuzz/corpus-$$t && cp -r fuzz/corpus/$$t build-fuzz/corpus-$$t; \
 	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  maxlen=65536; [ $$t = onnx ] && maxlen=140000; \
 	  build-fuzz/fuzz/fuzz_$$t build-fuzz/corpus-$$t -max_total_time=$(FUZZ_SECONDS) \
-	    -max_len=65536 -timeout=10 -print_final_stats=1 2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY" ; \
+	    -max_len=$$maxlen -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | \
+	    grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY" ; \
 	done
 
 # Unit and property tests under AddressSanitizer + UndefinedBehaviorSanitizer, then the threaded
@@ -53,11 +57,31 @@ test-sanitize: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=address,undefined \
 	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-asan -j$(JOBS)
-	UBSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-asan --output-on-failure -j$(JOBS) -R '$(SANITIZE_TESTS)'
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j$(JOBS) -R '$(SANITIZE_TESTS)'
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=thread \
 	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-tsan -j$(JOBS) --target test_runtime
-	ctest --test-dir build-tsan --output-on-failure -j$(JOBS) -R 'Execute|Tactics'
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j$(JOBS) -R 'Execute|Tactics'
+
+# The CI subset of test-sanitize (.ci/run): ASan+UBSan on the ir, sharding and runtime unit tests,
+# TSan on the threaded executor's tests; builds only those binaries. ~15 min on 2 idle cores
+# (docs/reliability.md).
+SANITIZE_CI_ASAN ?= test_support test_ir test_sharding test_runtime
+test-sanitize-ci: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=address,undefined \
+	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-asan -j$(JOBS) --target $(SANITIZE_CI_ASAN)
+	@for t in $(SANITIZE_CI_ASAN); do \
+	  echo "== $$t (ASan+UBSan)"; \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-asan/tests/$${t#test_}/$$t \
+	    --gtest_brief=1 || exit 1; \
+	done
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=thread \
+	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-tsan -j$(JOBS) --target test_runtime
+	@echo "== test_runtime Execute*:Tactics* (TSan)"
+	@TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/runtime/test_runtime \
+	  --gtest_filter='Execute*:Tactics*' --gtest_brief=1
 
 format:
 	@git ls-files '*.h' '*.cpp' | xargs clang-format -i

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -85,6 +86,7 @@ Result<double> number(const nlohmann::json& j, const std::string& file, const st
   const auto& v = j.at(key);
   if (!v.is_number()) return field_error(file, field, "must be a number, got " + v.dump());
   double x = v.get<double>();
+  if (!std::isfinite(x)) return field_error(file, field, "must be finite, got " + v.dump());
   if (positive ? !(x > 0) : !(x >= 0))
     return field_error(file, field,
                        fmt::format("must be {}, got {}", positive ? "> 0" : ">= 0", x));
@@ -148,7 +150,7 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors, numbers beyond double
     return Diagnostic(SourceLoc{file, 0, 0}, std::string("malformed cluster JSON: ") + e.what());
   }
   if (!j.is_object()) return Diagnostic(SourceLoc{file, 0, 0}, "a cluster file is a JSON object");
@@ -215,10 +217,13 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
   HEDDLE_TRY(count);
   auto per_node = number(j, file, "", "devices_per_node", false, 8);
   HEDDLE_TRY(per_node);
+  // Range-check before converting: a double beyond int64 does not convert (undefined behaviour).
+  constexpr double kMaxCount = 1 << 30;
+  for (auto [key, v] : {std::pair{"count", *count}, std::pair{"devices_per_node", *per_node}})
+    if (v != std::floor(v) || v > kMaxCount)
+      return field_error(file, key, fmt::format("must be an integer from 1 to 2^30, got {}", v));
   c.count = static_cast<int64_t>(*count);
   c.devices_per_node = static_cast<int64_t>(*per_node);
-  if (static_cast<double>(c.count) != *count)
-    return field_error(file, "count", "must be an integer");
   auto intra = link_from_json(j, file, "intra_node");
   HEDDLE_TRY(intra);
   c.intra_node = *intra;

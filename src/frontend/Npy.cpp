@@ -24,7 +24,7 @@ std::optional<std::string> header_field(const std::string& h, const std::string&
   for (; i < h.size(); ++i) {
     char ch = h[i];
     if (ch == '(') ++depth;
-    if (ch == ')') --depth;
+    if (ch == ')' && depth > 0) --depth;
     if (depth == 0 && (ch == ',' || ch == '}')) break;
     v += ch;
   }
@@ -91,19 +91,31 @@ Result<Tensor> parse_npy(const std::string& bytes, const std::string& path) {
     try {
       size_t used = 0;
       long long v = std::stoll(item.substr(a), &used);
-      if (v < 0) throw std::invalid_argument("negative");
+      if (v < 0 || item.find_first_not_of(" ", a + used) != std::string::npos)
+        throw std::invalid_argument("negative or trailing text");
       dims.push_back(v);
     } catch (const std::exception&) {
       return npy_error(path, "field 'shape' has a bad entry '" + item + "'");
     }
   }
   IVec shape(dims);
+  // Check the size before allocating: a corrupt shape must not ask for exabytes (or overflow).
+  size_t at = hstart + hlen, have = bytes.size() - at, nonzero = 1;
+  bool zero = false;
+  for (int64_t d : dims) {
+    if (d == 0) {
+      zero = true;
+    } else if (nonzero > (size_t{1} << 60) / static_cast<size_t>(d)) {
+      return npy_error(path, "field 'shape' " + shape.to_string() + " has more than 2^60 elements");
+    } else {
+      nonzero *= static_cast<size_t>(d);
+    }
+  }
+  size_t numel = zero ? 0 : nonzero;  // <= 2^60, so numel * width (width <= 8) cannot overflow
+  if (numel * width != have)
+    return npy_error(path, "the data holds " + std::to_string(have) + " bytes, but field 'shape' " +
+                               shape.to_string() + " needs " + std::to_string(numel * width));
   Tensor t(dtype, shape);
-  size_t need = static_cast<size_t>(t.numel()) * width, at = hstart + hlen;
-  if (bytes.size() - at != need)
-    return npy_error(path, "the data holds " + std::to_string(bytes.size() - at) +
-                               " bytes, but field 'shape' " + shape.to_string() + " needs " +
-                               std::to_string(need));
   const char* p = bytes.data() + at;
   for (int64_t i = 0; i < t.numel(); ++i, p += width) {
     if (d == "<f4")

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "OnnxImporter.h"
+#include "heddle/ir/Verifier.h"
 
 namespace heddle {
 
@@ -161,6 +162,11 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
     im.ops().output(*v);
   }
   HEDDLE_TRY(im.ops().status());
+  // The builders check shapes; element types an ONNX op accepts but heddle's op does not (a
+  // MatMul of bools) surface here, as an error rather than a graph that fails verification later.
+  if (auto diags = verify(out.graph); !diags.empty())
+    return err("the model uses an op on operands heddle does not support: " +
+               diags.front().message);
   return out;
 }
 

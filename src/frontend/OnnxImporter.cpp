@@ -203,11 +203,17 @@ Result<std::optional<Tensor>> tensor_from_proto(const onnx::TensorProto& t,
     } catch (const std::exception&) {
       return err("external data offset or length is not a number");
     }
+    // As onnx.checker: the location is a path inside the model's directory.
+    if (location.empty() || location[0] == '/' || location == ".." ||
+        location.rfind("../", 0) == 0 || location.find("/../") != std::string::npos ||
+        (location.size() >= 3 && location.compare(location.size() - 3, 3, "/..") == 0))
+      return err("external data location '" + location +
+                 "' must be a relative path inside the model's directory");
     std::ifstream f(base_dir + "/" + location, std::ios::binary | std::ios::ate);
     if (!f) return std::optional<Tensor>();  // weights missing: shapes still import
     int64_t file_size = static_cast<int64_t>(f.tellg());
     if (offset < 0 || (length >= 0 && length != static_cast<int64_t>(n * width)) ||
-        offset + static_cast<int64_t>(n * width) > file_size)
+        offset > file_size || static_cast<int64_t>(n * width) > file_size - offset)
       return err("external data in '" + location +
                  "' does not match the shape (offset, length or file size)");
     f.seekg(offset);

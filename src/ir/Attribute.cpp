@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "heddle/ir/TextQuote.h"
 #include "heddle/support/Assert.h"
 
 namespace heddle {
@@ -28,14 +29,6 @@ std::string float_text(double d) {
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // n: inf, nan
   return s;
 }
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
 }  // namespace
 
 std::string attr_to_string(const AttrValue& v) {
@@ -45,7 +38,7 @@ std::string attr_to_string(const AttrValue& v) {
     case AttrType::kFloat:
       return float_text(std::get<double>(v));
     case AttrType::kString:
-      return quote(std::get<std::string>(v));
+      return quote_string(std::get<std::string>(v));
     case AttrType::kInts: {
       std::string s = "[";
       const auto& xs = std::get<std::vector<int64_t>>(v);

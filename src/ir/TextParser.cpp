@@ -143,9 +143,24 @@ class Lexer {
         err = "unterminated string";
         return false;
       }
-      if (src_[pos_] == '\\') {
+      if (src_[pos_] == '\\') {  // \n \t \r \xHH; any other escaped byte stands for itself
         advance();
         if (pos_ >= src_.size()) break;
+        char e = src_[pos_];
+        auto hex = [&](size_t at) {
+          char h = at < src_.size() ? src_[at] : 0;
+          return h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : -1;
+        };
+        if (e == 'n' || e == 't' || e == 'r') {
+          s += e == 'n' ? '\n' : e == 't' ? '\t' : '\r';
+          advance();
+          continue;
+        }
+        if (e == 'x' && hex(pos_ + 1) >= 0 && hex(pos_ + 2) >= 0) {
+          s += static_cast<char>(hex(pos_ + 1) * 16 + hex(pos_ + 2));
+          for (int k = 0; k < 3; ++k) advance();
+          continue;
+        }
       }
       s += src_[pos_];
       advance();

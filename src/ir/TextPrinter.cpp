@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "heddle/ir/TextQuote.h"
+
 namespace heddle {
 
 namespace {
@@ -15,12 +17,7 @@ bool is_plain_identifier(const std::string& s) {
 
 std::string quoted_or_plain(const std::string& s) {
   if (is_plain_identifier(s)) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
+  return quote_string(s);
 }
 
 std::string operand_text(const Graph& g, const Operand& o, const std::vector<std::string>& names,

@@ -43,6 +43,8 @@ Result<Placement> parse_placement_json(std::string_view text, const std::string&
     return Diagnostic(
         locate(text, byte, file),
         "invalid JSON: " + (colon == std::string::npos ? what : what.substr(colon + 2)));
+  } catch (const json::exception& e) {  // out_of_range: a number beyond double (1e999)
+    return err(std::string("invalid JSON: ") + e.what());
   }
   if (!j.is_object()) return err("a placement file must hold a JSON object");
   Placement p;

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
 
 #include "heddle/cost/AlphaBetaCost.h"
 #include "heddle/search/IntraOp.h"
@@ -181,7 +184,12 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
         "dividing {} layers, dp dividing the batch {})",
         cluster.count, o.pins.to_string(), cluster.devices_per_node, units, model.batch));
   }
-  std::optional<ConfigResult> smallest;  // least memory among the infeasible, for the message
+  std::optional<ConfigResult> smallest;    // least memory among the infeasible, for the message
+  std::optional<std::string> first_error;  // why the first failed simulation failed
+  // The time limit is checked before every simulation, and a simulation that would end past it
+  // (judged by the slowest one so far) is not started: a single simulation of a large model on
+  // thousands of devices takes most of a second, so checking per layout overran by many seconds.
+  double slowest = 0;
   std::optional<ConfigResult> quickest;  // fastest feasible over all counts, for a missed target
   std::vector<ConfigResult> chosen;      // feasible configurations of the counts kept
   for (auto& [c, layouts] : spaces) {
@@ -189,12 +197,13 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
     std::vector<ConfigResult> feasible;
     // The layouts get most of the time; the intra-op ILP keeps a share for the best of them.
     const double layouts_limit = o.intra_op ? 0.85 * o.time_limit_s : o.time_limit_s;
+    auto out_of_time = [&] {
+      if (feasible.empty() && !smallest) return false;  // the answer needs one simulated plan
+      double e = elapsed();
+      return e > layouts_limit || (out.evaluated > 0 && e + slowest > layouts_limit);
+    };
     for (const Layout& l : layouts) {
-      // Past the limit, stop once anything was simulated (the answer is then the best found).
-      if (elapsed() > layouts_limit && (!feasible.empty() || smallest)) {
-        out.complete = false;
-        break;
-      }
+      if (!out.complete) break;
       // ZeRO-3 with some recomputation is never faster than ZeRO-2 with the same (it only adds
       // parameter gathers and 1.5x the gradient traffic): after ZeRO-2 fits with recomputation
       // level k, ZeRO-3 is tried only with lighter levels.
@@ -203,13 +212,25 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
         for (size_t level = 0; level < rungs.size(); ++level) {
           const Rung& r = rungs[level];
           if (r.zero == 3 && level >= zero2_fit) break;
+          if (out_of_time()) {
+            out.complete = false;
+            break;
+          }
           cost::SimulateOptions so;
           so.train = o.train;
           so.cache = cache;
           StrategySpec spec = spec_of(l, r, o.pins.sp);
+          // A model simulated as one graph takes its whole per-replica batch as one micro-batch.
+          if (!model.rebuilds_batch) spec.micro_batch.reset();
+          auto t_sim = Clock::now();
           auto sim = cost::simulate(model, c, spec, so);
+          slowest = std::max(slowest, std::chrono::duration<double>(Clock::now() - t_sim).count());
           ++out.evaluated;
-          if (!sim.ok()) continue;
+          if (!sim.ok()) {
+            if (!first_error)
+              first_error = sim.error().message + " (strategy " + spec.to_string() + ")";
+            continue;
+          }
           ConfigResult res{spec, std::move(*sim), "tactics"};
           if (res.sim.feasible) {
             if (r.zero == 2) zero2_fit = level;
@@ -261,7 +282,14 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
           o.target_step_time_s, out.device_counts.back(), quickest->sim.step_time_s,
           quickest->sim.strategy, quickest->sim.devices));
     if (!smallest)
-      return Diagnostic("no configuration could be simulated for this model on " + cluster.name);
+      return Diagnostic("no configuration could be simulated for this model on " + cluster.name +
+                        (first_error ? ": " + *first_error : std::string()));
+    if (!out.complete)
+      return Diagnostic("the time limit ran out after " + std::to_string(out.evaluated) + " of " +
+                        std::to_string(out.candidates) +
+                        " configurations, none of which fits; the smallest so far needs " +
+                        human_bytes(smallest->sim.peak_memory_bytes) + " per device of " +
+                        human_bytes(smallest->sim.memory_limit_bytes) + "; raise --time-limit");
     return Diagnostic("no plan fits in " + human_bytes(smallest->sim.memory_limit_bytes) +
                       " per device; the smallest found needs " +
                       human_bytes(smallest->sim.peak_memory_bytes) + " (strategy " +

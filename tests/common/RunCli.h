@@ -25,14 +25,17 @@ inline std::string heddle_binary() {
   return std::string(HEDDLE_BINARY_DIR) + "/tools/heddle/heddle";
 }
 
-/// Runs `heddle ARGS` through the shell in directory `cwd` (empty: the current one).
-inline CliResult run_heddle(const std::string& args, const std::string& cwd = "") {
+/// Runs `heddle ARGS` through the shell in directory `cwd` (empty: the current one); with
+/// `timeout_s` > 0 a run that takes longer is killed and exits 124 (coreutils `timeout`).
+inline CliResult run_heddle(const std::string& args, const std::string& cwd = "",
+                            int timeout_s = 0) {
   char tmpl[] = "/tmp/heddle_cli_XXXXXX";
   int fd = mkstemp(tmpl);
   if (fd >= 0) close(fd);
   std::string err_file = tmpl;
-  std::string cmd =
-      (cwd.empty() ? "" : "cd '" + cwd + "' && ") + heddle_binary() + " " + args + " 2>" + err_file;
+  std::string cmd = (cwd.empty() ? "" : "cd '" + cwd + "' && ") +
+                    (timeout_s > 0 ? "timeout " + std::to_string(timeout_s) + " " : std::string()) +
+                    heddle_binary() + " " + args + " 2>" + err_file;
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;

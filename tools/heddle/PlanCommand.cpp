@@ -106,6 +106,9 @@ int run_plan(const PlanArgs& a) {
   o.target_step_time_s = a.target_step_time;
   o.train = a.train;
   o.pins = *spec;
+  if (!(a.time_limit >= 0))
+    return user_error(Diagnostic("--time-limit must be zero or more seconds, not " +
+                                 fmt::format("{:g}", a.time_limit)));
   o.time_limit_s = a.time_limit;
   // A bar redrawn in place on a terminal; into a log or pipe, one line per quarter of the search.
   const bool tty = isatty(STDERR_FILENO) != 0;

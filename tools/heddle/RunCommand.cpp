@@ -3,8 +3,11 @@
 #include "RunCommand.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
@@ -69,6 +72,26 @@ std::string output_digest(const Graph& g, const TensorMap& outputs) {
 
 namespace {
 
+// "NaN at [0, 5] (3 non-finite values)" for a float tensor with NaN or Inf; empty if all finite.
+std::string non_finite_report(const Tensor& t) {
+  if (t.is_int()) return "";
+  int64_t count = 0, first = -1;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(t.f32()[i]) && count++ == 0) first = i;
+  if (count == 0) return "";
+  std::vector<int64_t> at(t.rank());
+  for (int64_t d = t.rank() - 1, rest = first; d >= 0; --d) {
+    at[d] = rest % t.shape()[d];
+    rest /= t.shape()[d];
+  }
+  float v = t.f32()[first];
+  return fmt::format("{} at element [{}] ({} non-finite value{})",
+                     std::isnan(v) ? "NaN"
+                     : v > 0       ? "+Inf"
+                                   : "-Inf",
+                     fmt::join(at, ", "), count, count == 1 ? "" : "s");
+}
+
 // One tensor per graph input: from --input files (in graph-input order), else random.
 Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
   if (o.input_files.empty()) return random_inputs(g, o.seed + 1, integer_range(g));
@@ -86,6 +109,14 @@ Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
                         "holds " + std::string(dtype_name(t->dtype())) + t->shape().to_string() +
                             ", but input '" + g.value(g.inputs()[i]).name + "' is " +
                             want.to_string());
+    if (auto bad = non_finite_report(*t); !bad.empty()) {
+      Diagnostic d(SourceLoc{o.input_files[i], 0, 0},
+                   "input '" + g.value(g.inputs()[i]).name + "' holds " + bad +
+                       (o.check ? "; --check compares finite values only: fix the input"
+                                : "; the outputs will not be finite"));
+      if (o.check) return d;
+      std::fprintf(stderr, "%s: warning: %s\n", d.loc.to_string().c_str(), d.message.c_str());
+    }
     Tensor fixed(want);  // i32/bool files feed i64 inputs; storage is shared
     if (fixed.is_int())
       std::copy(t->i64(), t->i64() + t->numel(), fixed.i64());
@@ -104,6 +135,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 constexpr int64_t kMaxHostElements = int64_t{200} * 1000 * 1000;
 
 int run(const RunOptions& o) {
+  // The MPI backend generates its inputs from --seed; accepting these would silently ignore them.
+  if (o.backend == "mpi" && (!o.input_files.empty() || !o.output_file.empty()))
+    return user_error(Diagnostic(
+        "--input and --output work with --backend threads only for now; the MPI backend makes "
+        "its inputs from --seed"));
   if (o.backend == "mpi") return run_mpi(o);
   if (o.backend != "threads")
     return user_error(Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'"));

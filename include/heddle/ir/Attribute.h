@@ -21,7 +21,7 @@ AttrType attr_type(const AttrValue& v);
 /// `int`, `float`, `string`, `int list`.
 std::string attr_type_name(AttrType t);
 /// Text form: `3`, `1e-05` (always with `.`, `e`, `inf` or `nan` so it reads back as a float),
-/// `"mk,kn->mn"` (with `\"` and `\\` escaped), `[1, 2]`.
+/// `"mk,kn->mn"` (quote_string, TextQuote.h), `[1, 2]`.
 std::string attr_to_string(const AttrValue& v);
 
 /// Attributes of an op, ordered by name so printing is deterministic.

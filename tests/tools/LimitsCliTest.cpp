@@ -1,0 +1,58 @@
+// Limits end to end: plan and simulate on a 4096-device cluster, and the search's --time-limit
+// honoured within a second on a model with hundreds of configurations, each simulation taking a
+// tenth of a second or more (a single simulation is not interrupted: docs/reliability.md).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "common/RunCli.h"
+
+namespace heddle {
+namespace {
+
+using testing::run_heddle;
+
+TEST(LimitsCli, SearchTimeLimitIsHonouredWithinASecond) {
+  for (double limit : {1.0, 3.0}) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r =
+        run_heddle("plan gpt3-175b --cluster a100x512 --train --batch 512 --json --time-limit " +
+                       std::to_string(limit),
+                   "", /*timeout_s=*/120);
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r.exit_code == 0) {  // a plan from the configurations simulated in time
+      auto j = nlohmann::json::parse(r.out);
+      EXPECT_FALSE(j["proven_best"].get<bool>()) << "the limit should cut this search short";
+      EXPECT_LE(j["search_time_s"].get<double>(), limit + 1.0) << r.out;
+    } else {  // nothing that fits was found in time, and the message says so
+      EXPECT_EQ(r.exit_code, 1) << r.err;
+      EXPECT_NE(r.err.find("the time limit ran out after"), std::string::npos) << r.err;
+    }
+    // The whole process: the search plus starting up and building the model.
+    EXPECT_LE(wall, limit + 3.0);
+  }
+}
+
+TEST(LimitsCli, PlansAndSimulatesOnAFourThousandDeviceCluster) {
+  auto plan = run_heddle(
+      "plan gpt3-175b --cluster a100x4096 --train --batch 4096 --json "
+      "--strategy auto,zero=3,recompute=full --time-limit 10",  // the first simulated fits
+      "", /*timeout_s=*/120);
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  auto p = nlohmann::json::parse(plan.out);
+  EXPECT_TRUE(p["feasible"].get<bool>());
+  auto sim = run_heddle(
+      "simulate gpt3-175b --cluster a100x4096 --train --batch 4096 --json "
+      "--strategy " +
+          p["strategy"].get<std::string>() + " --stage-planner " +
+          (p["stage_planner"].get<std::string>() == "tactics" ? "tactics" : "ilp"),
+      "", /*timeout_s=*/120);
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  auto s = nlohmann::json::parse(sim.out);
+  EXPECT_DOUBLE_EQ(s["step_time_s"].get<double>(), p["step_time_s"].get<double>());
+  EXPECT_LE(s["peak_memory_bytes"].get<double>(), s["memory_limit_bytes"].get<double>());
+}
+
+}  // namespace
+}  // namespace heddle
