@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <optional>
 
 #include "heddle/cost/AlphaBetaCost.h"
 #include "heddle/search/InterOp.h"
