@@ -100,6 +100,36 @@ struct Timing {
   double fwd = 0, bwd = 0, wgrad = 0, saved = 0, comm_bytes = 0;
 };
 
+// The units per chunk of a `layers=` split: one entry per chunk, each a positive whole number of
+// the model's repeating units, summing to its layers.
+Result<std::vector<int64_t>> layer_split(const std::vector<int64_t>& layers,
+                                         const ModelSource& model, int64_t chunks) {
+  if (model.layers < 2 * model.unit)
+    return Diagnostic("layers= splits a model's repeating layers over pipeline chunks; " +
+                      model.name + " has none");
+  if (static_cast<int64_t>(layers.size()) != chunks)
+    return Diagnostic(fmt::format(
+        "layers= gives {} entries but the pipeline has {} chunks (pp x the schedule's chunks per "
+        "stage); give one layer count per chunk",
+        layers.size(), chunks));
+  std::vector<int64_t> units;
+  int64_t sum = 0;
+  for (int64_t n : layers) {
+    if (n < model.unit || n % model.unit != 0)
+      return Diagnostic(fmt::format(
+          "layers= entry {} is not a positive multiple of the model's {}-layer repeating unit", n,
+          model.unit));
+    units.push_back(n / model.unit);
+    sum += n;
+  }
+  if (sum != model.layers)
+    return Diagnostic(
+        fmt::format("layers= entries sum to {} but {} has {} layers; they must sum "
+                    "to the model's layers",
+                    sum, model.name, model.layers));
+  return units;
+}
+
 }  // namespace
 
 Result<SimulationResult> simulate(const ModelSource& model, const Cluster& cluster,
@@ -234,6 +264,15 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   if (layered && units < C)
     return Diagnostic(fmt::format(
         "pp={} x {} chunks needs at least {} layer units; the model has {}", pp, v, C, units));
+  // Layer units per chunk: the strategy's `layers=` split, or as even as the units allow.
+  std::vector<int64_t> units_on(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c)
+    units_on[static_cast<size_t>(c)] = layered ? units / C + (c < units % C ? 1 : 0) : 0;
+  if (!spec.layers.empty()) {
+    auto split = layer_split(spec.layers, model, C);
+    HEDDLE_TRY(split);
+    units_on = std::move(*split);
+  }
 
   // Per chunk forward/backward spans and saved activations.
   const bool train = options.train;
@@ -280,16 +319,14 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   if (r == Recompute::kSelective) layer_saved -= P.layer.attention_bytes;
   if (r == Recompute::kFull) layer_saved = P.boundary_bytes;
   std::vector<Timing> chunk(static_cast<size_t>(C));
-  std::vector<int64_t> units_on(static_cast<size_t>(C));
   double recompute_mult = r == Recompute::kFull ? 1 : 0;
-  for (int64_t c = 0; c < C; ++c) {
-    int64_t n = layered ? units / C + (c < units % C ? 1 : 0) : 0;
-    units_on[static_cast<size_t>(c)] = n;
+  // Chunk c's timing with n layer units.
+  auto time_chunk = [&](int64_t c, int64_t n) {
+    Timing t;
     PartCost body = P.layer.scaled(static_cast<double>(n));
     PartCost all = body;
     if (c == 0) all = all + P.prefix;
     if (c == C - 1) all = all + P.suffix;
-    Timing& t = chunk[static_cast<size_t>(c)];
     t.fwd = all.compute_s + all.comm_s;
     double recompute = recompute_mult * (body.compute_s + body.comm_s);
     if (r == Recompute::kSelective) recompute = body.attention_s;
@@ -316,6 +353,15 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
       if (c < C - 1) t.fwd += send;
       if (c > 0) t.bwd += send;
     }
+    return t;
+  };
+  auto span = [train](const Timing& t) { return t.fwd + (train ? t.bwd : 0); };
+  for (int64_t c = 0; c < C; ++c) {
+    chunk[static_cast<size_t>(c)] = time_chunk(c, units_on[static_cast<size_t>(c)]);
+    const double fixed = span(time_chunk(c, 0));
+    res.chunk_units.push_back(units_on[static_cast<size_t>(c)]);
+    res.chunk_fixed_s.push_back(fixed);
+    if (layered && c == 0) res.unit_s = span(time_chunk(c, 1)) - fixed;
   }
 
   // The placement of one micro-batch, its spans in seconds and memory in bytes.
@@ -470,6 +516,7 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   canon.schedule = schedule;
   canon.recompute = std::string(recompute_name(r));
   canon.sp = spec.sp;
+  canon.layers = spec.layers;
   res.strategy = canon.to_string();
   if (options.trace) {
     // The schedule's blocks, then per stage the gradient reduction and optimizer step, and a

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "heddle/cost/AlphaBetaCost.h"
+#include "heddle/search/InterOp.h"
 #include "heddle/search/IntraOp.h"
 #include "heddle/sharding/Tactics.h"
 #include "heddle/support/Strings.h"
@@ -244,11 +245,13 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
       if (o.progress) o.progress(visited, out.candidates);
     }
     // The most promising layouts, re-planned inside each stage by the intra-op ILP.
+    std::optional<cost::SimulateOptions> ilp_options;
     if (o.intra_op && !feasible.empty()) {
       sort_by(feasible, o.objective);
       auto so = intra_op_simulate_options(model, c, o.train,
                                           std::max(o.time_limit_s - elapsed(), 1.0), &out.ilp);
       so.cache = cache;
+      ilp_options = so;
       size_t k = std::min<size_t>(feasible.size(), static_cast<size_t>(o.intra_op_layouts));
       for (size_t i = 0; i < k && elapsed() <= o.time_limit_s; ++i) {
         const ConfigResult& base = feasible[i];
@@ -258,6 +261,38 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
         ConfigResult res{base.spec, std::move(*sim), "intra-op ILP"};
         if (score(res, o.objective) < score(base, o.objective)) feasible.push_back(std::move(res));
       }
+    }
+    // The most promising pipelines, their layers split unevenly where the embedding and the head
+    // make the end stages slower (costed stages are cached: only the schedule is re-run).
+    if (o.split_layouts > 0 && !feasible.empty()) {
+      sort_by(feasible, o.objective);
+      std::vector<ConfigResult> splits;
+      for (size_t i = 0, tried = 0;
+           i < feasible.size() && tried < static_cast<size_t>(o.split_layouts); ++i) {
+        const ConfigResult& base = feasible[i];
+        if (base.sim.chunk_units.size() < 2 || elapsed() > o.time_limit_s) continue;
+        ++tried;
+        int64_t units = 0;
+        for (int64_t n : base.sim.chunk_units) units += n;
+        auto n = balance_layers(base.sim.chunk_fixed_s, base.sim.unit_s, units);
+        if (n == base.sim.chunk_units) continue;
+        StrategySpec spec = base.spec;
+        spec.layers.clear();
+        for (int64_t k : n) spec.layers.push_back(k * model.unit);
+        cost::SimulateOptions so;
+        so.train = o.train;
+        so.cache = cache;
+        if (base.stage_planner != "tactics") {
+          if (!ilp_options) continue;
+          so = *ilp_options;
+        }
+        auto sim = cost::simulate(model, c, spec, so);
+        ++out.evaluated;
+        if (!sim.ok() || !sim->feasible) continue;
+        ConfigResult res{spec, std::move(*sim), base.stage_planner};
+        if (score(res, o.objective) < score(base, o.objective)) splits.push_back(std::move(res));
+      }
+      feasible.insert(feasible.end(), splits.begin(), splits.end());
     }
     if (feasible.empty()) continue;
     sort_by(feasible, Objective::kTime);

@@ -89,6 +89,25 @@ double in_flight(int64_t s, int64_t m, const std::string& schedule) {
   return std::min(static_cast<double>(m), held);
 }
 
+std::vector<int64_t> balance_layers(const std::vector<double>& fixed, double unit_s,
+                                    int64_t units) {
+  const int64_t C = static_cast<int64_t>(fixed.size());
+  HEDDLE_ASSERT(C >= 1 && units >= C && unit_s >= 0) << "an impossible layer split";
+  // Water filling: every chunk starts with one unit, each further unit goes to the chunk it
+  // leaves quickest; with linear chunk times this minimizes the largest.
+  std::vector<int64_t> n(static_cast<size_t>(C), 1);
+  for (int64_t left = units - C; left > 0; --left) {
+    size_t at = 0;
+    double least = kInf;
+    for (size_t c = 0; c < n.size(); ++c) {
+      double t = fixed[c] + static_cast<double>(n[c] + 1) * unit_s;
+      if (t < least) least = t, at = c;
+    }
+    ++n[at];
+  }
+  return n;
+}
+
 Result<InterOpPlan> solve_inter_op(const InterOpProblem& p) {
   HEDDLE_ASSERT(p.layers >= 1 && p.devices >= 1 && p.cost) << "an empty inter-op problem";
   for (const auto& s : p.schedules)

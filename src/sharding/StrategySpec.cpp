@@ -1,5 +1,6 @@
 #include "heddle/sharding/StrategySpec.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "heddle/support/Strings.h"
@@ -8,7 +9,7 @@ namespace heddle {
 
 namespace {
 
-const char* kKeys = "dp, tp, pp, ep, zero, mb, microbatches, schedule, recompute, sp";
+const char* kKeys = "dp, tp, pp, ep, zero, mb, microbatches, schedule, recompute, sp, layers";
 
 bool valid_schedule(const std::string& s) {
   if (s == "gpipe" || s == "1f1b" || s == "zb-h1" || s == "zb-h2" || s == "searched") return true;
@@ -79,6 +80,18 @@ Result<StrategySpec> StrategySpec::parse(std::string_view text) {
       if (val != "on" && val != "off")
         return Diagnostic("sp must be 'on' or 'off', got '" + val + "'");
       spec.sp = val == "on";
+    } else if (key == "layers") {
+      for (size_t pb = 0; pb <= val.size();) {
+        size_t pe = std::min(val.find('/', pb), val.size());
+        auto n = parse_int(std::string_view(val).substr(pb, pe - pb));
+        pb = pe + 1;
+        if (!n || *n < 1)
+          return Diagnostic(
+              "strategy key 'layers' needs layer counts >= 1 separated by '/' "
+              "(e.g. layers=10/12/12/14), got '" +
+              val + "'");
+        spec.layers.push_back(*n);
+      }
     } else {
       return Diagnostic("unknown strategy key '" + key + "'; valid keys: " + kKeys);
     }
@@ -106,6 +119,11 @@ std::string StrategySpec::to_string() const {
   if (schedule) parts.push_back("schedule=" + *schedule);
   if (recompute) parts.push_back("recompute=" + *recompute);
   if (sp) parts.push_back("sp=on");
+  if (!layers.empty()) {
+    std::vector<std::string> counts;
+    for (int64_t n : layers) counts.push_back(std::to_string(n));
+    parts.push_back("layers=" + join(counts, "/"));
+  }
   return parts.empty() ? "dp=1" : join(parts, ",");
 }
 

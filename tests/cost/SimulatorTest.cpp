@@ -202,6 +202,93 @@ TEST(Simulator, Diagnostics) {
   EXPECT_NE(r.error().message.find("layers"), std::string::npos);
 }
 
+// A GPT whose vocabulary makes the head heavy, on four pipeline stages of one V100 each.
+ModelSource heavy_head_gpt() {
+  zoo::ZooOverrides o;
+  o.layers = 8;
+  o.vocab = 250000;
+  o.batch = 16;
+  return *zoo_model_source("gpt3-1.3b", o);
+}
+
+TEST(Simulator, UnevenLayerSplitIsHonoured) {
+  auto src = heavy_head_gpt();
+  auto c = cluster_preset("v100x4");
+  ASSERT_TRUE(c.ok());
+  auto run = [&](const std::string& strategy) {
+    auto s = StrategySpec::parse(strategy);
+    EXPECT_TRUE(s.ok()) << strategy;
+    auto r = simulate(src, *c, *s, training());
+    EXPECT_TRUE(r.ok()) << strategy << ": " << (r.ok() ? "" : r.error().message);
+    return r.ok() ? *r : SimulationResult{};
+  };
+  SimulationResult even = run("pp=4,mb=1"), given = run("pp=4,mb=1,layers=2/2/2/2"),
+                   split = run("pp=4,mb=1,layers=1/3/3/1");
+  // The even split spelled out is the default.
+  EXPECT_EQ(given.step_time_s, even.step_time_s);
+  ASSERT_EQ(split.stages.size(), 4u);
+  const int64_t want[] = {1, 3, 3, 1};
+  for (size_t d = 0; d < 4; ++d) {
+    EXPECT_EQ(split.stages[d].layers, want[d]) << d;
+    EXPECT_EQ(split.chunk_units[d], want[d]) << d;
+    // The fixed part of a chunk does not depend on the split.
+    EXPECT_DOUBLE_EQ(split.chunk_fixed_s[d], even.chunk_fixed_s[d]) << d;
+  }
+  // The end stages lose a layer's work each, the middle ones gain one; parameters follow.
+  EXPECT_LT(split.stages[0].busy_s, even.stages[0].busy_s);
+  EXPECT_LT(split.stages[3].busy_s, even.stages[3].busy_s);
+  EXPECT_GT(split.stages[1].busy_s, even.stages[1].busy_s);
+  EXPECT_GT(split.stages[1].parameters, even.stages[1].parameters);
+  EXPECT_LT(split.stages[0].parameters, even.stages[0].parameters);
+  // The head stage is the bottleneck here, so unloading it shortens the step.
+  EXPECT_LT(split.step_time_s, even.step_time_s);
+  // The canonical string carries the split and re-simulates to the same step.
+  EXPECT_NE(split.strategy.find("layers=1/3/3/1"), std::string::npos) << split.strategy;
+  EXPECT_EQ(run(split.strategy).step_time_s, split.step_time_s);
+  // Interleaving: one entry per chunk (pp x V).
+  SimulationResult il = run("pp=4,mb=1,schedule=interleaved:2,layers=1/1/1/1/1/1/1/1");
+  EXPECT_EQ(il.step_time_s, run("pp=4,mb=1,schedule=interleaved:2").step_time_s);
+}
+
+TEST(Simulator, LayerSplitDiagnostics) {
+  auto src = heavy_head_gpt();
+  auto c = cluster_preset("v100x4");
+  ASSERT_TRUE(c.ok());
+  for (auto [strategy, needle] :
+       {std::pair<const char*, const char*>{"pp=4,layers=2/3/3", "one layer count per chunk"},
+        {"pp=4,layers=2/3/3/1", "sum to the model's layers"},
+        {"pp=4,schedule=interleaved:2,layers=1/3/3/1", "8 chunks"},
+        {"pp=2,dp=2,layers=2/2/2/2", "one layer count per chunk"}}) {
+    auto s = StrategySpec::parse(strategy);
+    ASSERT_TRUE(s.ok()) << strategy;
+    auto r = simulate(src, *c, *s, training());
+    ASSERT_FALSE(r.ok()) << strategy;
+    EXPECT_NE(r.error().message.find(needle), std::string::npos) << r.error().message;
+  }
+  for (const char* bad : {"pp=4,layers=0/4/2/2", "pp=4,layers=2//3", "pp=4,layers=", "layers=x"}) {
+    auto s = StrategySpec::parse(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.error().message.find(">= 1"), std::string::npos) << s.error().message;
+  }
+  // A model without repeating layers has nothing to split.
+  zoo::ZooOverrides o;
+  o.batch = 8;
+  auto r50 = zoo_model_source("resnet50", o);
+  ASSERT_TRUE(r50.ok());
+  auto r = simulate(*r50, *c, *StrategySpec::parse("dp=4,layers=3"), training());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("has none"), std::string::npos) << r.error().message;
+  // MoE layers come in units of two.
+  auto moe = zoo_model_source("moe-tiny", o);
+  ASSERT_TRUE(moe.ok());
+  ASSERT_EQ(moe->unit, 2);
+  std::string odd = "dp=2,pp=2,layers=1/" + std::to_string(moe->layers - 1);
+  auto m = simulate(*moe, *c, *StrategySpec::parse(odd), training());
+  ASSERT_FALSE(m.ok()) << odd;
+  EXPECT_NE(m.error().message.find("2-layer repeating unit"), std::string::npos)
+      << m.error().message;
+}
+
 TEST(Simulator, Deterministic) {
   zoo::ZooOverrides o;
   o.batch = 16;

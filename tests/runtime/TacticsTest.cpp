@@ -93,7 +93,12 @@ TEST(StrategySpec, ParsesTheVocabularyAndSaysWhatIsValid) {
             "(dp*tp*pp*ep) but the mesh has 4; make the degrees multiply to 4");
   EXPECT_EQ(StrategySpec::parse("dp=2,foo=3").error().message,
             "unknown strategy key 'foo'; valid keys: dp, tp, pp, ep, zero, mb, microbatches, "
-            "schedule, recompute, sp");
+            "schedule, recompute, sp, layers");
+  auto split = StrategySpec::parse("layers=10/12/12/14,pp=4");
+  ASSERT_TRUE(split.ok()) << split.error().to_string();
+  EXPECT_EQ(split->layers, (std::vector<int64_t>{10, 12, 12, 14}));
+  EXPECT_EQ(split->to_string(), "pp=4,layers=10/12/12/14");
+  EXPECT_FALSE(StrategySpec::parse("layers=3/0").ok());
   EXPECT_FALSE(StrategySpec::parse("zero=4").ok());
   EXPECT_FALSE(StrategySpec::parse("dp=0").ok());
   EXPECT_FALSE(StrategySpec::parse("dp=2,dp=2").ok());

@@ -138,5 +138,52 @@ TEST(ConfigSearch, EnergyObjectiveDeviceCapAndStepTimeTarget) {
       << missed.error().message;
 }
 
+// A GPT with a large vocabulary on four pipeline stages: the head makes the last stage slow, an
+// uneven layer split wins, and it is never slower than the best even split.
+TEST(ConfigSearch, UnevenLayerSplitWhenTheHeadIsHeavy) {
+  zoo::ZooOverrides over;
+  over.layers = 8;
+  over.vocab = 250000;
+  over.batch = 16;
+  auto model = *cost::zoo_model_source("gpt3-1.3b", over);
+  auto cluster = *cost::cluster_preset("v100x4");
+  ConfigSearchOptions o;
+  o.train = true;
+  o.pins = *StrategySpec::parse("auto,pp=4");
+  auto found = search_configs(model, cluster, o);
+  ASSERT_TRUE(found.ok()) << found.error().to_string();
+  const ConfigResult& best = found->best;
+  ASSERT_EQ(best.spec.layers.size(), 4u) << best.sim.strategy;
+  int64_t sum = 0;
+  for (int64_t n : best.spec.layers) sum += n;
+  EXPECT_EQ(sum, 8);
+  EXPECT_LT(best.spec.layers.back(), 2);  // the head's stage holds fewer layers
+  EXPECT_NE(best.sim.strategy.find("layers="), std::string::npos) << best.sim.strategy;
+  ConfigSearchOptions even = o;
+  even.split_layouts = 0;
+  auto plain = search_configs(model, cluster, even);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->best.spec.layers.empty());
+  EXPECT_LT(best.sim.step_time_s, plain->best.sim.step_time_s);
+  // Re-simulating the chosen strategy gives the same step; the search is deterministic.
+  cost::SimulateOptions so;
+  so.train = true;
+  auto again = cost::simulate(model, cluster, *StrategySpec::parse(best.sim.strategy), so);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->step_time_s, best.sim.step_time_s);
+  auto twice = search_configs(model, cluster, o);
+  ASSERT_TRUE(twice.ok());
+  EXPECT_EQ(twice->best.sim.strategy, best.sim.strategy);
+  // Every split kept beats the even split of its layout.
+  for (const auto& r : found->ranking) {
+    if (r.spec.layers.empty()) continue;
+    StrategySpec e = r.spec;
+    e.layers.clear();
+    auto base = cost::simulate(model, cluster, e, so);
+    ASSERT_TRUE(base.ok());
+    EXPECT_LT(r.sim.step_time_s, base->step_time_s) << r.sim.strategy;
+  }
+}
+
 }  // namespace
 }  // namespace heddle::search

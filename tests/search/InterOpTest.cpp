@@ -2,6 +2,8 @@
 // micro-batch counts, memory limits and pinned stage counts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <random>
 
 #include "heddle/search/InterOp.h"
@@ -98,6 +100,55 @@ TEST(InterOp, ScheduleFormulasAndBadInput) {
   auto none = solve_inter_op(p);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().message.rfind("no pipeline fits in ", 0), 0u) << none.error().message;
+}
+
+}  // namespace
+}  // namespace heddle::search
+
+namespace heddle::search {
+namespace {
+
+// The water-filling split against every split of the units: the same least largest chunk time.
+TEST(InterOp, BalancedLayerSplitMatchesEnumeration) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> extra(0, 3);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t C = 1 + trial % 4, units = C + trial % 7;
+    std::vector<double> fixed(static_cast<size_t>(C));
+    for (double& f : fixed) f = trial % 3 == 0 ? 0 : extra(rng);
+    const double unit_s = trial % 5 == 0 ? 0.25 : 1.0;
+    auto n = balance_layers(fixed, unit_s, units);
+    ASSERT_EQ(static_cast<int64_t>(n.size()), C);
+    int64_t sum = 0;
+    double got = 0;
+    for (size_t c = 0; c < n.size(); ++c) {
+      EXPECT_GE(n[c], 1);
+      sum += n[c];
+      got = std::max(got, fixed[c] + static_cast<double>(n[c]) * unit_s);
+    }
+    EXPECT_EQ(sum, units);
+    double best = 1e30;
+    std::vector<int64_t> k(static_cast<size_t>(C), 1);
+    std::function<void(size_t, int64_t)> walk = [&](size_t c, int64_t left) {
+      if (c + 1 == k.size()) {
+        k[c] = left;
+        double worst = 0;
+        for (size_t i = 0; i < k.size(); ++i)
+          worst = std::max(worst, fixed[i] + static_cast<double>(k[i]) * unit_s);
+        best = std::min(best, worst);
+        return;
+      }
+      for (int64_t x = 1; left - x >= static_cast<int64_t>(k.size() - c - 1); ++x) {
+        k[c] = x;
+        walk(c + 1, left - x);
+      }
+    };
+    walk(0, units);
+    EXPECT_DOUBLE_EQ(got, best) << "trial " << trial;
+  }
+  // Heavy ends move layers to the middle; equal chunks split evenly, earlier chunks first.
+  EXPECT_EQ(balance_layers({1.5, 0, 0, 2.5}, 1, 8), (std::vector<int64_t>{1, 3, 3, 1}));
+  EXPECT_EQ(balance_layers({0, 0, 0}, 1, 7), (std::vector<int64_t>{3, 2, 2}));
 }
 
 }  // namespace

@@ -107,6 +107,39 @@ TEST(PlanCli, IlpStagePlansReproduceInSimulate) {
   EXPECT_NE(bad.err.find("use tactics or ilp"), std::string::npos) << bad.err;
 }
 
+TEST(PlanCli, UnevenLayerSplitReproducesInSimulate) {
+  // A heavy head (vocabulary 250k) on four pipeline stages: plan splits the layers unevenly, and
+  // its printed strategy re-simulates to the predicted step time.
+  std::string model = "gpt3-1.3b --layers 8 --vocab 250000 --batch 16 --cluster v100x4 --train";
+  std::string dir = ::testing::TempDir() + "/plan-split";
+  auto plan = run_heddle("plan " + model + " --strategy auto,pp=4 --json --out " + dir);
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  auto j = nlohmann::json::parse(plan.out);
+  std::string strategy = j["strategy"].get<std::string>();
+  EXPECT_NE(strategy.find("layers="), std::string::npos) << strategy;
+  std::ifstream saved(dir + "/plan.json");
+  ASSERT_TRUE(saved.good());
+  EXPECT_EQ(nlohmann::json::parse(saved)["strategy"], strategy);
+  auto sim = run_heddle("simulate " + model + " --json --strategy " + strategy);
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  auto s = nlohmann::json::parse(sim.out);
+  EXPECT_DOUBLE_EQ(s["step_time_s"].get<double>(), j["step_time_s"].get<double>());
+  // The same layout split evenly is slower.
+  std::string even = strategy.substr(0, strategy.find(",layers="));
+  auto e = run_heddle("simulate " + model + " --json --strategy " + even);
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_LT(j["step_time_s"].get<double>(),
+            nlohmann::json::parse(e.out)["step_time_s"].get<double>());
+  // A split that does not add up is a user error naming the rule.
+  auto bad = run_heddle("simulate " + model + " --strategy pp=4,layers=1/2/2/1");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("sum to the model's layers"), std::string::npos) << bad.err;
+  // run executes even splits only and says so.
+  auto run = run_heddle("run gpt-tiny --mesh 2 --strategy pp=2,layers=1/1");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("layers="), std::string::npos) << run.err;
+}
+
 TEST(PlanCli, EnergyObjectiveDeviceCapAndStepTimeTarget) {
   auto fast = run_heddle("plan gpt-tiny --cluster a100x8 --train --json");
   ASSERT_EQ(fast.exit_code, 0) << fast.err;

@@ -17,6 +17,10 @@ Result<StrategySpec> requested_strategy(const std::string& mesh_text,
   if (text.empty()) return StrategySpec{};
   auto spec = StrategySpec::parse(text);
   if (!spec.ok()) return Diagnostic("--strategy: " + spec.error().message);
+  if (!spec->layers.empty())
+    return Diagnostic(
+        "--strategy: layers= (an uneven layer split) is priced by plan and simulate; run splits "
+        "the layers evenly over the stages, drop layers= from the strategy");
   return spec;
 }
 

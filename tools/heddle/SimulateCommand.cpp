@@ -127,7 +127,7 @@ Command add_simulate_command(CLI::App& root) {
                   "JSON cluster file")
       ->required();
   app->add_option("--strategy", args->strategy,
-                  "dp=..,tp=..,pp=..,zero=..,mb=..,schedule=..,recompute=..,sp=on")
+                  "dp=..,tp=..,pp=..,zero=..,mb=..,schedule=..,recompute=..,sp=on,layers=a/b/..")
       ->required();
   add_zoo_overrides(app, args->overrides);
   app->add_flag("--train", args->train, "Simulate a training step (default: forward only)");

@@ -105,6 +105,13 @@ struct SimulationResult {
   std::map<std::string, double> link_bytes;  ///< per link class, bytes per device per step
   double dp_sync_s = 0;                      ///< exposed gradient reduction
   std::vector<StageResult> stages;
+  /// Per pipeline chunk (first to last), the layer units it holds and the seconds one
+  /// micro-batch spends in it apart from those units (embedding, head, sends; forward, plus
+  /// backward when training); `unit_s` is what each unit adds. A layer split's chunk time is
+  /// `chunk_fixed_s[c] + chunk_units[c] * unit_s`. Empty and 0 for a model without layers.
+  std::vector<int64_t> chunk_units;
+  std::vector<double> chunk_fixed_s;
+  double unit_s = 0;
   int64_t events = 0;      ///< simulated events (blocks per micro-batch and step)
   double energy_j = 0;     ///< per step, every device: busy x tdp_watts + idle x idle_watts
   std::string trace_json;  ///< Chrome trace when requested
@@ -120,7 +127,9 @@ Result<Propagation> stage_plan(const Graph& g, const Mesh& mesh, const Cluster& 
 /// Simulates one step of `model` under `spec` on `cluster`. Diagnostics: degrees that do not
 /// multiply to the cluster's device count (`auto` is not simulated: give the degrees), a batch
 /// the degrees and micro-batch do not divide, pipeline stages on a model without layers, more
-/// pipeline chunks than layers, an unknown schedule or recompute value.
+/// pipeline chunks than layers, an unknown schedule or recompute value, a `layers=` split that
+/// does not give one positive multiple of the repeating unit per chunk summing to the model's
+/// layers. `spec.layers` set: chunk c holds that many layers (default: as even as they divide).
 Result<SimulationResult> simulate(const ModelSource& model, const Cluster& cluster,
                                   const StrategySpec& spec, const SimulateOptions& options = {});
 

@@ -34,6 +34,9 @@ struct ConfigSearchOptions {
   /// Re-plan the `intra_op_layouts` best layouts with the intra-op ILP; default on, 8 layouts.
   bool intra_op = true;
   int64_t intra_op_layouts = 8;
+  /// Give the `split_layouts` best pipelined layouts an uneven layer split (balance_layers() on
+  /// their simulated chunk costs), kept when it simulates better; default 4, 0: even splits only.
+  int64_t split_layouts = 4;
   /// Called after each simulated configuration with (done, total); default none.
   std::function<void(int64_t, int64_t)> progress;
 };

@@ -58,6 +58,12 @@ Result<double> pipeline_step_time(const std::vector<double>& t, int64_t m,
 /// interleaved:V (Megatron's interleaved first stage holds p + (p - 1)/V).
 double in_flight(int64_t s, int64_t m, const std::string& schedule);
 
+/// The split of `units` layer units over the chunks of a pipeline whose largest chunk time is
+/// least, chunk c taking `fixed[c] + n_c * unit_s` (its embedding, head and sends plus its units)
+/// with every n_c >= 1; ties go to the earlier chunk (deterministic). Preconditions: `fixed` not
+/// empty, `units >= fixed.size()`, `unit_s >= 0`.
+std::vector<int64_t> balance_layers(const std::vector<double>& fixed, double unit_s, int64_t units);
+
 /// Alpa's DP: for every schedule, micro-batch count and bound t_max on a stage's time, the
 /// slicing of least total stage time whose stages all take at most t_max and fit in memory; the
 /// best step time over all of them. No slicing fits: a diagnostic naming the least memory a

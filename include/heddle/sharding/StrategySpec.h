@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "heddle/sharding/Mesh.h"
 #include "heddle/support/Result.h"
@@ -22,6 +23,9 @@ struct StrategySpec {
   std::optional<std::string> schedule;   ///< gpipe|1f1b|interleaved:V|zb-h1|zb-h2|searched
   std::optional<std::string> recompute;  ///< none|selective|full
   bool sp = false;                       ///< sequence parallelism
+  /// `layers=10/12/12/14`: repeating layers per pipeline chunk, first to last (the simulator
+  /// checks one entry per chunk, each >= 1, summing to the model's layers); empty: even split.
+  std::vector<int64_t> layers;
 
   /// Parses the text. Unknown keys, bad values and repeated keys are diagnostics that list what is
   /// valid.
