@@ -88,8 +88,8 @@ TEST(SimulateCli, ExecutorOption) {
   double b = nlohmann::json::parse(exec.out)["step_time_s"].get<double>();
   EXPECT_GT(a, 0);
   EXPECT_NE(a, b);
-  CliResult fwd = run_heddle(
-      "simulate gpt-tiny --cluster h100x2 --strategy tp=2 --batch 4 --json --executor");
+  CliResult fwd =
+      run_heddle("simulate gpt-tiny --cluster h100x2 --strategy tp=2 --batch 4 --json --executor");
   ASSERT_EQ(fwd.exit_code, 0) << fwd.err;
   EXPECT_LT(nlohmann::json::parse(fwd.out)["step_time_s"].get<double>(), b);
 }
