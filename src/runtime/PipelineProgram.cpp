@@ -362,7 +362,7 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
       auto add = [&](ValueId t) { total = total == kNoValue ? t : o.add(total, t); };
       for (const auto& s : sent) {
         ValueId x = id_of(bwd, s);
-        const TensorType& t = bwd.type(x);
+        const TensorType t = bwd.type(x);  // a copy: adding the parameter below grows the values
         if (!dtype_is_float(t.dtype())) continue;
         activations.insert(kGradPrefix + s);
         ValueId prod = o.mul(x, o.param(kGradPrefix + s, t));
