@@ -25,12 +25,14 @@ double collective_time(Collective c, int64_t n, double bytes, const LinkClass& l
   HEDDLE_UNREACHABLE();
 }
 
-AlphaBetaCost::AlphaBetaCost(const Cluster& cluster, const Mesh& mesh) {
+AlphaBetaCost::AlphaBetaCost(const Cluster& cluster, const Mesh& mesh, double byte_scale)
+    : byte_scale_(byte_scale) {
+  HEDDLE_ASSERT(byte_scale > 0) << "byte scale " << byte_scale;
   for (int64_t a = 0; a < mesh.rank(); ++a) links_.push_back(cluster.axis_link(mesh, a));
 }
 
 double AlphaBetaCost::cost(Collective c, int64_t axis, int64_t group, double bytes) const {
-  return collective_time(c, group, bytes, link(axis));
+  return collective_time(c, group, bytes * byte_scale_, link(axis));
 }
 
 const LinkClass& AlphaBetaCost::link(int64_t axis) const {

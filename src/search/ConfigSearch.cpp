@@ -151,7 +151,7 @@ cost::SimulateOptions intra_op_simulate_options(const cost::ModelSource& model,
     }
     Pins all = *pins;
     for (OpId id = 0; id < g.num_ops(); ++id) all.ops[id] = p->plan.ops[static_cast<size_t>(id)];
-    cost::AlphaBetaCost comm(cluster, mesh);
+    cost::AlphaBetaCost comm(cluster, mesh, cluster.device.element_bytes / 4.0);
     PropagateOptions popts;
     popts.cost = &comm;
     popts.seconds_per_flop = 1 / (cluster.device.peak_flops * cluster.device.gemm_efficiency);

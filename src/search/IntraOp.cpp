@@ -174,7 +174,7 @@ Result<IntraOpPlan> plan_intra_op(const Graph& g, const Mesh& mesh, const Pins& 
         secs += comm.cost(st.op, st.axis, mesh.size(st.axis), st.bytes * scale);
       secs *= 1 + bwd;
     } else if (plan.ok()) {
-      secs = plan->cost * o.seconds_per_byte;
+      secs = comm.in_seconds() ? plan->cost : plan->cost * o.seconds_per_byte;
     }
     memo.emplace(key, secs);
     return secs;

@@ -120,7 +120,7 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
     if (from == to) return 0.0;
     auto plan = plan_reshard(g.type(v), mesh, from, to, cost);
     if (!plan.ok()) return std::nullopt;
-    return plan->cost * o.seconds_per_byte;
+    return cost.in_seconds() ? plan->cost : plan->cost * o.seconds_per_byte;
   };
 
   // The cheapest way to turn partial placements into plain ones: replicate them, or scatter them

@@ -5,8 +5,11 @@
 #include "heddle/cost/AlphaBetaCost.h"
 #include "heddle/cost/MemoryModel.h"
 #include "heddle/cost/ModelFlops.h"
+#include "heddle/cost/Simulator.h"
 #include "heddle/ops/OpCost.h"
 #include "heddle/ops/zoo/Zoo.h"
+#include "heddle/sharding/Reshard.h"
+#include "heddle/sharding/StrategySpec.h"
 
 namespace heddle::cost {
 namespace {
@@ -46,6 +49,37 @@ TEST(Collectives, MeshAxesMapOntoLinks) {
   // A 1 GB all-reduce over 8 GPUs in a node at 230 GB/s bus bandwidth: about 7.6 ms.
   EXPECT_NEAR(cost.cost(Collective::kAllReduce, 1, 8, 1e9), 2 * 7 / 8.0 * 1e9 / 230e9 + 14e-5,
               1e-9);
+}
+
+// stage_plan prices the reshards propagation inserts in the cluster's seconds, in the device's
+// element size: a bf16 device moves half the bytes of the float32 graph. (Propagation once scaled
+// these seconds by a nominal time per byte, 1e-10, so it barely saw communication.)
+TEST(Collectives, StagePlanPricesReshardsInTheClustersSeconds) {
+  zoo::ZooOverrides o;
+  o.batch = 8;
+  auto g = zoo::build_zoo_model("gpt-tiny", o);
+  auto c = cluster_preset("a100x8");
+  auto spec = StrategySpec::parse("dp=2,tp=4");
+  ASSERT_TRUE(g.ok() && c.ok() && spec.ok());
+  auto mesh = spec->mesh(8);
+  ASSERT_TRUE(mesh.ok());
+  auto prop = stage_plan(*g, *mesh, *c, *spec);
+  ASSERT_TRUE(prop.ok()) << prop.error().to_string();
+  ASSERT_FALSE(prop->reshards.empty());
+  ASSERT_EQ(c->device.element_bytes, 2);
+  AlphaBetaCost links(*c, *mesh);
+  for (const Reshard& r : prop->reshards) {
+    auto plan = plan_reshard(g->type(r.value), *mesh, r.from, r.to, AlphaBetaCost(*c, *mesh, 0.5));
+    ASSERT_TRUE(plan.ok());
+    EXPECT_DOUBLE_EQ(r.seconds, plan->cost) << r.from.to_string() << " -> " << r.to.to_string();
+    double full = 0;  // the same steps on float32 bytes
+    for (const ReshardStep& st : plan->steps)
+      full += links.cost(st.op, st.axis, mesh->size(st.axis), st.bytes);
+    if (r.seconds > 0) {
+      EXPECT_GT(r.seconds, 1e-6);  // at least one link latency, not a scaled-down figure
+      EXPECT_LT(r.seconds, full);
+    }
+  }
 }
 
 TEST(Memory, ZeroStagesMatchThePaper) {

@@ -18,15 +18,21 @@ double collective_time(Collective c, int64_t n, double bytes, const LinkClass& l
 /// A CommCost giving alpha-beta seconds on the link class of each mesh axis.
 class AlphaBetaCost : public CommCost {
  public:
-  /// Maps each axis of `mesh` onto a link of `cluster` (Cluster::axis_link).
-  AlphaBetaCost(const Cluster& cluster, const Mesh& mesh);
-  /// Precondition: 0 <= axis < number of mesh axes.
+  /// Maps each axis of `mesh` onto a link of `cluster` (Cluster::axis_link). `byte_scale`
+  /// multiplies every buffer size before pricing: the device's element size over the graph's
+  /// (`cluster.device.element_bytes / 4` for a float32 graph run in bf16); default 1.
+  /// Precondition: byte_scale > 0.
+  AlphaBetaCost(const Cluster& cluster, const Mesh& mesh, double byte_scale = 1);
+  /// Seconds. Precondition: 0 <= axis < number of mesh axes.
   double cost(Collective c, int64_t axis, int64_t group, double bytes) const override;
+  /// Always true: cost() gives seconds.
+  bool in_seconds() const override { return true; }
   /// The link class of `axis`. Precondition: axis in range.
   const LinkClass& link(int64_t axis) const;
 
  private:
   std::vector<LinkClass> links_;
+  double byte_scale_ = 1;
 };
 
 }  // namespace heddle::cost

@@ -49,7 +49,8 @@ Result<StrategyChoice> solve_strategy_graph(const StrategyGraph& sg, const IlpSo
 /// Options of plan_intra_op().
 struct IntraOpOptions {
   double seconds_per_flop = 1e-11;  ///< compute time per FLOP on one device (default 100 GFLOP/s)
-  double seconds_per_byte = 1e-10;  ///< time per byte of communication (default 10 GB/s)
+  double seconds_per_byte = 1e-10;  ///< time per byte of communication (default 10 GB/s); not
+                                    ///< applied to a `cost` in seconds (CommCost::in_seconds)
   const CommCost* cost = nullptr;   ///< prices reshards; null: BytesMovedCost
   /// Non-null: price with the cost model instead of the three fields above: compute from the
   /// roofline of each op's local box on the cluster's device, reshards from alpha-beta times on

@@ -29,6 +29,9 @@ class CommCost {
   /// all-to-all the per-device input size, for halos and send/recv the bytes sent).
   /// Precondition: group >= 1, bytes >= 0.
   virtual double cost(Collective c, int64_t axis, int64_t group, double bytes) const = 0;
+  /// True when cost() is already seconds, so callers must not scale it by a time per byte
+  /// (PropagateOptions::seconds_per_byte). Default false: cost() counts bytes.
+  virtual bool in_seconds() const { return false; }
 };
 
 /// Bytes each device sends (ring algorithms): all-reduce 2(n-1)/n S, all-gather, reduce-scatter

@@ -38,7 +38,8 @@ struct Pins {
 /// until the cost model supplies real figures.
 struct PropagateOptions {
   double seconds_per_flop = 1e-11;  ///< compute time per FLOP on one device
-  double seconds_per_byte = 1e-10;  ///< time per byte of BytesMovedCost traffic
+  double seconds_per_byte = 1e-10;  ///< time per byte of BytesMovedCost traffic; not applied to a
+                                    ///< `cost` that is in seconds (CommCost::in_seconds)
   const CommCost* cost = nullptr;   ///< null: BytesMovedCost
 };
 
