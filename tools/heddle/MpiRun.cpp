@@ -121,26 +121,33 @@ std::vector<std::vector<std::vector<int64_t>>> mesh_partitions(const Mesh& mesh)
   return partitions;
 }
 
-// The whole-model parameters rank 0's reference check starts from (--check only).
-TensorMap whole_params(const Graph& g, uint64_t seed) {
+// Rank 0's reference check (--check only; empty on other ranks): the single-device step and the
+// whole-model parameters and inputs it starts from.
+struct Rank0Reference {
+  std::optional<ReferenceCheck> check;
   TensorMap params;
-  for (ValueId p : g.params()) params.emplace(p, init_param(g.value(p).name, g.type(p), seed));
-  return params;
-}
+  std::vector<Tensor> inputs;
 
-// After step `s`: rank 0 checks the outputs against the reference, and the reference's
-// parameters follow the partitioned run's updates (as the threads backend's feeds do).
-Status check_and_follow(std::optional<ReferenceCheck>& reference, TensorMap& ref_params, int s,
-                        const std::vector<Tensor>& inputs, const TensorMap& got,
-                        const std::vector<ParamUpdate>& updates) {
-  if (!reference) return {};
-  HEDDLE_TRY(reference->check_step(s, ref_params, inputs, got));
-  for (const auto& u : updates) {
-    ref_params.insert_or_assign(u.param, got.at(u.updated));
-    for (const auto& st : u.state) ref_params.insert_or_assign(st.first, got.at(st.second));
+  Rank0Reference(int64_t rank, const RunOptions& o, const Graph& g,
+                 const std::vector<ParamUpdate>& updates, int64_t int_hi) {
+    if (rank != 0 || !o.check) return;
+    check.emplace(g, o, updates);
+    for (ValueId p : g.params()) params.emplace(p, init_param(g.value(p).name, g.type(p), o.seed));
+    inputs = random_inputs(g, o.seed + 1, int_hi);
   }
-  return {};
-}
+
+  // After step `s`: checks the outputs against the reference, and the reference's parameters
+  // follow the partitioned run's updates (as the threads backend's feeds do).
+  Status check_and_follow(int s, const TensorMap& got, const std::vector<ParamUpdate>& updates) {
+    if (!check) return {};
+    HEDDLE_TRY(check->check_step(s, params, inputs, got));
+    for (const auto& u : updates) {
+      params.insert_or_assign(u.param, got.at(u.updated));
+      for (const auto& st : u.state) params.insert_or_assign(st.first, got.at(st.second));
+    }
+    return {};
+  }
+};
 
 // Ends the job after a failure that leaves this rank out of step with the others.
 [[noreturn]] void die(MpiCommunicator& mpi, const std::string& message) {
@@ -210,14 +217,7 @@ int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>
   const int64_t rank_feed_bytes_max = largest_feed_bytes(mpi, bytes);
 
   // Only rank 0 checks, and only it builds the whole model for that.
-  std::optional<ReferenceCheck> reference;
-  TensorMap ref_params;
-  std::vector<Tensor> inputs;
-  if (r == 0 && o.check) {
-    reference.emplace(g, o, updates);
-    ref_params = whole_params(g, o.seed);
-    inputs = random_inputs(g, o.seed + 1, int_hi);
-  }
+  Rank0Reference reference(r, o, g, updates, int_hi);
   // Start together, so rank 0's wall time is the run's.
   if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(mpi, ready.error().message);
   double wall = 0;
@@ -233,7 +233,7 @@ int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>
     }
     if (step_failed(mpi, got.ok() ? Status{} : Status(got.error()))) return 1;
     wall += seconds_since(t0);
-    if (auto st = check_and_follow(reference, ref_params, step, inputs, *got, updates); !st.ok())
+    if (auto st = reference.check_and_follow(step, *got, updates); !st.ok())
       return user_error(st.error());
     if (!o.train) break;
     // Outputs are whole on every rank (lowering replicates them): keep this rank's tiles of the
@@ -258,7 +258,8 @@ int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>
     if (it == got->end() || it->second.region() != Box::of_shape(g.type(v).shape()))
       return user_error(Diagnostic("output " + g.value(v).name + " is not whole on rank 0"));
   }
-  RunSummary summary = rank0_summary(mpi, g, wall, losses, *got, reference, rank_feed_bytes_max);
+  RunSummary summary =
+      rank0_summary(mpi, g, wall, losses, *got, reference.check, rank_feed_bytes_max);
   summary.note = planned.note;
   summary.mesh = planned.mesh;
   summary.strategy = planned.spec.to_string();
@@ -287,14 +288,7 @@ int run_pipeline_rank(const RunOptions& o, const Graph& g, const std::vector<Par
   for (const auto& micro : feeds.inputs)
     for (const auto& [n, t] : micro) bytes += storage_bytes(t.dtype(), t.numel());
   const int64_t rank_feed_bytes_max = largest_feed_bytes(mpi, bytes);
-  std::vector<Tensor> inputs;  // whole, for rank 0's reference check only
-  std::optional<ReferenceCheck> reference;
-  TensorMap ref_params;
-  if (r == 0 && o.check) {
-    reference.emplace(g, o, updates);
-    ref_params = whole_params(g, o.seed);
-    inputs = random_inputs(g, o.seed + 1, int_hi);
-  }
+  Rank0Reference reference(r, o, g, updates, int_hi);
   if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(mpi, ready.error().message);
   double wall = 0;
   std::vector<double> losses;
@@ -318,7 +312,7 @@ int run_pipeline_rank(const RunOptions& o, const Graph& g, const std::vector<Par
     if (r != 0) continue;
     auto got = from_pipeline_result(pipe, g, updates, *res);
     if (!got.ok()) return user_error(got.error());
-    if (auto st = check_and_follow(reference, ref_params, step, inputs, *got, updates); !st.ok())
+    if (auto st = reference.check_and_follow(step, *got, updates); !st.ok())
       return user_error(st.error());
     if (o.train) {
       losses.push_back(got->at(g.outputs()[0]).f32()[0]);
@@ -327,7 +321,8 @@ int run_pipeline_rank(const RunOptions& o, const Graph& g, const std::vector<Par
     last = std::move(*got);
   }
   if (r != 0) return 0;
-  RunSummary summary = rank0_summary(mpi, g, wall, losses, last, reference, rank_feed_bytes_max);
+  RunSummary summary =
+      rank0_summary(mpi, g, wall, losses, last, reference.check, rank_feed_bytes_max);
   summary.note = pipe.note;
   summary.mesh = pipe.mesh;
   summary.strategy = pipe.spec.to_string();
