@@ -56,16 +56,6 @@ struct Case {
   bool train_too = true;  // also a training step (ViT's conv weight gradient takes ~20 s)
 };
 
-zoo::ZooOverrides over(int64_t batch, std::optional<int64_t> hidden = {},
-                       std::optional<int64_t> seq = {}, std::optional<int64_t> layers = {}) {
-  zoo::ZooOverrides o;
-  o.batch = batch;
-  o.hidden = hidden;
-  o.seq = seq;
-  o.layers = layers;
-  return o;
-}
-
 // The graph the executor runs: the forward model, or its whole training step (forward with the
 // loss, backward, AdamW) as `heddle run --train` builds it.
 Result<Graph> executed_graph(const Case& c, bool train) {
@@ -256,11 +246,11 @@ int main(int argc, char** argv) {
     fmt::print("\n");
   }
   const std::vector<Case> cases = {
-      {"mlp", over(512), "batch 512", true},
-      {"gpt-tiny", over(8, 256, 128), "batch 8, hidden 256, seq 128", true},
-      {"llama-tiny", over(8, 256, 128), "batch 8, hidden 256, seq 128", true},
-      {"moe-tiny", over(8, 128, 64), "batch 8, hidden 128, seq 64", true},
-      {"vit-b16", over(2, 192, {}, 2), "batch 2, hidden 192, 2 layers", false},
+      {"mlp", zoo::ZooOverrides::sized(512), "batch 512", true},
+      {"gpt-tiny", zoo::ZooOverrides::sized(8, 256, 128), "batch 8, hidden 256, seq 128", true},
+      {"llama-tiny", zoo::ZooOverrides::sized(8, 256, 128), "batch 8, hidden 256, seq 128", true},
+      {"moe-tiny", zoo::ZooOverrides::sized(8, 128, 64), "batch 8, hidden 128, seq 64", true},
+      {"vit-b16", zoo::ZooOverrides::sized(2, 192, {}, 2), "batch 2, hidden 192, 2 layers", false},
   };
   const std::vector<std::string> strategies = {"dp=1", "dp=2", "tp=2"};
   std::vector<double> all_errors, all_cpu_errors;

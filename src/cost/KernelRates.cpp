@@ -84,19 +84,12 @@ void time_ops(const Graph& g, std::vector<Sample>& samples) {
 
 std::map<std::string, double> measure_kernel_rates(const KernelRateOptions& o) {
   HEDDLE_ASSERT(o.threads >= 1 && o.repeats >= 1 && o.launch_s >= 0) << "kernel rate options";
-  auto over = [](int64_t batch, std::optional<int64_t> hidden, std::optional<int64_t> seq,
-                 std::optional<int64_t> layers) {
-    zoo::ZooOverrides z;
-    z.batch = batch;
-    z.hidden = hidden;
-    z.seq = seq;
-    z.layers = layers;
-    return z;
-  };
   const std::pair<const char*, zoo::ZooOverrides> all[] = {
-      {"mlp", over(128, {}, {}, {})},       {"gpt-tiny", over(4, 128, 64, {})},
-      {"llama-tiny", over(4, 128, 64, {})}, {"moe-tiny", over(4, 64, 32, {})},
-      {"vit-b16", over(1, 96, {}, 1)},
+      {"mlp", zoo::ZooOverrides::sized(128, {}, {}, {})},
+      {"gpt-tiny", zoo::ZooOverrides::sized(4, 128, 64, {})},
+      {"llama-tiny", zoo::ZooOverrides::sized(4, 128, 64, {})},
+      {"moe-tiny", zoo::ZooOverrides::sized(4, 64, 32, {})},
+      {"vit-b16", zoo::ZooOverrides::sized(1, 96, {}, 1)},
   };
   std::vector<Graph> graphs;
   for (const auto& [name, sizes] : all)

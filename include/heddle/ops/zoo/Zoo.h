@@ -21,6 +21,17 @@ struct ZooEntry {
 /// Overrides of a preset; unset fields keep the preset's value.
 struct ZooOverrides {
   std::optional<int64_t> layers, hidden, heads, seq, vocab, batch;
+
+  /// The batch and, where given, the hidden size, sequence length and layer count; the rest unset.
+  static ZooOverrides sized(int64_t batch, std::optional<int64_t> hidden = {},
+                            std::optional<int64_t> seq = {}, std::optional<int64_t> layers = {}) {
+    ZooOverrides o;
+    o.batch = batch;
+    o.hidden = hidden;
+    o.seq = seq;
+    o.layers = layers;
+    return o;
+  }
 };
 
 /// Every preset, in a stable order.
