@@ -43,10 +43,7 @@ class PipelineRun {
     share_tag_ = tag_of(P.edges.size());
     for (size_t e = 0; e < P.edges.size(); ++e) {
       edge_boxes_.push_back(P.receive_box(e, local_, false));
-      const PipelineEdge& edge = P.edges[e];
-      bool has_grad =
-          P.train && P.chunks[edge.from].backward.graph.find_value(kGradPrefix + edge.value);
-      edge_boxes_.push_back(has_grad ? P.receive_box(e, local_, true) : Box());
+      edge_boxes_.push_back(P.carries_grad(e) ? P.receive_box(e, local_, true) : Box());
     }
     report_tag_ = share_tag_ + 2 * k;
     for (int64_t s = 0; s < P.stages; ++s) {
@@ -62,7 +59,8 @@ class PipelineRun {
   }
 
   Result<PipelineResult> run() {
-    for (const PipelineStep& st : P_.order[stage_]) st.backward ? backward(st) : forward(st);
+    for (const PipelineStep& st : P_.order[stage_])
+      st.weight ? weight(st) : st.backward ? backward(st) : forward(st);
     if (P_.train) update();
     PipelineResult r;
     collect(r);
@@ -143,37 +141,63 @@ class PipelineRun {
     if (!P_.train) stash_.erase({st.micro, st.chunk});
   }
 
-  void backward(const PipelineStep& st) {
-    const PipelineChunk& ch = P_.chunks[st.chunk];
-    const Graph& g = ch.backward.graph;
-    auto& extra = stash_[{st.micro, st.chunk}];
-    // The gradient of every value sent, summed over its readers in edge order.
-    each_edge(OutOf, st.chunk, [&](size_t e, const PipelineEdge& edge) {
-      auto id = g.find_value(kGradPrefix + edge.value);
-      if (!id) return;  // integer values carry no gradient
-      Tensor t = recv(device_of(P_.stage_of(edge.to)), tag_of(e) + 1,
-                      Tensor::tile(g.type(*id).dtype(), edge_box(e, true)));
-      auto [it, fresh] = extra.emplace(kGradPrefix + edge.value, t);
-      if (!fresh) kernels::combine(Monoid::kSum, it->second, t);
-    });
-    auto out = run_block(ch.backward, extra, st.micro);
-    std::map<std::string, const Tensor*> grads;
-    for (const auto& [name, v] : ch.grads) grads[name] = &out.at(v);
+  // The element type of edge e's value.
+  DType edge_dtype(size_t e) const {
+    const Graph& g = P_.chunks[P_.edges[e].from].forward.graph;
+    return g.type(*g.find_value(P_.edges[e].value)).dtype();
+  }
+
+  // Runs `block` (nothing when it has no programs) and names its outputs `named`.
+  std::map<std::string, Tensor> run_named(const StageBlock& block,
+                                          const std::vector<std::pair<std::string, ValueId>>& named,
+                                          const std::map<std::string, Tensor>& extra,
+                                          int64_t micro) {
+    std::map<std::string, Tensor> out;
+    if (block.programs.empty()) return out;
+    TensorMap got = run_block(block, extra, micro);
+    for (const auto& [name, v] : named) out.emplace(name, std::move(got.at(v)));
+    return out;
+  }
+
+  // Adds the chunk's parameter gradients in `grads` to the step's sums.
+  void accumulate(const PipelineChunk& ch, const std::map<std::string, Tensor>& grads) {
     for (const auto& p : ch.params) {
       auto it = grads.find(p);
       if (it == grads.end()) continue;  // the loss does not reach it
-      auto [acc, fresh] = acc_.emplace(p, *it->second);
-      if (!fresh) kernels::combine(Monoid::kSum, acc->second, *it->second);
+      auto [acc, fresh] = acc_.emplace(p, it->second);
+      if (!fresh) kernels::combine(Monoid::kSum, acc->second, it->second);
     }
+  }
+
+  // The backward block: with a split backward (zero-bubble) only B, the gradients of the values
+  // received; the stash stays for the weight block.
+  void backward(const PipelineStep& st) {
+    const PipelineChunk& ch = P_.chunks[st.chunk];
+    auto& extra = stash_[{st.micro, st.chunk}];
+    // The gradient of every value sent, summed over its readers in edge order.
+    each_edge(OutOf, st.chunk, [&](size_t e, const PipelineEdge& edge) {
+      if (!P_.carries_grad(e)) return;  // integer values carry no gradient
+      Tensor t = recv(device_of(P_.stage_of(edge.to)), tag_of(e) + 1,
+                      Tensor::tile(edge_dtype(e), edge_box(e, true)));
+      auto [it, fresh] = extra.emplace(kGradPrefix + edge.value, t);
+      if (!fresh) kernels::combine(Monoid::kSum, it->second, t);
+    });
+    auto grads = run_named(ch.backward, ch.grads, extra, st.micro);
+    if (!P_.split_backward) accumulate(ch, grads);
     each_edge(Into, st.chunk, [&](size_t e, const PipelineEdge& edge) {
-      const Graph& fg = P_.chunks[edge.from].backward.graph;
-      auto id = fg.find_value(kGradPrefix + edge.value);
-      if (!id) return;
+      if (!P_.carries_grad(e)) return;
       auto it = grads.find(edge.value);
       const Box& box = edge_box(e, true);
       send(device_of(P_.stage_of(edge.from)), tag_of(e) + 1,
-           it != grads.end() ? it->second->crop(box) : Tensor::tile(fg.type(*id).dtype(), box));
+           it != grads.end() ? it->second.crop(box) : Tensor::tile(edge_dtype(e), box));
     });
+    if (!P_.split_backward) stash_.erase({st.micro, st.chunk});
+  }
+
+  // Zero-bubble's weight block W: the parameters' gradients, from the stash B left.
+  void weight(const PipelineStep& st) {
+    const PipelineChunk& ch = P_.chunks[st.chunk];
+    accumulate(ch, run_named(ch.weight, ch.weight_grads, stash_[{st.micro, st.chunk}], st.micro));
     stash_.erase({st.micro, st.chunk});
   }
 

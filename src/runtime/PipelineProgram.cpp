@@ -17,13 +17,19 @@ namespace {
 
 constexpr const char* kGradPrefix = "pipe_grad.";
 
-// The ops [begin, end) of `model` as a graph of their own: model inputs and parameters they read
-// stay inputs and parameters; values made by earlier ops become parameters (integer ones inputs)
-// of the same name. Names are kept.
-Graph chunk_graph(const Graph& model, int64_t begin, int64_t end, const std::string& name) {
+ValueId id_of(const Graph& g, const std::string& name) {
+  auto v = g.find_value(name);
+  HEDDLE_ASSERT(v.has_value()) << "no value '" << name << "' in " << g.name();
+  return *v;
+}
+
+// The ops `ops` (ascending) of `model` as a graph of their own: model inputs and parameters they
+// read stay inputs and parameters; values made by other ops become parameters (integer ones
+// inputs) of the same name. Names are kept.
+Graph sub_graph(const Graph& model, const std::vector<OpId>& ops, const std::string& name) {
   Graph out(name);
   std::map<ValueId, ValueId> remap;
-  for (OpId i = static_cast<OpId>(begin); i < end; ++i) {
+  for (OpId i : ops) {
     Op op = model.op(i);
     for (auto& in : op.inputs) {
       auto it = remap.find(in.value);
@@ -50,10 +56,32 @@ Graph chunk_graph(const Graph& model, int64_t begin, int64_t end, const std::str
   return out;
 }
 
-ValueId id_of(const Graph& g, const std::string& name) {
-  auto v = g.find_value(name);
-  HEDDLE_ASSERT(v.has_value()) << "no value '" << name << "' in " << g.name();
-  return *v;
+// The ops [begin, end) of `model` (see sub_graph).
+Graph chunk_graph(const Graph& model, int64_t begin, int64_t end, const std::string& name) {
+  std::vector<OpId> ops;
+  for (OpId i = static_cast<OpId>(begin); i < end; ++i) ops.push_back(i);
+  return sub_graph(model, ops, name);
+}
+
+// `g` cut down to the ops the values `outputs` (by name) need, with those as its outputs; no
+// outputs: an empty graph.
+Graph pruned_to(const Graph& g, const std::vector<std::string>& outputs, const std::string& name) {
+  std::vector<bool> need(static_cast<size_t>(g.num_ops()), false);
+  std::vector<ValueId> stack;
+  for (const auto& n : outputs) stack.push_back(id_of(g, n));
+  while (!stack.empty()) {
+    const Value& v = g.value(stack.back());
+    stack.pop_back();
+    if (v.role != ValueRole::kResult || need[static_cast<size_t>(v.producer)]) continue;
+    need[static_cast<size_t>(v.producer)] = true;
+    for (const auto& in : g.op(v.producer).inputs) stack.push_back(in.value);
+  }
+  std::vector<OpId> ops;
+  for (OpId i = 0; i < g.num_ops(); ++i)
+    if (need[static_cast<size_t>(i)]) ops.push_back(i);
+  Graph out = sub_graph(g, ops, name);
+  for (const auto& n : outputs) out.add_output(id_of(out, n));
+  return out;
 }
 
 // The stage strategy's pins, plus: every parameter standing for an activation (a value received
@@ -161,10 +189,16 @@ Result<std::pair<StageBlock, std::vector<ParamUpdate>>> optimizer_block(
 std::vector<std::vector<PipelineStep>> stage_orders(const pipeline::Placement& pl,
                                                     const pipeline::Schedule& s, int64_t chunks,
                                                     int64_t stages) {
-  // Forward blocks visit chunks 0..C-1 in block order, backward blocks C-1..0.
+  // Forward blocks visit chunks 0..C-1 in block order, backward blocks C-1..0; a zero-bubble
+  // placement's weight-gradient blocks are one per stage (C == stages).
   std::vector<PipelineStep> of_block;
   int64_t f = 0, b = 0;
   for (const auto& blk : pl.blocks) {
+    if (blk.type == "weight-grad") {
+      HEDDLE_ASSERT(blk.devices.size() == 1 && chunks == stages) << "block " << blk.name;
+      of_block.push_back({0, blk.devices[0], true, true});
+      continue;
+    }
     bool back = blk.type != "forward";
     int64_t c = back ? chunks - 1 - b++ : f++;
     HEDDLE_ASSERT(blk.devices.size() == 1 && blk.devices[0] == c % stages)
@@ -215,6 +249,7 @@ ProgramStats PipelineProgram::stats() const {
   for (const auto& c : chunks) {
     add(c.forward);
     add(c.backward);
+    add(c.weight);
   }
   for (const auto& o : optimizer) add(o);
   return total;
@@ -237,6 +272,7 @@ std::map<std::string, Box> PipelineProgram::device_loads(int64_t device) const {
     if (c.stage == s) {
       add(c.forward);
       add(c.backward);
+      add(c.weight);
     }
   if (train) add(optimizer[static_cast<size_t>(s)]);
   return boxes;
@@ -260,10 +296,17 @@ Box PipelineProgram::receive_box(size_t edge, int64_t local, bool grad) const {
   const PipelineChunk& reader = chunks[static_cast<size_t>(grad ? e.from : e.to)];
   if (!grad) add(reader.forward);
   add(reader.backward);
+  add(reader.weight);
   if (any) return box;
   // Nothing loads it (a block that never reads it): the whole value keeps both sides simple.
-  const StageBlock& b = grad ? reader.backward : reader.forward;
-  return Box::of_shape(b.graph.type(id_of(b.graph, name)).shape());
+  const Graph& sender = chunks[static_cast<size_t>(e.from)].forward.graph;
+  return Box::of_shape(sender.type(id_of(sender, e.value)).shape());
+}
+
+bool PipelineProgram::carries_grad(size_t edge) const {
+  const PipelineEdge& e = edges[edge];
+  const Graph& sender = chunks[static_cast<size_t>(e.from)].forward.graph;
+  return train && dtype_is_float(sender.type(id_of(sender, e.value)).dtype());
 }
 
 Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions& options) {
@@ -283,13 +326,15 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
       v = 0;
     }
     if (v < 1) return Diagnostic("schedule '" + options.schedule + "': V must be >= 1");
-  } else if (baseline != "gpipe" && baseline != "1f1b") {
-    return Diagnostic("the runtime runs pipelines with schedule gpipe, 1f1b or interleaved:V; '" +
-                      options.schedule +
-                      "' is for heddle simulate and heddle schedule (zero-bubble schedules split "
-                      "the backward into blocks the runtime does not build)");
+  } else if (baseline != "gpipe" && baseline != "1f1b" && baseline != "zb-h1" &&
+             baseline != "zb-h2") {
+    return Diagnostic(
+        "the runtime runs pipelines with schedule gpipe, 1f1b, interleaved:V, zb-h1 "
+        "or zb-h2; '" +
+        options.schedule + "' is for heddle simulate and heddle schedule");
   }
   P.schedule = options.train ? baseline : "gpipe";
+  P.split_backward = P.schedule == "zb-h1" || P.schedule == "zb-h2";
   const int64_t C = P.stages * v;
 
   StrategySpec inner = options.inner;
@@ -379,15 +424,41 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
       auto grads = build_gradients(bwd, total);
       if (!grads.ok()) return Diagnostic("pipeline chunk " + name + ": " + grads.error().message);
       Graph gg = std::move(grads->graph);
+      // (name of the parameter or received value, name of its gradient): B's then W's.
+      std::vector<std::pair<std::string, std::string>> of_b, of_w;
       for (auto [p, grad] : grads->grads) {
         const std::string& pn = gg.value(p).name;
         if (pn.rfind(kGradPrefix, 0) == 0) continue;
-        gg.add_output(grad);
-        ch.grads.push_back({pn, grad});
+        if (!P.split_backward) {
+          gg.add_output(grad);
+          ch.grads.push_back({pn, grad});
+          continue;
+        }
+        (P.param_types.count(pn) ? of_w : of_b).push_back({pn, gg.value(grad).name});
       }
-      auto b = lower_block(std::move(gg), P.stage_mesh, inner, activations, batch, shardings);
-      HEDDLE_TRY(b);
-      ch.backward = std::move(*b);
+      if (!P.split_backward) {
+        auto b = lower_block(std::move(gg), P.stage_mesh, inner, activations, batch, shardings);
+        HEDDLE_TRY(b);
+        ch.backward = std::move(*b);
+      }
+      // Zero-bubble: each half keeps only the ops its gradients need.
+      auto half = [&](const std::vector<std::pair<std::string, std::string>>& of,
+                      const std::string& suffix, StageBlock& block,
+                      std::vector<std::pair<std::string, ValueId>>& named) -> Status {
+        if (of.empty()) return {};
+        std::vector<std::string> outs;
+        for (const auto& [pn, gn] : of) outs.push_back(gn);
+        Graph part = pruned_to(gg, outs, name + suffix);
+        for (const auto& [pn, gn] : of) named.push_back({pn, id_of(part, gn)});
+        auto b = lower_block(std::move(part), P.stage_mesh, inner, activations, batch, shardings);
+        HEDDLE_TRY(b);
+        block = std::move(*b);
+        return {};
+      };
+      if (P.split_backward) {
+        HEDDLE_TRY(half(of_b, ".backward", ch.backward, ch.grads));
+        HEDDLE_TRY(half(of_w, ".weight", ch.weight, ch.weight_grads));
+      }
     }
     P.chunks.push_back(std::move(ch));
   }
@@ -426,6 +497,8 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
           {"f" + std::to_string(c), "forward", 1, 0, {static_cast<int>(c % P.stages)}});
       if (c > 0) pl.deps.push_back({static_cast<int>(c - 1), static_cast<int>(c)});
     }
+  } else if (P.split_backward) {
+    pl = pipeline::make_vshape_zb(static_cast<int>(P.stages));
   } else {
     pl = v > 1 || name == "interleaved"
              ? pipeline::make_interleaved(static_cast<int>(P.stages), static_cast<int>(v))

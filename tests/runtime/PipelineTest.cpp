@@ -1,7 +1,7 @@
 // Pipelines executed for real: models split into stages, micro-batches run in the order of the
-// GPipe, 1F1B and interleaved schedules with activations and gradients crossing stages, data and
-// tensor parallelism inside stages; forward outputs, gradients and updated parameters checked
-// against the single-device training step on the whole batch.
+// GPipe, 1F1B, interleaved and zero-bubble (ZB-H1, ZB-H2) schedules with activations and gradients
+// crossing stages, data and tensor parallelism inside stages; forward outputs, gradients and
+// updated parameters checked against the single-device training step on the whole batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -179,6 +179,54 @@ TEST(Pipeline, TrainingStepsOfZooModelsMatchTheReference) {
                           "pp=2,schedule=interleaved:2", 4, true);
 }
 
+TEST(Pipeline, ZeroBubbleSchedulesSplitTheBackwardAndMatchTheReference) {
+  expect_pipeline_matches(zoo_model("gpt-tiny", 4, true), zoo_model("gpt-tiny", 1, true),
+                          "pp=4,schedule=zb-h1", 4, true);
+  expect_pipeline_matches(zoo_model("llama-tiny", 8, true), zoo_model("llama-tiny", 2, true),
+                          "pp=2,dp=2,schedule=zb-h1", 4, true);
+  expect_pipeline_matches(zoo_model("gpt-tiny", 4, true), zoo_model("gpt-tiny", 2, true),
+                          "pp=2,tp=2,schedule=zb-h2", 2, true);
+  // The split: B computes only the gradients of received values, W only the parameters'; each
+  // keeps only the ops its outputs need, so each is smaller than the whole backward.
+  PipelineOptions po;
+  po.stages = 2;
+  po.micro_batches = 2;
+  po.train = true;
+  auto whole = build_pipeline(zoo_model("gpt-tiny", 2, true), po);
+  po.schedule = "zb-h1";
+  auto zb = build_pipeline(zoo_model("gpt-tiny", 2, true), po);
+  ASSERT_TRUE(whole.ok() && zb.ok());
+  EXPECT_FALSE(whole->split_backward);
+  EXPECT_TRUE(zb->split_backward);
+  for (size_t c = 0; c < zb->chunks.size(); ++c) {
+    const PipelineChunk& z = zb->chunks[c];
+    const int64_t ops = whole->chunks[c].backward.graph.num_ops();
+    EXPECT_EQ(z.grads.size() + z.weight_grads.size(), whole->chunks[c].grads.size());
+    for (const auto& [name, v] : z.weight_grads)
+      EXPECT_EQ(std::count(z.params.begin(), z.params.end(), name), 1) << name;
+    for (const auto& [name, v] : z.grads)
+      EXPECT_EQ(std::count(z.params.begin(), z.params.end(), name), 0) << name;
+    EXPECT_FALSE(z.weight.programs.empty());
+    EXPECT_LT(z.weight.graph.num_ops(), ops);
+    if (c == 0) {
+      EXPECT_TRUE(z.backward.programs.empty());  // the first chunk receives no float values
+    } else {
+      EXPECT_LT(z.backward.graph.num_ops(), ops);
+    }
+  }
+  // Every stage runs one W per micro-batch, after that micro-batch's B.
+  for (const auto& order : zb->order) {
+    int64_t b = 0, w = 0;
+    for (const PipelineStep& st : order) {
+      if (st.weight) {
+        EXPECT_LT(w++, b);
+      }
+      if (st.backward && !st.weight) ++b;
+    }
+    EXPECT_EQ(w, po.micro_batches);
+  }
+}
+
 TEST(Pipeline, EachDeviceHoldsOnlyItsShardOfItsStage) {
   // pp=2 halves the model, tp=2 halves each stage's weights and their optimizer state: a device
   // is fed only its tiles (about a quarter; norms and some biases stay whole) and the step still
@@ -257,6 +305,8 @@ TEST(Pipeline, RandomModelsSplitAnywhereMatchTheReference) {
     expect_pipeline_matches(g, g, seed % 2 ? "pp=2" : "pp=4", 1, false);
     Graph t = with_square_loss(g);
     expect_pipeline_matches(t, t, seed % 2 ? "pp=2,schedule=gpipe" : "pp=4", 1, true);
+    expect_pipeline_matches(t, t, seed % 2 ? "pp=2,schedule=zb-h1" : "pp=4,schedule=zb-h2", 1,
+                            true);
   }
 }
 

@@ -166,9 +166,15 @@ TEST(RunCli, PipelinesTrainAndInferLikeTheReference) {
   auto moe = run_heddle("run moe-tiny --mesh 2 --strategy pp=2,microbatches=2");
   EXPECT_EQ(moe.exit_code, 1);
   EXPECT_NE(moe.err.find("top-2 gating"), std::string::npos) << moe.err;
-  auto bad = run_heddle("run gpt-tiny --mesh 2 --strategy pp=2,schedule=zb-h2");
+  auto zb = run_heddle("run gpt-tiny --mesh 2 --strategy pp=2,schedule=zb-h2 --train --check");
+  ASSERT_EQ(zb.exit_code, 0) << zb.err;
+  EXPECT_NE(zb.out.find("schedule zb-h2"), std::string::npos) << zb.out;
+  EXPECT_NE(zb.out.find("check      ok"), std::string::npos) << zb.out;
+  auto bad = run_heddle("run gpt-tiny --mesh 2 --strategy pp=2,schedule=searched");
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.err.find("schedule gpipe, 1f1b or interleaved:V"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("schedule gpipe, 1f1b, interleaved:V, zb-h1 or zb-h2; 'searched'"),
+            std::string::npos)
+      << bad.err;
 }
 
 TEST(RunCli, ShowPrintsPlacementsAndEmitsOneProgramPerDevice) {

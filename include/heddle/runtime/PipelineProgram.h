@@ -1,6 +1,7 @@
 // Pipeline programs: a model split into chunks, each a forward and (training) a recomputing
-// backward block lowered for its stage's sub-mesh, per-stage optimizer blocks, and every stage's
-// order of blocks from a pipeline schedule (GPipe, 1F1B, interleaved 1F1B).
+// backward block lowered for its stage's sub-mesh (split into input- and weight-gradient blocks
+// for zero-bubble schedules), per-stage optimizer blocks, and every stage's order of blocks from
+// a pipeline schedule (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2).
 #pragma once
 
 #include <map>
@@ -18,8 +19,9 @@ namespace heddle {
 struct PipelineOptions {
   int64_t stages = 2;         ///< pp: pipeline stages, each on its own sub-mesh. Default 2.
   int64_t micro_batches = 1;  ///< micro-batches per step. Default 1.
-  /// `gpipe`, `1f1b` (default) or `interleaved:V` (V chunks per stage; the stage count must
-  /// divide the micro-batches). Forward-only pipelines always run GPipe's order.
+  /// `gpipe`, `1f1b` (default), `interleaved:V` (V chunks per stage; the stage count must
+  /// divide the micro-batches), or the zero-bubble `zb-h1` / `zb-h2` (the backward split into
+  /// input-gradient and weight-gradient blocks). Forward-only pipelines always run GPipe's order.
   std::string schedule = "1f1b";
   bool train = false;  ///< build backward and optimizer blocks. Default false (forward only).
   /// The strategy inside every stage (its pp is ignored); its degrees give the stage mesh.
@@ -53,6 +55,12 @@ struct PipelineChunk {
   /// on an edge into it, named in `grads` (value or parameter name -> graph value).
   StageBlock backward;
   std::vector<std::pair<std::string, ValueId>> grads;
+  /// Zero-bubble schedules only (PipelineProgram::split_backward): the backward block keeps
+  /// only the gradients of values on edges into the chunk (B) and this block computes the
+  /// parameters' gradients (W), named in `weight_grads`; each recomputes only the ops its
+  /// outputs need. A block with nothing to compute has no programs.
+  StageBlock weight;
+  std::vector<std::pair<std::string, ValueId>> weight_grads;
   std::vector<std::string> inputs, params, outputs;
 };
 
@@ -61,6 +69,7 @@ struct PipelineStep {
   int64_t micro = 0;
   int64_t chunk = 0;
   bool backward = false;
+  bool weight = false;  ///< zero-bubble: the weight-gradient block W (then backward is true too)
 };
 
 /// Everything a pipeline run executes.
@@ -70,7 +79,8 @@ struct PipelineProgram {
   int64_t stage_devices = 1;  ///< devices per stage; device d is on stage d / stage_devices
   Mesh stage_mesh;            ///< the mesh inside each stage (axes dp, ep, tp)
   bool train = false;
-  std::string schedule;  ///< the schedule whose order the stages follow
+  bool split_backward = false;  ///< zero-bubble: backward blocks are B, weight blocks W
+  std::string schedule;         ///< the schedule whose order the stages follow
   std::vector<PipelineChunk> chunks;
   std::vector<PipelineEdge> edges;
   std::vector<std::vector<PipelineStep>> order;  ///< per stage
@@ -85,6 +95,9 @@ struct PipelineProgram {
 
   /// The parameters stage `s` reads, and (training) the optimizer state of those it owns.
   std::vector<std::string> stage_params(int64_t s) const;
+  /// True when edge `edge` carries a gradient back (training, float value). Precondition: edge
+  /// indexes `edges`.
+  bool carries_grad(size_t edge) const;
   /// The stage of chunk `c`.
   int64_t stage_of(int64_t c) const { return chunks[static_cast<size_t>(c)].stage; }
   /// Statistics of every lowered program (all blocks, all devices).
