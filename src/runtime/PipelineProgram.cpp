@@ -339,12 +339,13 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
 
   StrategySpec inner = options.inner;
   inner.pp.reset();
+  inner.layers.clear();
   P.stage_devices = inner.devices();
   auto mesh = inner.mesh(P.stage_devices);
   HEDDLE_TRY(mesh);
   P.stage_mesh = *mesh;
 
-  auto starts = split_stages(model, C);
+  auto starts = split_stages(model, C, options.layers);
   HEDDLE_TRY(starts);
   std::vector<int64_t> chunk_of(static_cast<size_t>(model.num_ops()));
   for (int64_t c = 0; c < C; ++c)

@@ -17,7 +17,8 @@ std::string layer_of_param(const std::string& name) {
   return head;
 }
 
-Result<std::vector<int64_t>> split_stages(const Graph& g, int64_t chunks) {
+Result<std::vector<int64_t>> split_stages(const Graph& g, int64_t chunks,
+                                          const std::vector<int64_t>& units) {
   HEDDLE_ASSERT(chunks >= 1) << "chunks " << chunks;
   const int64_t n = g.num_ops();
   if (n < chunks)
@@ -36,6 +37,33 @@ Result<std::vector<int64_t>> split_stages(const Graph& g, int64_t chunks) {
     }
   std::vector<int64_t> starts = {0};
   const auto layers = static_cast<int64_t>(layer_start.size());
+  if (!units.empty()) {
+    std::string given;
+    int64_t sum = 0;
+    for (int64_t u : units) {
+      given += (given.empty() ? "" : "/") + std::to_string(u);
+      sum += u;
+      if (u < 1) return Diagnostic("layers=" + given + "...: every chunk needs at least one unit");
+    }
+    if (static_cast<int64_t>(units.size()) != chunks)
+      return Diagnostic("layers=" + given + " has " + std::to_string(units.size()) +
+                        " entries for " + std::to_string(chunks) + " pipeline chunks");
+    if (layers == 0 || layers % sum != 0)
+      return Diagnostic("layers=" + given + " splits " + std::to_string(sum) + " units, but " +
+                        g.name() + " has " + std::to_string(layers) +
+                        " layers (by parameter names), not a multiple");
+    int64_t next = 0;
+    for (int64_t c = 0; c + 1 < chunks; ++c) {
+      next += units[static_cast<size_t>(c)] * (layers / sum);
+      starts.push_back(layer_start[static_cast<size_t>(next)]);
+    }
+    starts.push_back(g.num_ops());
+    for (size_t c = 0; c + 1 < starts.size(); ++c)
+      if (starts[c] >= starts[c + 1])
+        return Diagnostic("layers=" + given + ": chunk " + std::to_string(c) + " of " + g.name() +
+                          " would be empty");
+    return starts;
+  }
   if (layers >= chunks) {
     int64_t next = 0;
     for (int64_t c = 0; c + 1 < chunks; ++c) {

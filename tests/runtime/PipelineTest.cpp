@@ -54,6 +54,7 @@ double expect_pipeline_matches(const Graph& full, const Graph& micro, const std:
   po.schedule = spec->schedule.value_or("1f1b");
   po.train = train;
   po.inner = *spec;
+  po.layers = spec->layers;
   po.optimizer.optimizer = TrainStepOptions::Optimizer::kSgdMomentum;
   po.optimizer.sgd.lr = 0.1;
   auto P = build_pipeline(micro, po);
@@ -161,6 +162,19 @@ TEST(StageSplit, BalancesLayersLikeTheSimulator) {
     for (const auto& in : g.op(i).inputs)
       if (g.value(in.value).name.rfind("h3.", 0) == 0) first_h3 = i;
   EXPECT_EQ(*s, (std::vector<int64_t>{0, first_h3, g.num_ops()}));
+  // An uneven split (layers=1/4): chunk 1 starts at the first op reading a layer-1 parameter.
+  auto uneven = split_stages(g, 2, {1, 4});
+  ASSERT_TRUE(uneven.ok()) << uneven.error().to_string();
+  int64_t first_h1 = -1;
+  for (OpId i = 0; i < g.num_ops() && first_h1 < 0; ++i)
+    for (const auto& in : g.op(i).inputs)
+      if (g.value(in.value).name.rfind("h1.", 0) == 0) first_h1 = i;
+  EXPECT_EQ(*uneven, (std::vector<int64_t>{0, first_h1, g.num_ops()}));
+  for (const std::vector<int64_t>& bad :
+       {std::vector<int64_t>{2, 2}, std::vector<int64_t>{5, 0}, std::vector<int64_t>{1, 1, 3}}) {
+    auto r = split_stages(g, 2, bad);
+    EXPECT_FALSE(r.ok());
+  }
 }
 
 TEST(Pipeline, TrainingStepsOfZooModelsMatchTheReference) {
@@ -177,6 +191,8 @@ TEST(Pipeline, TrainingStepsOfZooModelsMatchTheReference) {
                           "pp=4,schedule=1f1b", 4, true);
   expect_pipeline_matches(zoo_model("gpt-tiny", 4, true, 8), zoo_model("gpt-tiny", 1, true, 8),
                           "pp=2,schedule=interleaved:2", 4, true);
+  expect_pipeline_matches(zoo_model("gpt-tiny", 4, true), zoo_model("gpt-tiny", 2, true),
+                          "pp=2,layers=3/1", 2, true);
 }
 
 TEST(Pipeline, ZeroBubbleSchedulesSplitTheBackwardAndMatchTheReference) {

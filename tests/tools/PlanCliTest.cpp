@@ -134,10 +134,14 @@ TEST(PlanCli, UnevenLayerSplitReproducesInSimulate) {
   auto bad = run_heddle("simulate " + model + " --strategy pp=4,layers=1/2/2/1");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("sum to the model's layers"), std::string::npos) << bad.err;
-  // run executes even splits only and says so.
-  auto run = run_heddle("run gpt-tiny --mesh 2 --strategy pp=2,layers=1/1");
-  EXPECT_EQ(run.exit_code, 1);
-  EXPECT_NE(run.err.find("layers="), std::string::npos) << run.err;
+  // run executes uneven splits too, checked against the reference, and names a bad one.
+  auto run =
+      run_heddle("run gpt-tiny --layers 4 --mesh 2 --strategy pp=2,layers=3/1 --train --check");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("check      ok"), std::string::npos) << run.out;
+  auto off = run_heddle("run gpt-tiny --layers 4 --mesh 2 --strategy pp=2,layers=2/1");
+  EXPECT_EQ(off.exit_code, 1);
+  EXPECT_NE(off.err.find("layers=2/1 splits 3 units, but"), std::string::npos) << off.err;
 }
 
 TEST(PlanCli, EnergyObjectiveDeviceCapAndStepTimeTarget) {

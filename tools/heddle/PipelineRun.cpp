@@ -17,10 +17,6 @@ Result<StrategySpec> requested_strategy(const std::string& mesh_text,
   if (text.empty()) return StrategySpec{};
   auto spec = StrategySpec::parse(text);
   if (!spec.ok()) return Diagnostic("--strategy: " + spec.error().message);
-  if (!spec->layers.empty())
-    return Diagnostic(
-        "--strategy: layers= (an uneven layer split) is priced by plan and simulate; run splits "
-        "the layers evenly over the stages, drop layers= from the strategy");
   return spec;
 }
 
@@ -80,6 +76,7 @@ Result<PipelinePlan> plan_pipeline(const RunOptions& o, const Graph& full,
   po.schedule = spec.schedule.value_or("1f1b");
   po.train = o.train;
   po.inner = spec;
+  po.layers = spec.layers;
   po.optimizer.optimizer = o.optimizer == "sgd" ? TrainStepOptions::Optimizer::kSgdMomentum
                                                 : TrainStepOptions::Optimizer::kAdamW;
   po.optimizer.adamw.lr = o.lr;

@@ -27,6 +27,9 @@ struct PipelineOptions {
   /// The strategy inside every stage (its pp is ignored); its degrees give the stage mesh.
   /// Default: one device per stage.
   StrategySpec inner;
+  /// Repeating layer units per chunk (the strategy's `layers=`, see split_stages); default
+  /// empty: as even as they divide.
+  std::vector<int64_t> layers;
   TrainStepOptions optimizer;  ///< the optimizer of training pipelines. Default AdamW.
 };
 

@@ -22,7 +22,11 @@ std::string layer_of_param(const std::string& name);
 /// (layer_of_param): a layer starts at the first op reading one of its parameters. With at least
 /// `chunks` layers, chunk c gets layers/chunks layers (+1 for c < layers % chunks); otherwise the
 /// ops are split into runs of equal count. A graph with fewer ops than chunks is a diagnostic.
-/// Precondition: chunks >= 1.
-Result<std::vector<int64_t>> split_stages(const Graph& g, int64_t chunks);
+/// `units` non-empty (the strategy's `layers=a/b/..`): chunk c gets units[c] repeating units
+/// instead, a unit being (layers found) / sum(units) consecutive layers (1, or 2 for a MoE
+/// model's dense + expert pair); diagnostics: not one entry per chunk, an entry below 1, a sum
+/// that does not divide the layers found. Precondition: chunks >= 1.
+Result<std::vector<int64_t>> split_stages(const Graph& g, int64_t chunks,
+                                          const std::vector<int64_t>& units = {});
 
 }  // namespace heddle
