@@ -86,9 +86,10 @@ Result<PipelinePlan> plan_pipeline(const RunOptions& o, const Graph& full,
   PipelinePlan plan{std::move(*program), *mesh, spec, ""};
   plan.note = fmt::format(
       "strategy {} on mesh {}: {} stages of {} device(s), {} chunks, {} micro-batches of {}, "
-      "schedule {}",
+      "schedule {}{}",
       spec.to_string(), mesh->to_string(), pp, plan.program.stage_devices,
-      plan.program.chunks.size(), m, B / m, plan.program.schedule);
+      plan.program.chunks.size(), m, B / m, plan.program.schedule,
+      o.train ? " (backward blocks recompute their chunk's forward, as recompute=full)" : "");
   return plan;
 }
 
