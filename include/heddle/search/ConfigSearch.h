@@ -37,6 +37,10 @@ struct ConfigSearchOptions {
   /// Give the `split_layouts` best pipelined layouts an uneven layer split (balance_layers() on
   /// their simulated chunk costs), kept when it simulates better; default 4, 0: even splits only.
   int64_t split_layouts = 4;
+  /// Give the `submesh_layouts` best pipelined layouts (1f1b or zb-h1, tactics stage plans) the
+  /// inter-op DP's per-stage sub-meshes and layer split (submesh_candidate()), kept when it
+  /// simulates better and fits; default 2, 0: equal sub-meshes only.
+  int64_t submesh_layouts = 2;
   /// Called after each simulated configuration with (done, total); default none.
   std::function<void(int64_t, int64_t)> progress;
 };
