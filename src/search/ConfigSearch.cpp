@@ -165,6 +165,11 @@ cost::SimulateOptions intra_op_simulate_options(const cost::ModelSource& model,
 
 Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::Cluster& cluster,
                                     const ConfigSearchOptions& o) {
+  if (!o.pins.meshes.empty())
+    return Diagnostic(
+        "meshes= is not a pin: plan chooses per-stage sub-meshes itself; pin pp=, "
+        "tp= or dp=, or simulate the strategy " +
+        o.pins.to_string());
   auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   ConfigSearch out;

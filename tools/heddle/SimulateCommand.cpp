@@ -11,6 +11,7 @@
 #include "heddle/cost/Simulator.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
+#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 
@@ -98,7 +99,14 @@ int run_simulate(const SimulateArgs& a) {
   out += fmt::format("model            {} ({}, {} devices)\n", a.model,
                      a.train ? "training step" : "forward", r->devices);
   out += fmt::format("strategy         {}\n", r->strategy);
-  out += fmt::format("micro-batches    {} of {}\n", r->micro_batches, r->micro_batch);
+  if (r->heterogeneous) {
+    std::vector<std::string> per;
+    for (const auto& s : r->stages) per.push_back(std::to_string(s.micro_batch));
+    out += fmt::format("micro-batches    {}, per replica {} (by stage)\n", r->micro_batches,
+                       join(per, " | "));
+  } else {
+    out += fmt::format("micro-batches    {} of {}\n", r->micro_batches, r->micro_batch);
+  }
   out += fmt::format("step time        {:.6g} s\n", r->step_time_s);
   out += fmt::format("TFLOP/s/device   {:.1f} (MFU {:.1f}%)\n", r->tflops_per_device, 100 * r->mfu);
   out += fmt::format("bubble fraction  {:.2f}%\n", 100 * r->bubble_fraction);
