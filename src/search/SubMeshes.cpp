@@ -1,7 +1,6 @@
 #include "heddle/search/SubMeshes.h"
 
 #include <algorithm>
-#include <limits>
 #include <map>
 
 #include "heddle/search/InterOp.h"
@@ -67,7 +66,7 @@ std::optional<StrategySpec> submesh_candidate(const cost::ModelSource& model,
   p.submesh_sizes = sizes;
   p.micro_batches = {m};
   p.schedules = {schedule};
-  p.memory_limit = std::numeric_limits<double>::infinity();
+  p.memory_limit = cluster.device.memory_bytes;
   p.pinned_stages = pp;
   p.cost = [&](int64_t first, int64_t last, int64_t k, int64_t) {
     StageCost sc;
@@ -86,6 +85,13 @@ std::optional<StrategySpec> submesh_candidate(const cost::ModelSource& model,
     const double n =
         static_cast<double>(start[static_cast<size_t>(last)] - start[static_cast<size_t>(first)]);
     sc.seconds = r.chunk_fixed_s[pos] + n * r.chunk_unit_s[pos];
+    // Memory, scaled from the priced pipeline's stage at this position by the units held: its
+    // states, and its activations per micro-batch in flight.
+    const cost::StageResult& st = r.stages[pos];
+    const double scale = n / static_cast<double>(std::max<int64_t>(r.chunk_units[pos], 1));
+    sc.state_bytes = st.state_bytes * scale;
+    sc.activation_bytes =
+        st.activation_bytes * scale / in_flight(pp - static_cast<int64_t>(pos), m, schedule);
     return sc;
   };
   auto plan = solve_inter_op(p);
