@@ -12,6 +12,7 @@
 #include "heddle/cost/AlphaBetaCost.h"
 #include "heddle/search/InterOp.h"
 #include "heddle/search/IntraOp.h"
+#include "heddle/search/SubMeshes.h"
 #include "heddle/sharding/Tactics.h"
 #include "heddle/support/Strings.h"
 
@@ -45,7 +46,9 @@ std::vector<Layout> layouts_for(const cost::ModelSource& model, int64_t n, int64
     if (tp > per_node || (pins.tp && *pins.tp != tp)) continue;
     for (int64_t pp : divisors(n / tp)) {
       if (pins.pp && *pins.pp != pp) continue;
-      if (pp > 1 && (units == 0 || units % pp != 0)) continue;
+      // pp need not divide the layer units: the simulator's default split is as even as they
+      // allow (the first chunks one more), and the split phase balances the best ones.
+      if (pp > 1 && (units == 0 || units < pp)) continue;
       int64_t dp = n / tp / pp;
       if (pins.dp && *pins.dp != dp) continue;
       if (model.rebuilds_batch && model.batch % dp != 0) continue;
@@ -162,6 +165,11 @@ cost::SimulateOptions intra_op_simulate_options(const cost::ModelSource& model,
 
 Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::Cluster& cluster,
                                     const ConfigSearchOptions& o) {
+  if (!o.pins.meshes.empty())
+    return Diagnostic(
+        "meshes= is not a pin: plan chooses per-stage sub-meshes itself; pin pp=, "
+        "tp= or dp=, or simulate the strategy " +
+        o.pins.to_string());
   auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   ConfigSearch out;
@@ -196,10 +204,35 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
   for (auto& [c, layouts] : spaces) {
     auto cache = std::make_shared<cost::SimulationCache>();
     std::vector<ConfigResult> feasible;
+    // A plan that fits, found early: each layout's lightest-memory setting (the ladder's last
+    // rung) in layout order until one fits (at most one simulation per layout, not cut by the
+    // time limit). Used only when the time limit leaves the full pass without a feasible plan,
+    // so a completed search chooses as it would without it.
+    std::optional<ConfigResult> early;
+    if (!ladder.empty() && !ladder.back().empty())
+      for (const Layout& l : layouts) {
+        const Rung& r = ladder.back().back();
+        cost::SimulateOptions so;
+        so.train = o.train;
+        so.cache = cache;
+        StrategySpec spec = spec_of(l, r, o.pins.sp);
+        if (!model.rebuilds_batch) spec.micro_batch.reset();
+        auto sim = cost::simulate(model, c, spec, so);
+        ++out.evaluated;
+        if (!sim.ok()) continue;
+        ConfigResult res{spec, std::move(*sim), "tactics"};
+        if (res.sim.feasible) {
+          early = std::move(res);
+          break;
+        }
+        if (!smallest || res.sim.peak_memory_bytes < smallest->sim.peak_memory_bytes)
+          smallest = res;
+      }
     // The layouts get most of the time; the intra-op ILP keeps a share for the best of them.
     const double layouts_limit = o.intra_op ? 0.85 * o.time_limit_s : o.time_limit_s;
     auto out_of_time = [&] {
-      if (feasible.empty() && !smallest) return false;  // the answer needs one simulated plan
+      // the answer needs one simulated plan
+      if (feasible.empty() && !smallest && !early) return false;
       double e = elapsed();
       return e > layouts_limit || (out.evaluated > 0 && e + slowest > layouts_limit);
     };
@@ -244,6 +277,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
       visited += rungs_per_layout;
       if (o.progress) o.progress(visited, out.candidates);
     }
+    if (feasible.empty() && early) feasible.push_back(*early);
     // The most promising layouts, re-planned inside each stage by the intra-op ILP.
     std::optional<cost::SimulateOptions> ilp_options;
     if (o.intra_op && !feasible.empty()) {
@@ -293,6 +327,36 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
         if (score(res, o.objective) < score(base, o.objective)) splits.push_back(std::move(res));
       }
       feasible.insert(feasible.end(), splits.begin(), splits.end());
+    }
+    // The most promising pipelines on sub-meshes of different sizes: the inter-op DP's answer
+    // for each, simulated, kept as a further candidate when faster and fitting.
+    if (o.submesh_layouts > 0 && !feasible.empty()) {
+      sort_by(feasible, o.objective);
+      std::vector<ConfigResult> hetero;
+      for (size_t i = 0, tried = 0;
+           i < feasible.size() && tried < static_cast<size_t>(o.submesh_layouts); ++i) {
+        const ConfigResult& base = feasible[i];
+        if (base.stage_planner != "tactics" || base.sim.heterogeneous || !o.train ||
+            elapsed() > o.time_limit_s)
+          continue;
+        ++tried;
+        cost::SimulateOptions so;
+        so.train = o.train;
+        so.cache = cache;
+        // The base's stage count and its neighbours: a count the devices do not split into
+        // equal stages may still take sub-meshes of different sizes.
+        for (int64_t stages : {base.sim.pp, base.sim.pp - 1, base.sim.pp + 1}) {
+          if (stages < 2 || (o.pins.pp && *o.pins.pp != stages)) continue;
+          auto spec = submesh_candidate(model, c, base.spec, base.sim, so, stages);
+          if (!spec) continue;
+          auto sim = cost::simulate(model, c, *spec, so);
+          ++out.evaluated;
+          if (!sim.ok() || !sim->feasible) continue;
+          ConfigResult res{*spec, std::move(*sim), base.stage_planner};
+          if (score(res, o.objective) < score(base, o.objective)) hetero.push_back(std::move(res));
+        }
+      }
+      feasible.insert(feasible.end(), hetero.begin(), hetero.end());
     }
     if (feasible.empty()) continue;
     sort_by(feasible, Objective::kTime);

@@ -142,7 +142,9 @@ Result<InterOpPlan> solve_inter_op(const InterOpProblem& p) {
                 static_cast<size_t>(L) + 1,
                 std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(N) + 1)));
         F[0][L][0] = 0;
-        for (int64_t s = 1; s <= L; ++s)
+        // F[s] needs only F[s - 1]: a pinned stage count bounds the rows.
+        const int64_t rows = p.pinned_stages > 0 ? std::min(p.pinned_stages, L) : L;
+        for (int64_t s = 1; s <= rows; ++s)
           for (int64_t k = L - 1; k >= 0; --k)
             for (int64_t d = 1; d <= N; ++d)
               for (int64_t j = k + 1; j <= L; ++j)
@@ -157,7 +159,7 @@ Result<InterOpPlan> solve_inter_op(const InterOpProblem& p) {
                     how[s][k][d] = {j, z};
                   }
                 }
-        for (int64_t s = 1; s <= L; ++s) {
+        for (int64_t s = 1; s <= rows; ++s) {
           if (p.pinned_stages > 0 && s != p.pinned_stages) continue;
           double sum = F[s][0][N];
           if (!std::isfinite(sum)) continue;

@@ -1,6 +1,7 @@
 #include "heddle/sharding/StrategySpec.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "heddle/support/Strings.h"
@@ -9,7 +10,17 @@ namespace heddle {
 
 namespace {
 
-const char* kKeys = "dp, tp, pp, ep, zero, mb, microbatches, schedule, recompute, sp, layers";
+const char* kKeys =
+    "dp, tp, pp, ep, zero, mb, microbatches, schedule, recompute, sp, layers, meshes";
+
+// `4x2`: a stage's dp x tp; nullopt when malformed.
+std::optional<StrategySpec::StageMesh> parse_stage_mesh(std::string_view text) {
+  size_t x = text.find('x');
+  if (x == std::string_view::npos) return std::nullopt;
+  auto dp = parse_int(text.substr(0, x)), tp = parse_int(text.substr(x + 1));
+  if (!dp || !tp || *dp < 1 || *tp < 1) return std::nullopt;
+  return StrategySpec::StageMesh{*dp, *tp};
+}
 
 bool valid_schedule(const std::string& s) {
   if (s == "gpipe" || s == "1f1b" || s == "zb-h1" || s == "zb-h2" || s == "searched") return true;
@@ -92,15 +103,55 @@ Result<StrategySpec> StrategySpec::parse(std::string_view text) {
               val + "'");
         spec.layers.push_back(*n);
       }
+    } else if (key == "meshes") {
+      for (size_t pb = 0; pb <= val.size();) {
+        size_t pe = std::min(val.find('/', pb), val.size());
+        auto sm = parse_stage_mesh(std::string_view(val).substr(pb, pe - pb));
+        pb = pe + 1;
+        if (!sm)
+          return Diagnostic(
+              "strategy key 'meshes' needs one DPxTP sub-mesh per pipeline stage separated by "
+              "'/', each degree >= 1 (e.g. meshes=4x2/2x2 for a 12-device two-stage pipeline), "
+              "got '" +
+              val + "'");
+        spec.meshes.push_back(*sm);
+      }
     } else {
       return Diagnostic("unknown strategy key '" + key + "'; valid keys: " + kKeys);
     }
+  }
+  if (!spec.meshes.empty()) {
+    const int64_t n = static_cast<int64_t>(spec.meshes.size());
+    if (spec.dp || spec.tp)
+      return Diagnostic("meshes= gives every stage its own dp x tp; drop dp= and tp= from '" + t +
+                        "'");
+    if (spec.ep.value_or(1) != 1)
+      return Diagnostic(
+          "meshes= (per-stage sub-meshes) does not take expert parallelism; drop "
+          "ep= from '" +
+          t + "'");
+    if (spec.pp && *spec.pp != n)
+      return Diagnostic(
+          "meshes= gives " + std::to_string(n) + " stage(s) but pp=" + std::to_string(*spec.pp) +
+          "; give one DPxTP entry per pipeline stage (or drop pp=, which the entries imply)");
+    spec.pp = n;
   }
   return spec;
 }
 
 int64_t StrategySpec::devices() const {
+  if (!meshes.empty()) {
+    int64_t n = 0;
+    for (const auto& m : meshes) n += m.dp * m.tp;
+    return n;
+  }
   return dp.value_or(1) * tp.value_or(1) * pp.value_or(1) * ep.value_or(1);
+}
+
+bool StrategySpec::heterogeneous() const {
+  for (const auto& m : meshes)
+    if (!(m == meshes.front())) return true;
+  return false;
 }
 
 std::string StrategySpec::to_string() const {
@@ -112,6 +163,11 @@ std::string StrategySpec::to_string() const {
   num("dp", dp);
   num("tp", tp);
   num("pp", pp);
+  if (!meshes.empty()) {
+    std::vector<std::string> ms;
+    for (const auto& m : meshes) ms.push_back(std::to_string(m.dp) + "x" + std::to_string(m.tp));
+    parts.push_back("meshes=" + join(ms, "/"));
+  }
   num("ep", ep);
   num("zero", zero);
   num("mb", micro_batch);
@@ -128,6 +184,17 @@ std::string StrategySpec::to_string() const {
 }
 
 Result<Mesh> StrategySpec::mesh(int64_t count) const {
+  if (heterogeneous())
+    return Diagnostic("strategy " + to_string() +
+                      " gives its pipeline stages sub-meshes of different shapes, which form no "
+                      "single device mesh");
+  if (!meshes.empty()) {  // equal stages: the plain pp x dp x tp mesh
+    StrategySpec plain = *this;
+    plain.meshes.clear();
+    plain.dp = meshes.front().dp;
+    plain.tp = meshes.front().tp;
+    return plain.mesh(count);
+  }
   if (devices() != count)
     return Diagnostic("strategy " + to_string() + " uses " + std::to_string(devices()) +
                       " devices (dp*tp*pp*ep) but the mesh has " + std::to_string(count) +

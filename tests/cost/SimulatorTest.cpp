@@ -2,7 +2,9 @@
 // pipeline bubbles, ZeRO memory and parameter counts, and its diagnostics.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <map>
 
 #include "heddle/cost/ModelParts.h"
 #include "heddle/cost/Simulator.h"
@@ -306,6 +308,103 @@ TEST(Simulator, Deterministic) {
   auto again = simulate(*src, *c, *StrategySpec::parse(a->strategy), opts);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->step_time_s, a->step_time_s);
+}
+
+// Per-stage sub-meshes that are all equal are the plain strategy: the same figures, strategy
+// string and trace, byte for byte.
+TEST(SubMeshes, EqualStagesGiveThePlainResult) {
+  zoo::ZooOverrides over;
+  over.layers = 6;
+  over.batch = 16;
+  auto src = *zoo_model_source("gpt3-1.3b", over);
+  auto c = *resolve_cluster("a100x16");
+  SimulateOptions o = training();
+  o.trace = true;
+  for (auto [plain, meshes] :
+       {std::pair<const char*, const char*>{"dp=2,tp=4,pp=2,mb=2,zero=1",
+                                            "meshes=2x4/2x4,mb=2,zero=1"},
+        {"dp=4,tp=1,pp=4,schedule=zb-h1,recompute=selective",
+         "pp=4,meshes=4x1/4x1/4x1/4x1,schedule=zb-h1,recompute=selective"}}) {
+    auto a = simulate(src, c, *StrategySpec::parse(plain), o);
+    auto b = simulate(src, c, *StrategySpec::parse(meshes), o);
+    ASSERT_TRUE(a.ok() && b.ok()) << plain;
+    EXPECT_FALSE(b->heterogeneous);
+    EXPECT_EQ(a->strategy, b->strategy);
+    EXPECT_EQ(a->step_time_s, b->step_time_s);
+    EXPECT_EQ(a->peak_memory_bytes, b->peak_memory_bytes);
+    EXPECT_EQ(a->energy_j, b->energy_j);
+    EXPECT_EQ(a->comm_bytes, b->comm_bytes);
+    EXPECT_EQ(a->link_bytes, b->link_bytes);
+    EXPECT_EQ(a->trace_json, b->trace_json);
+    ASSERT_EQ(a->stages.size(), b->stages.size());
+    for (size_t i = 0; i < a->stages.size(); ++i) {
+      EXPECT_EQ(a->stages[i].busy_s, b->stages[i].busy_s);
+      EXPECT_EQ(a->stages[i].peak_memory_bytes, b->stages[i].peak_memory_bytes);
+    }
+  }
+}
+
+// Stages of 2 and 4 replicas: each stage's compute, state and activations are those of the
+// homogeneous pipeline with its own replica count and micro-batch, and the 2 -> 4 send moves the
+// sender's whole tile (each of its devices feeds two receivers).
+TEST(SubMeshes, EachStageIsPricedOnItsOwnMesh) {
+  zoo::ZooOverrides over;
+  over.layers = 4;
+  over.batch = 32;
+  auto src = *zoo_model_source("gpt3-1.3b", over);
+  auto c6 = *resolve_cluster("a100x6"), c4 = *resolve_cluster("a100x4"),
+       c8 = *resolve_cluster("a100x8");
+  std::map<bool, std::array<SimulationResult, 3>> runs;  // overlap -> hetero, dp=2, dp=4
+  for (bool overlap : {true, false}) {
+    SimulateOptions o = training();
+    o.overlap = overlap;
+    auto h =
+        simulate(src, c6, *StrategySpec::parse("pp=2,meshes=2x1/4x1,microbatches=4,zero=1"), o);
+    ASSERT_TRUE(h.ok()) << h.error().to_string();
+    EXPECT_TRUE(h->heterogeneous);
+    EXPECT_EQ(h->strategy,
+              "pp=2,meshes=2x1/4x1,zero=1,microbatches=4,schedule=1f1b,recompute=none");
+    // Micro-batches of 8 sequences: 4 per replica on stage 0, 2 on stage 1.
+    auto a = simulate(src, c4, *StrategySpec::parse("dp=2,pp=2,mb=4,zero=1"), o);
+    auto b = simulate(src, c8, *StrategySpec::parse("dp=4,pp=2,mb=2,zero=1"), o);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(h->stages.size(), 2u);
+    EXPECT_EQ(h->stages[0].dp, 2);
+    EXPECT_EQ(h->stages[1].dp, 4);
+    EXPECT_EQ(h->stages[0].micro_batch, 4);
+    EXPECT_EQ(h->stages[1].micro_batch, 2);
+    EXPECT_EQ(h->stages[0].devices + h->stages[1].devices, 6);
+    EXPECT_EQ(h->stages[0].state_bytes, a->stages[0].state_bytes);
+    EXPECT_EQ(h->stages[1].state_bytes, b->stages[1].state_bytes);
+    EXPECT_EQ(h->stages[0].parameters, a->stages[0].parameters);
+    EXPECT_EQ(h->stages[1].parameters, b->stages[1].parameters);
+    EXPECT_DOUBLE_EQ(h->chunk_unit_s[0], a->chunk_unit_s[0]);
+    EXPECT_DOUBLE_EQ(h->chunk_unit_s[1], b->chunk_unit_s[1]);
+    EXPECT_DOUBLE_EQ(h->stages[0].activation_bytes, a->stages[0].activation_bytes);
+    EXPECT_DOUBLE_EQ(h->stages[1].activation_bytes, b->stages[1].activation_bytes);
+    runs[overlap] = {*h, *a, *b};
+  }
+  // Without overlap the chunks carry their sends. With stage 0's tile twice stage 1's: stage 0
+  // sends its own tile forward (as the dp=2 pipeline does); stage 1 sends back, per device, its
+  // tile x 4/2, stage 0's tile, where the dp=4 pipeline sends its own.
+  auto send = [&](int k, size_t c) {
+    return runs[false][k].chunk_fixed_s[c] - runs[true][k].chunk_fixed_s[c];
+  };
+  EXPECT_GT(send(1, 0), 0);
+  EXPECT_NEAR(send(0, 0), send(1, 0), 1e-12);
+  EXPECT_NEAR(send(0, 1), send(1, 1), 1e-12);  // the dp=2 pipeline's backward send: its tile
+  EXPECT_GT(send(0, 1), send(2, 1));
+  // Bad micro-batch counts and device sums say what is valid.
+  auto bad = [&](const char* strategy, const Cluster& c) {
+    auto r = simulate(src, c, *StrategySpec::parse(strategy), training());
+    return r.ok() ? std::string() : r.error().message;
+  };
+  EXPECT_NE(bad("pp=2,meshes=2x1/4x1,microbatches=16", c6).find("use a count dividing 8"),
+            std::string::npos);
+  EXPECT_NE(bad("pp=2,meshes=2x1/4x1,mb=2", c6).find("give microbatches=M"), std::string::npos);
+  EXPECT_NE(bad("pp=2,meshes=2x1/4x1", c8).find("make the sub-meshes add up to 8"),
+            std::string::npos);
+  EXPECT_NE(bad("pp=2,meshes=3x1/3x1", c6).find("not divisible by dp=3"), std::string::npos);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "common/RandomGraph.h"
 #include "heddle/ir/TextParser.h"
 #include "heddle/sharding/OpStrategy.h"
+#include "heddle/sharding/StrategySpec.h"
 
 namespace heddle {
 namespace {
@@ -172,6 +173,36 @@ TEST(Strategy, EnumeratedStrategiesAreSoundOnRandomGraphsAndMeshes) {
     }
   }
   EXPECT_GT(checked, 1000);
+}
+
+// Per-stage sub-meshes: `meshes=DPxTP/..` round-trips, implies pp, sums its devices, and bad forms
+// name the rule and what would be valid.
+TEST(StrategySpec, PerStageMeshesParseRoundTripAndRefuseBadForms) {
+  auto s = StrategySpec::parse("meshes=2x4/4x2,microbatches=8,zero=1,layers=10/14");
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  EXPECT_EQ(*s->pp, 2);
+  EXPECT_TRUE(s->heterogeneous());
+  EXPECT_EQ(s->devices(), 16);
+  EXPECT_EQ(s->to_string(), "pp=2,meshes=2x4/4x2,zero=1,microbatches=8,layers=10/14");
+  auto back = StrategySpec::parse(s->to_string());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->to_string(), s->to_string());
+  EXPECT_EQ(back->meshes, s->meshes);
+  EXPECT_FALSE(s->mesh(16).ok());  // no single mesh
+  auto eq = StrategySpec::parse("pp=2,meshes=2x2/2x2");
+  ASSERT_TRUE(eq.ok());
+  EXPECT_FALSE(eq->heterogeneous());
+  ASSERT_TRUE(eq->mesh(8).ok());
+  EXPECT_EQ(eq->mesh(8)->to_string(), StrategySpec::parse("dp=2,tp=2,pp=2")->mesh(8)->to_string());
+  auto err = [](const char* text) {
+    auto r = StrategySpec::parse(text);
+    return r.ok() ? std::string() : r.error().message;
+  };
+  EXPECT_NE(err("meshes=2x4/4").find("one DPxTP sub-mesh per pipeline stage"), std::string::npos);
+  EXPECT_NE(err("meshes=0x4/4x2").find("each degree >= 1"), std::string::npos);
+  EXPECT_NE(err("pp=3,meshes=2x4/4x2").find("gives 2 stage(s) but pp=3"), std::string::npos);
+  EXPECT_NE(err("dp=2,meshes=2x4/4x2").find("drop dp= and tp="), std::string::npos);
+  EXPECT_NE(err("ep=2,meshes=2x4/4x2").find("drop ep="), std::string::npos);
 }
 
 }  // namespace

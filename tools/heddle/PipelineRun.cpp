@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "Command.h"
+#include "Planning.h"
 #include "heddle/ops/TileInit.h"
 #include "heddle/support/Assert.h"
 
@@ -17,6 +18,7 @@ Result<StrategySpec> requested_strategy(const std::string& mesh_text,
   if (text.empty()) return StrategySpec{};
   auto spec = StrategySpec::parse(text);
   if (!spec.ok()) return Diagnostic("--strategy: " + spec.error().message);
+  HEDDLE_TRY(runnable_strategy(*spec));
   return spec;
 }
 

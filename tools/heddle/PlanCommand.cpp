@@ -58,6 +58,18 @@ Result<double> parse_bytes(const std::string& text) {
   return v * scale;
 }
 
+// Per pipeline stage: its sub-mesh, micro-batch per replica and layers.
+nlohmann::json stage_meshes_json(const cost::SimulationResult& r) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : r.stages)
+    out.push_back({{"dp", s.dp},
+                   {"tp", s.tp},
+                   {"devices", s.devices},
+                   {"micro_batch", s.micro_batch},
+                   {"layers", s.layers}});
+  return out;
+}
+
 nlohmann::json sim_json(const search::ConfigResult& c) {
   const auto& r = c.sim;
   return {{"strategy", r.strategy},
@@ -72,7 +84,8 @@ nlohmann::json sim_json(const search::ConfigResult& c) {
           {"devices", r.devices},
           {"energy_j", r.energy_j},
           {"stage_planner", c.stage_planner},
-          {"feasible", r.feasible}};
+          {"feasible", r.feasible},
+          {"stage_meshes", stage_meshes_json(r)}};
 }
 
 int run_plan(const PlanArgs& a) {
@@ -172,6 +185,13 @@ int run_plan(const PlanArgs& a) {
              human_bytes(r.memory_limit_bytes));
   fmt::print("pipeline   {} stage(s), schedule {}, bubble {:.1f}%\n", r.pp, r.schedule,
              100 * r.bubble_fraction);
+  if (r.heterogeneous) {
+    std::vector<std::string> ms;
+    for (const auto& s : r.stages)
+      ms.push_back(
+          fmt::format("dp {} x tp {} ({} layers, mb {})", s.dp, s.tp, s.layers, s.micro_batch));
+    fmt::print("sub-meshes {}\n", join(ms, " | "));
+  }
   if (best.stage_planner == "tactics")
     fmt::print("stages     sharded by the tactics (Megatron-style propagation)\n");
   else

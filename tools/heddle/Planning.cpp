@@ -9,6 +9,23 @@
 
 namespace heddle::cli {
 
+Status runnable_strategy(StrategySpec& spec) {
+  if (spec.heterogeneous())
+    return Diagnostic(
+        "--strategy " + spec.to_string() +
+        ": pipeline stages on sub-meshes of different shapes (meshes=) are priced by plan and "
+        "simulate, but run executes pipelines whose stages share one dp x tp mesh (every "
+        "stage's program is lowered on the same stage mesh); simulate this plan, or run equal "
+        "stages such as dp=..,tp=..,pp=" +
+        std::to_string(spec.meshes.size()));
+  if (!spec.meshes.empty()) {
+    spec.dp = spec.meshes.front().dp;
+    spec.tp = spec.meshes.front().tp;
+    spec.meshes.clear();
+  }
+  return {};
+}
+
 Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
                             const std::string& strategy_text) {
   auto given = Mesh::parse(mesh_text);
@@ -21,6 +38,7 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
     auto spec = StrategySpec::parse(strategy);
     if (!spec.ok()) return Diagnostic("--strategy: " + spec.error().message);
     r.spec = *spec;
+    HEDDLE_TRY(runnable_strategy(r.spec));
   }
   bool has_degrees = r.spec.dp || r.spec.tp || r.spec.pp || r.spec.ep;
   if (has_degrees) {

@@ -10,6 +10,11 @@
 
 namespace heddle::cli {
 
+/// Makes `spec` one the runtime executes: equal per-stage sub-meshes (`meshes=2x2/2x2`) become
+/// the plain dp/tp form; sub-meshes of different shapes are a diagnostic saying why run refuses
+/// them (the runtime lowers every pipeline stage on one stage mesh).
+Status runnable_strategy(StrategySpec& spec);
+
 /// A plan for a run: the mesh (axes named after the strategy's degrees), the parsed strategy and
 /// the propagated per-op strategies.
 struct PlannedRun {

@@ -11,6 +11,7 @@
 #include "heddle/cost/Simulator.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
+#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 
@@ -64,6 +65,10 @@ int run_simulate(const SimulateArgs& a) {
     nlohmann::json stages = nlohmann::json::array();
     for (const auto& s : r->stages)
       stages.push_back({{"layers", s.layers},
+                        {"dp", s.dp},
+                        {"tp", s.tp},
+                        {"devices", s.devices},
+                        {"micro_batch", s.micro_batch},
                         {"busy_s", s.busy_s},
                         {"idle_s", s.idle_s},
                         {"state_bytes", s.state_bytes},
@@ -94,7 +99,14 @@ int run_simulate(const SimulateArgs& a) {
   out += fmt::format("model            {} ({}, {} devices)\n", a.model,
                      a.train ? "training step" : "forward", r->devices);
   out += fmt::format("strategy         {}\n", r->strategy);
-  out += fmt::format("micro-batches    {} of {}\n", r->micro_batches, r->micro_batch);
+  if (r->heterogeneous) {
+    std::vector<std::string> per;
+    for (const auto& s : r->stages) per.push_back(std::to_string(s.micro_batch));
+    out += fmt::format("micro-batches    {}, per replica {} (by stage)\n", r->micro_batches,
+                       join(per, " | "));
+  } else {
+    out += fmt::format("micro-batches    {} of {}\n", r->micro_batches, r->micro_batch);
+  }
   out += fmt::format("step time        {:.6g} s\n", r->step_time_s);
   out += fmt::format("TFLOP/s/device   {:.1f} (MFU {:.1f}%)\n", r->tflops_per_device, 100 * r->mfu);
   out += fmt::format("bubble fraction  {:.2f}%\n", 100 * r->bubble_fraction);
@@ -103,11 +115,12 @@ int run_simulate(const SimulateArgs& a) {
   out += fmt::format("comm per device  {}\n", gib(r->comm_bytes));
   for (const auto& [link, bytes] : r->link_bytes)
     out += fmt::format("  {:<14} {}\n", link, gib(bytes));
-  out += "stage  layers   busy s    idle s   states     activations\n";
+  out += "stage  layers   busy s    idle s   states     activations  mesh\n";
   for (size_t i = 0; i < r->stages.size(); ++i) {
     const auto& s = r->stages[i];
-    out += fmt::format("{:>5}  {:>6}  {:>8.4g}  {:>8.4g}  {:>10}  {}\n", i, s.layers, s.busy_s,
-                       s.idle_s, gib(s.state_bytes), gib(s.activation_bytes));
+    out += fmt::format("{:>5}  {:>6}  {:>8.4g}  {:>8.4g}  {:>10}  {:>11}  dp {} x tp {}\n", i,
+                       s.layers, s.busy_s, s.idle_s, gib(s.state_bytes), gib(s.activation_bytes),
+                       s.dp, s.tp);
   }
   std::fputs(out.c_str(), stdout);
   return infeasible(*r);
@@ -126,8 +139,10 @@ Command add_simulate_command(CLI::App& root) {
                   "<device>x<count> (v100, a100-40gb, a100-80gb, a100, h100, h200), cpu, or a "
                   "JSON cluster file")
       ->required();
-  app->add_option("--strategy", args->strategy,
-                  "dp=..,tp=..,pp=..,zero=..,mb=..,schedule=..,recompute=..,sp=on,layers=a/b/..")
+  app->add_option(
+         "--strategy", args->strategy,
+         "dp=..,tp=..,pp=..,zero=..,mb=..,schedule=..,recompute=..,sp=on,layers=a/b/.., or "
+         "pp=..,meshes=DPxTP/DPxTP/..,microbatches=.. (per-stage sub-meshes)")
       ->required();
   add_zoo_overrides(app, args->overrides);
   app->add_flag("--train", args->train, "Simulate a training step (default: forward only)");

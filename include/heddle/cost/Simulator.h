@@ -78,6 +78,9 @@ struct SimulateOptions {
 
 /// One pipeline stage (one representative device).
 struct StageResult {
+  int64_t dp = 1, tp = 1;       ///< the stage's sub-mesh: dp replicas of a tp group
+  int64_t devices = 1;          ///< dp x tp x ep
+  int64_t micro_batch = 1;      ///< sequences per replica per micro-batch
   int64_t layers = 0;           ///< repeating layers held (over all chunks)
   double busy_s = 0;            ///< compute + blocking communication time
   double idle_s = 0;            ///< step time minus busy
@@ -91,6 +94,9 @@ struct StageResult {
 struct SimulationResult {
   std::string strategy;  ///< canonical strategy string (re-simulates the same plan)
   int64_t devices = 0, dp = 1, tp = 1, pp = 1, micro_batch = 1, micro_batches = 1, chunks = 1;
+  /// `dp`, `tp` and `micro_batch` are the first stage's when `heterogeneous` (per-stage
+  /// sub-meshes of different shapes; `stages` has each one's).
+  bool heterogeneous = false;
   std::string schedule;  ///< the pipeline schedule used
   Recompute recompute = Recompute::kNone;
   double step_time_s = 0;
@@ -112,7 +118,8 @@ struct SimulationResult {
   std::vector<int64_t> chunk_units;
   std::vector<double> chunk_fixed_s;
   double unit_s = 0;
-  int64_t events = 0;      ///< simulated events (blocks per micro-batch and step)
+  std::vector<double> chunk_unit_s;  ///< per chunk, what each unit adds (its stage's mesh)
+  int64_t events = 0;                ///< simulated events (blocks per micro-batch and step)
   double energy_j = 0;     ///< per step, every device: busy x tdp_watts + idle x idle_watts
   std::string trace_json;  ///< Chrome trace when requested
   std::string cluster_source;
@@ -130,6 +137,13 @@ Result<Propagation> stage_plan(const Graph& g, const Mesh& mesh, const Cluster& 
 /// pipeline chunks than layers, an unknown schedule or recompute value, a `layers=` split that
 /// does not give one positive multiple of the repeating unit per chunk summing to the model's
 /// layers. `spec.layers` set: chunk c holds that many layers (default: as even as they divide).
+/// `spec.meshes` set: stage s runs on its own dp_s x tp_s sub-mesh (the sub-meshes must add up to
+/// the cluster's devices): its compute, gradient all-reduce, optimizer and memory (ZeRO over
+/// dp_s) on that mesh, every micro-batch of B / m sequences split over its dp_s replicas (m from
+/// `microbatches`, default B / lcm(dp_s); `mb` is refused), and a send between differently tiled
+/// stages priced as the resharding it is (every receiver gets its tile, every sender sends its
+/// share). Equal sub-meshes give exactly the plain dp/tp result and strategy string. Not with
+/// `autodiff` or `executor_io`.
 Result<SimulationResult> simulate(const ModelSource& model, const Cluster& cluster,
                                   const StrategySpec& spec, const SimulateOptions& options = {});
 

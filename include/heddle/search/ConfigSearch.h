@@ -37,6 +37,10 @@ struct ConfigSearchOptions {
   /// Give the `split_layouts` best pipelined layouts an uneven layer split (balance_layers() on
   /// their simulated chunk costs), kept when it simulates better; default 4, 0: even splits only.
   int64_t split_layouts = 4;
+  /// Give the `submesh_layouts` best pipelined layouts (1f1b or zb-h1, tactics stage plans) the
+  /// inter-op DP's per-stage sub-meshes and layer split (submesh_candidate()), kept when it
+  /// simulates better and fits; default 2, 0: equal sub-meshes only.
+  int64_t submesh_layouts = 2;
   /// Called after each simulated configuration with (done, total); default none.
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -77,12 +81,15 @@ cost::SimulateOptions intra_op_simulate_options(const cost::ModelSource& model,
                                                 const cost::Cluster& cluster, bool train,
                                                 double time_limit_s, IlpStats* stats);
 
-/// Searches the configuration space. Within a layout (tp, pp, dp, micro-batch, schedule) every
-/// ZeRO stage is tried with the least recomputation that fits (ZeRO-3 only with less than ZeRO-2
-/// needed: otherwise it cannot be faster). The intra-op phase gets 15% of the time limit. Nothing
-/// fits: a diagnostic "no plan fits in X per device; the smallest found needs Y (strategy ...)"; a
-/// step-time target no device count reaches says the fastest found. Deterministic for equal inputs
-/// (up to the time limit).
+/// Searches the configuration space. First, each layout's lightest-memory setting until one fits
+/// (kept only if the time limit leaves the full pass without a fit). Within a layout (tp, pp not
+/// necessarily dividing the layers, dp, micro-batch, schedule) every ZeRO stage is tried with the
+/// least recomputation that fits (ZeRO-3 only with less than ZeRO-2 needed: otherwise it cannot
+/// be faster). Then the ILP stage plans, uneven layer splits and (training) per-stage sub-meshes
+/// of the best, each kept only when it simulates faster. The intra-op phase gets 15% of the time
+/// limit. Nothing fits: a diagnostic "no plan fits in X per device; the smallest found needs Y
+/// (strategy ...)"; a step-time target no device count reaches says the fastest found.
+/// Deterministic for equal inputs (up to the time limit).
 Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::Cluster& cluster,
                                     const ConfigSearchOptions& options = {});
 

@@ -26,17 +26,30 @@ struct StrategySpec {
   /// `layers=10/12/12/14`: repeating layers per pipeline chunk, first to last (the simulator
   /// checks one entry per chunk, each >= 1, summing to the model's layers); empty: even split.
   std::vector<int64_t> layers;
+  /// One pipeline stage's sub-mesh: `dp` replicas of a `tp`-way tensor-parallel group.
+  struct StageMesh {
+    int64_t dp = 1, tp = 1;
+    bool operator==(const StageMesh&) const = default;
+  };
+  /// `meshes=2x4/4x2/..`: per pipeline stage, first to last, its own dp x tp sub-mesh (stages
+  /// may differ in size; devices() is their sum). Set: dp and tp are unset, ep is 1 and pp is the
+  /// entry count (parse() enforces it). Empty: every stage is dp x tp.
+  std::vector<StageMesh> meshes;
 
   /// Parses the text. Unknown keys, bad values and repeated keys are diagnostics that list what is
   /// valid.
   static Result<StrategySpec> parse(std::string_view text);
-  /// Product of the given parallel degrees (dp * tp * pp * ep, unset counting as 1).
+  /// Product of the given parallel degrees (dp * tp * pp * ep, unset counting as 1); with
+  /// `meshes`, the sum of the stages' dp x tp.
   int64_t devices() const;
+  /// True when `meshes` gives stages of different shapes (equal ones are the plain dp/tp form).
+  bool heterogeneous() const;
   /// The canonical text: keys in a fixed order, `auto` first.
   std::string to_string() const;
   /// The mesh the degrees describe: named axes in the order pp, dp, ep, tp (tensor parallel
   /// innermost, where links are fastest), axes of degree 1 omitted. `count`: the device count
-  /// the user asked for; a product that differs is a diagnostic saying so.
+  /// the user asked for; a product that differs is a diagnostic saying so. Heterogeneous
+  /// `meshes` have no single mesh: a diagnostic saying so.
   Result<Mesh> mesh(int64_t count) const;
 };
 
