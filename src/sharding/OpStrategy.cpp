@@ -213,8 +213,11 @@ Status check_shards(const DimSplit& s, bool is_result, ShardCheck check, int64_t
 
 Box OpStrategy::local_index_box(const IndexSpace& space, const Mesh& mesh, int64_t device) const {
   HEDDLE_ASSERT(mesh.rank() == rank()) << "strategy rank " << rank() << " vs " << mesh.to_string();
+  // Instantiating programs calls this for every kernel of every device: no boxes per dim.
   IVec c = mesh.coords(device);
-  Box box = space.box();
+  std::vector<int64_t> s(static_cast<size_t>(space.rank()), 0), e;
+  e.reserve(static_cast<size_t>(space.rank()));
+  for (const IndexDim& d : space.dims()) e.push_back(d.extent);
   for (int64_t i = 0; i < space.rank(); ++i) {
     int64_t n = 1, k = 0;
     for (int64_t a = 0; a < rank(); ++a)
@@ -222,9 +225,12 @@ Box OpStrategy::local_index_box(const IndexSpace& space, const Mesh& mesh, int64
         n *= mesh.size(a);
         k = k * mesh.size(a) + c[a];
       }
-    if (n > 1) box = box.split_part(i, n, k);
+    if (n == 1) continue;
+    int64_t extent = e[i], chunk = (extent + n - 1) / n;  // as Box::split_part(i, n, k)
+    s[i] = std::min(k * chunk, extent);
+    e[i] = std::min(s[i] + chunk, extent);
   }
-  return box;
+  return Box(IVec(std::move(s)), IVec(std::move(e)));
 }
 
 std::string OpStrategy::to_string(const IndexSpace& space, const Mesh& mesh) const {
