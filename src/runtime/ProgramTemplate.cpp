@@ -1,5 +1,7 @@
 #include "heddle/runtime/ProgramTemplate.h"
 
+#include <utility>
+
 #include "heddle/support/Assert.h"
 
 namespace heddle {
@@ -7,16 +9,21 @@ namespace heddle {
 namespace {
 
 // The devices holding the same data as `device` for a value placed by `s`: those that differ
-// only along the axes that shard it.
+// only along the axes that shard it, ascending (built axis by axis, major to minor, without
+// visiting the rest of the mesh).
 std::vector<int64_t> shard_group(const Mesh& mesh, const TensorSharding& s, int64_t device) {
-  std::vector<int64_t> group;
   IVec c = mesh.coords(device);
-  for (int64_t d = 0; d < mesh.num_devices(); ++d) {
-    IVec e = mesh.coords(d);
-    bool same = true;
-    for (int64_t a = 0; a < mesh.rank(); ++a)
-      if (!s.at(a).is_shard() && e[a] != c[a]) same = false;
-    if (same) group.push_back(d);
+  std::vector<int64_t> group = {0}, next;
+  for (int64_t a = 0; a < mesh.rank(); ++a) {
+    next.clear();
+    for (int64_t g : group) {
+      if (!s.at(a).is_shard()) {
+        next.push_back(g * mesh.size(a) + c[a]);
+        continue;
+      }
+      for (int64_t x = 0; x < mesh.size(a); ++x) next.push_back(g * mesh.size(a) + x);
+    }
+    std::swap(group, next);
   }
   return group;
 }

@@ -1,5 +1,7 @@
 #include "heddle/sharding/Placement.h"
 
+#include <algorithm>
+
 #include "heddle/support/Assert.h"
 #include "heddle/support/Hash.h"
 #include "heddle/support/Strings.h"
@@ -84,22 +86,24 @@ Box block_of(int64_t extent, int64_t n, int64_t k) {
 
 Box TensorSharding::local_box(const IVec& shape, const Mesh& mesh, int64_t device) const {
   HEDDLE_ASSERT(mesh.rank() == rank()) << to_string() << " on mesh " << mesh.to_string();
-  IVec c = mesh.coords(device);
-  std::vector<int64_t> s(shape.size(), 0), e(shape.values());
-  for (int64_t d = 0; d < shape.size(); ++d) {
-    int64_t n = 1, k = 0;
-    for (int64_t a : axes_sharding(d)) {  // major to minor: mixed-radix block index
-      n *= mesh.size(a);
-      k = k * mesh.size(a) + c[a];
-    }
-    if (n == 1) continue;
-    Box b = block_of(shape[d], n, k);
-    s[d] = b.start()[0];
-    e[d] = b.end()[0];
-  }
   for (const auto& p : p_)
     HEDDLE_ASSERT(!p.is_shard() || p.dim() < shape.size())
         << to_string() << " shards a dim beyond shape " << shape.to_string();
+  // Instantiating programs calls this for every instruction of every device: no boxes per dim.
+  IVec c = mesh.coords(device);
+  std::vector<int64_t> s(static_cast<size_t>(shape.size()), 0), e(shape.values());
+  for (int64_t d = 0; d < shape.size(); ++d) {
+    int64_t n = 1, k = 0;
+    for (int64_t a = 0; a < rank(); ++a)  // major to minor: mixed-radix block index
+      if (p_[a].is_shard() && p_[a].dim() == d) {
+        n *= mesh.size(a);
+        k = k * mesh.size(a) + c[a];
+      }
+    if (n == 1) continue;
+    int64_t chunk = (shape[d] + n - 1) / n;  // as block_of(shape[d], n, k)
+    s[d] = std::min(k * chunk, shape[d]);
+    e[d] = std::min(s[d] + chunk, shape[d]);
+  }
   return Box(IVec(std::move(s)), IVec(std::move(e)));
 }
 

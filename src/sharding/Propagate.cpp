@@ -1,6 +1,8 @@
 #include "heddle/sharding/Propagate.h"
 
+#include <map>
 #include <optional>
+#include <tuple>
 
 #include "heddle/ir/GraphStats.h"
 #include "heddle/ir/TextPrinter.h"
@@ -115,12 +117,18 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
   std::vector<std::optional<TensorSharding>> current(static_cast<size_t>(g.num_values()));
   for (const auto& [v, s] : pins.values) current[v] = s;
 
+  // A model's layers repeat, so the same (type, from, to) is priced many times: search once.
+  std::map<std::tuple<IVec, DType, TensorSharding, TensorSharding>, std::optional<double>> priced;
   auto reshard_seconds = [&](ValueId v, const TensorSharding& from,
                              const TensorSharding& to) -> std::optional<double> {
     if (from == to) return 0.0;
-    auto plan = plan_reshard(g.type(v), mesh, from, to, cost);
-    if (!plan.ok()) return std::nullopt;
-    return cost.in_seconds() ? plan->cost : plan->cost * o.seconds_per_byte;
+    const TensorType& t = g.type(v);
+    auto [it, fresh] = priced.try_emplace({t.shape(), t.dtype(), from, to});
+    if (fresh) {
+      auto plan = plan_reshard(t, mesh, from, to, cost);
+      if (plan.ok()) it->second = cost.in_seconds() ? plan->cost : plan->cost * o.seconds_per_byte;
+    }
+    return it->second;
   };
 
   // The cheapest way to turn partial placements into plain ones: replicate them, or scatter them
@@ -146,11 +154,11 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
     };
     std::vector<OpStrategy> candidates;
     if (auto pin = pins.ops.find(id); pin != pins.ops.end()) {
-      auto p = derive_placements(g, id, mesh, pin->second);
+      auto p = derive_placements(g, id, mesh, pin->second, o.shard_check);
       HEDDLE_TRY(p);
       candidates.push_back(pin->second);
     } else {
-      for (auto& s : enumerate_strategies(g, id, mesh))
+      for (auto& s : enumerate_strategies(g, id, mesh, o.shard_check))
         if (allowed(s)) candidates.push_back(std::move(s));
       if (candidates.empty()) candidates.push_back(OpStrategy::replicated(mesh.rank()));
     }
@@ -159,7 +167,7 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
     int best_moves = 0;
     OpStrategy chosen;
     for (const OpStrategy& s : candidates) {
-      auto p = derive_placements(g, id, mesh, s);
+      auto p = derive_placements(g, id, mesh, s, o.shard_check);
       if (!p.ok()) continue;
       double parallel = 1;
       for (int64_t a = 0; a < mesh.rank(); ++a)
@@ -192,7 +200,7 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
     }
     if (!best) chosen = OpStrategy::replicated(mesh.rank());
     out.plan.ops[id] = chosen;
-    auto p = derive_placements(g, id, mesh, chosen);
+    auto p = derive_placements(g, id, mesh, chosen, o.shard_check);
     HEDDLE_TRY(p);
     for (size_t k = 0; k < op.inputs.size(); ++k) {
       ValueId v = op.inputs[k].value;

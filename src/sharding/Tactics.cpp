@@ -7,17 +7,6 @@
 
 namespace heddle {
 
-namespace {
-
-std::string divisors(int64_t n) {
-  std::vector<std::string> d;
-  for (int64_t k = 1; k <= n && d.size() < 16; ++k)
-    if (n % k == 0) d.push_back(std::to_string(k));
-  return join(d, ", ");
-}
-
-}  // namespace
-
 Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& spec) {
   Pins pins;
   pins.axis_roles.assign(static_cast<size_t>(mesh.rank()), AxisRole::kAny);
@@ -56,7 +45,7 @@ Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& s
         return Diagnostic("dp=" + std::to_string(mesh.size(dp)) + " does not divide the batch " +
                           std::to_string(t.shape()[0]) + " of input " + value_ref(g.value(v).name) +
                           " " + t.to_string() + "; divisors of " + std::to_string(t.shape()[0]) +
-                          ": " + divisors(t.shape()[0]));
+                          ": " + divisors_text(t.shape()[0]));
       pins.values[v] = TensorSharding::replicated(mesh.rank()).with(dp, Placement::shard(0));
     }
     int64_t zero = spec.zero.value_or(0);
@@ -105,7 +94,7 @@ Result<Propagation> plan_from_strategy(const Graph& g, const Mesh& mesh, const S
     std::sort(extents.rbegin(), extents.rend());
     std::string hint;
     for (size_t k = 0; k < extents.size() && k < 3; ++k)
-      hint += (k ? "; " : "") + std::to_string(extents[k]) + ": " + divisors(extents[k]);
+      hint += (k ? "; " : "") + std::to_string(extents[k]) + ": " + divisors_text(extents[k]);
     return Diagnostic(
         mesh.axis(a).name + "=" + std::to_string(mesh.size(a)) + " splits no op of " + g.name() +
         ": it divides none of the dims it may split" +

@@ -50,4 +50,17 @@ std::string human_bytes(double bytes) {
   return fmt::format("{:.2f} {}", bytes, suffix[i]);
 }
 
+std::string divisors_text(int64_t n) {
+  std::vector<int64_t> small, large;  // d <= sqrt(n) ascending; n / d descending
+  for (int64_t d = 1; d <= n / d; ++d)
+    if (n % d == 0) {
+      small.push_back(d);
+      if (d != n / d) large.push_back(n / d);
+    }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  std::vector<std::string> parts;
+  for (size_t k = 0; k < small.size() && k < 16; ++k) parts.push_back(std::to_string(small[k]));
+  return join(parts, ", ");
+}
+
 }  // namespace heddle

@@ -12,13 +12,15 @@
 namespace heddle::testing {
 
 /// Builds a random graph of `num_ops` ops with seed `seed`; the result always passes verify().
-inline Graph random_graph(int64_t num_ops, uint64_t seed, bool odd_names = false) {
+/// `scale` multiplies every drawn dim (default 1; larger for meshes of hundreds of devices).
+inline Graph random_graph(int64_t num_ops, uint64_t seed, bool odd_names = false,
+                          int64_t scale = 1) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
   };
   const int64_t dims[] = {2, 3, 4, 6, 8};
-  auto dim = [&] { return dims[pick(0, 4)]; };
+  auto dim = [&] { return dims[pick(0, 4)] * scale; };
   GraphBuilder b("random_" + std::to_string(seed));
   struct V {
     ValueId id;

@@ -53,5 +53,18 @@ TEST(Strings, HumanUnits) {
   EXPECT_EQ(join({"a", "b", "c"}, ", "), "a, b, c");
 }
 
+TEST(Strings, DivisorsTextListsTheSmallestSixteenDivisorsInOrder) {
+  auto naive = [](int64_t n) {  // every candidate in turn
+    std::vector<std::string> d;
+    for (int64_t k = 1; k <= n && d.size() < 16; ++k)
+      if (n % k == 0) d.push_back(std::to_string(k));
+    return join(d, ", ");
+  };
+  for (int64_t n = 0; n <= 3000; ++n) EXPECT_EQ(divisors_text(n), naive(n)) << n;
+  for (int64_t n : {50257, 12288, 65536, 1000000, 720720}) EXPECT_EQ(divisors_text(n), naive(n));
+  EXPECT_EQ(divisors_text(12), "1, 2, 3, 4, 6, 12");
+  EXPECT_EQ(divisors_text(int64_t{1} << 40), naive(int64_t{1} << 15));  // 1, 2, ..., 32768
+}
+
 }  // namespace
 }  // namespace heddle

@@ -190,6 +190,21 @@ TEST(RunCli, ShowPrintsPlacementsAndEmitsOneProgramPerDevice) {
     std::getline(in, first);
     EXPECT_EQ(first.rfind("# device " + std::to_string(d) + " of mesh dp=2,tp=2", 0), 0u);
   }
+  // show instantiates the programs one at a time from the shared template; run writes those it
+  // lowered all at once: the same text.
+  std::string run_dir = ::testing::TempDir() + "/emit_run";
+  auto ran = run_heddle("run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --emit " + run_dir);
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  for (int d = 0; d < 4; ++d) {
+    std::string name = "/device" + std::to_string(d) + ".txt";
+    std::string shown = slurp(dir + name);
+    EXPECT_GT(shown.size(), 100u) << d;
+    EXPECT_EQ(shown, slurp(run_dir + name)) << d;
+  }
 }
 
 TEST(RunCli, ExpertParallelSplitsTheExpertsOnTheEpAxis) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "heddle/runtime/Program.h"
+#include "heddle/runtime/ProgramTemplate.h"
 #include "heddle/sharding/Tactics.h"
 
 namespace heddle::cli {
@@ -33,6 +34,11 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
 /// Writes `DIR/device<N>.txt` for every program. Errors name the path.
 Status write_programs(const std::string& dir, const Graph& g, const Mesh& mesh,
                       const std::vector<DeviceProgram>& programs);
+
+/// Writes `DIR/device<N>.txt` for every device of `programs`' mesh, instantiating one device's
+/// program at a time (memory stays that of one program). Errors name the path.
+/// Precondition: `programs` was lowered from `g`.
+Status write_programs(const std::string& dir, const Graph& g, const ProgramTemplate& programs);
 
 /// Prints every verifier diagnostic (up to 20) to stderr; returns 1 when there were any.
 int report_verify(const Graph& g);

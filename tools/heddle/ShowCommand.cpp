@@ -50,11 +50,11 @@ int show_plan(const Graph& g, const ShowOptions& o) {
   fmt::print("\n{} reshard(s) inserted by propagation{}\n{}", reshards.size(),
              reshards.empty() ? "" : ":", planned->propagation.report(g));
   if (o.emit_dir.empty()) return 0;
-  auto programs = lower(g, plan);
+  // One shared template; each device's program is instantiated, written and dropped in turn.
+  auto programs = lower_template(g, plan);
   if (!programs.ok()) return user_error(programs.error());
-  if (auto s = write_programs(o.emit_dir, g, plan.mesh, *programs); !s.ok())
-    return user_error(s.error());
-  fmt::print("wrote {} device programs to {}\n", programs->size(), o.emit_dir);
+  if (auto s = write_programs(o.emit_dir, g, *programs); !s.ok()) return user_error(s.error());
+  fmt::print("wrote {} device programs to {}\n", plan.mesh.num_devices(), o.emit_dir);
   return 0;
 }
 

@@ -52,6 +52,18 @@ struct OperandSharding {
 struct StrategyPlacements {
   std::vector<OperandSharding> inputs;
   std::vector<OperandSharding> results;
+  bool operator==(const StrategyPlacements&) const = default;
+};
+
+/// How derive_placements() checks the blocks of a sharded tensor dim against what each shard of
+/// the op reads or writes there.
+enum class ShardCheck : uint8_t {
+  /// Only the shards that decide the outcome (the first and last, and those next to where a
+  /// clip or comparison switches): the same result as kEvery, in time independent of the number
+  /// of shards when the index dim splits evenly. Default.
+  kDeciding,
+  /// Every shard in turn: the straightforward check, kept as the oracle tests compare with.
+  kEvery,
 };
 
 /// Derives the placements of op `id` under strategy `s` on `mesh`, from the projections alone
@@ -60,13 +72,15 @@ struct StrategyPlacements {
 /// or its most major one; a zero column gives Replicate (inputs) or Partial (results, reduce dims).
 /// Each device's needed box must lie within its own block plus a halo smaller than a block, and
 /// results must be exactly their blocks. A strategy that breaks a rule, or whose extents the mesh
-/// does not divide, is a diagnostic saying why and what would divide.
-/// Precondition: the graph passed verify(); s.rank() == mesh.rank().
+/// does not divide, is a diagnostic saying why and what would divide (the first failing shard,
+/// whichever `check` is used). Precondition: the graph passed verify(); s.rank() == mesh.rank().
 Result<StrategyPlacements> derive_placements(const Graph& g, OpId id, const Mesh& mesh,
-                                             const OpStrategy& s);
+                                             const OpStrategy& s,
+                                             ShardCheck check = ShardCheck::kDeciding);
 
 /// Every valid strategy of op `id` on `mesh`, in a deterministic order (replicated first).
-/// Precondition: the graph passed verify().
-std::vector<OpStrategy> enumerate_strategies(const Graph& g, OpId id, const Mesh& mesh);
+/// `check` as in derive_placements(). Precondition: the graph passed verify().
+std::vector<OpStrategy> enumerate_strategies(const Graph& g, OpId id, const Mesh& mesh,
+                                             ShardCheck check = ShardCheck::kDeciding);
 
 }  // namespace heddle

@@ -41,6 +41,9 @@ struct PropagateOptions {
   double seconds_per_byte = 1e-10;  ///< time per byte of BytesMovedCost traffic; not applied to a
                                     ///< `cost` that is in seconds (CommCost::in_seconds)
   const CommCost* cost = nullptr;   ///< null: BytesMovedCost
+  /// How derive_placements() checks shards; kEvery only to compare with the straightforward
+  /// check (benchmarks, tests). Default ShardCheck::kDeciding.
+  ShardCheck shard_check = ShardCheck::kDeciding;
 };
 
 /// A reshard propagation inserted: a consumer needed `value` in another placement.

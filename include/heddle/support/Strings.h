@@ -21,4 +21,8 @@ std::string human_count(double n);
 /// Formats bytes with binary suffixes: 1536 -> "1.50 KiB".
 std::string human_bytes(double bytes);
 
+/// The smallest divisors of `n` (at most 16), ascending: `1, 2, 3, 4, 6, 12`, the hint of
+/// divisibility diagnostics; empty for n <= 0. Takes O(sqrt(n)) steps.
+std::string divisors_text(int64_t n);
+
 }  // namespace heddle
