@@ -206,35 +206,49 @@ Result<std::vector<DeviceProgram>> lower(const Graph& g, const ShardingPlan& pla
   return progs;
 }
 
+namespace {
+
+// Adds the counts of program `p` to `s`.
+void add_stats(const Graph& g, const DeviceProgram& p, ProgramStats& s) {
+  BytesMovedCost bytes;
+  for (const auto& in : p.instrs) {
+    switch (in.kind) {
+      case Instr::Kind::kKernel:
+        s.kernels += static_cast<int64_t>(in.calls.size());
+        s.fused += in.calls.size() > 1;
+        break;
+      case Instr::Kind::kCollective: {
+        ++s.collectives;
+        double elem = static_cast<double>(dtype_bytes(g.type(in.value).dtype()));
+        // The S of the formulas: gathered size for gathers, the input size for the others
+        // (equal to the output size times the group for reduce-scatter).
+        double out_bytes = static_cast<double>(in.box.volume()) * elem;
+        auto n = static_cast<double>(in.group.size());
+        double S = in.collective == Collective::kReduceScatter ? out_bytes * n : out_bytes;
+        if (in.collective == Collective::kAllToAll) S = out_bytes;
+        s.comm_bytes += bytes.cost(in.collective, 0, static_cast<int64_t>(in.group.size()), S);
+        break;
+      }
+      case Instr::Kind::kFetch:
+        ++s.fetches;
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace
+
 ProgramStats program_stats(const Graph& g, const std::vector<DeviceProgram>& programs) {
   ProgramStats s;
-  BytesMovedCost bytes;
-  for (const auto& p : programs)
-    for (const auto& in : p.instrs) {
-      switch (in.kind) {
-        case Instr::Kind::kKernel:
-          s.kernels += static_cast<int64_t>(in.calls.size());
-          s.fused += in.calls.size() > 1;
-          break;
-        case Instr::Kind::kCollective: {
-          ++s.collectives;
-          double elem = static_cast<double>(dtype_bytes(g.type(in.value).dtype()));
-          // The S of the formulas: gathered size for gathers, the input size for the others
-          // (equal to the output size times the group for reduce-scatter).
-          double out_bytes = static_cast<double>(in.box.volume()) * elem;
-          auto n = static_cast<double>(in.group.size());
-          double S = in.collective == Collective::kReduceScatter ? out_bytes * n : out_bytes;
-          if (in.collective == Collective::kAllToAll) S = out_bytes;
-          s.comm_bytes += bytes.cost(in.collective, 0, static_cast<int64_t>(in.group.size()), S);
-          break;
-        }
-        case Instr::Kind::kFetch:
-          ++s.fetches;
-          break;
-        default:
-          break;
-      }
-    }
+  for (const auto& p : programs) add_stats(g, p, s);
+  return s;
+}
+
+ProgramStats program_stats(const Graph& g, const ProgramTemplate& t) {
+  ProgramStats s;
+  for (int64_t d = 0; d < t.mesh.num_devices(); ++d) add_stats(g, instantiate(g, t, d), s);
   return s;
 }
 

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -104,8 +106,10 @@ TEST(MpiCli, RanksGiveTheThreadedResultsBitForBitAndMatchTheReference) {
 TEST(MpiCli, TrainingStepsEqualTheThreadedBackendBitForBit) {
   setenv("OPENBLAS_NUM_THREADS", "1", 1);
   std::string args = "run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --train --steps 3 --json";
-  auto jt = json_of(testing::run_heddle(args), args);
-  auto jm = json_of(mpirun(4, args + " --backend mpi").r, args + " (mpi)");
+  const std::string dt = ::testing::TempDir() + "/mpi_emit_threads",
+                    dm = ::testing::TempDir() + "/mpi_emit_ranks";
+  auto jt = json_of(testing::run_heddle(args + " --emit " + dt), args);
+  auto jm = json_of(mpirun(4, args + " --backend mpi --emit " + dm).r, args + " (mpi)");
   if (jt.is_null() || jm.is_null()) return;
   auto loss = jm["loss"].get<std::vector<double>>();
   ASSERT_EQ(loss.size(), 3u);
@@ -113,6 +117,18 @@ TEST(MpiCli, TrainingStepsEqualTheThreadedBackendBitForBit) {
   EXPECT_EQ(jm["loss"], jt["loss"]);
   // The last step's outputs: the loss and every updated parameter and optimizer state.
   EXPECT_EQ(jm["output_digest"], jt["output_digest"]);
+  // Rank 0 counts and writes every device's program from the shared template, one at a time:
+  // the same counts and text as the threads backend, which lowers them all at once.
+  EXPECT_EQ(jm["collectives"], jt["collectives"]);
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  for (int d = 0; d < 4; ++d) {
+    std::string name = "/device" + std::to_string(d) + ".txt";
+    EXPECT_GT(slurp(dt + name).size(), 100u) << d;
+    EXPECT_EQ(slurp(dm + name), slurp(dt + name)) << d;
+  }
 }
 
 TEST(MpiCli, TrainingStepsMatchTheReferenceEveryStep) {

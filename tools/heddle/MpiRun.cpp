@@ -1,8 +1,8 @@
 // `heddle run --backend mpi`: every process (one per device, started by mpirun) makes the same
-// plan and lowers its own device's program (rank 0 every device's, for the summary and --emit),
-// materialises only its own tiles of parameters and inputs, runs its program over MPI, and rank 0
-// checks and reports. Bad input is found before MPI starts and
-// reported by rank 0 only.
+// plan and lowers its own device's program (rank 0 counts every device's for the summary and
+// writes them for --emit, one at a time), materialises only its own tiles of parameters and
+// inputs, runs its program over MPI, and rank 0 checks and reports. Bad input is found before
+// MPI starts and reported by rank 0 only.
 //
 // Test-only fault injection (environment): HEDDLE_TEST_FAIL_RANK=R makes rank R fail just before
 // its HEDDLE_TEST_FAIL_AT-th collective (default 1), as HEDDLE_TEST_FAIL_MODE says: `throw`
@@ -202,14 +202,13 @@ RunSummary rank0_summary(const MpiCommunicator& mpi, const Graph& g, double wall
 }
 
 int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>& updates,
-             const PlannedRun& planned, const std::vector<DeviceProgram>& programs,
+             const PlannedRun& planned, const ProgramTemplate& programs, const DeviceProgram& own,
              MpiCommunicator& mpi) {
   const int64_t r = mpi.rank();
   if (auto st = mpi.prepare(mesh_partitions(planned.mesh)); !st.ok()) die(mpi, st.error().message);
   std::optional<FaultInjector> injector;
   Communicator& comm = maybe_injected(mpi, injector);
   const int64_t int_hi = integer_range(g);
-  const DeviceProgram& own = programs.size() == 1 ? programs[0] : programs[r];
   HEDDLE_ASSERT(own.device == r) << "rank " << r << " holds the program of device " << own.device;
   TensorMap feeds = shard_feeds(g, own, o.seed, int_hi);
   int64_t bytes = 0;
@@ -263,7 +262,7 @@ int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>
   summary.note = planned.note;
   summary.mesh = planned.mesh;
   summary.strategy = planned.spec.to_string();
-  summary.stats = program_stats(g, programs);
+  summary.stats = program_stats(g, programs);  // one device's program at a time
   summary.reshards = planned.propagation.reshards.size();
   return report_run(o, g, summary);
 }
@@ -365,22 +364,22 @@ int run_mpi(const RunOptions& o) {
       for (const auto& u : updates) g.add_output(u.grad);
   }
   std::optional<PlannedRun> planned;
-  std::vector<DeviceProgram> programs;
+  std::optional<ProgramTemplate> programs;
+  DeviceProgram own;
   const int64_t launcher = MpiEnvironment::launcher_rank();
   if (!pipe) {
     auto pr = plan_run(g, o.mesh, o.strategy);
     if (!pr.ok()) return bad_input(pr.error());
     planned = std::move(*pr);
-    // Rank 0 lowers every device (the summary counts them all, --emit writes them); the others
-    // only their own. A rank beyond the mesh lowers all, to fail on the rank count below.
-    LowerOptions lower_options;
-    if (!root && launcher < planned->mesh.num_devices()) lower_options.devices = {launcher};
-    auto lowered = lower(g, planned->propagation.plan, lower_options);
+    // Every rank lowers the shared template and instantiates its own program; rank 0 also
+    // counts every device's (the summary) and writes them (--emit), one at a time. A rank
+    // beyond the mesh has no program and fails on the rank count below.
+    auto lowered = lower_template(g, planned->propagation.plan);
     if (!lowered.ok()) return bad_input(lowered.error());
     programs = std::move(*lowered);
+    if (launcher < planned->mesh.num_devices()) own = instantiate(g, *programs, launcher);
     if (root && !o.emit_dir.empty())
-      if (auto s = write_programs(o.emit_dir, g, planned->mesh, programs); !s.ok())
-        return user_error(s.error());
+      if (auto s = write_programs(o.emit_dir, g, *programs); !s.ok()) return user_error(s.error());
   }
   const Mesh& mesh = pipe ? pipe->mesh : planned->mesh;
 
@@ -395,7 +394,7 @@ int run_mpi(const RunOptions& o) {
   }
   MpiCommunicator mpi({.timeout_s = o.timeout_s});
   return pipe ? run_pipeline_rank(o, g, updates, *pipe, mpi)
-              : run_rank(o, g, updates, *planned, programs, mpi);
+              : run_rank(o, g, updates, *planned, *programs, own, mpi);
 }
 
 }  // namespace heddle::cli

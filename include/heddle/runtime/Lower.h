@@ -51,4 +51,8 @@ struct ProgramStats {
 /// Statistics of lowered programs.
 ProgramStats program_stats(const Graph& g, const std::vector<DeviceProgram>& programs);
 
+/// Statistics of every device's program of `t`, instantiated one device at a time (memory stays
+/// that of one program). Precondition: `t` was lowered from `g`.
+ProgramStats program_stats(const Graph& g, const ProgramTemplate& t);
+
 }  // namespace heddle
