@@ -37,7 +37,8 @@ bench: build
 # (fuzz/corpus/<target>); FUZZ_TARGETS picks some. Findings are left in build-fuzz/ as crash-*.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= text_ir placement onnx cluster npy
-fuzz: deps
+fuzz:
+	@scripts/install-deps --fuzz
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DHEDDLE_FUZZ=ON -DHEDDLE_BUILD_TESTS=OFF -DHEDDLE_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-fuzz -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "heddle/support/Numeric.h"
+
 namespace heddle {
 
 namespace {
@@ -123,7 +125,7 @@ Result<Tensor> parse_npy(const std::string& bytes, const std::string& path) {
     else if (d == "<f8") {
       double v;
       std::memcpy(&v, p, 8);
-      t.f32()[i] = static_cast<float>(v);
+      t.f32()[i] = saturating_float(v);
     } else if (d == "<i8")
       std::memcpy(&t.i64()[i], p, 8);
     else if (d == "<i4") {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "OnnxImporter.h"
+#include "heddle/support/Numeric.h"
 
 namespace heddle::onnx_detail {
 
@@ -17,9 +18,9 @@ double get(const Tensor& t, int64_t i) {
 
 void put(Tensor& t, int64_t i, double v) {
   if (t.is_int())
-    t.i64()[i] = static_cast<int64_t>(v);
+    t.i64()[i] = saturating_int64(v);
   else
-    t.f32()[i] = static_cast<float>(v);
+    t.f32()[i] = saturating_float(v);
 }
 
 IVec unravel(int64_t i, const IVec& shape) {
@@ -70,7 +71,7 @@ Tensor ints_tensor(const std::vector<int64_t>& v) {
 
 std::vector<int64_t> to_ints(const Tensor& t) {
   std::vector<int64_t> v;
-  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(static_cast<int64_t>(get(t, i)));
+  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(saturating_int64(get(t, i)));
   return v;
 }
 
@@ -248,7 +249,7 @@ Result<bool> try_fold(Importer& im, const onnx::NodeProto& n) {
     double steps = std::ceil((limit - start) / delta);
     if (!(steps < static_cast<double>(kMaxFoldElements)))
       return im.error(n, "the range is too long to fold");
-    int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
+    int64_t count = std::max<int64_t>(0, saturating_int64(steps));
     Tensor out(x.dtype(), IVec{count});
     for (int64_t i = 0; i < count; ++i) put(out, i, start + static_cast<double>(i) * delta);
     return set(out);
@@ -307,7 +308,7 @@ Result<bool> try_fold(Importer& im, const onnx::NodeProto& n) {
     for (int64_t d = axis + 1; d < x.rank(); ++d) s.push_back(x.shape()[d]);
     int64_t ir = idx.rank(), dim = x.shape()[axis];
     for (int64_t i = 0; i < idx.numel(); ++i) {
-      int64_t k = static_cast<int64_t>(get(idx, i));
+      int64_t k = saturating_int64(get(idx, i));
       if (k < -dim || k >= dim)
         return im.error(n, "index " + std::to_string(k) + " is out of range for a dim of size " +
                                std::to_string(dim));
@@ -317,7 +318,7 @@ Result<bool> try_fold(Importer& im, const onnx::NodeProto& n) {
     if (numel > kMaxFoldElements) return false;
     return set(gather_by(x, x.dtype(), IVec(s), [&](const IVec& p) {
       std::vector<int64_t> ip(p.begin() + axis, p.begin() + axis + ir);
-      int64_t k = static_cast<int64_t>(get(idx, ravel(ip, idx.shape())));
+      int64_t k = saturating_int64(get(idx, ravel(ip, idx.shape())));
       if (k < 0) k += x.shape()[axis];
       std::vector<int64_t> q(p.begin(), p.begin() + axis);
       q.push_back(k);

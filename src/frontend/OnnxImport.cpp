@@ -127,6 +127,7 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
         continue;
       }
       std::string sym = d.dim_param();
+      if (!sym.empty()) out.dynamic_dims.push_back(sym);
       auto it = options.dims.find(sym);
       if (sym.empty() || it == options.dims.end())
         return err("graph input '" + in.name() + "' dim " + std::to_string(i) + " is dynamic" +
@@ -138,6 +139,9 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
     im.set_value(in.name(), im.ops().input(in.name(), TensorType(*dt, IVec(shape))));
   }
 
+  std::sort(out.dynamic_dims.begin(), out.dynamic_dims.end());
+  out.dynamic_dims.erase(std::unique(out.dynamic_dims.begin(), out.dynamic_dims.end()),
+                         out.dynamic_dims.end());
   auto& table = handler_table();
   for (const onnx::NodeProto& n : fuse_patterns(g)) {
     if (!n.domain().empty() && n.domain() != "ai.onnx" && n.op_type() != "Gelu")

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "heddle/support/Numeric.h"
+
 namespace heddle::onnx_detail {
 
 namespace {
@@ -81,7 +83,7 @@ Result<std::vector<int64_t>> Importer::ints(const onnx::NodeProto& n, int input,
                         "static shapes or bind dynamic dims with --dim");
   std::vector<int64_t> v;
   for (int64_t i = 0; i < t->numel(); ++i)
-    v.push_back(t->is_int() ? t->i64()[i] : static_cast<int64_t>(t->f32()[i]));
+    v.push_back(t->is_int() ? t->i64()[i] : saturating_int64(t->f32()[i]));
   return v;
 }
 
@@ -239,7 +241,7 @@ Result<std::optional<Tensor>> tensor_from_proto(const onnx::TensorProto& t,
         case onnx::TensorProto::DOUBLE: {
           double v;
           std::memcpy(&v, p, 8);
-          out.f32()[i] = static_cast<float>(v);
+          out.f32()[i] = saturating_float(v);
           break;
         }
         case onnx::TensorProto::INT32: {
@@ -271,7 +273,7 @@ Result<std::optional<Tensor>> tensor_from_proto(const onnx::TensorProto& t,
         out.f32()[i] = t.float_data(i);
         break;
       case onnx::TensorProto::DOUBLE:
-        out.f32()[i] = static_cast<float>(t.double_data(i));
+        out.f32()[i] = saturating_float(t.double_data(i));
         break;
       case onnx::TensorProto::INT64:
         out.i64()[i] = t.int64_data(i);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "OnnxImporter.h"
+#include "heddle/support/Numeric.h"
 
 namespace heddle::onnx_detail {
 
@@ -226,7 +227,7 @@ Status layernorm(Importer& im, const onnx::NodeProto& n) {
 // A rank-0 f32 parameter holding `v` (constants that must meet graph values in a binary op).
 ValueId scalar_param(Importer& im, const onnx::NodeProto& n, const std::string& what, double v) {
   Tensor t(DType::kF32, IVec{});
-  t.f32()[0] = static_cast<float>(v);
+  t.f32()[0] = saturating_float(v);
   return im.add_param((n.name().empty() ? n.output(0) : n.name()) + "." + what,
                       TensorType(DType::kF32, IVec{}), &t);
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "OnnxImporter.h"
+#include "heddle/support/Numeric.h"
 
 namespace heddle::onnx_detail {
 
@@ -203,7 +204,7 @@ void fuse_layernorm(const onnx::GraphProto& g, NodeGraph& ng) {
     auto* a = ln.add_attribute();
     a->set_name("epsilon");
     a->set_type(onnx::AttributeProto::FLOAT);
-    a->set_f(static_cast<float>(*eps));
+    a->set_f(saturating_float(*eps));
     for (int k : {r1, sub, pow, r2, add_eps, sqrt, div, mul}) ng.drop[k] = true;
     nodes[add] = ln;
   }

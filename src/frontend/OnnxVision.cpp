@@ -96,6 +96,9 @@ Status batchnorm(Importer& im, const onnx::NodeProto& n) {
   std::vector<const Tensor*> p;
   for (int k = 1; k <= 4; ++k) {
     if (!im.has(n.input(k))) return im.error(n, "input " + std::to_string(k) + " is undefined");
+    if (im.type(n.input(k)).dtype() != DType::kF32)
+      return im.error(n, "input " + std::to_string(k) + " must be a float tensor, got " +
+                             im.type(n.input(k)).to_string());
     if (im.type(n.input(k)).numel() != c)
       return im.error(
           n, "input " + std::to_string(k) + " must have " + std::to_string(c) + " elements");

@@ -124,9 +124,11 @@ void im2col(const Tile4& X, const Geom& g, int64_t n, int64_t c0, Range ci, Rang
             std::fill(seg, seg + ow.size(), 0.0f);
             continue;
           }
-          const float* xr = X.data + X.off(n, c0 + c, h, X.org[3]) - X.org[3];
+          // Row h from the tile's first column; index by w - org (a pointer before the tile is UB).
+          const float* xr = X.data + X.off(n, c0 + c, h, X.org[3]);
           int64_t w = ow.lo * g.s1 - g.p1 + j * g.d1;
-          for (int64_t x = 0; x < ow.size(); ++x, w += g.s1) seg[x] = X.in_w(w) ? xr[w] : 0.0f;
+          for (int64_t x = 0; x < ow.size(); ++x, w += g.s1)
+            seg[x] = X.in_w(w) ? xr[w - X.org[3]] : 0.0f;
         }
       }
 }
@@ -313,20 +315,21 @@ bool pool_forward(const Op& op, const Box& box, const std::vector<const Tensor*>
     for (int64_t c = box.start()[1]; c < box.end()[1]; ++c) {
       const float* xc = X.data + X.off(n, c, X.org[2], X.org[3]);
       for (int64_t y = box.start()[2]; y < box.end()[2]; ++y) {
-        float* yr = Y.data + Y.off(n, c, y, 0);
+        float* yr = Y.data + Y.off(n, c, y, box.start()[3]);  // column box.start()[3]
         for (int64_t x = box.start()[3]; x < box.end()[3]; ++x) {
           double acc = mx ? -INFINITY : 0.0;
           for (int64_t i = 0; i < k[0]; ++i) {
             int64_t h = y * geo.s0 - geo.p0 + i;
             if (!X.in_h(h)) continue;
-            const float* xr = xc + (h - X.org[2]) * X.st[2] - X.org[3];
+            const float* xr = xc + (h - X.org[2]) * X.st[2];  // row h from column org[3]
             for (int64_t j = 0; j < k[1]; ++j) {
               int64_t w = x * geo.s1 - geo.p1 + j;
               if (!X.in_w(w)) continue;
-              acc = mx ? std::max(acc, static_cast<double>(xr[w])) : acc + xr[w];
+              const double v = xr[w - X.org[3]];
+              acc = mx ? std::max(acc, v) : acc + v;
             }
           }
-          yr[x] = static_cast<float>(mx ? acc : acc * inv);
+          yr[x - box.start()[3]] = static_cast<float>(mx ? acc : acc * inv);
         }
       }
     }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "heddle/support/Assert.h"
+#include "heddle/support/Numeric.h"
 
 namespace heddle {
 
@@ -61,9 +62,9 @@ void Tensor::set(const IVec& p, double v) {
 
 void Tensor::fill(double v) {
   if (is_int())
-    std::fill(i_.begin(), i_.end(), static_cast<int64_t>(v));
+    std::fill(i_.begin(), i_.end(), saturating_int64(v));
   else
-    std::fill(f_.begin(), f_.end(), static_cast<float>(v));
+    std::fill(f_.begin(), f_.end(), saturating_float(v));
 }
 
 void Tensor::copy_from(const Tensor& src) {

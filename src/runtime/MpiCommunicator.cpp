@@ -347,8 +347,9 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
       }
       Tensor acc(DType::kF32, IVec{len}), piece(DType::kF32, IVec{len});
       const size_t bytes_len = static_cast<size_t>(len) * sizeof(float);
-      std::memcpy(acc.f32(), rbuf.data(), bytes_len);
-      for (int64_t q = 1; q < n; ++q) {
+      // A member whose share is empty (fewer elements than members) has no buffer to copy into.
+      if (len > 0) std::memcpy(acc.f32(), rbuf.data(), bytes_len);
+      for (int64_t q = 1; q < n && len > 0; ++q) {
         std::memcpy(piece.f32(), rbuf.data() + static_cast<size_t>(q) * bytes_len, bytes_len);
         kernels::combine(monoid, acc, piece);
       }

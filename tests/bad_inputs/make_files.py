@@ -37,8 +37,8 @@ def node(op, inputs, outputs, name, attrs=b""):
             field(3, name) + field(4, op) + attrs)
 
 
-def initializer(name, dims, raw=None, external=None):
-    t = b"".join(field(1, d) for d in dims) + field(2, 1) + field(8, name)
+def initializer(name, dims, raw=None, external=None, dtype=1):
+    t = b"".join(field(1, d) for d in dims) + field(2, dtype) + field(8, name)
     if raw is not None:
         t += field(9, raw)
     if external is not None:
@@ -75,6 +75,18 @@ write("escaping_external.onnx",
       model([node("MatMul", ["x", "w"], ["y"], "mm")], [initializer("w", [4, 3], external="../../../etc/passwd")], [x], [y]))
 write("old_opset.onnx", model([node("Relu", ["x"], ["y"], "r")], [], [x], [value_info("y", [2, 4])], opset=7))
 write("dynamic_dim.onnx", model([node("Relu", ["x"], ["y"], "r")], [], [value_info("x", ["batch", 4])], [value_info("y", ["batch", 4])]))
+# BatchNormalization whose scale is int64 (dtype 7): the folding read it as floats.
+write("batchnorm_int.onnx", model(
+    [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], "bn")],
+    [initializer("s", [4], struct.pack("<4q", 1, 2, 3, 4), dtype=7),
+     initializer("b", [4], floats(4)), initializer("m", [4], floats(4)),
+     initializer("v", [4], floats(4))],
+    [value_info("x", [2, 4])], [value_info("y", [2, 4])]))
+# A Reshape target computed from floats holding -inf (converted to int64, which was undefined).
+write("reshape_inf.onnx", model(
+    [node("Reshape", ["x", "s"], ["y"], "r")],
+    [initializer("s", [2], struct.pack("<2f", float("-inf"), 4.0))],
+    [value_info("x", [2, 4])], [value_info("y", [2, 4])]))
 write("garbage.onnx", bytes(range(7, 250, 3)) * 3)
 write("empty.onnx", b"")
 with open("../data/mlp.onnx", "rb") as f:

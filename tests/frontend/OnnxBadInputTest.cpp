@@ -149,7 +149,8 @@ TEST(OnnxBadInput, LoneErfIsExplained) {
 TEST(OnnxCli, RunTakesNpyInputsAndWritesNpyOutputs) {
   for (const char* name : {"mlp", "decoder"}) {
     std::string out = std::string("/tmp/heddle_onnx_") + name + ".out.npy";
-    auto r = testing::run_heddle(std::string("run ") + fixture(name) + ".onnx --dim batch=4 " +
+    std::string dims = std::string(name) == "mlp" ? " --dim batch=4 " : " ";  // decoder: fixed
+    auto r = testing::run_heddle(std::string("run ") + fixture(name) + ".onnx" + dims +
                                  "--mesh 2 --strategy dp=2 --input " + fixture(name) +
                                  ".in.npy --output " + out + " --check --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -175,8 +176,22 @@ TEST(OnnxCli, ShowBindsDynamicDimsAndReportsJson) {
   auto bad = testing::run_heddle("show " + fixture("mlp.onnx") + " --dim batch");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("NAME=VALUE"), std::string::npos) << bad.err;
-  auto text = testing::run_heddle("show " + fixture("cnn.onnx") + " --dim x=1");
-  EXPECT_EQ(text.exit_code, 0) << "unused bindings are harmless: " << text.err;
+  // A binding no input uses is a typo or a wrong model: named, with the dims there are.
+  auto unused = testing::run_heddle("show " + fixture("mlp.onnx") + " --dim batch=8 --dim bach=2");
+  EXPECT_EQ(unused.exit_code, 1);
+  EXPECT_NE(unused.err.find("no dynamic dim named 'bach'; its dynamic dims are: batch"),
+            std::string::npos)
+      << unused.err;
+  auto fixed = testing::run_heddle("show " + fixture("cnn.onnx") + " --dim x=1");
+  EXPECT_EQ(fixed.exit_code, 1);
+  EXPECT_NE(fixed.err.find("all its input dims are fixed"), std::string::npos) << fixed.err;
+  // plan and simulate bind dims too.
+  auto plan =
+      testing::run_heddle("plan " + fixture("mlp.onnx") + " --dim batch=8 --cluster a100x2 --json");
+  EXPECT_EQ(plan.exit_code, 0) << plan.err;
+  auto sim = testing::run_heddle("simulate " + fixture("mlp.onnx") +
+                                 " --dim batch=8 --cluster a100x2 --strategy dp=2");
+  EXPECT_EQ(sim.exit_code, 0) << sim.err;
 }
 
 TEST(OnnxCli, RunWithoutInputsUsesRandomOnesAndTheModelsWeights) {

@@ -24,6 +24,7 @@ namespace {
 struct PlanArgs {
   std::string model, cluster, strategy = "auto", memory, out_dir;
   zoo::ZooOverrides overrides;
+  std::map<std::string, int64_t> dims;  ///< --dim: ONNX dynamic dims
   bool train = false, json = false;
   double time_limit = 60, target_step_time = 0;
   std::string objective = "time";
@@ -98,7 +99,7 @@ int run_plan(const PlanArgs& a) {
   }
   auto spec = StrategySpec::parse(a.strategy);
   if (!spec.ok()) return user_error(Diagnostic("--strategy: " + spec.error().message));
-  auto src = resolve_model_source(a.model, a.overrides);
+  auto src = resolve_model_source(a.model, a.overrides, a.dims);
   if (!src.ok()) return user_error(src.error());
   search::ConfigSearchOptions o;
   if (a.objective == "energy") {
@@ -253,6 +254,7 @@ Command add_plan_command(CLI::App& root) {
   app->add_option("--out", a->out_dir, "Write plan.json, trace.json and graph.dot to DIR");
   app->add_flag("--json", a->json, "Print one JSON object");
   add_zoo_overrides(app, a->overrides);
+  add_dim_option(app, a->dims);
   return {app, [a] { return run_plan(*a); }};
 }
 

@@ -20,6 +20,7 @@ namespace {
 struct SimulateArgs {
   std::string model, cluster, strategy, trace, stage_planner = "tactics";
   zoo::ZooOverrides overrides;
+  std::map<std::string, int64_t> dims;  ///< --dim: ONNX dynamic dims
   bool train = false, json = false, overlap = false, executor = false;
 };
 
@@ -41,7 +42,7 @@ int run_simulate(const SimulateArgs& a) {
   std::fprintf(stderr, "cluster %s: %s\n", cluster->name.c_str(), cluster->source.c_str());
   auto spec = StrategySpec::parse(a.strategy);
   if (!spec.ok()) return user_error(spec.error());
-  auto src = resolve_model_source(a.model, a.overrides);
+  auto src = resolve_model_source(a.model, a.overrides, a.dims);
   if (!src.ok()) return user_error(src.error());
   cost::SimulateOptions opts;
   if (a.stage_planner == "ilp")  // the stages `heddle plan` re-planned with the intra-op ILP
@@ -145,6 +146,7 @@ Command add_simulate_command(CLI::App& root) {
          "pp=..,meshes=DPxTP/DPxTP/..,microbatches=.. (per-stage sub-meshes)")
       ->required();
   add_zoo_overrides(app, args->overrides);
+  add_dim_option(app, args->dims);
   app->add_flag("--train", args->train, "Simulate a training step (default: forward only)");
   app->add_flag("--overlap", args->overlap,
                 "Overlap gradient reduction and stage sends with compute");

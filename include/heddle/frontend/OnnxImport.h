@@ -32,6 +32,9 @@ struct ImportedModel {
   /// Names of parameters without data (stripped initializers, absent external files).
   std::vector<std::string> missing_weights;
   int64_t opset = 0;  ///< the default-domain opset the model declares
+  /// Names of the symbolic dims of the graph inputs (bound through OnnxImportOptions::dims),
+  /// sorted, each once; the CLI rejects a `--dim` naming none of them.
+  std::vector<std::string> dynamic_dims;
 
   /// True when every parameter has data, so the model can run.
   bool has_all_weights() const { return missing_weights.empty(); }
