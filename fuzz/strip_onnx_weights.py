@@ -28,10 +28,17 @@ def main():
     min_bytes = int(sys.argv[3]) if len(sys.argv) == 4 else 64
     text = protoc("decode", open(sys.argv[1], "rb").read()).decode("latin-1")
     out = []
+    depth, init_depth = 0, None  # brace depth; the depth inside the current initializer block
     for line in text.splitlines():
+        if init_depth is None and re.match(r"^\s*initializer \{$", line):
+            init_depth = depth + 1
         m = re.match(r'^(\s*)raw_data: "(.*)"$', line)
+        depth += line.count("{") - line.count("}") if not m else 0
+        if init_depth is not None and depth < init_depth:
+            init_depth = None
+        # Only initializers: a Constant node's tensor must keep its data to import at all.
         # The escaped length over-counts (\ooo is 4 characters for 1 byte): fine for a threshold.
-        if m and len(m.group(2)) >= min_bytes:
+        if m and init_depth is not None and len(m.group(2)) >= min_bytes:
             ind = m.group(1)
             out.append(f"{ind}data_location: EXTERNAL")
             out.append(f'{ind}external_data {{ key: "location" value: "weights.bin" }}')

@@ -197,9 +197,23 @@ Status gather(Importer& im, const onnx::NodeProto& n) {
     int64_t v = idx->i64()[i];
     k.push_back(v < 0 ? v + s[axis] : v);
   }
-  for (size_t i = 1; i < k.size(); ++i)
-    if (k[i] != k[i - 1] + 1 || idx->rank() > 1)
-      return im.error(n, "constant indices must be a scalar or a contiguous range");
+  bool range = idx->rank() <= 1;
+  for (size_t i = 1; i < k.size() && range; ++i) range = k[i] == k[i - 1] + 1;
+  if (!range) {
+    // Any constant ids into a 2-D table (position ids [1, seq] into a table whose weights are
+    // absent, so the gather did not fold): an embedding lookup of the ids as a parameter.
+    bool in_table = axis == 0 && s.size() == 2;
+    for (int64_t i = 0; i < idx->numel() && in_table; ++i)
+      in_table = idx->i64()[i] >= 0 && idx->i64()[i] < s[0];
+    if (!in_table)
+      return im.error(n,
+                      "constant indices must be a scalar, a contiguous range, or ids in range of "
+                      "a 2-D table gathered on axis 0");
+    auto ids = im.value(n.input(1));
+    HEDDLE_TRY(ids);
+    im.set_value(n.output(0), ops.embedding(*ids, *data));
+    return {};
+  }
   if (k.empty() || k.front() < 0 || k.back() >= s[axis])
     return im.error(n, "indices out of range for dim of size " + std::to_string(s[axis]));
   ValueId y = slice_axis(ops, *data, axis, k.front(), k.back() + 1);

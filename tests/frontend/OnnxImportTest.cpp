@@ -104,6 +104,32 @@ TEST(OnnxImport, MapsNodesOntoHeddleOps) {
   EXPECT_EQ(kinds[OpKind::kGelu], 2);
 }
 
+// fuzz/corpus/onnx/<name>_noweights.onnx: the fixtures with their large initializers pointing
+// at an absent external file (fuzz/strip_onnx_weights.py). They must import to the same graph
+// shape, listing what is missing: a model shipped without its weights still plans.
+TEST_P(OnnxFixture, ImportsWithoutWeightsToTheSameOps) {
+  std::string name = GetParam();
+  Fixture full = load(name);
+  auto bare = import_onnx_file(
+      std::string(HEDDLE_SOURCE_DIR) + "/fuzz/corpus/onnx/" + name + "_noweights.onnx",
+      {.dims = {{"batch", 4}}, .base_dir = ""});
+  ASSERT_TRUE(bare.ok()) << bare.error().to_string();
+  EXPECT_TRUE(verify(bare->graph).empty());
+  EXPECT_FALSE(bare->has_all_weights());
+  const Graph& a = full.model.graph;
+  const Graph& b = bare->graph;
+  ASSERT_EQ(a.outputs().size(), b.outputs().size());
+  for (size_t i = 0; i < a.outputs().size(); ++i)
+    EXPECT_EQ(a.type(a.outputs()[i]), b.type(b.outputs()[i]));
+  std::map<OpKind, int> ka, kb;
+  for (const Op& op : a.ops()) ++ka[op.kind];
+  for (const Op& op : b.ops()) ++kb[op.kind];
+  // Weights fold into constants where present; the compute ops are the same either way.
+  for (OpKind k :
+       {OpKind::kEinsum, OpKind::kConv2d, OpKind::kLayerNorm, OpKind::kGelu, OpKind::kSoftmax})
+    EXPECT_EQ(ka[k], kb[k]) << op_kind_name(k);
+}
+
 TEST(OnnxImport, BindsDynamicDims) {
   auto m8 = import_onnx_file(fixture("mlp.onnx"), {.dims = {{"batch", 8}}, .base_dir = ""});
   ASSERT_TRUE(m8.ok());
