@@ -34,7 +34,9 @@ bench: build
 	@for b in $(BUILD)/bench/bench_*; do echo "== $$b"; $$b; done
 
 # libFuzzer targets, each run for FUZZ_SECONDS on a scratch copy of its seed corpus
-# (fuzz/corpus/<target>); FUZZ_TARGETS picks some. Findings are left in build-fuzz/ as crash-*.
+# (fuzz/corpus/<target>); FUZZ_TARGETS picks some. Findings (crashes, sanitizer reports, undefined
+# behaviour: UBSan halts) are left in build-fuzz/ as crash-*. fuzz_onnx mutates the seeds under
+# 32 KB only (the weight-stripped models): whole exported models run it at half the speed.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= text_ir placement onnx cluster npy
 fuzz:
@@ -45,7 +47,9 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  rm -rf build-fuzz/corpus-$$t && cp -r fuzz/corpus/$$t build-fuzz/corpus-$$t; \
 	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
-	  maxlen=65536; [ $$t = onnx ] && maxlen=140000; \
+	  maxlen=65536; \
+	  if [ $$t = onnx ]; then maxlen=32768; find build-fuzz/corpus-$$t -size +32k -delete; fi; \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  build-fuzz/fuzz/fuzz_$$t build-fuzz/corpus-$$t -max_total_time=$(FUZZ_SECONDS) \
 	    -max_len=$$maxlen -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | \
 	    grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY" ; \
