@@ -55,8 +55,8 @@ fuzz:
 	    grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY" ; \
 	done
 
-# Unit and property tests under AddressSanitizer + UndefinedBehaviorSanitizer, then the threaded
-# executor's tests under ThreadSanitizer. SANITIZE_TESTS picks the ctest regex.
+# Every test under AddressSanitizer + UndefinedBehaviorSanitizer, then the runtime's tests (threaded
+# executor, pipelines, lowering) under ThreadSanitizer. SANITIZE_TESTS picks the ASan ctest regex.
 SANITIZE_TESTS ?= .
 test-sanitize: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=address,undefined \
@@ -66,10 +66,10 @@ test-sanitize: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=thread \
 	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-tsan -j$(JOBS) --target test_runtime
-	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j$(JOBS) -R 'Execute|Tactics'
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/runtime/test_runtime --gtest_brief=1
 
 # The CI subset of test-sanitize (.ci/run): ASan+UBSan on the ir, sharding and runtime unit tests,
-# TSan on the threaded executor's tests; builds only those binaries. ~15 min on 2 idle cores
+# TSan on the runtime's tests; builds only those binaries. ~15 min on 2 idle cores
 # (docs/reliability.md).
 SANITIZE_CI_ASAN ?= test_support test_ir test_sharding test_runtime
 test-sanitize-ci: deps
@@ -84,9 +84,8 @@ test-sanitize-ci: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=thread \
 	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-tsan -j$(JOBS) --target test_runtime
-	@echo "== test_runtime Execute*:Tactics* (TSan)"
-	@TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/runtime/test_runtime \
-	  --gtest_filter='Execute*:Tactics*' --gtest_brief=1
+	@echo "== test_runtime (TSan)"
+	@TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/runtime/test_runtime --gtest_brief=1
 
 format:
 	@git ls-files '*.h' '*.cpp' | xargs clang-format -i
