@@ -238,6 +238,39 @@ TEST(MpiCli, AHungRankTimesOutTheOthers) {
   EXPECT_NE(t.r.err.find("did not complete within 2"), std::string::npos) << t.r.err;
 }
 
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// An ONNX model runs on ranks with its own weights and the --input files, and rank 0 writes
+// --output: the same bytes as the threads backend's file (which OnnxCli checks against torch).
+TEST(MpiCli, OnnxWeightsAndNpyFilesRunOnRanksLikeOnThreads) {
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  const std::string data = std::string(HEDDLE_SOURCE_DIR) + "/tests/data/";
+  for (const std::string name : {"mlp", "decoder"}) {
+    std::string dims = name == "mlp" ? " --dim batch=4" : "";  // the decoder's dims are fixed
+    std::string args = "run " + data + name + ".onnx" + dims +
+                       " --mesh 2 --strategy dp=2 --check --json --input " + data + name +
+                       ".in.npy --output /tmp/heddle_mpi_onnx_";
+    auto threads = testing::run_heddle(args + "threads.npy");
+    auto mpi = mpirun(2, args + "mpi.npy --backend mpi");
+    auto jt = json_of(threads, args);
+    auto jm = json_of(mpi.r, args + " (mpi)");
+    if (jt.is_null() || jm.is_null()) continue;
+    EXPECT_TRUE(jm["ok"].get<bool>()) << name;
+    EXPECT_EQ(jm["output_digest"], jt["output_digest"]) << name << ": mpi differs from threads";
+    std::string a = file_bytes("/tmp/heddle_mpi_onnx_threads.npy");
+    EXPECT_FALSE(a.empty()) << name;
+    EXPECT_EQ(file_bytes("/tmp/heddle_mpi_onnx_mpi.npy"), a) << name;
+  }
+  // A pipeline's ranks generate their data: refused, once, rather than run on other weights.
+  auto pipe = mpirun(2, "run " + data + "mlp.onnx --dim batch=4 --mesh 2 --strategy pp=2 " +
+                            "--backend mpi --input " + data + "mlp.in.npy");
+  EXPECT_EQ(pipe.r.exit_code, 1);
+  EXPECT_EQ(count(pipe.r.err, "need pp=1 there"), 1u) << pipe.r.err;
+}
+
 TEST(MpiCli, BadInputIsReportedOnceBeforeAnyCommunication) {
   auto model = mpirun(4, "run no-such-model --mesh 4 --backend mpi");
   EXPECT_NE(model.r.exit_code, 0);

@@ -9,6 +9,7 @@
 // (default: an exception, reported to the peers), `kill` (SIGKILL) or `hang` (sleeps forever).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -23,6 +24,7 @@
 #include "PipelineRun.h"
 #include "RunCommand.h"
 #include "RunReport.h"
+#include "heddle/frontend/Npy.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
@@ -72,16 +74,42 @@ class FaultInjector : public Communicator {
   int64_t count_ = 0;
 };
 
+// What a run starts from beyond the seed: an ONNX model's weights and the --input files (whole,
+// read by every rank; empty when not given).
+struct HostData {
+  std::map<ValueId, Tensor> weights;
+  std::vector<Tensor> inputs;  ///< by graph-input position
+
+  // Parameter `v` whole: its weights, else generated from `seed` as the threads backend does.
+  Tensor param(const Graph& g, ValueId v, uint64_t seed) const {
+    auto it = weights.find(v);
+    return it != weights.end() ? it->second : init_param(g.value(v).name, g.type(v), seed);
+  }
+  // The whole model inputs: the files, else generated from seed + 1.
+  std::vector<Tensor> model_inputs(const Graph& g, uint64_t seed, int64_t int_hi) const {
+    return inputs.empty() ? random_inputs(g, seed + 1, int_hi) : inputs;
+  }
+};
+
 // This device's tiles of the graph inputs and parameters its program loads: per value, the
-// smallest box covering its loads, generated element-identical to the whole-tensor helpers
-// (parameters from `seed`, inputs from seed + 1, as the threads backend does).
-TensorMap shard_feeds(const Graph& g, const DeviceProgram& p, uint64_t seed, int64_t int_hi) {
+// smallest box covering its loads, cut from the weights and input files where given, else
+// generated element-identical to the whole-tensor helpers (parameters from `seed`, inputs from
+// seed + 1, as the threads backend does).
+TensorMap shard_feeds(const Graph& g, const DeviceProgram& p, uint64_t seed, int64_t int_hi,
+                      const HostData& host) {
   TensorMap feeds;
   for (const auto& [v, box] : load_hulls(p)) {
     const Value& val = g.value(v);
-    feeds.emplace(v, val.role == ValueRole::kParam
-                         ? init_param_tile(val.name, g.type(v), seed, box)
-                         : random_input_tile(val.name, g.type(v), seed + 1, int_hi, box));
+    if (val.role == ValueRole::kParam) {
+      auto w = host.weights.find(v);
+      feeds.emplace(v, w != host.weights.end() ? w->second.crop(box)
+                                               : init_param_tile(val.name, g.type(v), seed, box));
+      continue;
+    }
+    auto at = std::find(g.inputs().begin(), g.inputs().end(), v) - g.inputs().begin();
+    feeds.emplace(v, host.inputs.empty()
+                         ? random_input_tile(val.name, g.type(v), seed + 1, int_hi, box)
+                         : host.inputs[static_cast<size_t>(at)].crop(box));
   }
   return feeds;
 }
@@ -129,11 +157,11 @@ struct Rank0Reference {
   std::vector<Tensor> inputs;
 
   Rank0Reference(int64_t rank, const RunOptions& o, const Graph& g,
-                 const std::vector<ParamUpdate>& updates, int64_t int_hi) {
+                 const std::vector<ParamUpdate>& updates, int64_t int_hi, const HostData& host) {
     if (rank != 0 || !o.check) return;
     check.emplace(g, o, updates);
-    for (ValueId p : g.params()) params.emplace(p, init_param(g.value(p).name, g.type(p), o.seed));
-    inputs = random_inputs(g, o.seed + 1, int_hi);
+    for (ValueId p : g.params()) params.emplace(p, host.param(g, p, o.seed));
+    inputs = host.model_inputs(g, o.seed, int_hi);
   }
 
   // After step `s`: checks the outputs against the reference, and the reference's parameters
@@ -203,20 +231,20 @@ RunSummary rank0_summary(const MpiCommunicator& mpi, const Graph& g, double wall
 
 int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>& updates,
              const PlannedRun& planned, const ProgramTemplate& programs, const DeviceProgram& own,
-             MpiCommunicator& mpi) {
+             const HostData& host, MpiCommunicator& mpi) {
   const int64_t r = mpi.rank();
   if (auto st = mpi.prepare(mesh_partitions(planned.mesh)); !st.ok()) die(mpi, st.error().message);
   std::optional<FaultInjector> injector;
   Communicator& comm = maybe_injected(mpi, injector);
   const int64_t int_hi = integer_range(g);
   HEDDLE_ASSERT(own.device == r) << "rank " << r << " holds the program of device " << own.device;
-  TensorMap feeds = shard_feeds(g, own, o.seed, int_hi);
+  TensorMap feeds = shard_feeds(g, own, o.seed, int_hi, host);
   int64_t bytes = 0;
   for (const auto& [v, t] : feeds) bytes += storage_bytes(t.dtype(), t.numel());
   const int64_t rank_feed_bytes_max = largest_feed_bytes(mpi, bytes);
 
   // Only rank 0 checks, and only it builds the whole model for that.
-  Rank0Reference reference(r, o, g, updates, int_hi);
+  Rank0Reference reference(r, o, g, updates, int_hi, host);
   // Start together, so rank 0's wall time is the run's.
   if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(mpi, ready.error().message);
   double wall = 0;
@@ -257,6 +285,9 @@ int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>
     if (it == got->end() || it->second.region() != Box::of_shape(g.type(v).shape()))
       return user_error(Diagnostic("output " + g.value(v).name + " is not whole on rank 0"));
   }
+  if (!o.output_file.empty())
+    if (auto w = write_npy(o.output_file, got->at(g.outputs()[0])); !w.ok())
+      return user_error(w.error());
   RunSummary summary =
       rank0_summary(mpi, g, wall, losses, *got, reference.check, rank_feed_bytes_max);
   summary.note = planned.note;
@@ -287,7 +318,7 @@ int run_pipeline_rank(const RunOptions& o, const Graph& g, const std::vector<Par
   for (const auto& micro : feeds.inputs)
     for (const auto& [n, t] : micro) bytes += storage_bytes(t.dtype(), t.numel());
   const int64_t rank_feed_bytes_max = largest_feed_bytes(mpi, bytes);
-  Rank0Reference reference(r, o, g, updates, int_hi);
+  Rank0Reference reference(r, o, g, updates, int_hi, HostData{});
   if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(mpi, ready.error().message);
   double wall = 0;
   std::vector<double> losses;
@@ -344,17 +375,28 @@ int run_mpi(const RunOptions& o) {
   if (o.steps < 1) return bad_input(Diagnostic("--steps must be >= 1"));
   if (o.optimizer != "adamw" && o.optimizer != "sgd")
     return bad_input(Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'"));
-  if (!o.input_files.empty() || !o.output_file.empty())
-    return bad_input(Diagnostic("--input and --output work with --backend threads only"));
-  zoo::ModelOptions mo;
-  mo.with_loss = o.train;
-  auto model = resolve_model(o.model, o.overrides, mo);
-  if (!model.ok()) return bad_input(model.error());
-  if (root ? report_verify(*model) != 0 : !verify(*model).empty()) return 1;
-  Graph g = std::move(*model);
+  auto loaded = load_runnable(o);
+  if (!loaded.ok()) return bad_input(loaded.error());
+  if (root ? report_verify(loaded->graph) != 0 : !verify(loaded->graph).empty()) return 1;
+  Graph g = std::move(loaded->graph);
+  // Every rank reads the weights and --input files itself (one file system, or a copy on every
+  // machine) and keeps its tiles of them.
+  HostData host;
+  host.weights = std::move(loaded->weights);
+  auto files = read_input_files(g, o);
+  if (!files.ok()) return bad_input(files.error());
+  host.inputs = std::move(*files);
+  if (!o.output_file.empty() && g.outputs().size() != 1)
+    return bad_input(Diagnostic("--output takes one file, but the model has " +
+                                std::to_string(g.outputs().size()) + " outputs"));
   auto asked = pipeline_if_asked(o, g);
   if (!asked.ok()) return bad_input(asked.error());
   std::optional<PipelinePlan> pipe = std::move(*asked);
+  // A pipeline's ranks generate their tiles of every micro-batch and stage from --seed.
+  if (pipe && (!host.weights.empty() || !host.inputs.empty() || !o.output_file.empty()))
+    return bad_input(Diagnostic(
+        "with pp > 1 the MPI backend generates weights and inputs from --seed; an ONNX model's "
+        "weights, --input and --output need pp=1 there, or --backend threads"));
   std::vector<ParamUpdate> updates;
   if (o.train) {  // the same training step the threads backend builds
     auto step = make_train_step(o, g);
@@ -394,7 +436,7 @@ int run_mpi(const RunOptions& o) {
   }
   MpiCommunicator mpi({.timeout_s = o.timeout_s});
   return pipe ? run_pipeline_rank(o, g, updates, *pipe, mpi)
-              : run_rank(o, g, updates, *planned, *programs, own, mpi);
+              : run_rank(o, g, updates, *planned, *programs, own, host, mpi);
 }
 
 }  // namespace heddle::cli

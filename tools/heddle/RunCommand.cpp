@@ -92,9 +92,10 @@ std::string non_finite_report(const Tensor& t) {
                      fmt::join(at, ", "), count, count == 1 ? "" : "s");
 }
 
-// One tensor per graph input: from --input files (in graph-input order), else random.
-Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
-  if (o.input_files.empty()) return random_inputs(g, o.seed + 1, integer_range(g));
+}  // namespace
+
+Result<std::vector<Tensor>> read_input_files(const Graph& g, const RunOptions& o) {
+  if (o.input_files.empty()) return std::vector<Tensor>{};
   if (o.input_files.size() != g.inputs().size())
     return Diagnostic("--input given " + std::to_string(o.input_files.size()) +
                       " time(s), but the model has " + std::to_string(g.inputs().size()) +
@@ -127,6 +128,33 @@ Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
   return out;
 }
 
+Result<LoadedModel> load_runnable(const RunOptions& o) {
+  zoo::ModelOptions mo;
+  mo.with_loss = o.train;
+  auto loaded = load_model(o.model, o.overrides, mo, o.dims);
+  HEDDLE_TRY(loaded);
+  if (loaded->from_onnx && o.train)
+    return Diagnostic(SourceLoc{o.model, 0, 0},
+                      "--train applies to zoo and text-IR models; an imported ONNX model has no "
+                      "loss");
+  if (!loaded->missing_weights.empty())
+    return Diagnostic(
+        SourceLoc{o.model, 0, 0},
+        "weights are missing for " + std::to_string(loaded->missing_weights.size()) +
+            " parameter(s) (first: '" + loaded->missing_weights[0] +
+            "'); the file has no weight data (stripped, or external data not found). show, plan "
+            "and simulate work without weights; run needs them");
+  return loaded;
+}
+
+namespace {
+
+// One tensor per graph input: from --input files (in graph-input order), else random.
+Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
+  if (o.input_files.empty()) return random_inputs(g, o.seed + 1, integer_range(g));
+  return read_input_files(g, o);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -135,32 +163,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 constexpr int64_t kMaxHostElements = int64_t{200} * 1000 * 1000;
 
 int run(const RunOptions& o) {
-  // The MPI backend generates its inputs from --seed; accepting these would silently ignore them.
-  if (o.backend == "mpi" && (!o.input_files.empty() || !o.output_file.empty()))
-    return user_error(Diagnostic(
-        "--input and --output work with --backend threads only for now; the MPI backend makes "
-        "its inputs from --seed"));
   if (o.backend == "mpi") return run_mpi(o);
   if (o.backend != "threads")
     return user_error(Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'"));
   if (o.steps < 1) return user_error(Diagnostic("--steps must be >= 1"));
   if (o.optimizer != "adamw" && o.optimizer != "sgd")
     return user_error(Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'"));
-  zoo::ModelOptions mo;
-  mo.with_loss = o.train;
-  auto loaded = load_model(o.model, o.overrides, mo, o.dims);
+  auto loaded = load_runnable(o);
   if (!loaded.ok()) return user_error(loaded.error());
-  if (loaded->from_onnx && o.train)
-    return user_error(Diagnostic(SourceLoc{o.model, 0, 0},
-                                 "--train applies to zoo and text-IR models; an imported ONNX "
-                                 "model has no loss"));
-  if (!loaded->missing_weights.empty())
-    return user_error(Diagnostic(
-        SourceLoc{o.model, 0, 0},
-        "weights are missing for " + std::to_string(loaded->missing_weights.size()) +
-            " parameter(s) (first: '" + loaded->missing_weights[0] +
-            "'); the file has no weight data (stripped, or external data not found). show, plan "
-            "and simulate work without weights; run needs them"));
   Graph* model = &loaded->graph;
   if (report_verify(*model)) return 1;
   GraphStats size = graph_stats(*model);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "Command.h"
 #include "Planning.h"
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/zoo/Zoo.h"
@@ -46,6 +47,15 @@ int64_t integer_range(const Graph& g);
 /// A hash (FNV-1a, hex) of the outputs' bytes in graph order: equal digests mean bit-identical
 /// results, across runs and backends. Precondition: `outputs` holds every graph output.
 std::string output_digest(const Graph& g, const TensorMap& outputs);
+
+/// MODEL loaded to run: its graph and, for an ONNX model, its weights. Diagnostics: those of
+/// load_model(), --train on an ONNX model (it has no loss), weights missing. Both backends.
+Result<LoadedModel> load_runnable(const RunOptions& o);
+
+/// The model inputs from the --input files, in graph-input order, checked against `g`'s inputs
+/// (count, shape, element kind; NaN/Inf an error with --check, else a warning on stderr); empty
+/// when no file was given. Both backends.
+Result<std::vector<Tensor>> read_input_files(const Graph& g, const RunOptions& o);
 
 /// `heddle run --backend mpi`, one process per device under mpirun (MpiRun.cpp).
 int run_mpi(const RunOptions& o);
