@@ -231,7 +231,7 @@ RunSummary rank0_summary(const MpiCommunicator& mpi, const Graph& g, double wall
 
 int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>& updates,
              const PlannedRun& planned, const ProgramTemplate& programs, const DeviceProgram& own,
-             const HostData& host, MpiCommunicator& mpi) {
+             HostData host, MpiCommunicator& mpi) {
   const int64_t r = mpi.rank();
   if (auto st = mpi.prepare(mesh_partitions(planned.mesh)); !st.ok()) die(mpi, st.error().message);
   std::optional<FaultInjector> injector;
@@ -245,6 +245,7 @@ int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>
 
   // Only rank 0 checks, and only it builds the whole model for that.
   Rank0Reference reference(r, o, g, updates, int_hi, host);
+  host = HostData{};  // the whole weights and files are no longer needed: keep only the tiles
   // Start together, so rank 0's wall time is the run's.
   if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(mpi, ready.error().message);
   double wall = 0;
@@ -436,7 +437,7 @@ int run_mpi(const RunOptions& o) {
   }
   MpiCommunicator mpi({.timeout_s = o.timeout_s});
   return pipe ? run_pipeline_rank(o, g, updates, *pipe, mpi)
-              : run_rank(o, g, updates, *planned, *programs, own, host, mpi);
+              : run_rank(o, g, updates, *planned, *programs, own, std::move(host), mpi);
 }
 
 }  // namespace heddle::cli

@@ -60,7 +60,8 @@ struct RunSummary {
   /// Pipelines: stages, micro-batches per step and the schedule followed (JSON `pipeline`).
   int64_t stages = 0, micro_batches = 0;
   std::string schedule;
-  /// MPI: the most bytes of parameters and inputs one rank generated, and the model's total.
+  /// MPI: the most bytes of parameters and inputs one rank holds (generated, or cut from the
+  /// weights and input files), and the model's total.
   std::optional<std::pair<int64_t, int64_t>> feed_bytes;
 };
 
