@@ -106,9 +106,8 @@ int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {
           "... lists them)\n",
           s.reshards);
     if (s.feed_bytes)
-      fmt::print(
-          "shards     the largest rank holds {} of the {} bytes of parameters and inputs\n",
-          s.feed_bytes->first, s.feed_bytes->second);
+      fmt::print("shards     the largest rank holds {} of the {} bytes of parameters and inputs\n",
+                 s.feed_bytes->first, s.feed_bytes->second);
     fmt::print("wall time  {:.4f} s{}\n", s.wall_s,
                o.train ? " for " + std::to_string(s.losses.size()) + " steps" : "");
     if (c) {
