@@ -20,6 +20,12 @@ Status check_has_outputs(const Graph& g) {
       "graph '" + g.name() + "' has no outputs; mark what it computes with 'output %NAME'");
 }
 
+// `--dim` binds ONNX dims only: an error for any other MODEL it was given with.
+Status no_dims(const std::string& model, const std::map<std::string, int64_t>& dims) {
+  if (dims.empty()) return {};
+  return Diagnostic(SourceLoc{model, 0, 0}, "--dim applies to ONNX models only");
+}
+
 Result<LoadedModel> graph_only(Result<Graph> g) {
   HEDDLE_TRY(g);
   HEDDLE_TRY(check_has_outputs(*g));
@@ -38,9 +44,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 Result<LoadedModel> load_model(const std::string& model, const zoo::ZooOverrides& overrides,
                                const zoo::ModelOptions& options,
                                const std::map<std::string, int64_t>& dims) {
-  if (zoo::is_zoo_model(model) && !dims.empty())
-    return Diagnostic(SourceLoc{model, 0, 0}, "--dim applies to ONNX models only");
-  if (zoo::is_zoo_model(model)) return graph_only(zoo::build_zoo_model(model, overrides, options));
+  if (zoo::is_zoo_model(model)) {
+    HEDDLE_TRY(no_dims(model, dims));
+    return graph_only(zoo::build_zoo_model(model, overrides, options));
+  }
   std::ifstream probe(model);
   if (!probe && !ends_with(model, ".onnx"))
     return graph_only(zoo::build_zoo_model(model, overrides, options));  // names the zoo
@@ -68,7 +75,7 @@ Result<LoadedModel> load_model(const std::string& model, const zoo::ZooOverrides
     m.missing_weights = std::move(imported->missing_weights);
     return m;
   }
-  if (!dims.empty()) return Diagnostic(SourceLoc{model, 0, 0}, "--dim applies to ONNX models only");
+  HEDDLE_TRY(no_dims(model, dims));
   return graph_only(parse_graph_file(model));
 }
 
@@ -115,9 +122,10 @@ void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o) {
 Result<cost::ModelSource> resolve_model_source(const std::string& model,
                                                const zoo::ZooOverrides& overrides,
                                                const std::map<std::string, int64_t>& dims) {
-  if (zoo::is_zoo_model(model) && !dims.empty())
-    return Diagnostic(SourceLoc{model, 0, 0}, "--dim applies to ONNX models only");
-  if (zoo::is_zoo_model(model)) return cost::zoo_model_source(model, overrides);
+  if (zoo::is_zoo_model(model)) {
+    HEDDLE_TRY(no_dims(model, dims));
+    return cost::zoo_model_source(model, overrides);
+  }
   auto g = resolve_model(model, overrides, {}, dims);
   HEDDLE_TRY(g);
   auto diags = verify(*g);
