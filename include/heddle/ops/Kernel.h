@@ -24,6 +24,9 @@ struct KernelOptions {
   /// Convolutions and pooling run the direct per-point loops instead of im2col + sgemm (the
   /// reference the fast kernels are tested and benchmarked against). Default false.
   bool direct_conv = false;
+  /// Cores this call may use for its own loops and the libraries it calls (OpenBLAS, oneDNN).
+  /// The executor sets it from the host's cores and the devices sharing them. Default 1.
+  int threads = 1;
 };
 
 /// Computes the points of index box `box` of `op`: for each result, the elements of the
