@@ -160,7 +160,8 @@ Status run_conv(const Op& op, const Box& box, const std::vector<const Tensor*>& 
   // The direct weight gradient is the pointwise product over its 8-d index space.
   if (op.kind == OpKind::kConv2dGradWeight && o.direct_conv)
     return run_pointwise(op, box, ins, outs, o);
-  // Every kernel here adds into its outputs: reset them first unless accumulating.
+  if (!o.direct_conv && run_conv_dnnl(op, box, ins, outs, o)) return {};
+  // Every kernel below adds into its outputs: reset them first unless accumulating.
   if (store_mode(op) == Store::kAssign) {
     for (size_t i = 0; i < outs.size(); ++i) {
       Box img = op.results[i].proj.image(box);

@@ -79,23 +79,36 @@ void Tensor::copy_from(const Tensor& src) {
       f_[0] = src.f_[0];
     return;
   }
-  // Copy row by row along the last dim.
-  std::vector<int64_t> p(b.start().values());
-  int64_t r = rank(), n = b.shape()[r - 1];
+  // Copy row by row; trailing dims that both tensors hold whole merge into one longer row (a
+  // weight [CO, CI, 1, 1] is one row, not CO * CI rows of one element).
+  const int64_t r = rank();
+  const std::vector<int64_t>&start = b.start().values(), &end = b.end().values();
+  const std::vector<int64_t>&dorg = origin_.values(), &sorg = src.origin_.values();
+  const std::vector<int64_t>&dshape = shape_.values(), &sshape = src.shape_.values();
+  int64_t inner = r - 1, n = end[r - 1] - start[r - 1];
+  while (inner > 0) {
+    int64_t e = end[inner] - start[inner];
+    if (e != dshape[inner] || e != sshape[inner]) break;
+    --inner;
+    n *= end[inner] - start[inner];
+  }
+  std::vector<int64_t> p(start);
+  const size_t width = is_int() ? sizeof(int64_t) : sizeof(float);
+  auto* dbase = is_int() ? static_cast<void*>(i_.data()) : static_cast<void*>(f_.data());
+  const auto* sbase = src.is_int() ? static_cast<const void*>(src.i_.data())
+                                   : static_cast<const void*>(src.f_.data());
   while (true) {
     int64_t od = 0, os = 0;
     for (int64_t d = 0; d < r; ++d) {
-      od += strides_[d] * (p[d] - origin_[d]);
-      os += src.strides_[d] * (p[d] - src.origin_[d]);
+      od += strides_[d] * (p[d] - dorg[d]);
+      os += src.strides_[d] * (p[d] - sorg[d]);
     }
-    if (is_int())
-      std::memcpy(&i_[od], &src.i_[os], sizeof(int64_t) * n);
-    else
-      std::memcpy(&f_[od], &src.f_[os], sizeof(float) * n);
-    int64_t d = r - 2;
+    std::memcpy(static_cast<char*>(dbase) + od * width,
+                static_cast<const char*>(sbase) + os * width, width * n);
+    int64_t d = inner - 1;
     for (; d >= 0; --d) {
-      if (++p[d] < b.end()[d]) break;
-      p[d] = b.start()[d];
+      if (++p[d] < end[d]) break;
+      p[d] = start[d];
     }
     if (d < 0) break;
   }

@@ -236,7 +236,9 @@ int check_all(const Built& b, std::mt19937& rng, int* differ = nullptr) {
     if (differ && !(fast[0] == direct[0])) ++*differ;
     for (bool acc : {false, true}) {
       auto parts = test::run_pieces(g, id, in, rng, acc);
-      if (op.space.has_reduce())
+      // pool2d_grad sums windows too: oneDNN (whole planes) and the loops (sub-boxes) round
+      // differently.
+      if (op.space.has_reduce() || op.kind == OpKind::kPool2dGrad)
         EXPECT_LT(test::max_rel_diff(parts[0], fast[0]), 2e-5) << "accumulate " << acc;
       else
         EXPECT_TRUE(parts[0] == fast[0]) << "tiles differ bitwise, accumulate " << acc;
