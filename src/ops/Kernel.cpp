@@ -174,6 +174,9 @@ Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& input
     case OpKind::kConv2dGradWeight:
     case OpKind::kPool2dGrad:
       return run_conv(op, box, inputs, outputs, options);
+    case OpKind::kConcat:
+      if (run_concat_fast(op, box, inputs, outputs)) return {};
+      break;
     case OpKind::kSoftmax:
     case OpKind::kLogSoftmax:
     case OpKind::kLayerNorm:

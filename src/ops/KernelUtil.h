@@ -215,6 +215,10 @@ Status run_conv(const Op& op, const Box& box, const std::vector<const Tensor*>& 
 /// they do not take (integer tensors, a bias operand, dims not named as Ops builds them).
 bool run_conv_fast(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                    const std::vector<Tensor*>& outs);
+/// Concatenation by row copies (KernelConcat.cpp); false (nothing written) for integer tensors
+/// and projections other than shifted identities.
+bool run_concat_fast(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                     const std::vector<Tensor*>& outs);
 /// The oneDNN convolution and pooling kernels (KernelDnnl.cpp), on `o.threads` cores. Writes the
 /// outputs whole (overwriting them, or adding into them when `o.accumulate` and the op reduces);
 /// false (nothing written) for forms they do not take, which fall back to run_conv_fast.
