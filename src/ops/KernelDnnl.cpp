@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -159,6 +160,7 @@ std::shared_ptr<const Plan> cached(const std::vector<int64_t>& key, F&& make) {
     plan = nullptr;
   }
   std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= 4096) cache.clear();  // bounded (plans in use are shared, they stay alive)
   return cache.emplace(key, plan).first->second;
 }
 
@@ -205,6 +207,8 @@ struct ConvProblem {
         any({N, G * OC, OH, OW}), {sh, sw}, {dh - 1, dw - 1}, {plh, plw}, {prh, prw});
   }
 };
+
+std::atomic<int64_t> served{0};
 
 enum Kind : int { kFwd = 1, kBwdData, kBwdWeights, kPoolFwd, kPoolBwd };
 
@@ -300,6 +304,7 @@ bool run_plan(const ConvProblem& c, Kind kind, const KernelOptions& o,
                      [&] { return pool ? pool_plan(c, kind, mx) : conv_plan(c, kind, acc); });
   if (!plan) return false;
   execute(*plan, in, out);
+  served.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -363,6 +368,9 @@ bool conv_forward(const Op& op, const Box& box, const std::vector<const Tensor*>
   c.xs = strides4(X);
   c.ws = {cog * W.st[0], W.st[0], W.st[1], W.st[2], W.st[3]};
   c.ys = strides4(Y);
+  // One problem per group leaves the channels between the groups' ranges unwritten: they are
+  // part of the output image, which a non-accumulating call resets.
+  if (c.G < rg.size() && !o.accumulate) reset_output(op, box, *outs[0]);
   for (int64_t g = rg.lo; g < rg.hi; g += c.G) {
     const float* x = X.data + X.off(rn.lo, g * cig + ci.lo, sh->start, sw->start);
     const float* w = W.data + W.off(g * cog + co.lo, ci.lo, 0, 0);
@@ -425,7 +433,9 @@ bool conv_grad_input(const Op& op, const Box& box, const std::vector<const Tenso
   c.xs = strides4(DX);
   c.ws = {cog * W.st[0], W.st[0], W.st[1], W.st[2], W.st[3]};
   c.ys = strides4(DY);
-  if ((c.IH < H || c.IW < Wd) && !o.accumulate) reset_output(op, box, *outs[0]);
+  // Rows past the last window, and with one problem per group the channels between the groups'
+  // ranges, are part of the output image but not written: a non-accumulating call resets them.
+  if ((c.IH < H || c.IW < Wd || c.G < rg.size()) && !o.accumulate) reset_output(op, box, *outs[0]);
   for (int64_t g = rg.lo; g < rg.hi; g += c.G) {
     const float* dy = DY.data + DY.off(rn.lo, g * cog + co.lo, 0, 0);
     const float* w = W.data + W.off(g * cog + co.lo, ci.lo, 0, 0);
@@ -489,6 +499,9 @@ bool conv_grad_weight(const Op& op, const Box& box, const std::vector<const Tens
   c.xs = strides4(X);
   c.ws = {cog * DW.st[0], DW.st[0], DW.st[1], DW.st[2], DW.st[3]};
   c.ys = strides4(DY);
+  // One problem per group leaves the channels between the groups' ranges unwritten: they are
+  // part of the output image, which a non-accumulating call resets.
+  if (c.G < rg.size() && !o.accumulate) reset_output(op, box, *outs[0]);
   for (int64_t g = rg.lo; g < rg.hi; g += c.G) {
     const float* x = X.data + X.off(rn.lo, g * cig + ci.lo, sh->start, sw->start);
     const float* dy = DY.data + DY.off(rn.lo, g * cog + co.lo, oh.lo, ow.lo);
@@ -620,3 +633,9 @@ bool run_conv_dnnl(const Op& op, const Box& box, const std::vector<const Tensor*
 }
 
 }  // namespace heddle::kdetail
+
+namespace heddle::kernels {
+
+int64_t onednn_calls() { return kdetail::served.load(std::memory_order_relaxed); }
+
+}  // namespace heddle::kernels

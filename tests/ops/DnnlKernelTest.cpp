@@ -1,0 +1,255 @@
+// Property tests of the fast convolution and pooling kernels (oneDNN, with im2col + sgemm where a
+// box's form needs it) against the direct reference loops: random shapes (groups, depthwise,
+// channel multipliers, strides, dilations, asymmetric padding, kernels up to 7x7), random
+// partitions of the index space (reduce dims split too) run on input tiles with origins (cropped
+// to the box's image, with a margin, or whole), into own tiles or accumulated in place, on 1 or 2
+// threads. Also concat by row copies against the same partitions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "OpsTestUtil.h"
+#include "heddle/ops/Autodiff.h"
+#include "heddle/ops/Kernel.h"
+#include "heddle/ops/Ops.h"
+
+namespace heddle {
+namespace {
+
+int64_t pick(std::mt19937& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+
+bool windowed(OpKind k) {
+  switch (k) {
+    case OpKind::kConv2d:
+    case OpKind::kConv2dGradInput:
+    case OpKind::kConv2dGradWeight:
+    case OpKind::kMaxPool2d:
+    case OpKind::kAvgPool2d:
+    case OpKind::kPool2dGrad:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A random conv (or pooling) with its training graph, which holds the gradient ops.
+Graph random_graph(std::mt19937& rng, bool pool) {
+  for (;;) {
+    Graph g(pool ? "pool" : "conv");
+    Ops ops(g);
+    int64_t N = pick(rng, 1, 3), H = pick(rng, 1, 12), W = pick(rng, 1, 12);
+    ValueId y = kNoValue;
+    if (pool) {
+      Pool2dOptions o;
+      o.kernel = {pick(rng, 1, 4), pick(rng, 1, 4)};
+      o.stride = {pick(rng, 1, 3), pick(rng, 1, 3)};
+      o.padding = {pick(rng, 0, o.kernel[0] - 1), pick(rng, 0, o.kernel[1] - 1),
+                   pick(rng, 0, o.kernel[0] - 1), pick(rng, 0, o.kernel[1] - 1)};
+      if (o.kernel[0] > H + o.padding[0] + o.padding[2] ||
+          o.kernel[1] > W + o.padding[1] + o.padding[3])
+        continue;
+      ValueId x = ops.param("x", TensorType(DType::kF32, IVec{N, pick(rng, 1, 6), H, W}));
+      y = pick(rng, 0, 1) ? ops.maxpool2d(x, o) : ops.avgpool2d(x, o);
+    } else {
+      // Plain, grouped, depthwise (one input channel per group) and depthwise with a multiplier.
+      int64_t form = pick(rng, 0, 3), G = 1, cig = pick(rng, 1, 5), cog = pick(rng, 1, 5);
+      if (form == 1) G = pick(rng, 2, 4);
+      if (form >= 2) {
+        G = pick(rng, 2, 8);
+        cig = 1;
+        cog = form == 2 ? 1 : pick(rng, 2, 3);
+      }
+      Conv2dOptions o;
+      int64_t k0 = pick(rng, 0, 5) == 0 ? 7 : pick(rng, 1, 5), k1 = pick(rng, 1, 5);
+      o.stride = {pick(rng, 1, 3), pick(rng, 1, 3)};
+      o.dilation = {pick(rng, 1, 2), pick(rng, 1, 2)};
+      o.padding = {pick(rng, 0, 3), pick(rng, 0, 3), pick(rng, 0, 3), pick(rng, 0, 3)};
+      o.groups = G;
+      if (o.dilation[0] * (k0 - 1) + 1 > H + o.padding[0] + o.padding[2] ||
+          o.dilation[1] * (k1 - 1) + 1 > W + o.padding[1] + o.padding[3])
+        continue;
+      y = ops.conv2d(ops.param("x", TensorType(DType::kF32, IVec{N, G * cig, H, W})),
+                     ops.param("w", TensorType(DType::kF32, IVec{G * cog, cig, k0, k1})), o);
+    }
+    ops.output(ops.reduce(OpKind::kReduceSum, y, {0, 1, 2, 3}));
+    EXPECT_TRUE(ops.status().ok());
+    auto grads = build_gradients(g, g.outputs()[0]);
+    if (!grads.ok()) continue;  // e.g. a padded window that never touches the tensor
+    return std::move(grads->graph);
+  }
+}
+
+// Inputs of `op`: uniform in [-1, 1), or (ties for max pooling) a few distinct values.
+std::vector<Tensor> random_inputs(const Graph& g, const Op& op, std::mt19937& rng, bool ties) {
+  std::vector<Tensor> in;
+  for (const auto& x : op.inputs) {
+    in.push_back(test::random_tensor(g.type(x.value), rng));
+    if (ties)
+      for (int64_t i = 0; i < in.back().numel(); ++i)
+        in.back().f32()[i] = std::round(in.back().f32()[i] * 2.0f) / 2.0f;
+  }
+  return in;
+}
+
+Tensor run_direct(const Graph& g, const Op& op, const std::vector<Tensor>& in) {
+  Tensor out(g.type(op.results[0].value));
+  std::vector<const Tensor*> ip;
+  for (const auto& t : in) ip.push_back(&t);
+  kernels::KernelOptions ko;
+  ko.direct_conv = true;
+  EXPECT_TRUE(kernels::run(op, op.space.box(), ip, {&out}, ko).ok());
+  return out;
+}
+
+// Splits each dim of `box` (with probability 1/2) at random cuts; the pieces tile the box.
+std::vector<Box> random_pieces(const Box& box, std::mt19937& rng) {
+  std::vector<std::vector<int64_t>> cuts(static_cast<size_t>(box.rank()));
+  for (int64_t d = 0; d < box.rank(); ++d) {
+    auto& c = cuts[d];
+    c = {box.start()[d], box.end()[d]};
+    if (box.end()[d] - box.start()[d] > 1 && pick(rng, 0, 1))
+      for (int i = pick(rng, 1, 2); i > 0; --i)
+        c.push_back(pick(rng, box.start()[d] + 1, box.end()[d] - 1));
+    std::sort(c.begin(), c.end());
+    c.erase(std::unique(c.begin(), c.end()), c.end());
+  }
+  std::vector<Box> out;
+  std::vector<size_t> at(cuts.size(), 0);
+  for (;;) {
+    std::vector<int64_t> lo, hi;
+    for (size_t d = 0; d < cuts.size(); ++d) {
+      lo.push_back(cuts[d][at[d]]);
+      hi.push_back(cuts[d][at[d] + 1]);
+    }
+    out.emplace_back(IVec(lo), IVec(hi));
+    size_t d = 0;
+    for (; d < cuts.size(); ++d) {
+      if (++at[d] + 1 < cuts[d].size()) break;
+      at[d] = 0;
+    }
+    if (d == cuts.size()) return out;
+  }
+}
+
+// An input tile for `piece`: its image (clipped to the tensor), grown by a random margin, or the
+// whole tensor.
+Tensor input_tile(const Operand& o, const Box& piece, const Tensor& whole, std::mt19937& rng) {
+  Box img = o.proj.image(piece).intersect(whole.region());
+  switch (pick(rng, 0, 3)) {
+    case 0:
+      return whole.crop(whole.region());
+    case 1: {
+      IVec m = IVec::filled(img.rank(), pick(rng, 1, 2));
+      return whole.crop(Box(img.start() - m, img.end() + m).intersect(whole.region()));
+    }
+    default:
+      return whole.crop(img);
+  }
+}
+
+// Runs `op` as random pieces on tiles, with random options, and merges the result.
+Tensor run_pieces(const Graph& g, const Op& op, const std::vector<Tensor>& in, std::mt19937& rng,
+                  bool accumulate) {
+  const bool reduces = op.space.has_reduce();
+  Tensor out(g.type(op.results[0].value));
+  for (const Box& piece : random_pieces(op.space.box(), rng)) {
+    std::vector<Tensor> tiles;
+    for (size_t i = 0; i < in.size(); ++i)
+      tiles.push_back(input_tile(op.inputs[i], piece, in[i], rng));
+    std::vector<const Tensor*> ip;
+    for (const auto& t : tiles) ip.push_back(&t);
+    kernels::KernelOptions ko;
+    ko.threads = static_cast<int>(pick(rng, 1, 2));
+    ko.accumulate = accumulate;
+    if (accumulate && reduces) {
+      EXPECT_TRUE(kernels::run(op, piece, ip, {&out}, ko).ok());
+      continue;
+    }
+    Tensor t = Tensor::tile(DType::kF32, op.results[0].proj.image(piece));
+    t.fill(1e6);  // what the kernel does not write stays visible
+    EXPECT_TRUE(kernels::run(op, piece, ip, {&t}, ko).ok());
+    if (reduces)
+      kernels::combine(Monoid::kSum, out, t);
+    else
+      out.copy_from(t);
+  }
+  return out;
+}
+
+// Checks every windowed op of `g` (each whole box must be served by oneDNN).
+void check_graph(const Graph& g, std::mt19937& rng, bool ties, int* checked) {
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    const Op& op = g.op(id);
+    if (!windowed(op.kind)) continue;
+    SCOPED_TRACE(std::string(op_kind_name(op.kind)) + " " + op.space.to_string());
+    auto in = random_inputs(g, op, rng, ties);
+    Tensor want = run_direct(g, op, in);
+    std::vector<const Tensor*> ip;
+    for (const auto& t : in) ip.push_back(&t);
+    Tensor got(g.type(op.results[0].value));
+    int64_t before = kernels::onednn_calls();
+    kernels::KernelOptions ko;
+    ko.threads = static_cast<int>(pick(rng, 1, 2));
+    EXPECT_TRUE(kernels::run(op, op.space.box(), ip, {&got}, ko).ok());
+    if (kernels::onednn_calls() == before) ADD_FAILURE() << "oneDNN did not serve the whole box";
+    EXPECT_LT(test::max_rel_diff(got, want), 1e-4) << "whole box";
+    for (bool acc : {false, true})
+      EXPECT_LT(test::max_rel_diff(run_pieces(g, op, in, rng, acc), want), 1e-4)
+          << "pieces, accumulate " << acc;
+    ++*checked;
+  }
+}
+
+TEST(DnnlKernels, ConvolutionsMatchTheDirectLoopsOnRandomShapesAndTiles) {
+  std::mt19937 rng(16);
+  int checked = 0;
+  for (int round = 0; round < 100; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    check_graph(random_graph(rng, false), rng, false, &checked);
+  }
+  EXPECT_EQ(checked, 300);  // conv2d, its input and weight gradients
+}
+
+TEST(DnnlKernels, PoolingMatchesTheDirectLoopsOnRandomShapesTilesAndTies) {
+  std::mt19937 rng(17);
+  int checked = 0;
+  for (int round = 0; round < 200; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    check_graph(random_graph(rng, true), rng, round % 3 == 0, &checked);
+  }
+  EXPECT_EQ(checked, 400);  // pooling and its gradient
+}
+
+TEST(DnnlKernels, ConcatCopiesMatchThePointwiseDefinition) {
+  std::mt19937 rng(18);
+  for (int round = 0; round < 300; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    Graph g("concat");
+    Ops ops(g);
+    int64_t r = pick(rng, 1, 4), axis = pick(rng, 0, r - 1);
+    std::vector<int64_t> shape;
+    for (int64_t d = 0; d < r; ++d) shape.push_back(pick(rng, 1, 5));
+    std::vector<ValueId> xs;
+    for (int64_t i = pick(rng, 1, 4); i > 0; --i) {
+      shape[axis] = pick(rng, 1, 4);
+      xs.push_back(ops.param("x" + std::to_string(i), TensorType(DType::kF32, IVec(shape))));
+    }
+    ops.output(ops.concat(xs, axis));
+    ASSERT_TRUE(ops.status().ok());
+    const Op& op = g.op(0);
+    auto in = random_inputs(g, op, rng, false);
+    // The definition: each output element is the one input element its coordinate maps to.
+    Tensor want(g.type(op.results[0].value));
+    for (size_t i = 0; i < in.size(); ++i) {
+      const IVec& off = op.inputs[i].proj.map().offset();
+      test::for_all(in[i].shape(), [&](const IVec& q) { want.set(q - off, in[i].at(q)); });
+    }
+    EXPECT_TRUE(test::run_whole(g, 0, in)[0] == want);
+    EXPECT_TRUE(run_pieces(g, op, in, rng, false) == want);
+  }
+}
+
+}  // namespace
+}  // namespace heddle
