@@ -104,13 +104,15 @@ int64_t physical_memory_bytes() {
   return pages > 0 && size > 0 ? static_cast<int64_t>(pages) * size : 0;
 }
 
-Status check_host_memory(const HostMemoryNeed& need, int64_t available) {
+Status check_host_memory(const HostMemoryNeed& need, int64_t available, bool from_option) {
   if (available <= 0 || need.total() <= available) return {};
   return Diagnostic(fmt::format(
-      "the run needs {} of host memory but the host has {}; pick a smaller preset or shrink it "
-      "with --layers, --hidden, --seq, --batch (heddle simulate predicts large models without "
-      "running them), or give --host-memory BYTES if the host really has more",
-      need.to_string(), human_bytes(static_cast<double>(available))));
+      "the run needs {} of host memory but {} {}; pick a smaller preset or shrink it with "
+      "--layers, --hidden, --seq, --batch (heddle simulate predicts large models without running "
+      "them){}",
+      need.to_string(), from_option ? "--host-memory allows" : "the host has",
+      human_bytes(static_cast<double>(available)),
+      from_option ? "" : ", or give --host-memory BYTES if the host really has more"));
 }
 
 }  // namespace heddle

@@ -234,7 +234,8 @@ int run(const RunOptions& o) {
   for (int64_t p : peaks) need.devices += p;
   auto limit = host_memory_limit(o);
   if (!limit.ok()) return user_error(limit.error());
-  if (auto st = check_host_memory(need, *limit); !st.ok()) return user_error(st.error());
+  if (auto st = check_host_memory(need, *limit, !o.host_memory.empty()); !st.ok())
+    return user_error(st.error());
   // The synthetic task: one fixed random batch (inputs and labels), learned by memorisation.
   // ONNX models bring their own weights; --input files replace the random batch.
   TensorMap feeds;

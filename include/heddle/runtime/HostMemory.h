@@ -45,7 +45,8 @@ struct HostMemoryNeed {
 int64_t physical_memory_bytes();
 
 /// Nothing when `need` fits in `available` bytes (0: unknown, always fits); else a diagnostic
-/// naming both figures and what to change (`--host-memory BYTES` overrides `available`).
-Status check_host_memory(const HostMemoryNeed& need, int64_t available);
+/// naming both figures and what to change. `from_option`: `available` is the user's
+/// `--host-memory BYTES`, not the physical memory (the message says which). Default false.
+Status check_host_memory(const HostMemoryNeed& need, int64_t available, bool from_option = false);
 
 }  // namespace heddle
