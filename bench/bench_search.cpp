@@ -56,7 +56,7 @@ void baselines(const cost::ModelSource& m, const cost::Cluster& c, Best& dp, Bes
     for (const char* rc : {"none", "selective", "full"})
       for (int64_t z : {0, 1, 2, 3}) {
         StrategySpec s;
-        s.dp = n, s.micro_batch = mb, s.zero = z, s.recompute = rc;
+        s.dp = n, s.micro_batch = mb, s.zero = z, s.recompute = *parse_recompute(rc);
         if (m.batch % n != 0 || (m.batch / n) % mb != 0) continue;
         sim(s, z == 0 ? dp : zero);
       }
@@ -74,8 +74,9 @@ void baselines(const cost::ModelSource& m, const cost::Cluster& c, Best& dp, Bes
           for (int64_t z : {0, 1})
             for (const char* rc : {"none", "selective", "full"}) {
               StrategySpec s;
-              s.dp = d, s.tp = t, s.pp = p, s.micro_batch = mb, s.zero = z, s.recompute = rc;
-              if (p > 1) s.schedule = sched;
+              s.dp = d, s.tp = t, s.pp = p, s.micro_batch = mb, s.zero = z,
+              s.recompute = *parse_recompute(rc);
+              if (p > 1) s.schedule = *pipeline::PipelineSchedule::parse(sched);
               sim(s, megatron);
             }
         }

@@ -6,25 +6,6 @@
 
 namespace heddle::cost {
 
-Result<Recompute> parse_recompute(std::string_view text) {
-  if (text == "none") return Recompute::kNone;
-  if (text == "selective") return Recompute::kSelective;
-  if (text == "full") return Recompute::kFull;
-  return Diagnostic(fmt::format("unknown recompute '{}'; use none, selective or full", text));
-}
-
-std::string_view recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::kNone:
-      return "none";
-    case Recompute::kSelective:
-      return "selective";
-    case Recompute::kFull:
-      return "full";
-  }
-  HEDDLE_UNREACHABLE();
-}
-
 double model_state_bytes(double params, int64_t zero, int64_t dp) {
   HEDDLE_ASSERT(zero >= 0 && zero <= 3 && dp >= 1) << "zero " << zero << " dp " << dp;
   double p = params, n = static_cast<double>(dp);

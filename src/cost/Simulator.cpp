@@ -132,60 +132,6 @@ Result<CostedStage> cost_stage(const ModelSource& model, const Cluster& cluster,
   return CostedStage{shape.dp, shape.tp, std::move(*mesh), dp_free, &it->second};
 }
 
-// The micro-batch size `mb` (per replica) and count `m` of equal stages of `dp` replicas.
-Status uniform_micro_batches(const StrategySpec& spec, int64_t B, int64_t dp, int64_t pp,
-                             int64_t& mb, int64_t& m) {
-  if (B % dp != 0) return Diagnostic(fmt::format("the batch {} is not divisible by dp={}", B, dp));
-  if (spec.micro_batch) {
-    mb = *spec.micro_batch;
-    if (mb < 1 || (B / dp) % mb != 0)
-      return Diagnostic(fmt::format(
-          "the per-replica batch {} (batch {} / dp {}) is not divisible by the micro-batch mb={}",
-          B / dp, B, dp, mb));
-    m = B / dp / mb;
-    if (spec.microbatches && *spec.microbatches != m)
-      return Diagnostic(fmt::format("mb={} gives {} micro-batches, not microbatches={}", mb, m,
-                                    *spec.microbatches));
-  } else if (spec.microbatches) {
-    m = *spec.microbatches;
-    if (m < 1 || (B / dp) % m != 0)
-      return Diagnostic(
-          fmt::format("the per-replica batch {} is not divisible by microbatches={}", B / dp, m));
-    mb = B / dp / m;
-  } else {
-    mb = pp > 1 ? 1 : B / dp;
-    m = B / dp / mb;
-  }
-  return {};
-}
-
-// The micro-batch count of stages with their own dp: every micro-batch of B / m sequences is
-// split over each stage's replicas. Default: one sequence per replica of the widest stage.
-Result<int64_t> per_stage_micro_batches(const StrategySpec& spec, int64_t B) {
-  if (spec.micro_batch)
-    return Diagnostic(
-        "meshes= with stages of different dp splits every micro-batch over each stage's own "
-        "replicas, so a per-replica mb= would differ per stage; give microbatches=M instead");
-  int64_t l = 1;
-  std::vector<std::string> dps;
-  for (const auto& s : spec.meshes) {
-    l = std::lcm(l, s.dp);
-    dps.push_back(std::to_string(s.dp));
-  }
-  if (B % l != 0)
-    return Diagnostic(fmt::format(
-        "the batch {} is not divisible by {}, the least common multiple of the stages' dp ({}); "
-        "every stage splits each micro-batch over its own replicas",
-        B, l, join(dps, ", ")));
-  int64_t m = spec.microbatches.value_or(B / l);
-  if (B % m != 0 || (B / m) % l != 0)
-    return Diagnostic(fmt::format(
-        "microbatches={} does not give micro-batches that every stage's dp ({}) divides; use a "
-        "count dividing {} (the batch {} / {})",
-        m, join(dps, ", "), B / l, B, l));
-  return m;
-}
-
 // What the executor's loads and gathers cost on the whole stage mesh (dp included), as
 // `heddle run` lowers, for a forward step of `units` layer units.
 Result<PartCost> executor_io_cost(const ModelSource& model, const Cluster& cluster,
@@ -211,35 +157,18 @@ Result<PartCost> executor_io_cost(const ModelSource& model, const Cluster& clust
 }
 
 // One micro-batch's blocks over the `pp` stages (chunk spans in seconds, memory in bytes):
-// a forward chain, or the training placement of `baseline` (forward-only sets it to gpipe).
-pipeline::Placement chunk_placement(const std::vector<Timing>& chunk, int64_t pp, int64_t v,
-                                    bool train, std::string& baseline) {
-  const int64_t C = static_cast<int64_t>(chunk.size());
-  pipeline::Placement pl;
+// schedule_placement()'s forward chain or training placement, with the chunks' timings.
+pipeline::Placement chunk_placement(const std::vector<Timing>& chunk, int64_t pp,
+                                    const pipeline::PipelineSchedule& schedule, bool train) {
+  pipeline::Placement pl = pipeline::schedule_placement(schedule, static_cast<int>(pp), train);
+  const int64_t v = schedule.chunks;
   if (!train) {
-    pl.name = "forward";
-    pl.family = "forward";
-    pl.num_devices = static_cast<int>(pp);
-    for (int64_t c = 0; c < C; ++c) {
-      pl.blocks.push_back({fmt::format("f{}", c),
-                           "forward",
-                           std::max(chunk[c].fwd, 1e-12),
-                           0,
-                           {static_cast<int>(c % pp)}});
-      if (c > 0) pl.deps.push_back({static_cast<int>(c - 1), static_cast<int>(c)});
-    }
-    baseline = "gpipe";
+    for (size_t c = 0; c < pl.blocks.size(); ++c) pl.blocks[c].span = std::max(chunk[c].fwd, 1e-12);
     return pl;
   }
-  if (baseline == "interleaved")
-    pl = pipeline::make_interleaved(static_cast<int>(pp), static_cast<int>(v));
-  else if (baseline == "zb-h1" || baseline == "zb-h2")
-    pl = pipeline::make_vshape_zb(static_cast<int>(pp));
-  else
-    pl = pipeline::make_vshape(static_cast<int>(pp));
   std::vector<int> fwd_seen(static_cast<size_t>(pp)), bwd_seen(static_cast<size_t>(pp)),
       w_seen(static_cast<size_t>(pp));
-  bool split_w = baseline == "zb-h1" || baseline == "zb-h2";
+  const bool split_w = schedule.split_backward();
   for (auto& b : pl.blocks) {
     int d = b.devices.front();
     if (b.type == "forward") {
@@ -366,15 +295,9 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
         "per-stage sub-meshes (meshes=) are simulated with the closed-form training step and "
         "without the executor's loads; drop --autodiff / executor I/O or use equal stages");
   // Micro-batches.
-  int64_t mb = 0, m = 0;
-  if (hetero) {
-    auto ok = per_stage_micro_batches(spec, B);
-    HEDDLE_TRY(ok);
-    m = *ok;
-    mb = B / m / dp;
-  } else {
-    HEDDLE_TRY(uniform_micro_batches(spec, B, dp, pp, mb, m));
-  }
+  auto batching = spec.micro_batching(B, rebuildable);
+  HEDDLE_TRY(batching);
+  const int64_t m = batching->count, mb = batching->size;
   if (!rebuildable && m != 1)
     return Diagnostic(
         "this model is simulated as one graph: use one micro-batch (leave mb and microbatches "
@@ -382,33 +305,15 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   res.micro_batch = mb;
   res.micro_batches = m;
   // Schedule, recomputation, ZeRO.
-  std::string schedule = spec.schedule.value_or("1f1b");
-  int64_t v = 1;
-  std::string baseline = schedule;
-  if (schedule.rfind("interleaved:", 0) == 0) {
-    try {
-      v = std::stoll(schedule.substr(12));
-    } catch (...) {
-      v = 0;
-    }
-    if (v < 1)
-      return Diagnostic(fmt::format("schedule '{}': V must be a positive integer", schedule));
-    baseline = "interleaved";
-  } else if (schedule == "interleaved") {
-    v = 2;
-    schedule = "interleaved:2";
-    baseline = "interleaved";
-  } else if (schedule != "gpipe" && schedule != "1f1b" && schedule != "zb-h1" &&
-             schedule != "zb-h2") {
-    return Diagnostic(fmt::format(
-        "simulate does not take schedule '{}'; use gpipe, 1f1b, interleaved:V, zb-h1 or zb-h2",
-        schedule));
-  }
+  const pipeline::PipelineSchedule schedule = spec.schedule.value_or(pipeline::PipelineSchedule{});
+  if (schedule.kind == pipeline::ScheduleKind::kSearched)
+    return Diagnostic(
+        "simulate does not take schedule 'searched'; use gpipe, 1f1b, interleaved:V, zb-h1 or "
+        "zb-h2");
+  const int64_t v = schedule.chunks;
   res.schedule = schedule;
   res.chunks = v;
-  auto rc = parse_recompute(spec.recompute.value_or("none"));
-  HEDDLE_TRY(rc);
-  res.recompute = *rc;
+  res.recompute = spec.recompute.value_or(Recompute::kNone);
   const int64_t zero = spec.zero.value_or(0);
   if (layered && model.layers % model.unit != 0)
     return Diagnostic(fmt::format("{} layers are not a whole number of {}-layer units",
@@ -543,8 +448,9 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   }
 
   // The placement of one micro-batch, its spans in seconds and memory in bytes.
-  pipeline::Placement pl = chunk_placement(chunk, pp, v, train, baseline);
-  auto sched = pipeline::build_baseline(baseline, pl, static_cast<int>(m));
+  pipeline::Placement pl = chunk_placement(chunk, pp, schedule, train);
+  auto sched =
+      pipeline::build_baseline(train ? schedule.baseline() : "gpipe", pl, static_cast<int>(m));
   HEDDLE_TRY(sched);
   pipeline::ScheduleStats st = pipeline::compute_stats(pl, sched->schedule);
   res.bubble_fraction = st.bubble_fraction;
@@ -668,7 +574,7 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   if (ep > 1) canon.ep = ep;
   canon.zero = zero;
   canon.schedule = schedule;
-  canon.recompute = std::string(recompute_name(r));
+  canon.recompute = r;
   canon.sp = spec.sp;
   canon.layers = spec.layers;
   res.strategy = canon.to_string();

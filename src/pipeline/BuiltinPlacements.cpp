@@ -6,6 +6,7 @@
 #include <numeric>
 #include <optional>
 
+#include "heddle/pipeline/PipelineSchedule.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::pipeline {
@@ -187,16 +188,15 @@ Result<Placement> builtin_placement(std::string_view spec, int devices) {
   if (spec == "vshape") return make_vshape(devices);
   if (spec == "vshape-zb") return make_vshape_zb(devices);
   if (spec == "mshape") return make_mshape(devices);
-  if (spec.rfind("interleaved", 0) == 0) {
-    std::optional<int64_t> v;
-    if (spec.size() > 12 && spec[11] == ':') v = parse_int(spec.substr(12));
-    if (!v || *v < 1 || *v > 64) {
-      return Diagnostic(
-          fmt::format("placement '{}': write interleaved:V with V the number of "
-                      "model chunks per device, 1 to 64 (e.g. interleaved:2)",
-                      spec));
+  if (spec.rfind("interleaved", 0) == 0) {  // the strategy's rule: bare `interleaved` is V=2
+    auto s = PipelineSchedule::parse(spec);
+    if (!s.ok() || s->kind != ScheduleKind::kInterleaved) {
+      return Diagnostic(fmt::format(
+          "placement '{}': write interleaved:V with V the number of model chunks per device, 1 "
+          "to {} (e.g. interleaved:2)",
+          spec, PipelineSchedule::kMaxChunks));
     }
-    return make_interleaved(devices, static_cast<int>(*v));
+    return make_interleaved(devices, static_cast<int>(s->chunks));
   }
   if (spec == "xshape" || spec == "nnshape" || spec == "kshape") {
     if (devices < 2) {

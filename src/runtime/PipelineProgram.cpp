@@ -316,25 +316,14 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
   P.micro_batches = options.micro_batches;
   P.train = options.train;
   // The schedule and chunks per stage.
-  int64_t v = 1;
-  std::string baseline = options.schedule;
-  if (baseline == "interleaved") baseline = "interleaved:2";
-  if (baseline.rfind("interleaved:", 0) == 0) {
-    try {
-      v = std::stoll(baseline.substr(12));
-    } catch (...) {
-      v = 0;
-    }
-    if (v < 1) return Diagnostic("schedule '" + options.schedule + "': V must be >= 1");
-  } else if (baseline != "gpipe" && baseline != "1f1b" && baseline != "zb-h1" &&
-             baseline != "zb-h2") {
+  if (options.schedule.kind == pipeline::ScheduleKind::kSearched)
     return Diagnostic(
         "the runtime runs pipelines with schedule gpipe, 1f1b, interleaved:V, zb-h1 "
-        "or zb-h2; '" +
-        options.schedule + "' is for heddle simulate and heddle schedule");
-  }
-  P.schedule = options.train ? baseline : "gpipe";
-  P.split_backward = P.schedule == "zb-h1" || P.schedule == "zb-h2";
+        "or zb-h2; 'searched' is for heddle simulate and heddle schedule");
+  const int64_t v = options.schedule.chunks;
+  P.schedule = options.train ? options.schedule
+                             : pipeline::PipelineSchedule{pipeline::ScheduleKind::kGpipe, 1};
+  P.split_backward = P.schedule.split_backward();
   const int64_t C = P.stages * v;
 
   StrategySpec inner = options.inner;
@@ -488,27 +477,13 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
 
   // The schedule: training runs forward-backward V-shapes (interleaved: V passes over the
   // stages); forward-only runs the chain of forward blocks.
-  pipeline::Placement pl;
-  std::string name = P.schedule.rfind("interleaved", 0) == 0 ? "interleaved" : P.schedule;
-  if (!P.train) {
-    pl.name = pl.family = "forward";
-    pl.num_devices = static_cast<int>(P.stages);
-    for (int64_t c = 0; c < C; ++c) {
-      pl.blocks.push_back(
-          {"f" + std::to_string(c), "forward", 1, 0, {static_cast<int>(c % P.stages)}});
-      if (c > 0) pl.deps.push_back({static_cast<int>(c - 1), static_cast<int>(c)});
-    }
-  } else if (P.split_backward) {
-    pl = pipeline::make_vshape_zb(static_cast<int>(P.stages));
-  } else {
-    pl = v > 1 || name == "interleaved"
-             ? pipeline::make_interleaved(static_cast<int>(P.stages), static_cast<int>(v))
-             : pipeline::make_vshape(static_cast<int>(P.stages));
-  }
-  auto sched = pipeline::build_baseline(name, pl, static_cast<int>(P.micro_batches));
+  const pipeline::Placement pl =
+      pipeline::schedule_placement(options.schedule, static_cast<int>(P.stages), P.train);
+  auto sched =
+      pipeline::build_baseline(P.schedule.baseline(), pl, static_cast<int>(P.micro_batches));
   if (!sched.ok())
-    return Diagnostic("schedule " + P.schedule + " with " + std::to_string(P.micro_batches) +
-                      " micro-batches: " + sched.error().message);
+    return Diagnostic("schedule " + P.schedule.to_string() + " with " +
+                      std::to_string(P.micro_batches) + " micro-batches: " + sched.error().message);
   P.order = stage_orders(pl, sched->schedule, C, P.stages);
   return P;
 }

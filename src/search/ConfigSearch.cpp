@@ -31,7 +31,7 @@ std::vector<int64_t> divisors(int64_t n) {
 
 struct Layout {
   int64_t tp, pp, dp, mb;
-  std::string schedule;
+  pipeline::PipelineSchedule schedule;
 };
 
 // Every layout of `n` devices the model and the pins allow; widest tensor parallelism first (within
@@ -56,9 +56,10 @@ std::vector<Layout> layouts_for(const cost::ModelSource& model, int64_t n, int64
       for (int64_t mb : {1, 2, 4, 8}) {
         if (pins.micro_batch && *pins.micro_batch != mb) continue;
         if (per_replica % mb != 0 || (!model.rebuilds_batch && mb != 1)) continue;
-        std::vector<std::string> schedules = {"1f1b"};
-        if (pp > 1 && units % (2 * pp) == 0) schedules.push_back("interleaved:2");
-        if (pp > 1 && train) schedules.push_back("zb-h1");
+        using pipeline::ScheduleKind;
+        std::vector<pipeline::PipelineSchedule> schedules = {{ScheduleKind::k1f1b, 1}};
+        if (pp > 1 && units % (2 * pp) == 0) schedules.push_back({ScheduleKind::kInterleaved, 2});
+        if (pp > 1 && train) schedules.push_back({ScheduleKind::kZbH1, 1});
         if (pins.schedule) schedules = {*pins.schedule};
         for (const auto& s : schedules) out.push_back({tp, pp, dp, mb, s});
       }
@@ -69,14 +70,15 @@ std::vector<Layout> layouts_for(const cost::ModelSource& model, int64_t n, int64
 
 struct Rung {
   int64_t zero;
-  std::string recompute;
+  Recompute recompute;
 };
 
 // Per ZeRO stage, the recomputation settings from the cheapest in time.
 std::vector<std::vector<Rung>> ladder_for(bool train, const StrategySpec& pins) {
   std::vector<int64_t> zeros = {0};
-  std::vector<std::string> recomputes = {"none"};
-  if (train) zeros = {0, 1, 2, 3}, recomputes = {"none", "selective", "full"};
+  std::vector<Recompute> recomputes = {Recompute::kNone};
+  if (train)
+    zeros = {0, 1, 2, 3}, recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   if (pins.zero) zeros = {*pins.zero};
   if (pins.recompute) recomputes = {*pins.recompute};
   std::vector<std::vector<Rung>> out;

@@ -15,23 +15,22 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Bubble factor and chunks of a schedule; unknown: nullopt.
-std::optional<std::pair<double, int64_t>> schedule_shape(const std::string& s) {
-  if (s == "1f1b") return std::make_pair(1.0, int64_t{1});
-  if (s == "zb-h1") return std::make_pair(1.0 / 3, int64_t{1});
-  if (s.rfind("interleaved:", 0) == 0) {
-    int64_t v = 0;
-    try {
-      v = std::stoll(s.substr(12));
-    } catch (...) {
-    }
-    if (v >= 1) return std::make_pair(1.0 / static_cast<double>(v), v);
+// Bubble factor and chunks of a schedule; one the search does not know: nullopt.
+std::optional<std::pair<double, int64_t>> schedule_shape(const pipeline::PipelineSchedule& s) {
+  switch (s.kind) {
+    case pipeline::ScheduleKind::k1f1b:
+      return std::make_pair(1.0, int64_t{1});
+    case pipeline::ScheduleKind::kZbH1:
+      return std::make_pair(1.0 / 3, int64_t{1});
+    case pipeline::ScheduleKind::kInterleaved:
+      return std::make_pair(1.0 / static_cast<double>(s.chunks), s.chunks);
+    default:
+      return std::nullopt;
   }
-  return std::nullopt;
 }
 
-Diagnostic unknown_schedule(const std::string& s) {
-  return Diagnostic("schedule '" + s +
+Diagnostic unknown_schedule(const pipeline::PipelineSchedule& s) {
+  return Diagnostic("schedule '" + s.to_string() +
                     "' is not one the inter-op search knows; use 1f1b, "
                     "interleaved:V or zb-h1");
 }
@@ -48,7 +47,8 @@ Table price(const InterOpProblem& p, int64_t m) {
   return t;
 }
 
-bool fits(const StageCost& c, int64_t s, int64_t m, const std::string& sched, double limit) {
+bool fits(const StageCost& c, int64_t s, int64_t m, const pipeline::PipelineSchedule& sched,
+          double limit) {
   return c.feasible && c.state_bytes + in_flight(s, m, sched) * c.activation_bytes <= limit;
 }
 
@@ -73,7 +73,7 @@ Result<InterOpPlan> no_fit(const InterOpProblem& p, double least) {
 }  // namespace
 
 Result<double> pipeline_step_time(const std::vector<double>& t, int64_t m,
-                                  const std::string& schedule) {
+                                  const pipeline::PipelineSchedule& schedule) {
   auto shape = schedule_shape(schedule);
   if (!shape) return unknown_schedule(schedule);
   double sum = 0, mx = 0;
@@ -81,7 +81,7 @@ Result<double> pipeline_step_time(const std::vector<double>& t, int64_t m,
   return static_cast<double>(m) * mx + shape->first * (sum - mx);
 }
 
-double in_flight(int64_t s, int64_t m, const std::string& schedule) {
+double in_flight(int64_t s, int64_t m, const pipeline::PipelineSchedule& schedule) {
   auto shape = schedule_shape(schedule);
   double v = shape ? static_cast<double>(shape->second) : 1;
   double held = static_cast<double>(s);

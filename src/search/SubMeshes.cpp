@@ -14,9 +14,13 @@ std::optional<StrategySpec> submesh_candidate(const cost::ModelSource& model,
                                               const cost::SimulateOptions& options, int64_t stages,
                                               const SubMeshOptions& sub) {
   const int64_t pp = stages, tp = base_sim.tp, m = base_sim.micro_batches;
-  const std::string schedule = base_sim.pp > 1 ? base_sim.schedule : "zb-h1";
+  const pipeline::PipelineSchedule schedule =
+      base_sim.pp > 1 ? base_sim.schedule
+                      : pipeline::PipelineSchedule{pipeline::ScheduleKind::kZbH1};
   if (pp < 2 || base_sim.heterogeneous || base.ep.value_or(1) != 1 || !model.rebuilds_batch ||
-      model.layers < 2 * model.unit || (schedule != "1f1b" && schedule != "zb-h1"))
+      model.layers < 2 * model.unit ||
+      (schedule.kind != pipeline::ScheduleKind::k1f1b &&
+       schedule.kind != pipeline::ScheduleKind::kZbH1))
     return std::nullopt;
   const int64_t units = model.layers / model.unit;
   const int64_t replicas = cluster.count / tp;  // sum over stages of dp_s

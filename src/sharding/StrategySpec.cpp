@@ -1,6 +1,9 @@
 #include "heddle/sharding/StrategySpec.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -20,15 +23,6 @@ std::optional<StrategySpec::StageMesh> parse_stage_mesh(std::string_view text) {
   auto dp = parse_int(text.substr(0, x)), tp = parse_int(text.substr(x + 1));
   if (!dp || !tp || *dp < 1 || *tp < 1) return std::nullopt;
   return StrategySpec::StageMesh{*dp, *tp};
-}
-
-bool valid_schedule(const std::string& s) {
-  if (s == "gpipe" || s == "1f1b" || s == "zb-h1" || s == "zb-h2" || s == "searched") return true;
-  if (s.rfind("interleaved:", 0) == 0) {
-    auto v = parse_int(std::string_view(s).substr(12));
-    return v && *v >= 1;
-  }
-  return s == "interleaved";
 }
 
 }  // namespace
@@ -79,14 +73,13 @@ Result<StrategySpec> StrategySpec::parse(std::string_view text) {
       HEDDLE_TRY(positive(spec.zero, 0));
       if (*spec.zero > 3) return Diagnostic("zero stage must be 0, 1, 2 or 3, got " + val);
     } else if (key == "schedule") {
-      if (!valid_schedule(val))
-        return Diagnostic("unknown schedule '" + val +
-                          "'; known: gpipe, 1f1b, interleaved:V, zb-h1, zb-h2, searched");
-      spec.schedule = val;
+      auto schedule = pipeline::PipelineSchedule::parse(val);
+      HEDDLE_TRY(schedule);
+      spec.schedule = *schedule;
     } else if (key == "recompute") {
-      if (val != "none" && val != "selective" && val != "full")
-        return Diagnostic("unknown recompute '" + val + "'; known: none, selective, full");
-      spec.recompute = val;
+      auto recompute = parse_recompute(val);
+      HEDDLE_TRY(recompute);
+      spec.recompute = *recompute;
     } else if (key == "sp") {
       if (val != "on" && val != "off")
         return Diagnostic("sp must be 'on' or 'off', got '" + val + "'");
@@ -172,8 +165,8 @@ std::string StrategySpec::to_string() const {
   num("zero", zero);
   num("mb", micro_batch);
   num("microbatches", microbatches);
-  if (schedule) parts.push_back("schedule=" + *schedule);
-  if (recompute) parts.push_back("recompute=" + *recompute);
+  if (schedule) parts.push_back("schedule=" + schedule->to_string());
+  if (recompute) parts.push_back("recompute=" + std::string(heddle::to_string(*recompute)));
   if (sp) parts.push_back("sp=on");
   if (!layers.empty()) {
     std::vector<std::string> counts;
@@ -181,6 +174,57 @@ std::string StrategySpec::to_string() const {
     parts.push_back("layers=" + join(counts, "/"));
   }
   return parts.empty() ? "dp=1" : join(parts, ",");
+}
+
+Result<MicroBatching> StrategySpec::micro_batching(int64_t B, bool rebuildable) const {
+  if (heterogeneous()) {
+    if (micro_batch)
+      return Diagnostic(
+          "meshes= with stages of different dp splits every micro-batch over each stage's own "
+          "replicas, so a per-replica mb= would differ per stage; give microbatches=M instead");
+    int64_t l = 1;
+    std::vector<std::string> dps;
+    for (const auto& s : meshes) {
+      l = std::lcm(l, s.dp);
+      dps.push_back(std::to_string(s.dp));
+    }
+    if (B % l != 0)
+      return Diagnostic(fmt::format(
+          "the batch {} is not divisible by {}, the least common multiple of the stages' dp "
+          "({}); every stage splits each micro-batch over its own replicas",
+          B, l, join(dps, ", ")));
+    int64_t m = microbatches.value_or(B / l);
+    if (B % m != 0 || (B / m) % l != 0)
+      return Diagnostic(fmt::format(
+          "microbatches={} does not give micro-batches that every stage's dp ({}) divides; use a "
+          "count dividing {} (the batch {} / {})",
+          m, join(dps, ", "), B / l, B, l));
+    return MicroBatching{B / m / meshes.front().dp, m};
+  }
+  const int64_t dp = meshes.empty() ? this->dp.value_or(1) : meshes.front().dp;
+  if (B % dp != 0) return Diagnostic(fmt::format("the batch {} is not divisible by dp={}", B, dp));
+  MicroBatching out;
+  if (micro_batch) {
+    out.size = *micro_batch;
+    if ((B / dp) % out.size != 0)
+      return Diagnostic(fmt::format(
+          "the per-replica batch {} (batch {} / dp {}) is not divisible by the micro-batch mb={}",
+          B / dp, B, dp, out.size));
+    out.count = B / dp / out.size;
+    if (microbatches && *microbatches != out.count)
+      return Diagnostic(fmt::format("mb={} gives {} micro-batches, not microbatches={}", out.size,
+                                    out.count, *microbatches));
+  } else if (microbatches) {
+    out.count = *microbatches;
+    if ((B / dp) % out.count != 0)
+      return Diagnostic(fmt::format("the per-replica batch {} is not divisible by microbatches={}",
+                                    B / dp, out.count));
+    out.size = B / dp / out.count;
+  } else {
+    out.size = pp.value_or(1) > 1 && rebuildable ? 1 : B / dp;
+    out.count = B / dp / out.size;
+  }
+  return out;
 }
 
 Result<Mesh> StrategySpec::mesh(int64_t count) const {

@@ -2,6 +2,7 @@
 // exit 1 with a message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -51,13 +52,39 @@ TEST(CliTrain, BadRequestsExitOne) {
   EXPECT_NE(steps.out.find("--steps must be >= 1"), std::string::npos);
   Ran big = heddle("run gpt3-175b --mesh 1 --train");
   EXPECT_EQ(big.code, 1);
-  EXPECT_NE(big.out.find("to execute on this host"), std::string::npos);
+  // The host limit comes from the host: the need and the physical memory, both named.
+  EXPECT_NE(big.out.find("the run needs 3.82 TiB"), std::string::npos) << big.out;
+  EXPECT_NE(big.out.find("of host memory but the host has"), std::string::npos) << big.out;
+  Ran allowed = heddle("run gpt-tiny --mesh 1 --host-memory 10KiB");
+  EXPECT_EQ(allowed.code, 1);
+  EXPECT_NE(allowed.out.find("but --host-memory allows 10.00 KiB"), std::string::npos)
+      << allowed.out;
   Ran heads = heddle("show gpt-tiny --heads 5");
   EXPECT_EQ(heads.code, 1);
   EXPECT_NE(heads.out.find("hidden 64 is not divisible by heads 5"), std::string::npos);
   Ran show = heddle("show gpt3-175b --train --json");
   ASSERT_EQ(show.code, 0) << show.out.substr(0, 400);
   EXPECT_GT(nlohmann::json::parse(show.out).at("flops").get<double>(), 2e15);
+}
+
+// --steps repeats forward-only runs too; JSON reports every step's time, the median and each
+// device's peak bytes; the outputs equal a one-step run's.
+TEST(CliTrain, ForwardStepsAreTimedAndRepeatable) {
+  Ran three = heddle("run mlp --mesh 2 --steps 3 --check --json");
+  ASSERT_EQ(three.code, 0) << three.out.substr(0, 400);
+  auto j = nlohmann::json::parse(three.out);
+  ASSERT_EQ(j.at("step_times_s").size(), 3u);
+  std::vector<double> t = j.at("step_times_s").get<std::vector<double>>();
+  std::sort(t.begin(), t.end());
+  EXPECT_DOUBLE_EQ(j.at("median_step_s").get<double>(), t[1]);
+  ASSERT_EQ(j.at("peak_bytes_per_device").size(), 2u);
+  EXPECT_GT(j.at("peak_bytes_per_device")[0].get<int64_t>(), 0);
+  EXPECT_TRUE(j.at("ok").get<bool>());
+  Ran one = heddle("run mlp --mesh 2 --json");
+  ASSERT_EQ(one.code, 0);
+  auto k = nlohmann::json::parse(one.out);
+  EXPECT_EQ(k.at("step_times_s").size(), 1u);
+  EXPECT_EQ(k.at("output_digest"), j.at("output_digest"));
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ TEST(BuiltinPlacements, AllAreValidWithBalancedLoads) {
 
 TEST(BuiltinPlacements, BadNamesAndCounts) {
   EXPECT_FALSE(builtin_placement("wshape", 4).ok());
-  EXPECT_FALSE(builtin_placement("interleaved", 4).ok());
+  EXPECT_EQ(*builtin_placement("interleaved", 4), make_interleaved(4, 2));  // bare: V = 2
   EXPECT_FALSE(builtin_placement("interleaved:0", 4).ok());
   EXPECT_FALSE(builtin_placement("interleaved:x", 4).ok());
   EXPECT_FALSE(builtin_placement("kshape", 3).ok());

@@ -51,7 +51,7 @@ double expect_pipeline_matches(const Graph& full, const Graph& micro, const std:
   PipelineOptions po;
   po.stages = *spec->pp;
   po.micro_batches = m;
-  po.schedule = spec->schedule.value_or("1f1b");
+  po.schedule = spec->schedule.value_or(pipeline::PipelineSchedule{});
   po.train = train;
   po.inner = *spec;
   po.layers = spec->layers;
@@ -209,7 +209,7 @@ TEST(Pipeline, ZeroBubbleSchedulesSplitTheBackwardAndMatchTheReference) {
   po.micro_batches = 2;
   po.train = true;
   auto whole = build_pipeline(zoo_model("gpt-tiny", 2, true), po);
-  po.schedule = "zb-h1";
+  po.schedule = {pipeline::ScheduleKind::kZbH1, 1};
   auto zb = build_pipeline(zoo_model("gpt-tiny", 2, true), po);
   ASSERT_TRUE(whole.ok() && zb.ok());
   EXPECT_FALSE(whole->split_backward);

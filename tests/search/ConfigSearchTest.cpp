@@ -48,8 +48,8 @@ TEST(ConfigSearch, NeverLosesToAGridOfLayoutsZeroStagesAndRecomputation) {
               if (8 % (tp * pp) != 0 || (pp == 1 && std::string(sched) != "1f1b")) continue;
               StrategySpec s;
               s.tp = tp, s.pp = pp, s.dp = 8 / tp / pp, s.micro_batch = mb, s.zero = zero;
-              s.recompute = rc;
-              if (pp > 1) s.schedule = sched;
+              s.recompute = *parse_recompute(rc);
+              if (pp > 1) s.schedule = *pipeline::PipelineSchedule::parse(sched);
               cost::SimulateOptions so;
               so.train = true;
               so.cache = cache;

@@ -11,6 +11,11 @@
 namespace heddle::search {
 namespace {
 
+// A schedule from its text (a test's own literal: parse() must accept it).
+pipeline::PipelineSchedule sched(std::string_view text) {
+  return *pipeline::PipelineSchedule::parse(text);
+}
+
 InterOpProblem random_problem(std::mt19937_64& rng, int64_t layers, int64_t devices) {
   std::uniform_real_distribution<double> u(0.5, 2.0);
   std::vector<double> work, params, acts;
@@ -25,7 +30,7 @@ InterOpProblem random_problem(std::mt19937_64& rng, int64_t layers, int64_t devi
   p.devices = devices;
   for (int64_t n = 1; n <= devices; n *= 2) p.submesh_sizes.push_back(n);
   p.micro_batches = {2, 8};
-  p.schedules = {"1f1b", "interleaved:2", "zb-h1"};
+  p.schedules = {sched("1f1b"), sched("interleaved:2"), sched("zb-h1")};
   p.cost = [=](int64_t first, int64_t last, int64_t n, int64_t m) {
     StageCost c;
     double w = 0, s = 0, a = 0;
@@ -85,13 +90,13 @@ TEST(InterOp, DynamicProgramMatchesEnumeration) {
 }
 
 TEST(InterOp, ScheduleFormulasAndBadInput) {
-  EXPECT_DOUBLE_EQ(*pipeline_step_time({1, 2, 1}, 4, "1f1b"), 4 * 2 + 2);
-  EXPECT_DOUBLE_EQ(*pipeline_step_time({1, 2, 1}, 4, "interleaved:2"), 4 * 2 + 1);
-  EXPECT_DOUBLE_EQ(*pipeline_step_time({3, 3, 3}, 4, "zb-h1"), 4 * 3 + 2);
-  EXPECT_DOUBLE_EQ(in_flight(4, 8, "1f1b"), 4);
-  EXPECT_DOUBLE_EQ(in_flight(4, 2, "1f1b"), 2);
-  EXPECT_DOUBLE_EQ(in_flight(4, 8, "interleaved:2"), 5.5);
-  auto bad = pipeline_step_time({1}, 1, "gpipe2");
+  EXPECT_DOUBLE_EQ(*pipeline_step_time({1, 2, 1}, 4, sched("1f1b")), 4 * 2 + 2);
+  EXPECT_DOUBLE_EQ(*pipeline_step_time({1, 2, 1}, 4, sched("interleaved:2")), 4 * 2 + 1);
+  EXPECT_DOUBLE_EQ(*pipeline_step_time({3, 3, 3}, 4, sched("zb-h1")), 4 * 3 + 2);
+  EXPECT_DOUBLE_EQ(in_flight(4, 8, sched("1f1b")), 4);
+  EXPECT_DOUBLE_EQ(in_flight(4, 2, sched("1f1b")), 2);
+  EXPECT_DOUBLE_EQ(in_flight(4, 8, sched("interleaved:2")), 5.5);
+  auto bad = pipeline_step_time({1}, 1, sched("gpipe"));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("use 1f1b, interleaved:V or zb-h1"), std::string::npos);
   std::mt19937_64 rng(3);

@@ -207,3 +207,60 @@ TEST(StrategySpec, PerStageMeshesParseRoundTripAndRefuseBadForms) {
 
 }  // namespace
 }  // namespace heddle
+
+namespace heddle {
+namespace {
+
+// Schedule and recomputation are typed from the parse on; the text form reads back.
+TEST(StrategySpec, ScheduleAndRecomputeAreTypedValues) {
+  auto s = StrategySpec::parse("pp=2,schedule=interleaved,recompute=selective");
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  EXPECT_EQ(s->schedule, (pipeline::PipelineSchedule{pipeline::ScheduleKind::kInterleaved, 2}));
+  EXPECT_EQ(s->recompute, Recompute::kSelective);
+  EXPECT_EQ(s->to_string(), "pp=2,schedule=interleaved:2,recompute=selective");
+  EXPECT_EQ(StrategySpec::parse(s->to_string())->to_string(), s->to_string());
+  EXPECT_EQ(StrategySpec::parse("recompute=some").error().message,
+            "unknown recompute 'some'; known: none, selective, full");
+  EXPECT_EQ(StrategySpec::parse("schedule=interleaved:0").error().message,
+            "schedule 'interleaved:0': write interleaved:V with V the number of model chunks per "
+            "stage, 1 to 64 (e.g. interleaved:2)");
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    EXPECT_EQ(*parse_recompute(to_string(r)), r);
+}
+
+MicroBatching batching(const char* strategy, int64_t batch, bool rebuildable = true) {
+  auto s = StrategySpec::parse(strategy);
+  EXPECT_TRUE(s.ok()) << strategy;
+  auto b = s->micro_batching(batch, rebuildable);
+  EXPECT_TRUE(b.ok()) << strategy << ": " << b.error().to_string();
+  return b.ok() ? *b : MicroBatching{0, 0};
+}
+
+std::string batching_error(const char* strategy, int64_t batch) {
+  auto b = StrategySpec::parse(strategy)->micro_batching(batch, true);
+  return b.ok() ? "ok" : b.error().message;
+}
+
+// The one micro-batch policy simulate, plan and run share.
+TEST(StrategySpec, MicroBatchPolicy) {
+  EXPECT_EQ(batching("dp=2", 8), (MicroBatching{4, 1}));              // no pipeline: one
+  EXPECT_EQ(batching("dp=2,pp=2", 8), (MicroBatching{1, 4}));         // one sequence per replica
+  EXPECT_EQ(batching("dp=2,pp=2", 8, false), (MicroBatching{4, 1}));  // a fixed graph: one
+  EXPECT_EQ(batching("dp=2,pp=2,mb=2", 8), (MicroBatching{2, 2}));
+  EXPECT_EQ(batching("dp=2,pp=2,microbatches=2", 8), (MicroBatching{2, 2}));
+  EXPECT_EQ(batching("pp=2,mb=2,microbatches=4", 8), (MicroBatching{2, 4}));
+  EXPECT_EQ(batching("pp=2,meshes=2x1/2x1", 8), (MicroBatching{1, 4}));  // equal stages
+  EXPECT_EQ(batching("meshes=2x1/1x2", 8), (MicroBatching{1, 4}));  // B / lcm(dp) micro-batches
+  EXPECT_EQ(batching_error("dp=3,pp=2", 8), "the batch 8 is not divisible by dp=3");
+  EXPECT_EQ(batching_error("dp=2,pp=2,mb=3", 8),
+            "the per-replica batch 4 (batch 8 / dp 2) is not divisible by the micro-batch mb=3");
+  EXPECT_EQ(batching_error("pp=2,mb=2,microbatches=2", 8),
+            "mb=2 gives 4 micro-batches, not microbatches=2");
+  EXPECT_EQ(batching_error("dp=2,pp=2,microbatches=3", 8),
+            "the per-replica batch 4 is not divisible by microbatches=3");
+  EXPECT_NE(batching_error("meshes=2x1/1x2,mb=1", 8).find("give microbatches=M"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace heddle

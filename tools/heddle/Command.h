@@ -45,6 +45,9 @@ Result<Graph> resolve_model(const std::string& model, const zoo::ZooOverrides& o
                             const zoo::ModelOptions& options,
                             const std::map<std::string, int64_t>& dims = {});
 
+/// `80GiB`, `16GB`, `1.5e9`: a positive number of bytes; a diagnostic naming `flag` otherwise.
+Result<double> parse_bytes(const std::string& text, const std::string& flag = "--memory");
+
 /// Registers the repeatable `--dim NAME=VALUE` (ONNX dynamic dims) on `app`, filling `dims`.
 void add_dim_option(CLI::App* app, std::map<std::string, int64_t>& dims);
 

@@ -29,19 +29,18 @@
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/ops/TileInit.h"
+#include "heddle/runtime/HostMemory.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/MpiCommunicator.h"
 #include "heddle/runtime/MpiEnvironment.h"
 #include "heddle/runtime/PipelineExecutor.h"
+#include "heddle/runtime/PipelineFeeds.h"
+#include "heddle/runtime/Session.h"
 #include "heddle/support/Assert.h"
 
 namespace heddle::cli {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -114,19 +113,6 @@ TensorMap shard_feeds(const Graph& g, const DeviceProgram& p, uint64_t seed, int
   return feeds;
 }
 
-// Bytes a tensor of `numel` elements of `dtype` takes in memory (fp32 or int64 storage).
-int64_t storage_bytes(DType dtype, int64_t numel) {
-  return numel * (dtype_is_float(dtype) ? 4 : 8);
-}
-
-// Bytes of every parameter and input of `g`.
-int64_t model_feed_bytes(const Graph& g) {
-  int64_t n = 0;
-  for (const auto* ids : {&g.inputs(), &g.params()})
-    for (ValueId v : *ids) n += storage_bytes(g.type(v).dtype(), g.type(v).shape().product());
-  return n;
-}
-
 // The mesh-axis groups collectives run over: for every non-empty set of mesh axes, the partition
 // of the devices into groups that differ only along those axes (each in rank order).
 std::vector<std::vector<std::vector<int64_t>>> mesh_partitions(const Mesh& mesh) {
@@ -149,33 +135,30 @@ std::vector<std::vector<std::vector<int64_t>>> mesh_partitions(const Mesh& mesh)
   return partitions;
 }
 
-// Rank 0's reference check (--check only; empty on other ranks): the single-device step and the
-// whole-model parameters and inputs it starts from.
-struct Rank0Reference {
-  std::optional<ReferenceCheck> check;
+// Rank 0's reference check (--check only; none on other ranks): the single-device step from the
+// whole-model parameters and inputs.
+std::optional<ReferenceCheck> rank0_reference(int64_t rank, const RunOptions& o, const Graph& g,
+                                              const std::vector<ParamUpdate>& updates,
+                                              int64_t int_hi, const HostData& host) {
+  if (rank != 0 || !o.check) return std::nullopt;
   TensorMap params;
-  std::vector<Tensor> inputs;
+  for (ValueId p : g.params()) params.emplace(p, host.param(g, p, o.seed));
+  return make_reference(g, o, updates, std::move(params), host.model_inputs(g, o.seed, int_hi));
+}
 
-  Rank0Reference(int64_t rank, const RunOptions& o, const Graph& g,
-                 const std::vector<ParamUpdate>& updates, int64_t int_hi, const HostData& host) {
-    if (rank != 0 || !o.check) return;
-    check.emplace(g, o, updates);
-    for (ValueId p : g.params()) params.emplace(p, host.param(g, p, o.seed));
-    inputs = host.model_inputs(g, o.seed, int_hi);
-  }
-
-  // After step `s`: checks the outputs against the reference, and the reference's parameters
-  // follow the partitioned run's updates (as the threads backend's feeds do).
-  Status check_and_follow(int s, const TensorMap& got, const std::vector<ParamUpdate>& updates) {
-    if (!check) return {};
-    HEDDLE_TRY(check->check_step(s, params, inputs, got));
-    for (const auto& u : updates) {
-      params.insert_or_assign(u.param, got.at(u.updated));
-      for (const auto& st : u.state) params.insert_or_assign(st.first, got.at(st.second));
-    }
-    return {};
-  }
-};
+// The loop options of rank `rank`: its reference, and rank 0 prints the losses.
+StepLoopOptions loop_options(int64_t rank, const RunOptions& o, const Graph& g,
+                             std::optional<ReferenceCheck>& reference) {
+  StepLoopOptions loop;
+  loop.steps = run_steps_of(o);
+  loop.train = o.train;
+  loop.reference = reference ? &*reference : nullptr;
+  loop.on_step = [&o, &g, rank](int s, const TensorMap& got) {
+    if (rank == 0 && o.train && !o.json)
+      fmt::print("step {:>4}  loss {:.6f}\n", s, got.at(g.outputs()[0]).f32()[0]);
+  };
+  return loop;
+}
 
 // Ends the job after a failure that leaves this rank out of step with the others.
 [[noreturn]] void die(MpiCommunicator& mpi, const std::string& message) {
@@ -216,14 +199,12 @@ int64_t largest_feed_bytes(MpiCommunicator& mpi, int64_t bytes) {
 }
 
 // Rank 0's summary of a run, except the plan (note, mesh, strategy, program statistics).
-RunSummary rank0_summary(const MpiCommunicator& mpi, const Graph& g, double wall,
-                         std::vector<double> losses, const TensorMap& last,
+RunSummary rank0_summary(const MpiCommunicator& mpi, const Graph& g, RunResult result,
                          const std::optional<ReferenceCheck>& reference, int64_t feed_bytes_max) {
   RunSummary s;
   s.devices_text = fmt::format("{} MPI ranks", mpi.size());
-  s.wall_s = wall;
-  s.losses = std::move(losses);
-  s.digest = output_digest(g, last);
+  s.digest = output_digest(g, result.outputs);
+  s.result = std::move(result);
   s.check = reference ? &reference->errors() : nullptr;
   s.feed_bytes = std::make_pair(feed_bytes_max, model_feed_bytes(g));
   return s;
@@ -240,57 +221,52 @@ int run_rank(const RunOptions& o, const Graph& g, const std::vector<ParamUpdate>
   HEDDLE_ASSERT(own.device == r) << "rank " << r << " holds the program of device " << own.device;
   TensorMap feeds = shard_feeds(g, own, o.seed, int_hi, host);
   int64_t bytes = 0;
-  for (const auto& [v, t] : feeds) bytes += storage_bytes(t.dtype(), t.numel());
+  for (const auto& [v, t] : feeds) bytes += tensor_storage_bytes(t.dtype(), t.numel());
   const int64_t rank_feed_bytes_max = largest_feed_bytes(mpi, bytes);
 
   // Only rank 0 checks, and only it builds the whole model for that.
-  Rank0Reference reference(r, o, g, updates, int_hi, host);
+  std::optional<ReferenceCheck> reference = rank0_reference(r, o, g, updates, int_hi, host);
   host = HostData{};  // the whole weights and files are no longer needed: keep only the tiles
   // Start together, so rank 0's wall time is the run's.
   if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(mpi, ready.error().message);
-  double wall = 0;
-  std::vector<double> losses;
-  Result<TensorMap> got = Diagnostic("not run");
-  const int steps = o.train ? o.steps : 1;
-  for (int step = 1; step <= steps; ++step) {
-    auto t0 = std::chrono::steady_clock::now();
+  bool failed = false;
+  StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
+    Result<TensorMap> got = Diagnostic("not run");
     try {
-      got = run_device(g, own, comm, feeds, {.optimizer_step = o.train ? step : 0});
+      got = run_device(g, own, comm, feeds, {.optimizer_step = o.train ? s : 0});
     } catch (const std::exception& e) {
       die(mpi, e.what());
     }
-    if (step_failed(mpi, got.ok() ? Status{} : Status(got.error()))) return 1;
-    wall += seconds_since(t0);
-    if (auto st = reference.check_and_follow(step, *got, updates); !st.ok())
-      return user_error(st.error());
-    if (!o.train) break;
+    if ((failed = step_failed(mpi, got.ok() ? Status{} : Status(got.error()))))
+      return Diagnostic("a rank failed");
     // Outputs are whole on every rank (lowering replicates them): keep this rank's tiles of the
     // updated parameters and optimizer state for the next step.
-    double loss = got->at(g.outputs()[0]).f32()[0];
-    losses.push_back(loss);
-    if (r == 0 && !o.json) fmt::print("step {:>4}  loss {:.6f}\n", step, loss);
     auto keep = [&](ValueId param, ValueId updated) {
       if (auto it = feeds.find(param); it != feeds.end())
         it->second = got->at(updated).crop(it->second.region());
     };
-    for (const auto& u : updates) {
-      keep(u.param, u.updated);
-      for (const auto& st : u.state) keep(st.first, st.second);
-    }
-  }
+    if (o.train)
+      for (const auto& u : updates) {
+        keep(u.param, u.updated);
+        for (const auto& st : u.state) keep(st.first, st.second);
+      }
+    return std::optional<TensorMap>(std::move(*got));
+  };
+  auto ran = run_steps(g, step, loop_options(r, o, g, reference));
+  if (failed) return 1;
+  if (!ran.ok()) return user_error(ran.error());
   if (r != 0) return 0;
 
   // Rank 0 holds every output whole (lowering replicates them).
   for (ValueId v : g.outputs()) {
-    auto it = got->find(v);
-    if (it == got->end() || it->second.region() != Box::of_shape(g.type(v).shape()))
+    auto it = ran->outputs.find(v);
+    if (it == ran->outputs.end() || it->second.region() != Box::of_shape(g.type(v).shape()))
       return user_error(Diagnostic("output " + g.value(v).name + " is not whole on rank 0"));
   }
   if (!o.output_file.empty())
-    if (auto w = write_npy(o.output_file, got->at(g.outputs()[0])); !w.ok())
+    if (auto w = write_npy(o.output_file, ran->outputs.at(g.outputs()[0])); !w.ok())
       return user_error(w.error());
-  RunSummary summary =
-      rank0_summary(mpi, g, wall, losses, *got, reference.check, rank_feed_bytes_max);
+  RunSummary summary = rank0_summary(mpi, g, std::move(*ran), reference, rank_feed_bytes_max);
   summary.note = planned.note;
   summary.mesh = planned.mesh;
   summary.strategy = planned.spec.to_string();
@@ -313,54 +289,45 @@ int run_pipeline_rank(const RunOptions& o, const Graph& g, const std::vector<Par
   const int64_t int_hi = integer_range(g);
   // Only this rank's tiles of its stage's parameters and state and of the micro-batches its
   // stage reads.
-  PipelineFeeds feeds = device_pipeline_feeds(pipe, g, r, o.seed, int_hi);
+  PipelineFeeds feeds = device_pipeline_feeds(P, g, r, o.seed, int_hi);
   int64_t bytes = 0;
-  for (const auto& [n, t] : feeds.params) bytes += storage_bytes(t.dtype(), t.numel());
+  for (const auto& [n, t] : feeds.params) bytes += tensor_storage_bytes(t.dtype(), t.numel());
   for (const auto& micro : feeds.inputs)
-    for (const auto& [n, t] : micro) bytes += storage_bytes(t.dtype(), t.numel());
+    for (const auto& [n, t] : micro) bytes += tensor_storage_bytes(t.dtype(), t.numel());
   const int64_t rank_feed_bytes_max = largest_feed_bytes(mpi, bytes);
-  Rank0Reference reference(r, o, g, updates, int_hi, HostData{});
+  std::optional<ReferenceCheck> reference = rank0_reference(r, o, g, updates, int_hi, HostData{});
   if (auto ready = mpi.agree_on_failure(true); !ready.ok()) die(mpi, ready.error().message);
-  double wall = 0;
-  std::vector<double> losses;
-  TensorMap last;
-  const int steps = o.train ? o.steps : 1;
-  for (int step = 1; step <= steps; ++step) {
-    auto t0 = std::chrono::steady_clock::now();
+  bool failed = false;
+  StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
     Result<PipelineResult> res = Diagnostic("not run");
     try {
-      res =
-          run_pipeline_device(P, r, stage_comm, mpi, feeds, {.optimizer_step = o.train ? step : 0});
+      res = run_pipeline_device(P, r, stage_comm, mpi, feeds, {.optimizer_step = o.train ? s : 0});
       if (auto st = mpi.flush_sends(); !st.ok()) die(mpi, st.error().message);
     } catch (const std::exception& e) {
       die(mpi, e.what());
     }
-    if (step_failed(mpi, res.ok() ? Status{} : Status(res.error()))) return 1;
-    wall += seconds_since(t0);
+    if ((failed = step_failed(mpi, res.ok() ? Status{} : Status(res.error()))))
+      return Diagnostic("a rank failed");
     for (auto& [name, t] : feeds.params)  // the next step starts from this rank's updated tiles
       if (auto it = res->updated.find(name); it != res->updated.end())
         t = it->second.crop(t.region());
-    if (r != 0) continue;
-    auto got = from_pipeline_result(pipe, g, updates, *res);
-    if (!got.ok()) return user_error(got.error());
-    if (auto st = reference.check_and_follow(step, *got, updates); !st.ok())
-      return user_error(st.error());
-    if (o.train) {
-      losses.push_back(got->at(g.outputs()[0]).f32()[0]);
-      if (!o.json) fmt::print("step {:>4}  loss {:.6f}\n", step, losses.back());
-    }
-    last = std::move(*got);
-  }
+    if (r != 0) return std::optional<TensorMap>();
+    auto got = unpack_pipeline_result(P, g, updates, *res);
+    HEDDLE_TRY(got);
+    return std::optional<TensorMap>(std::move(*got));
+  };
+  auto ran = run_steps(g, step, loop_options(r, o, g, reference));
+  if (failed) return 1;
+  if (!ran.ok()) return user_error(ran.error());
   if (r != 0) return 0;
-  RunSummary summary =
-      rank0_summary(mpi, g, wall, losses, last, reference.check, rank_feed_bytes_max);
+  RunSummary summary = rank0_summary(mpi, g, std::move(*ran), reference, rank_feed_bytes_max);
   summary.note = pipe.note;
   summary.mesh = pipe.mesh;
   summary.strategy = pipe.spec.to_string();
   summary.stats = P.stats();
   summary.stages = P.stages;
   summary.micro_batches = P.micro_batches;
-  summary.schedule = P.schedule;
+  summary.schedule = P.schedule.to_string();
   return report_run(o, g, summary);
 }
 
@@ -373,9 +340,7 @@ int run_mpi(const RunOptions& o) {
   auto bad_input = [&](const Diagnostic& d) { return root ? user_error(d) : 1; };
   if (o.timeout_s <= 0)
     return bad_input(Diagnostic("--timeout must be a positive number of seconds"));
-  if (o.steps < 1) return bad_input(Diagnostic("--steps must be >= 1"));
-  if (o.optimizer != "adamw" && o.optimizer != "sgd")
-    return bad_input(Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'"));
+  if (auto st = check_run_options(o); !st.ok()) return bad_input(st.error());
   auto loaded = load_runnable(o);
   if (!loaded.ok()) return bad_input(loaded.error());
   if (root ? report_verify(loaded->graph) != 0 : !verify(loaded->graph).empty()) return 1;
@@ -390,7 +355,9 @@ int run_mpi(const RunOptions& o) {
   if (!o.output_file.empty() && g.outputs().size() != 1)
     return bad_input(Diagnostic("--output takes one file, but the model has " +
                                 std::to_string(g.outputs().size()) + " outputs"));
-  auto asked = pipeline_if_asked(o, g);
+  auto spec = requested_strategy(o.mesh, o.strategy);  // the one parse of the strategy
+  if (!spec.ok()) return bad_input(spec.error());
+  auto asked = pipeline_if_asked(o, g, *spec);
   if (!asked.ok()) return bad_input(asked.error());
   std::optional<PipelinePlan> pipe = std::move(*asked);
   // A pipeline's ranks generate their tiles of every micro-batch and stage from --seed.
@@ -411,7 +378,7 @@ int run_mpi(const RunOptions& o) {
   DeviceProgram own;
   const int64_t launcher = MpiEnvironment::launcher_rank();
   if (!pipe) {
-    auto pr = plan_run(g, o.mesh, o.strategy);
+    auto pr = plan_run(g, o.mesh, *spec);
     if (!pr.ok()) return bad_input(pr.error());
     planned = std::move(*pr);
     // Every rank lowers the shared template and instantiates its own program; rank 0 also

@@ -19,20 +19,7 @@
 
 namespace heddle::cli {
 
-namespace {
-
-struct PlanArgs {
-  std::string model, cluster, strategy = "auto", memory, out_dir;
-  zoo::ZooOverrides overrides;
-  std::map<std::string, int64_t> dims;  ///< --dim: ONNX dynamic dims
-  bool train = false, json = false;
-  double time_limit = 60, target_step_time = 0;
-  std::string objective = "time";
-  int64_t max_devices = 0;
-};
-
-// `80GiB`, `16GB`, `1.5e9`: bytes.
-Result<double> parse_bytes(const std::string& text) {
+Result<double> parse_bytes(const std::string& text, const std::string& flag) {
   static const std::pair<const char*, double> units[] = {
       {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
       {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
@@ -55,9 +42,21 @@ Result<double> parse_bytes(const std::string& text) {
     used = 0;
   }
   if (used == 0 || used != num.size() || !(v > 0) || !std::isfinite(v))
-    return Diagnostic("--memory '" + text + "' is not a size; use e.g. 80GiB, 16GB or 1e10");
+    return Diagnostic(flag + " '" + text + "' is not a size; use e.g. 80GiB, 16GB or 1e10");
   return v * scale;
 }
+
+namespace {
+
+struct PlanArgs {
+  std::string model, cluster, strategy = "auto", memory, out_dir;
+  zoo::ZooOverrides overrides;
+  std::map<std::string, int64_t> dims;  ///< --dim: ONNX dynamic dims
+  bool train = false, json = false;
+  double time_limit = 60, target_step_time = 0;
+  std::string objective = "time";
+  int64_t max_devices = 0;
+};
 
 // Per pipeline stage: its sub-mesh, micro-batch per replica and layers.
 nlohmann::json stage_meshes_json(const cost::SimulationResult& r) {
@@ -184,7 +183,7 @@ int run_plan(const PlanArgs& a) {
              100 * r.mfu, r.tflops_per_device);
   fmt::print("memory     {} peak per device of {}\n", human_bytes(r.peak_memory_bytes),
              human_bytes(r.memory_limit_bytes));
-  fmt::print("pipeline   {} stage(s), schedule {}, bubble {:.1f}%\n", r.pp, r.schedule,
+  fmt::print("pipeline   {} stage(s), schedule {}, bubble {:.1f}%\n", r.pp, r.schedule.to_string(),
              100 * r.bubble_fraction);
   if (r.heterogeneous) {
     std::vector<std::string> ms;

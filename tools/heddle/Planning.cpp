@@ -26,20 +26,30 @@ Status runnable_strategy(StrategySpec& spec) {
   return {};
 }
 
+Result<StrategySpec> requested_strategy(const std::string& mesh_text,
+                                        const std::string& strategy_text) {
+  std::string text = strategy_text;
+  if (text.empty() && mesh_text.find('=') != std::string::npos) text = mesh_text;
+  if (text.empty()) return StrategySpec{};
+  auto spec = StrategySpec::parse(text);
+  if (!spec.ok()) return Diagnostic("--strategy: " + spec.error().message);
+  HEDDLE_TRY(runnable_strategy(*spec));
+  return spec;
+}
+
 Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
                             const std::string& strategy_text) {
+  auto spec = requested_strategy(mesh_text, strategy_text);
+  HEDDLE_TRY(spec);
+  return plan_run(g, mesh_text, *spec);
+}
+
+Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
+                            const StrategySpec& spec) {
   auto given = Mesh::parse(mesh_text);
   if (!given.ok()) return Diagnostic("--mesh: " + given.error().message);
   PlannedRun r;
-  std::string strategy = strategy_text;
-  bool named = mesh_text.find('=') != std::string::npos;
-  if (strategy.empty() && named) strategy = mesh_text;  // `--mesh dp=2,tp=2` is the strategy
-  if (!strategy.empty()) {
-    auto spec = StrategySpec::parse(strategy);
-    if (!spec.ok()) return Diagnostic("--strategy: " + spec.error().message);
-    r.spec = *spec;
-    HEDDLE_TRY(runnable_strategy(r.spec));
-  }
+  r.spec = spec;
   bool has_degrees = r.spec.dp || r.spec.tp || r.spec.pp || r.spec.ep;
   if (has_degrees) {
     auto mesh = r.spec.mesh(given->num_devices());

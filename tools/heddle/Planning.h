@@ -25,11 +25,19 @@ struct PlannedRun {
   std::string note;  ///< how the plan was made, for people
 };
 
+/// The strategy `--mesh` and `--strategy` ask for (a named mesh doubles as the strategy); a
+/// default StrategySpec when neither names one. Diagnostics name the option.
+Result<StrategySpec> requested_strategy(const std::string& mesh_text,
+                                        const std::string& strategy_text);
+
 /// Plans `g` for `mesh_text` (`4`, `2x2`, `dp=2,tp=2`) and `strategy_text` (empty, `auto`, or the
 /// strategy language). With degrees, the mesh takes the strategy's axis names and must have as
 /// many devices; without them, propagation alone shards over the given axes.
 Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
                             const std::string& strategy_text);
+
+/// plan_run() for a strategy already parsed by requested_strategy().
+Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const StrategySpec& spec);
 
 /// Writes `DIR/device<N>.txt` for every program. Errors name the path.
 Status write_programs(const std::string& dir, const Graph& g, const Mesh& mesh,

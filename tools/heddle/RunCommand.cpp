@@ -22,7 +22,9 @@
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/runtime/Executor.h"
+#include "heddle/runtime/HostMemory.h"
 #include "heddle/runtime/Lower.h"
+#include "heddle/runtime/Session.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
@@ -147,6 +149,35 @@ Result<LoadedModel> load_runnable(const RunOptions& o) {
   return loaded;
 }
 
+Status check_run_options(const RunOptions& o) {
+  if (o.steps != -1 && o.steps < 1) return Diagnostic("--steps must be >= 1");
+  if (o.optimizer != "adamw" && o.optimizer != "sgd")
+    return Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'");
+  return {};
+}
+
+int run_steps_of(const RunOptions& o) { return o.steps != -1 ? o.steps : o.train ? 10 : 1; }
+
+int64_t model_feed_bytes(const Graph& g) {
+  int64_t n = 0;
+  for (const auto* ids : {&g.inputs(), &g.params()})
+    for (ValueId v : *ids)
+      n += tensor_storage_bytes(g.type(v).dtype(), g.type(v).shape().product());
+  return n;
+}
+
+int64_t reference_bytes(const Graph& g) {
+  GraphStats size = graph_stats(g);
+  return size.parameters * 4 + size.activation_bytes;
+}
+
+Result<int64_t> host_memory_limit(const RunOptions& o) {
+  if (o.host_memory.empty()) return physical_memory_bytes();
+  auto b = parse_bytes(o.host_memory, "--host-memory");
+  HEDDLE_TRY(b);
+  return static_cast<int64_t>(*b);
+}
+
 namespace {
 
 // One tensor per graph input: from --input files (in graph-input order), else random.
@@ -155,33 +186,19 @@ Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
   return read_input_files(g, o);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Largest model the host materializes whole (feeds, the reference): 200M elements.
-constexpr int64_t kMaxHostElements = int64_t{200} * 1000 * 1000;
-
 int run(const RunOptions& o) {
   if (o.backend == "mpi") return run_mpi(o);
   if (o.backend != "threads")
     return user_error(Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'"));
-  if (o.steps < 1) return user_error(Diagnostic("--steps must be >= 1"));
-  if (o.optimizer != "adamw" && o.optimizer != "sgd")
-    return user_error(Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'"));
+  if (auto st = check_run_options(o); !st.ok()) return user_error(st.error());
   auto loaded = load_runnable(o);
   if (!loaded.ok()) return user_error(loaded.error());
   Graph* model = &loaded->graph;
   if (report_verify(*model)) return 1;
-  GraphStats size = graph_stats(*model);
-  if (size.parameters + size.activation_bytes / 4 > kMaxHostElements)
-    return user_error(Diagnostic(
-        "model '" + o.model + "' needs " +
-        human_bytes(static_cast<double>(size.parameters * 4 + size.activation_bytes)) +
-        " to execute on this host; pick a smaller preset or shrink it with --layers, --hidden, "
-        "--seq, --batch (heddle simulate predicts large models without running them)"));
   Graph g = std::move(*model);
-  auto asked = pipeline_if_asked(o, g);
+  auto spec = requested_strategy(o.mesh, o.strategy);  // the one parse of the strategy
+  if (!spec.ok()) return user_error(spec.error());
+  auto asked = pipeline_if_asked(o, g, *spec);
   if (!asked.ok()) return user_error(asked.error());
   std::optional<PipelinePlan> pipe = std::move(*asked);
   std::vector<ParamUpdate> updates;
@@ -196,7 +213,7 @@ int run(const RunOptions& o) {
   std::optional<PlannedRun> planned;
   std::vector<DeviceProgram> programs;
   if (!pipe) {
-    auto pr = plan_run(g, o.mesh, o.strategy);
+    auto pr = plan_run(g, o.mesh, *spec);
     if (!pr.ok()) return user_error(pr.error());
     planned = std::move(*pr);
     auto lowered = lower(g, planned->propagation.plan);
@@ -206,15 +223,19 @@ int run(const RunOptions& o) {
       if (auto s = write_programs(o.emit_dir, g, planned->mesh, programs); !s.ok())
         return user_error(s.error());
   }
-  // One step of the partitioned run from `feeds`: threads, or pipeline stages on threads.
-  auto run_step = [&](const TensorMap& feeds, int s) -> Result<TensorMap> {
-    ExecOptions eo{.optimizer_step = o.train ? s : 0};
-    if (!pipe) return run_threaded(g, programs, feeds, eo);
-    auto r = run_pipeline_threaded(pipe->program, to_pipeline_feeds(*pipe, g, feeds), eo);
-    HEDDLE_TRY(r);
-    return from_pipeline_result(*pipe, g, updates, *r);
-  };
-
+  if (!o.output_file.empty() && g.outputs().size() != 1)
+    return user_error(Diagnostic("--output takes one file, but the model has " +
+                                 std::to_string(g.outputs().size()) + " outputs"));
+  Session session = pipe ? Session(g, updates, std::move(pipe->program))
+                         : Session(g, updates, std::move(programs));
+  // What the run holds on the host, against what the host has, before anything is allocated.
+  const std::vector<int64_t> peaks = session.peak_bytes_per_device();
+  HostMemoryNeed need{.feeds = model_feed_bytes(g), .reference = o.check ? reference_bytes(g) : 0};
+  for (int64_t p : peaks) need.devices += p;
+  auto limit = host_memory_limit(o);
+  if (!limit.ok()) return user_error(limit.error());
+  if (auto st = check_host_memory(need, *limit, !o.host_memory.empty()); !st.ok())
+    return user_error(st.error());
   // The synthetic task: one fixed random batch (inputs and labels), learned by memorisation.
   // ONNX models bring their own weights; --input files replace the random batch.
   TensorMap feeds;
@@ -228,56 +249,39 @@ int run(const RunOptions& o) {
         p, w != loaded->weights.end() ? w->second : init_param(g.value(p).name, g.type(p), o.seed));
   }
   std::optional<ReferenceCheck> reference;
-  if (o.check) reference.emplace(g, o, updates);
-
-  TensorMap last;  // the last step's outputs
-  double wall = 0;
-  std::vector<double> losses;
-  int steps = o.train ? o.steps : 1;
-  for (int s = 1; s <= steps; ++s) {
-    auto t0 = std::chrono::steady_clock::now();
-    auto got = run_step(feeds, s);
-    wall += seconds_since(t0);
-    if (!got.ok()) return user_error(got.error());
-    last = *got;
-    if (reference)  // the same step from the same parameters, on one device
-      if (auto st = reference->check_step(s, feeds, inputs, *got); !st.ok())
-        return user_error(st.error());
-    if (!o.output_file.empty() && s == steps) {
-      if (g.outputs().size() != 1)
-        return user_error(Diagnostic("--output takes one file, but the model has " +
-                                     std::to_string(g.outputs().size()) + " outputs"));
-      if (auto w = write_npy(o.output_file, got->at(g.outputs()[0])); !w.ok())
-        return user_error(w.error());
-    }
-    if (o.train) {
-      double loss = got->at(g.outputs()[0]).f32()[0];
-      losses.push_back(loss);
-      if (!o.json) fmt::print("step {:>4}  loss {:.6f}\n", s, loss);
-      for (const auto& u : updates) {
-        feeds.insert_or_assign(u.param, got->at(u.updated));
-        for (const auto& st : u.state) feeds.insert_or_assign(st.first, got->at(st.second));
-      }
-    }
-  }
+  if (o.check) reference.emplace(make_reference(g, o, updates, feeds, inputs));
+  StepLoopOptions loop;
+  loop.steps = run_steps_of(o);
+  loop.train = o.train;
+  loop.reference = reference ? &*reference : nullptr;
+  loop.on_step = [&](int s, const TensorMap& got) {
+    if (o.train && !o.json)
+      fmt::print("step {:>4}  loss {:.6f}\n", s, got.at(g.outputs()[0]).f32()[0]);
+  };
+  auto ran = session.run(std::move(feeds), loop);
+  if (!ran.ok()) return user_error(ran.error());
+  if (!o.output_file.empty())
+    if (auto w = write_npy(o.output_file, ran->outputs.at(g.outputs()[0])); !w.ok())
+      return user_error(w.error());
   RunSummary summary;
-  summary.wall_s = wall;
-  summary.losses = losses;
-  summary.digest = output_digest(g, last);
+  summary.digest = output_digest(g, ran->outputs);
+  summary.result = std::move(*ran);
+  summary.peak_bytes_per_device = peaks;
   summary.check = reference ? &reference->errors() : nullptr;
   if (pipe) {
     summary.note = pipe->note;
     summary.mesh = pipe->mesh;
     summary.strategy = pipe->spec.to_string();
-    summary.stats = pipe->program.stats();
-    summary.stages = pipe->program.stages;
-    summary.micro_batches = pipe->program.micro_batches;
-    summary.schedule = pipe->program.schedule;
+    const PipelineProgram& P = *session.pipeline();
+    summary.stats = P.stats();
+    summary.stages = P.stages;
+    summary.micro_batches = P.micro_batches;
+    summary.schedule = P.schedule.to_string();
   } else {
     summary.note = planned->note;
     summary.mesh = planned->mesh;
     summary.strategy = planned->spec.to_string();
-    summary.stats = program_stats(g, programs);
+    summary.stats = program_stats(g, session.programs());
     summary.reshards = planned->propagation.reshards.size();
   }
   summary.devices_text = std::to_string(summary.mesh.num_devices()) + " threads";
@@ -314,7 +318,10 @@ Command add_run_command(CLI::App& root) {
   app->add_option("--emit", opts->emit_dir, "Write each device's lowered program to DIR");
   app->add_flag("--train", opts->train,
                 "Run training steps (forward, loss, backward, optimizer) on a synthetic task");
-  app->add_option("--steps", opts->steps, "Training steps (default 10)");
+  app->add_option("--steps", opts->steps,
+                  "Steps to run, forward-only runs too (default 10 with --train, else 1)");
+  app->add_option("--host-memory", opts->host_memory,
+                  "Host memory the run may use, e.g. 24GiB (default: the physical memory)");
   app->add_option("--lr", opts->lr, "Learning rate (default 0.01)");
   app->add_option("--optimizer", opts->optimizer, "adamw (default) or sgd (with momentum)");
   app->add_option("--seed", opts->seed, "Seed of inputs and parameters (default 0)");

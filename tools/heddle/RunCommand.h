@@ -28,14 +28,33 @@ struct RunOptions {
   bool check = false;                    ///< --check (default off)
   bool json = false;                     ///< --json (default off)
   bool train = false;                    ///< --train (default off)
-  int steps = 10;                        ///< --steps, with --train (default 10)
-  double lr = 1e-2;                      ///< --lr (default 0.01)
-  std::string optimizer = "adamw";       ///< --optimizer adamw|sgd (default adamw)
-  uint64_t seed = 0;                     ///< --seed: parameters use it, inputs seed + 1 (default 0)
-  double timeout_s = 60;  ///< --timeout: MPI collectives' limit in seconds (default 60)
-  double rtol = 1e-3;     ///< relative tolerance of --check (default 1e-3)
-  double atol = 1e-4;     ///< absolute tolerance of --check (default 1e-4)
+  /// --steps: total steps, forward-only runs too (default -1: 10 with --train, else 1).
+  int steps = -1;
+  /// --host-memory BYTES: what the run may hold on the host (default empty: physical memory).
+  std::string host_memory;
+  double lr = 1e-2;                 ///< --lr (default 0.01)
+  std::string optimizer = "adamw";  ///< --optimizer adamw|sgd (default adamw)
+  uint64_t seed = 0;                ///< --seed: parameters use it, inputs seed + 1 (default 0)
+  double timeout_s = 60;            ///< --timeout: MPI collectives' limit in seconds (default 60)
+  double rtol = 1e-3;               ///< relative tolerance of --check (default 1e-3)
+  double atol = 1e-4;               ///< absolute tolerance of --check (default 1e-4)
 };
+
+/// The options both backends check before loading: --steps, --optimizer.
+Status check_run_options(const RunOptions& o);
+
+/// The steps to run: --steps, or 10 with --train and 1 without.
+int run_steps_of(const RunOptions& o);
+
+/// Bytes of every parameter and input of `g` (whole).
+int64_t model_feed_bytes(const Graph& g);
+
+/// Bytes the single-device reference of `g` holds (--check): parameters and activations.
+int64_t reference_bytes(const Graph& g);
+
+/// The host memory a run may use: --host-memory, else the physical memory (0: unknown).
+/// Diagnostic: a --host-memory that is not a size.
+Result<int64_t> host_memory_limit(const RunOptions& o);
 
 /// Replaces `g` (a model with a loss) by its training step with the optimizer `o` asks for and
 /// returns the parameter updates; diagnostics from the autodiff. Shared by both backends.

@@ -1,5 +1,5 @@
-// What both backends of `heddle run` share after executing: the single-device reference check of
-// each step, and the summary (text or JSON).
+// What both backends of `heddle run` share after executing: the summary (text or JSON). The
+// reference check itself is the runtime's (heddle/runtime/ReferenceCheck.h).
 #pragma once
 
 #include <optional>
@@ -7,43 +7,17 @@
 #include <vector>
 
 #include "RunCommand.h"
-#include "heddle/ops/Interpreter.h"
 #include "heddle/runtime/Lower.h"
+#include "heddle/runtime/ReferenceCheck.h"
+#include "heddle/runtime/Session.h"
 
 namespace heddle::cli {
 
-/// How a run's outputs compared with the reference, over all steps checked.
-struct CheckErrors {
-  double max_abs = 0, max_rel = 0;
-  bool ok = true;
-  double reference_time_s = 0;
-  int64_t adamw_skipped = 0;  ///< updated weights compared through their gradients only
-};
-
-/// The single-device interpreter running the same step as a partitioned run, from the same
-/// parameters, and comparing every output (tolerance o.atol + o.rtol * |want|). AdamW's first
-/// steps move each weight by about lr * sign(gradient); where a gradient is ~0 that sign is fp32
-/// noise, so those elements of updated weights are compared through their gradients (which `g`
-/// must then output) only.
-class ReferenceCheck {
- public:
-  /// Precondition: `g` (verified) outlives this object; `updates` are its training updates.
-  ReferenceCheck(const Graph& g, const RunOptions& o, const std::vector<ParamUpdate>& updates);
-  /// Runs step `s` from `params` (every parameter of g, by id) on `inputs` and compares the
-  /// outputs with `got` (every output of g). Interpreter errors are diagnostics.
-  Status check_step(int s, const TensorMap& params, const std::vector<Tensor>& inputs,
-                    const TensorMap& got);
-  const CheckErrors& errors() const { return errors_; }
-
- private:
-  void compare(const Tensor& want, const Tensor& got);
-
-  const Graph& g_;
-  const RunOptions& o_;
-  Interpreter interp_;
-  std::map<ValueId, ValueId> adamw_grad_;  // updated param -> its gradient
-  CheckErrors errors_;
-};
+/// The reference check of a run with the tolerances and seed of `o` (AdamW's rule when it is
+/// the optimizer): `params` and `inputs` are the whole tensors the partitioned run starts from.
+ReferenceCheck make_reference(const Graph& g, const RunOptions& o,
+                              const std::vector<ParamUpdate>& updates, TensorMap params,
+                              std::vector<Tensor> inputs);
 
 /// What a run's summary says.
 struct RunSummary {
@@ -53,9 +27,10 @@ struct RunSummary {
   std::string strategy;
   ProgramStats stats;  ///< over every device's programs
   size_t reshards = 0;
-  double wall_s = 0;
-  std::vector<double> losses;  ///< per training step
-  std::string digest;          ///< output_digest() of the last step
+  RunResult result;  ///< losses, step times (wall time: their sum)
+  /// Per device, the peak bytes of live tiles of its programs (HostMemory.h); empty: unknown.
+  std::vector<int64_t> peak_bytes_per_device;
+  std::string digest;  ///< output_digest() of the last step
   const CheckErrors* check = nullptr;
   /// Pipelines: stages, micro-batches per step and the schedule followed (JSON `pipeline`).
   int64_t stages = 0, micro_batches = 0;

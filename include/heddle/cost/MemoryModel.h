@@ -6,17 +6,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "heddle/sharding/Recompute.h"
 #include "heddle/support/Result.h"
 
 namespace heddle::cost {
-
-/// Activation recomputation: none, selective (attention core), full (keep each layer's input).
-enum class Recompute : uint8_t { kNone, kSelective, kFull };
-
-/// Parses `none|selective|full`; a Diagnostic listing them otherwise.
-Result<Recompute> parse_recompute(std::string_view text);
-/// `none`, `selective`, `full`.
-std::string_view recompute_name(Recompute r);
 
 /// Bytes per device of weights, gradients and Adam state for `params` parameters (16 bytes each:
 /// 2 + 2 + 12) under ZeRO stage `zero` over `dp` data-parallel devices: stage 0 `16P`, 1

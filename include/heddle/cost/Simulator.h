@@ -97,7 +97,7 @@ struct SimulationResult {
   /// `dp`, `tp` and `micro_batch` are the first stage's when `heterogeneous` (per-stage
   /// sub-meshes of different shapes; `stages` has each one's).
   bool heterogeneous = false;
-  std::string schedule;  ///< the pipeline schedule used
+  pipeline::PipelineSchedule schedule;  ///< the pipeline schedule used
   Recompute recompute = Recompute::kNone;
   double step_time_s = 0;
   double model_flops = 0;  ///< per step, all devices

@@ -19,10 +19,11 @@ namespace heddle {
 struct PipelineOptions {
   int64_t stages = 2;         ///< pp: pipeline stages, each on its own sub-mesh. Default 2.
   int64_t micro_batches = 1;  ///< micro-batches per step. Default 1.
-  /// `gpipe`, `1f1b` (default), `interleaved:V` (V chunks per stage; the stage count must
-  /// divide the micro-batches), or the zero-bubble `zb-h1` / `zb-h2` (the backward split into
-  /// input-gradient and weight-gradient blocks). Forward-only pipelines always run GPipe's order.
-  std::string schedule = "1f1b";
+  /// GPipe, 1F1B (default), interleaved:V (V chunks per stage; the stage count must divide the
+  /// micro-batches), or the zero-bubble ZB-H1 / ZB-H2 (the backward split into input-gradient
+  /// and weight-gradient blocks); `searched` is a diagnostic. Forward-only pipelines always run
+  /// GPipe's order over the schedule's chunks.
+  pipeline::PipelineSchedule schedule;
   bool train = false;  ///< build backward and optimizer blocks. Default false (forward only).
   /// The strategy inside every stage (its pp is ignored); its degrees give the stage mesh.
   /// Default: one device per stage.
@@ -82,8 +83,8 @@ struct PipelineProgram {
   int64_t stage_devices = 1;  ///< devices per stage; device d is on stage d / stage_devices
   Mesh stage_mesh;            ///< the mesh inside each stage (axes dp, ep, tp)
   bool train = false;
-  bool split_backward = false;  ///< zero-bubble: backward blocks are B, weight blocks W
-  std::string schedule;         ///< the schedule whose order the stages follow
+  bool split_backward = false;          ///< zero-bubble: backward blocks are B, weight blocks W
+  pipeline::PipelineSchedule schedule;  ///< the schedule whose order the stages follow
   std::vector<PipelineChunk> chunks;
   std::vector<PipelineEdge> edges;
   std::vector<std::vector<PipelineStep>> order;  ///< per stage

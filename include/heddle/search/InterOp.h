@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "heddle/pipeline/PipelineSchedule.h"
 #include "heddle/support/Result.h"
 
 namespace heddle::search {
@@ -25,9 +26,9 @@ struct InterOpProblem {
   int64_t devices = 0;                 ///< the stages' sub-meshes use exactly this many
   std::vector<int64_t> submesh_sizes;  ///< device counts a stage may take
   std::vector<int64_t> micro_batches;  ///< micro-batch counts to choose from
-  std::vector<std::string> schedules;  ///< `1f1b`, `interleaved:V`, `zb-h1`
-  double memory_limit = 0;             ///< bytes per device
-  int64_t pinned_stages = 0;           ///< > 0: exactly this many stages (`auto,pp=8`)
+  std::vector<pipeline::PipelineSchedule> schedules;  ///< 1F1B, interleaved:V or ZB-H1
+  double memory_limit = 0;                            ///< bytes per device
+  int64_t pinned_stages = 0;  ///< > 0: exactly this many stages (`auto,pp=8`)
   /// Prices a stage for a micro-batch count. Deterministic.
   std::function<StageCost(int64_t first, int64_t last, int64_t devices, int64_t micro_batches)>
       cost;
@@ -43,7 +44,7 @@ struct InterOpStage {
 struct InterOpPlan {
   std::vector<InterOpStage> stages;
   int64_t micro_batches = 1;
-  std::string schedule;
+  pipeline::PipelineSchedule schedule;
   double step_time_s = 0;
 };
 
@@ -51,12 +52,12 @@ struct InterOpPlan {
 /// `m max(t) + b (sum(t) - max(t))`, where the bubble factor b is 1 for 1F1B, 1/V for
 /// interleaved:V and 1/3 for zb-h1. Unknown schedules: a diagnostic listing the known ones.
 Result<double> pipeline_step_time(const std::vector<double>& t, int64_t m,
-                                  const std::string& schedule);
+                                  const pipeline::PipelineSchedule& schedule);
 
 /// Micro-batches whose activations a stage keeps at its peak: with `s` stages from it to the last
 /// (itself included), `min(m, s)` for 1F1B and zb-h1, `min(m, s + (s - 1) / V)` for
 /// interleaved:V (Megatron's interleaved first stage holds p + (p - 1)/V).
-double in_flight(int64_t s, int64_t m, const std::string& schedule);
+double in_flight(int64_t s, int64_t m, const pipeline::PipelineSchedule& schedule);
 
 /// The split of `units` layer units over the chunks of a pipeline whose largest chunk time is
 /// least, chunk c taking `fixed[c] + n_c * unit_s` (its embedding, head and sends plus its units)

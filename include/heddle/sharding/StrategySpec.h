@@ -8,21 +8,32 @@
 #include <string_view>
 #include <vector>
 
+#include "heddle/pipeline/PipelineSchedule.h"
 #include "heddle/sharding/Mesh.h"
+#include "heddle/sharding/Recompute.h"
 #include "heddle/support/Result.h"
 
 namespace heddle {
+
+/// How a step's batch splits into pipeline micro-batches: `count` micro-batches, each of
+/// `size` sequences per data-parallel replica (of the first stage, with per-stage `meshes`).
+struct MicroBatching {
+  int64_t size = 1;   ///< sequences per replica per micro-batch
+  int64_t count = 1;  ///< micro-batches per step
+  bool operator==(const MicroBatching&) const = default;
+};
 
 /// A parsed strategy string. Unset fields are left to the search (or default to 1 / off).
 struct StrategySpec {
   bool auto_search = false;  ///< `auto` was given (possibly with pins)
   std::optional<int64_t> dp, tp, pp, ep;
-  std::optional<int64_t> zero;           ///< ZeRO stage 0-3
-  std::optional<int64_t> micro_batch;    ///< `mb`: micro-batch size
-  std::optional<int64_t> microbatches;   ///< number of micro-batches
-  std::optional<std::string> schedule;   ///< gpipe|1f1b|interleaved:V|zb-h1|zb-h2|searched
-  std::optional<std::string> recompute;  ///< none|selective|full
-  bool sp = false;                       ///< sequence parallelism
+  std::optional<int64_t> zero;          ///< ZeRO stage 0-3
+  std::optional<int64_t> micro_batch;   ///< `mb`: micro-batch size
+  std::optional<int64_t> microbatches;  ///< number of micro-batches
+  /// `schedule=`: gpipe|1f1b|interleaved:V|zb-h1|zb-h2|searched (unset: 1F1B where it matters).
+  std::optional<pipeline::PipelineSchedule> schedule;
+  std::optional<Recompute> recompute;  ///< `recompute=`: none|selective|full (unset: none)
+  bool sp = false;                     ///< sequence parallelism
   /// `layers=10/12/12/14`: repeating layers per pipeline chunk, first to last (the simulator
   /// checks one entry per chunk, each >= 1, summing to the model's layers); empty: even split.
   std::vector<int64_t> layers;
@@ -46,6 +57,13 @@ struct StrategySpec {
   bool heterogeneous() const;
   /// The canonical text: keys in a fixed order, `auto` first.
   std::string to_string() const;
+  /// The one micro-batch policy (simulate, plan and run): `mb` (per replica) or `microbatches`
+  /// when given (both: they must agree); otherwise, with pp > 1 and a model that can be rebuilt
+  /// at the micro-batch size (`rebuildable`), one sequence per replica per micro-batch, else one
+  /// micro-batch of the whole batch. With per-stage `meshes` of different dp, every micro-batch
+  /// splits over each stage's replicas (default: one sequence per replica of the widest stage;
+  /// `mb` is refused). Diagnostics: a batch that dp, mb or microbatches do not divide.
+  Result<MicroBatching> micro_batching(int64_t batch, bool rebuildable) const;
   /// The mesh the degrees describe: named axes in the order pp, dp, ep, tp (tensor parallel
   /// innermost, where links are fastest), axes of degree 1 omitted. `count`: the device count
   /// the user asked for; a product that differs is a diagnostic saying so. Heterogeneous

@@ -1,0 +1,66 @@
+// The single-device reference a partitioned run is checked against: the interpreter runs the
+// same step from the same parameters and every output is compared within a tolerance, with
+// AdamW's rule for weights whose gradient is fp32 noise.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "heddle/ops/Autodiff.h"
+#include "heddle/ops/Interpreter.h"
+#include "heddle/runtime/Executor.h"
+
+namespace heddle {
+
+/// How outputs are compared with the reference.
+struct CheckOptions {
+  double rtol = 1e-3;  ///< relative tolerance (default 1e-3, `heddle run --check`'s)
+  double atol = 1e-4;  ///< absolute tolerance (default 1e-4)
+  uint64_t seed = 0;   ///< the interpreter's seed for random ops (default 0)
+  /// The training step's optimizer is AdamW: updated weights whose gradient is ~0 are compared
+  /// through their gradients only (see ReferenceCheck). Default false.
+  bool adamw = false;
+};
+
+/// How a run's outputs compared with the reference, over all steps checked.
+struct CheckErrors {
+  double max_abs = 0, max_rel = 0;
+  bool ok = true;               ///< every element within atol + rtol * |want|
+  double reference_time_s = 0;  ///< time the interpreter took, summed over steps
+  int64_t adamw_skipped = 0;    ///< updated weights compared through their gradients only
+};
+
+/// The single-device interpreter running the same steps as a partitioned run and comparing every
+/// output (tolerance atol + rtol * |want|). It holds its own copy of the parameters and follows
+/// the run's updates after each step, so every step starts where the partitioned run's did.
+/// AdamW's first steps move each weight by about lr * sign(gradient); where a gradient is ~0 that
+/// sign is fp32 noise, so those elements of updated weights are compared through their gradients
+/// (which `g` must then output) only.
+class ReferenceCheck {
+ public:
+  /// `params`: every parameter of `g` by id; `inputs`: the model inputs in graph-input order.
+  /// Precondition: `g` (verified) outlives this object; `updates` are its training updates
+  /// (empty for a forward-only run).
+  ReferenceCheck(const Graph& g, std::vector<ParamUpdate> updates, TensorMap params,
+                 std::vector<Tensor> inputs, const CheckOptions& options);
+  /// Runs step `step` (1-based) on the interpreter, compares its outputs with `got` (every output
+  /// of g, whole), then moves the parameters to the run's updated ones. Interpreter errors are
+  /// diagnostics.
+  Status check_step(int step, const TensorMap& got);
+  /// The errors over every step checked so far.
+  const CheckErrors& errors() const { return errors_; }
+
+ private:
+  void compare(const Tensor& want, const Tensor& got);
+
+  const Graph& g_;
+  std::vector<ParamUpdate> updates_;
+  TensorMap params_;
+  std::vector<Tensor> inputs_;
+  CheckOptions options_;
+  Interpreter interp_;
+  std::map<ValueId, ValueId> adamw_grad_;  // updated param -> its gradient
+  CheckErrors errors_;
+};
+
+}  // namespace heddle

@@ -1,0 +1,83 @@
+// A runtime session: a plan's programs (one SPMD program per device, or a pipeline) run for N
+// steps, forward or training, with the reference check, per-step times and the outputs and
+// losses. The one step loop every backend uses is run_steps(); Session drives it on threads.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "heddle/ops/Autodiff.h"
+#include "heddle/runtime/Executor.h"
+#include "heddle/runtime/PipelineProgram.h"
+#include "heddle/runtime/ReferenceCheck.h"
+
+namespace heddle {
+
+/// One step of a backend: runs step `step` (1-based) and makes its own feeds follow the
+/// parameter updates for the next; returns every output of the graph (whole), or nullopt on a
+/// process that holds none (an MPI rank other than 0 of a pipeline).
+using StepFn = std::function<Result<std::optional<TensorMap>>(int step)>;
+
+/// What run_steps() does around each step.
+struct StepLoopOptions {
+  int steps = 1;       ///< steps to run, >= 1. Default 1.
+  bool train = false;  ///< the graph is a training step: outputs()[0] is the loss. Default false.
+  /// Checks each training step (a forward-only run: the first step, the others repeat the same
+  /// computation) and follows the updates. Default none. Not owned.
+  ReferenceCheck* reference = nullptr;
+  /// Called after each step that returned outputs, with its number and the outputs (progress
+  /// printing). Default none.
+  std::function<void(int step, const TensorMap& outputs)> on_step;
+};
+
+/// What a run of steps gives back.
+struct RunResult {
+  TensorMap outputs;                 ///< the last step's outputs (empty where none were held)
+  std::vector<double> losses;        ///< per step, training only
+  std::vector<double> step_times_s;  ///< wall time of every step, in order
+  /// The sum of step_times_s.
+  double wall_time_s() const;
+  /// The median of step_times_s (the mean of the middle two for an even count; 0 when empty).
+  double median_step_s() const;
+};
+
+/// The step loop: times each `step`, checks it against `options.reference`, records the loss.
+/// Diagnostics: the step's and the reference's.
+Result<RunResult> run_steps(const Graph& g, const StepFn& step, const StepLoopOptions& options);
+
+/// A plan's programs on threads of this process.
+class Session {
+ public:
+  /// One program per device of one mesh, in device order, lowered from `g` (the model or its
+  /// training step, whose `updates` these are; empty for forward-only).
+  /// Precondition: `g` outlives the session.
+  Session(const Graph& g, std::vector<ParamUpdate> updates, std::vector<DeviceProgram> programs);
+  /// A pipeline built from `g`'s model (build_pipeline); its feeds are packed from `g`'s and its
+  /// results unpacked to `g`'s outputs. Precondition: `g` outlives the session.
+  Session(const Graph& g, std::vector<ParamUpdate> updates, PipelineProgram pipeline);
+
+  /// Runs `options.steps` steps from `feeds` (every parameter and input of `g` by id); training
+  /// steps start from the previous step's updated parameters and optimizer state.
+  Result<RunResult> run(TensorMap feeds, const StepLoopOptions& options);
+
+  /// The graph the session runs.
+  const Graph& graph() const { return g_; }
+  /// The pipeline, when the session runs one.
+  const std::optional<PipelineProgram>& pipeline() const { return pipeline_; }
+  /// The SPMD programs (empty for a pipeline).
+  const std::vector<DeviceProgram>& programs() const { return programs_; }
+  /// Per device, the peak bytes of live tiles its programs hold (see HostMemory.h).
+  std::vector<int64_t> peak_bytes_per_device() const;
+
+ private:
+  /// The one call into the executor, per step (`optimizer_step` as ExecOptions takes it).
+  Result<TensorMap> execute(const TensorMap& feeds, int64_t optimizer_step) const;
+
+  const Graph& g_;
+  std::vector<ParamUpdate> updates_;
+  std::vector<DeviceProgram> programs_;
+  std::optional<PipelineProgram> pipeline_;
+};
+
+}  // namespace heddle

@@ -1,0 +1,79 @@
+#include "heddle/runtime/Session.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "heddle/runtime/HostMemory.h"
+#include "heddle/runtime/PipelineExecutor.h"
+#include "heddle/runtime/PipelineFeeds.h"
+
+namespace heddle {
+
+double RunResult::wall_time_s() const {
+  double sum = 0;
+  for (double t : step_times_s) sum += t;
+  return sum;
+}
+
+double RunResult::median_step_s() const {
+  if (step_times_s.empty()) return 0;
+  std::vector<double> t = step_times_s;
+  std::sort(t.begin(), t.end());
+  const size_t n = t.size();
+  return n % 2 == 1 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+Result<RunResult> run_steps(const Graph& g, const StepFn& step, const StepLoopOptions& options) {
+  HEDDLE_ASSERT(options.steps >= 1) << "steps " << options.steps;
+  RunResult out;
+  for (int s = 1; s <= options.steps; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto got = step(s);
+    out.step_times_s.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    HEDDLE_TRY(got);
+    if (!got->has_value()) continue;
+    const TensorMap& outputs = **got;
+    if (options.reference && (options.train || s == 1))
+      HEDDLE_TRY(options.reference->check_step(s, outputs));
+    if (options.train) out.losses.push_back(outputs.at(g.outputs()[0]).f32()[0]);
+    if (options.on_step) options.on_step(s, outputs);
+    out.outputs = std::move(**got);
+  }
+  return out;
+}
+
+Session::Session(const Graph& g, std::vector<ParamUpdate> updates,
+                 std::vector<DeviceProgram> programs)
+    : g_(g), updates_(std::move(updates)), programs_(std::move(programs)) {}
+
+Session::Session(const Graph& g, std::vector<ParamUpdate> updates, PipelineProgram pipeline)
+    : g_(g), updates_(std::move(updates)), pipeline_(std::move(pipeline)) {}
+
+Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_step) const {
+  ExecOptions eo{.optimizer_step = optimizer_step};
+  if (!pipeline_) return run_threaded(g_, programs_, feeds, eo);
+  auto r = run_pipeline_threaded(*pipeline_, pack_pipeline_feeds(*pipeline_, g_, feeds), eo);
+  HEDDLE_TRY(r);
+  return unpack_pipeline_result(*pipeline_, g_, updates_, *r);
+}
+
+Result<RunResult> Session::run(TensorMap feeds, const StepLoopOptions& options) {
+  StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
+    auto got = execute(feeds, options.train ? s : 0);
+    HEDDLE_TRY(got);
+    if (options.train)
+      for (const auto& u : updates_) {
+        feeds.insert_or_assign(u.param, got->at(u.updated));
+        for (const auto& st : u.state) feeds.insert_or_assign(st.first, got->at(st.second));
+      }
+    return std::optional<TensorMap>(std::move(*got));
+  };
+  return run_steps(g_, step, options);
+}
+
+std::vector<int64_t> Session::peak_bytes_per_device() const {
+  return pipeline_ ? pipeline_peak_bytes(*pipeline_) : heddle::peak_bytes_per_device(g_, programs_);
+}
+
+}  // namespace heddle

@@ -1,0 +1,195 @@
+// The runtime session: a plan's programs run for N steps (forward or training, SPMD or pipelined)
+// with the reference check, per-step times and losses; the step loop every backend shares; and
+// the host-memory figures worked out from the programs.
+#include <gtest/gtest.h>
+
+#include "heddle/ops/Interpreter.h"
+#include "heddle/ops/zoo/Zoo.h"
+#include "heddle/runtime/HostMemory.h"
+#include "heddle/runtime/Lower.h"
+#include "heddle/runtime/PipelineFeeds.h"
+#include "heddle/runtime/Session.h"
+#include "heddle/sharding/Tactics.h"
+
+namespace heddle {
+namespace {
+
+Graph gpt(bool loss, int64_t batch = 4) {
+  zoo::ZooOverrides over;
+  over.batch = batch;
+  over.layers = 2;
+  auto g = zoo::build_zoo_model("gpt-tiny", over, {.with_loss = loss});
+  EXPECT_TRUE(g.ok()) << g.error().to_string();
+  return *g;
+}
+
+std::vector<DeviceProgram> lowered(const Graph& g, const char* strategy, int64_t devices) {
+  auto spec = StrategySpec::parse(strategy);
+  auto mesh = spec->mesh(devices);
+  auto plan = plan_from_strategy(g, *mesh, *spec);
+  EXPECT_TRUE(plan.ok()) << plan.error().to_string();
+  auto programs = lower(g, plan->plan);
+  EXPECT_TRUE(programs.ok()) << programs.error().to_string();
+  return *programs;
+}
+
+// Every parameter (seeded) and input (random) of `g` by id; `inputs` gets the inputs in order.
+TensorMap feeds_of(const Graph& g, std::vector<Tensor>& inputs) {
+  inputs = random_inputs(g, 1, 64);
+  TensorMap feeds;
+  for (size_t i = 0; i < g.inputs().size(); ++i) feeds.emplace(g.inputs()[i], inputs[i]);
+  for (ValueId p : g.params()) feeds.emplace(p, init_param(g.value(p).name, g.type(p), 0));
+  return feeds;
+}
+
+StepLoopOptions loop_of(int steps, bool train = false, ReferenceCheck* reference = nullptr) {
+  StepLoopOptions o;
+  o.steps = steps;
+  o.train = train;
+  o.reference = reference;
+  return o;
+}
+
+struct Training {
+  Graph g;
+  std::vector<ParamUpdate> updates;
+};
+
+Training training_step() {
+  Training t{gpt(true), {}};
+  auto step = build_train_step(t.g, {});
+  EXPECT_TRUE(step.ok()) << step.error().to_string();
+  t.g = std::move(step->graph);
+  t.updates = std::move(step->updates);
+  for (const auto& u : t.updates) t.g.add_output(u.grad);  // the reference compares them
+  return t;
+}
+
+TEST(Session, ForwardStepsRepeatAndMatchOneExecutorRun) {
+  Graph g = gpt(false);
+  std::vector<Tensor> inputs;
+  TensorMap feeds = feeds_of(g, inputs);
+  auto programs = lowered(g, "dp=2", 2);
+  auto once = run_threaded(g, programs, feeds);
+  ASSERT_TRUE(once.ok());
+  ReferenceCheck reference(g, {}, feeds, inputs, {});
+  Session session(g, {}, programs);
+  auto r = session.run(feeds, loop_of(3, false, &reference));
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->step_times_s.size(), 3u);
+  EXPECT_TRUE(r->losses.empty());
+  EXPECT_TRUE(reference.errors().ok);
+  EXPECT_GT(reference.errors().reference_time_s, 0);
+  ASSERT_EQ(r->outputs.size(), once->size());
+  for (const auto& [v, t] : *once) {
+    const Tensor& got = r->outputs.at(v);
+    ASSERT_EQ(got.numel(), t.numel());
+    for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(got.f32()[i], t.f32()[i]);
+  }
+}
+
+TEST(Session, TrainingStepsFollowTheUpdatesAndPassTheCheck) {
+  Training t = training_step();
+  std::vector<Tensor> inputs;
+  TensorMap feeds = feeds_of(t.g, inputs);
+  ReferenceCheck reference(t.g, t.updates, feeds, inputs, {.adamw = true});
+  Session session(t.g, t.updates, lowered(t.g, "dp=2", 2));
+  int seen = 0;
+  StepLoopOptions loop = loop_of(4, true, &reference);
+  loop.on_step = [&](int s, const TensorMap&) { EXPECT_EQ(s, ++seen); };
+  auto r = session.run(feeds, loop);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(seen, 4);
+  ASSERT_EQ(r->losses.size(), 4u);
+  EXPECT_LT(r->losses.back(), r->losses.front());  // the parameters moved between steps
+  EXPECT_TRUE(reference.errors().ok) << reference.errors().max_abs;
+  EXPECT_GE(r->wall_time_s(), r->median_step_s());
+}
+
+TEST(Session, PipelinedTrainingPassesTheSameCheck) {
+  Training t = training_step();
+  Graph model = gpt(true, 2);  // the micro-batch model: 2 micro-batches of the batch 4
+  PipelineOptions po;
+  po.micro_batches = 2;
+  po.train = true;
+  auto P = build_pipeline(model, po);
+  ASSERT_TRUE(P.ok()) << P.error().to_string();
+  std::vector<Tensor> inputs;
+  TensorMap feeds = feeds_of(t.g, inputs);
+  ReferenceCheck reference(t.g, t.updates, feeds, inputs, {.adamw = true});
+  Session session(t.g, t.updates, std::move(*P));
+  auto r = session.run(feeds, loop_of(2, true, &reference));
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->losses.size(), 2u);
+  EXPECT_TRUE(reference.errors().ok) << reference.errors().max_abs;
+  EXPECT_EQ(session.peak_bytes_per_device().size(), 2u);
+}
+
+// The check can fail: a wrong output is a mismatch with its error.
+TEST(ReferenceCheck, FlagsAWrongOutput) {
+  Graph g = gpt(false);
+  std::vector<Tensor> inputs;
+  TensorMap feeds = feeds_of(g, inputs);
+  auto right = run_threaded(g, lowered(g, "dp=1", 1), feeds);
+  ASSERT_TRUE(right.ok());
+  TensorMap wrong = *right;
+  wrong.at(g.outputs()[0]).f32()[0] += 1.0f;
+  ReferenceCheck good(g, {}, feeds, inputs, {}), bad(g, {}, feeds, inputs, {});
+  ASSERT_TRUE(good.check_step(1, *right).ok());
+  ASSERT_TRUE(bad.check_step(1, wrong).ok());
+  EXPECT_TRUE(good.errors().ok);
+  EXPECT_FALSE(bad.errors().ok);
+  EXPECT_NEAR(bad.errors().max_abs, 1.0, 1e-3);
+}
+
+// The loop: a step's diagnostic stops it; a process without outputs records times only.
+TEST(RunSteps, StopsAtAFailedStepAndTimesStepsWithoutOutputs) {
+  Graph g = gpt(false);
+  int calls = 0;
+  auto failing = run_steps(
+      g,
+      [&](int s) -> Result<std::optional<TensorMap>> {
+        ++calls;
+        if (s == 2) return Diagnostic("step 2 broke");
+        return std::optional<TensorMap>();
+      },
+      loop_of(5));
+  ASSERT_FALSE(failing.ok());
+  EXPECT_EQ(failing.error().message, "step 2 broke");
+  EXPECT_EQ(calls, 2);
+  auto quiet = run_steps(
+      g, [](int) -> Result<std::optional<TensorMap>> { return std::optional<TensorMap>(); },
+      loop_of(3));
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_EQ(quiet->step_times_s.size(), 3u);
+  EXPECT_TRUE(quiet->outputs.empty());
+  RunResult r;
+  r.step_times_s = {3, 1, 2, 10};
+  EXPECT_DOUBLE_EQ(r.median_step_s(), 2.5);
+  EXPECT_DOUBLE_EQ(r.wall_time_s(), 16);
+}
+
+TEST(HostMemory, PeaksShrinkWithMoreDevicesAndTheErrorNamesBothFigures) {
+  Graph g = gpt(false, 8);
+  const auto one = peak_bytes_per_device(g, lowered(g, "dp=1", 1));
+  const auto four = peak_bytes_per_device(g, lowered(g, "dp=4", 4));
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(four.size(), 4u);
+  // At least the whole parameters and the largest activation; data parallel splits activations.
+  int64_t params = 0;
+  for (ValueId p : g.params())
+    params += tensor_storage_bytes(g.type(p).dtype(), g.type(p).shape().product());
+  EXPECT_GE(one[0], params);
+  EXPECT_LT(four[0], one[0]);
+  HostMemoryNeed need{.devices = 3 << 20, .feeds = 1 << 20};
+  EXPECT_TRUE(check_host_memory(need, 4 << 20).ok());
+  EXPECT_TRUE(check_host_memory(need, 0).ok());  // unknown: no limit
+  auto st = check_host_memory(need, 2 << 20);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("needs 4.00 MiB"), std::string::npos) << st.error().message;
+  EXPECT_NE(st.error().message.find("has 2.00 MiB"), std::string::npos) << st.error().message;
+  EXPECT_GT(physical_memory_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace heddle
