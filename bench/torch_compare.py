@@ -477,6 +477,16 @@ def fmt_s(t):
     return "%.1f ms" % (t * 1e3) if t < 1 else "%.2f s" % t
 
 
+def fmt_spread(t, rounds):
+    """The median, and the range over rounds when there were several (the run's noise)."""
+    if len(rounds) < 2:
+        return fmt_s(t)
+    lo, hi = min(rounds), max(rounds)
+    if hi < 1:
+        return "%s (%.0f-%.0f)" % (fmt_s(t), lo * 1e3, hi * 1e3)
+    return "%s (%.2f-%.2f)" % (fmt_s(t), lo, hi)
+
+
 def machine_text():
     cpu = platform.processor() or "unknown CPU"
     try:
@@ -550,12 +560,15 @@ def table(rows, failures, meta):
     out.append("")
     single = [r for r in rows if r["group"] in ("forward", "train")]
     if single:
+        out.append("Times per step: median over rounds (range over rounds in brackets, ms or s).")
+        out.append("")
         out.append("| case | what | threads | heddle | PyTorch | heddle / PyTorch | same computation |")
         out.append("|---|---|---|---|---|---|---|")
         for r in single:
             out.append("| %s | %s | %d | %s | %s | %.2f | %s |" % (
-                r["case"], r["what"], r["threads"], fmt_s(r["heddle_s"]), fmt_s(r["torch_s"]),
-                r["heddle_s"] / r["torch_s"], r["check"]))
+                r["case"], r["what"], r["threads"], fmt_spread(r["heddle_s"], r["heddle_rounds"]),
+                fmt_spread(r["torch_s"], r["torch_rounds"]), r["heddle_s"] / r["torch_s"],
+                r["check"]))
         out.append("")
     dist = [r for r in rows if r["group"] == "dist"]
     if dist:
@@ -567,9 +580,9 @@ def table(rows, failures, meta):
                 out.append("| %s | %d | failed: %s | | | | |" % (r["what"], r["threads"], r["error"]))
                 continue
             out.append("| %s | %d | %s | %.2fx | %s | %s | %.2f |" % (
-                r["what"], r["threads"], fmt_s(r["heddle_s"]), r["speedup"],
-                "%.2f" % r["mpi_over_threads"] if "mpi_over_threads" in r else "",
-                fmt_s(r["torch_s"]), r["heddle_s"] / r["torch_s"]))
+                r["what"], r["threads"], fmt_spread(r["heddle_s"], r["heddle_rounds"]),
+                r["speedup"], "%.2f" % r["mpi_over_threads"] if "mpi_over_threads" in r else "",
+                fmt_spread(r["torch_s"], r["torch_rounds"]), r["heddle_s"] / r["torch_s"]))
         out.append("")
     out += done_when(rows)
     if failures:
@@ -604,7 +617,18 @@ def main():
     p.add_argument("--workdir", default=None, help="exported models (default build/bench-torch)")
     p.add_argument("--out", help="also write the markdown table here")
     p.add_argument("--json", help="also write every measurement here")
+    p.add_argument("--from-json", metavar="FILE",
+                   help="print the table of an earlier run's --json file; measure nothing")
     a = p.parse_args()
+    if a.from_json:
+        with open(a.from_json) as f:
+            saved = json.load(f)
+        text = table(saved["rows"], [tuple(x) for x in saved["failures"]], saved["meta"])
+        print(text)
+        if a.out:
+            with open(a.out, "w") as f:
+                f.write(text + "\n")
+        return 0
     a.rounds = a.rounds or (2 if a.quick else 3)
     a.threads = [int(t) for t in a.threads.split(",")]
     cases = a.cases.split(",") if a.cases else (QUICK if a.quick else ALL)
