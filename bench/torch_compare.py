@@ -43,7 +43,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -186,7 +185,10 @@ class Heddle:
             raise Failed(f"heddle timed out after {self.timeout:.0f} s")
         if r.returncode != 0:
             msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
-            raise Failed("heddle exit %d: %s" % (r.returncode, " ".join(msg[-3:])[:300]))
+            errors = [m for m in msg if "error" in m.lower() and "mpirun" not in m.lower()
+                      and not m.startswith("-")]  # heddle's own message before mpirun's notes
+            lines = list(dict.fromkeys(errors or msg))  # once, though every rank says it
+            raise Failed("heddle exit %d: %s" % (r.returncode, " ".join(lines[-3:])[:300]))
         try:
             j = json.loads(r.stdout[r.stdout.index("{"):])
         except ValueError:
