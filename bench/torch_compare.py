@@ -47,6 +47,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no bench/__pycache__ from importing torch_models
 
 
 def _omp_wait_policy():
