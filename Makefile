@@ -7,7 +7,7 @@ MAKEFLAGS += --no-print-directory
 # `make run` shows this model: a zoo name or a text-IR file (e.g. MODEL=examples/mlp.hd).
 MODEL ?= gpt3-1.3b
 
-.PHONY: all deps configure build run test bench fuzz test-sanitize test-sanitize-ci format clean
+.PHONY: all deps configure build run test bench bench-torch fuzz test-sanitize test-sanitize-ci format clean
 
 all: build
 
@@ -32,6 +32,16 @@ test: build
 
 bench: build
 	@for b in $(BUILD)/bench/bench_*; do echo "== $$b"; $$b; done
+
+# heddle against PyTorch eager on the same models, weights, inputs and core counts, forward and
+# training, plus dp=2/tp=2 on 2 devices (threads and MPI ranks): bench/torch_compare.py, table in
+# docs/benchmarks.md. Needs Debian's PyTorch (scripts/install-deps --bench; `make test` never
+# does). BENCH_TORCH_ARGS adds options, e.g. BENCH_TORCH_ARGS="--quick --out table.md".
+BENCH_TORCH_ARGS ?=
+bench-torch: configure
+	@scripts/install-deps --bench
+	@cmake --build $(BUILD) -j$(JOBS) --target heddle
+	/usr/bin/python3 bench/torch_compare.py --heddle $(HEDDLE) $(BENCH_TORCH_ARGS)
 
 # libFuzzer targets, each run for FUZZ_SECONDS on a scratch copy of its seed corpus
 # (fuzz/corpus/<target>); FUZZ_TARGETS picks some. Findings (crashes, sanitizer reports, undefined

@@ -1,0 +1,686 @@
+#!/usr/bin/python3
+"""heddle against PyTorch eager, side by side: the same model, weights, input and core count.
+
+    /usr/bin/python3 bench/torch_compare.py --heddle build/tools/heddle/heddle \
+        [--quick] [--cases resnet50,gpt,dist] [--threads 1,2] [--out table.md] [--json raw.json]
+
+Needs Debian's python3-torch, python3-torchvision, python3-onnx and python3-numpy
+(`scripts/install-deps --bench`); `make bench-torch` installs, builds and runs it. Always run it
+with /usr/bin/python3 (Debian's interpreter, where apt puts torch).
+
+Three groups of cases, every one timed in rounds that alternate heddle and PyTorch runs so that
+load from other jobs falls on both sides alike; each figure is the median over rounds of each
+round's median step:
+
+- forward: a torchvision model with seeded random weights (BatchNorm statistics and norm affines
+  randomized so outputs are not degenerate), exported to ONNX at opset 17. heddle runs the .onnx
+  (`heddle run M.onnx --mesh 1 --input x.npy --steps N --json`); PyTorch runs the same module in
+  eager mode under torch.no_grad() on the same input. heddle's output (`--output`) is compared
+  with PyTorch's, so both sides compute the same thing.
+- train: heddle's zoo language models (gpt-tiny, llama-tiny, moe-tiny, resized with overrides),
+  `heddle run MODEL --train --steps N --mesh 1 --json`, against bench/torch_models.py's mirror of
+  the same architecture, loss and AdamW (heddle's defaults: lr 0.01 from `run`, betas 0.9/0.999,
+  eps 1e-8, weight decay 0.01): forward, backward, optimizer step. Parameter counts, contraction
+  FLOPs and the first step's loss are compared.
+- dist: the GPT training step with dp=2 and tp=2 on 2 thread-devices and on 2 MPI ranks, against
+  heddle on one device with one core, and PyTorch on 1 and 2 threads.
+
+heddle is timed by its own per-step time (`median_step_s` of `--json`; before that key existed,
+`wall_time_s` divided by the steps it ran), never process start-up, import or planning. PyTorch
+is timed with time.perf_counter() around each step after warm-up steps.
+
+Core counts: at k threads PyTorch runs with torch.set_num_threads(k) and heddle with
+OPENBLAS_NUM_THREADS=k / OMP_NUM_THREADS=k (and `--threads k` if `heddle run` has that option).
+With --pin (the default when k is below the machine's cores) both sides are also confined to the
+same k cores (taskset for heddle, sched_setaffinity for this process), so neither can use more.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no bench/__pycache__ from importing torch_models
+
+
+def _omp_wait_policy():
+    """OpenMP's wait policy for both sides, chosen before torch loads libgomp: `--omp-wait auto`
+    (the default) picks PASSIVE when the 1-minute load average is at or above the core count.
+    PyTorch's OpenMP threads spin at every barrier by default; on a machine whose cores are all
+    busy with other jobs a spinning thread holds a core its peer needs, and PyTorch on 2 threads
+    ran 5-10x slower than on 1 here. On an idle machine the default (spinning) is PyTorch's best."""
+    choice = "auto"
+    for i, arg in enumerate(sys.argv):
+        if arg == "--omp-wait" and i + 1 < len(sys.argv):
+            choice = sys.argv[i + 1]
+        elif arg.startswith("--omp-wait="):
+            choice = arg.split("=", 1)[1]
+    if "OMP_WAIT_POLICY" in os.environ:
+        return os.environ["OMP_WAIT_POLICY"] + " (from the environment)"
+    if choice == "auto":
+        busy = os.getloadavg()[0] >= (os.cpu_count() or 1)
+        choice = "passive" if busy else "default"
+    if choice in ("passive", "active"):
+        os.environ["OMP_WAIT_POLICY"] = choice.upper()
+        return choice.upper()
+    return "libgomp's default"
+
+
+OMP_WAIT = _omp_wait_policy()
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+except ImportError as e:  # pragma: no cover - environment message
+    sys.exit(f"torch_compare: {e}; install Debian's python3-torch python3-torchvision "
+             "python3-onnx python3-numpy (scripts/install-deps --bench) and run with /usr/bin/python3")
+
+import torch_models  # noqa: E402  (bench/torch_models.py)
+
+# ---------------------------------------------------------------------------------------------
+# Cases
+
+# torchvision model, input [N, C, H, W]. 64x64 where the issue's first measurement used it (and
+# to keep the whole run short on 2 cores); 224x224 for AlexNet (its classifier needs the 6x6 map)
+# and ViT (fixed 224 positions).
+FORWARD = {
+    "resnet50": (2, 3, 64, 64),
+    "densenet121": (2, 3, 64, 64),
+    "resnext50_32x4d": (2, 3, 64, 64),
+    "efficientnet_b0": (2, 3, 64, 64),
+    "alexnet": (2, 3, 224, 224),
+    "convnext_tiny": (2, 3, 64, 64),
+    "mobilenet_v2": (2, 3, 64, 64),
+    "vit_b_32": (2, 3, 224, 224),
+}
+
+# The GPT size of the issue's measurement (2 layers, hidden 256, seq 128, batch 8); the other
+# families at the same size.
+LM_SIZE = dict(layers=2, hidden=256, seq=128, batch=8)
+TRAIN = {
+    "gpt": ("gpt-tiny", LM_SIZE),
+    "llama": ("llama-tiny", LM_SIZE),
+    "moe": ("moe-tiny", LM_SIZE),
+}
+DIST = {"dist": ("gpt-tiny", LM_SIZE)}
+
+QUICK = ["resnet50", "mobilenet_v2", "convnext_tiny", "gpt", "llama", "moe", "dist"]
+ALL = list(FORWARD) + list(TRAIN) + list(DIST)
+
+LR = 0.01  # `heddle run --lr` default; AdamW's other settings are heddle's AdamWOptions defaults
+ADAMW = dict(betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+class Failed(Exception):
+    pass
+
+
+class Heddle:
+    """Runs the heddle binary and reads its per-step time from `--json`."""
+
+    def __init__(self, path, timeout, pin, ncores):
+        self.path = os.path.abspath(path)
+        self.timeout = timeout
+        self.pin = pin
+        self.ncores = ncores
+        help_text = self._help()
+        self.has_threads_flag = "--threads" in help_text
+        self.forward_repeats = None  # learnt from the first forward run's JSON
+
+    def _help(self):
+        try:
+            r = subprocess.run([self.path, "run", "--help"], capture_output=True, text=True,
+                               timeout=60)
+            return r.stdout + r.stderr
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise SystemExit(f"torch_compare: cannot run {self.path}: {e}")
+
+    @staticmethod
+    def env(threads):
+        e = dict(os.environ)
+        e["OPENBLAS_NUM_THREADS"] = str(threads)
+        e["OMP_NUM_THREADS"] = str(threads)
+        return e
+
+    def cmd(self, args, cores, threads, mpi_ranks=0):
+        c = [self.path, "run"] + args
+        if self.has_threads_flag:
+            c += ["--threads", str(threads)]
+        if mpi_ranks:
+            c = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader",
+                 "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS", "-np", str(mpi_ranks)] + c
+            c += ["--backend", "mpi"]
+        if self.pin:  # always: a child inherits this process's affinity, which may be 1 core now
+            c = ["taskset", "-c", ",".join(str(i) for i in range(cores))] + c
+        return c
+
+    def run(self, args, cores, threads=None, mpi_ranks=0):
+        """One heddle process on `cores` cores with `threads` threads per device (default: as
+        many as cores); returns (seconds per step, parsed JSON)."""
+        threads = threads or cores
+        c = self.cmd(args + ["--json"], cores, threads, mpi_ranks)
+        try:
+            r = subprocess.run(c, capture_output=True, text=True, timeout=self.timeout,
+                               env=self.env(threads))
+        except subprocess.TimeoutExpired:
+            raise Failed(f"heddle timed out after {self.timeout:.0f} s")
+        if r.returncode != 0:
+            msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
+            errors = [m for m in msg if "error" in m.lower() and "mpirun" not in m.lower()
+                      and not m.startswith("-")]  # heddle's own message before mpirun's notes
+            lines = list(dict.fromkeys(errors or msg))  # once, though every rank says it
+            raise Failed("heddle exit %d: %s" % (r.returncode, " ".join(lines[-3:])[:300]))
+        try:
+            j = json.loads(r.stdout[r.stdout.index("{"):])
+        except ValueError:
+            raise Failed("heddle printed no JSON: " + r.stdout[:200])
+        return step_seconds(j), j
+
+
+def step_seconds(j):
+    """heddle's time per step: median_step_s, else the median of step_times_s, else wall_time_s
+    over the steps it ran (training: one per loss; forward runs repeated only once
+    median_step_s existed, so a forward wall_time_s is one step)."""
+    if j.get("median_step_s") is not None:
+        return float(j["median_step_s"])
+    if j.get("step_times_s"):
+        return median([float(t) for t in j["step_times_s"]])
+    steps = len(j.get("loss") or []) or 1
+    return float(j["wall_time_s"]) / steps
+
+
+class TorchThreads:
+    """Sets PyTorch's intra-op threads and, with pinning, this process's cores."""
+
+    def __init__(self, pin, ncores):
+        self.pin, self.ncores = pin, ncores
+
+    def use(self, threads):
+        if self.pin and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, set(range(threads)) if threads < self.ncores
+                                 else set(range(self.ncores)))
+        torch.set_num_threads(threads)
+
+
+def time_torch(step, steps, warmup):
+    for _ in range(warmup):
+        step()
+    ts = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        ts.append(time.perf_counter() - t0)
+    return median(ts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward cases: torchvision through ONNX
+
+
+def randomize_norms(model, gen):
+    """BatchNorm statistics and norm affines drawn at random (seeded), and parameters that
+    torchvision initializes to zero (ViT's classifier head and class token, biases) drawn too, so
+    that eval-mode outputs are not degenerate and a mistranslated op shows in the comparison."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.any():
+                fan_in = p[0].numel() if p.dim() > 1 else p.numel()
+                p.uniform_(-1.0 / math.sqrt(fan_in), 1.0 / math.sqrt(fan_in), generator=gen)
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                m.running_mean.uniform_(-0.1, 0.1, generator=gen)
+                m.running_var.uniform_(0.5, 1.5, generator=gen)
+            if isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.LayerNorm)) and m.weight is not None:
+                m.weight.uniform_(0.5, 1.5, generator=gen)
+                m.bias.uniform_(-0.1, 0.1, generator=gen)
+
+
+def torchvision_model(name, seed):
+    import torchvision
+    torch.manual_seed(seed)
+    model = getattr(torchvision.models, name)(weights=None)
+    randomize_norms(model, torch.Generator().manual_seed(seed + 1))
+    return model.eval()
+
+
+def export_onnx(name, shape, workdir, seed):
+    """The model, its input and the ONNX file (cached in workdir: exports take up to a minute)."""
+    model = torchvision_model(name, seed)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed + 2))
+    # v2: zero-initialized parameters randomized too (randomize_norms)
+    tag = "%s_%s_s%d_v2_t%s" % (name, "x".join(map(str, shape)), seed, torch.__version__.split("+")[0])
+    onnx_path = os.path.join(workdir, tag + ".onnx")
+    x_path = os.path.join(workdir, tag + ".x.npy")
+    np.save(x_path, x.numpy())
+    if not os.path.exists(onnx_path):
+        log(f"  exporting {name} to {onnx_path}")
+        tmp = onnx_path + ".tmp"
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, (x,), tmp, input_names=["x"], output_names=["y"],
+                              opset_version=17)
+        os.replace(tmp, onnx_path)
+    return model, x, onnx_path, x_path
+
+
+def run_forward(name, a, heddle, tt, workdir):
+    shape = FORWARD[name]
+    model, x, onnx_path, x_path = export_onnx(name, shape, workdir, a.seed)
+    y_path = os.path.join(workdir, name + ".heddle_y.npy")
+    with torch.no_grad():
+        tt.use(1)
+        y_ref = model(x).numpy()
+    base = [onnx_path, "--mesh", "1", "--input", x_path]
+    rows = []
+    check = None
+    for k in a.threads:
+        hs, ts = [], []
+        for r in range(a.rounds):
+            args = base + ["--steps", str(a.steps)]
+            if check is None:
+                args += ["--output", y_path]
+            h, j = heddle.run(args, k)
+            if check is None:
+                y = np.load(y_path)
+                err = float(np.abs(y - y_ref).max())
+                scale = float(np.abs(y_ref).max())
+                check = dict(max_abs_error=err, max_abs_output=scale,
+                             ok=bool(err <= 1e-3 * max(scale, 1.0)))
+                if scale == 0:
+                    raise Failed("PyTorch's output is all zeros: the comparison would prove nothing")
+                if not check["ok"]:
+                    raise Failed("outputs differ: max abs error %.3g (max abs output %.3g)"
+                                 % (err, scale))
+            hs.append(h)
+            tt.use(k)
+            with torch.no_grad():
+                ts.append(time_torch(lambda: model(x), a.steps, a.warmup))
+            log(f"  {name} threads={k} round {r + 1}: heddle {h:.4f} s, torch {ts[-1]:.4f} s")
+        rows.append(dict(group="forward", case=name, what="forward, batch %d, %dx%d" % (
+            shape[0], shape[2], shape[3]), threads=k, heddle_s=median(hs), torch_s=median(ts),
+            heddle_rounds=hs, torch_rounds=ts,
+            check="max abs err %.1e (of %.2g)" % (check["max_abs_error"], check["max_abs_output"])))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Training cases: heddle's zoo against torch_models mirrors
+
+
+def zoo_args(model, size):
+    args = [model]
+    for k in ("layers", "hidden", "heads", "seq", "vocab", "batch"):
+        if k in size:
+            args += ["--" + k, str(size[k])]
+    return args
+
+
+def heddle_show(heddle, args, train):
+    c = [heddle.path, "show"] + args + ["--json"] + (["--train"] if train else [])
+    r = subprocess.run(c, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise Failed("heddle show: " + r.stderr.strip()[:200])
+    return json.loads(r.stdout[r.stdout.index("{"):])
+
+
+def contraction_flops(fn):
+    """FLOPs of the matrix products torch runs in fn() (the profiler's counts for mm, addmm,
+    bmm, matmul's pieces); elementwise work is not counted."""
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as p:
+        fn()
+    return sum(e.flops for e in p.key_averages() if e.flops and "conv" not in e.key)
+
+
+def torch_lm(model_name, size, seed):
+    torch.manual_seed(seed)
+    module, cfg = torch_models.build(model_name, **size)
+    g = torch.Generator().manual_seed(seed + 1)
+    ids = torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=g)
+    labels = torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=g)
+    opt = torch.optim.AdamW(module.parameters(), lr=LR, **ADAMW)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = module(ids, labels)
+        loss.backward()
+        opt.step()
+        return loss
+    return module, cfg, ids, labels, step
+
+
+def lm_checks(heddle, args, module, ids, labels, first_heddle_loss, first_torch_loss):
+    """Parameter count, forward contraction FLOPs and step-1 loss, heddle against torch."""
+    show = heddle_show(heddle, args, train=False)
+    h_params = int(show.get("parameters", -1))
+    t_params = sum(p.numel() for p in module.parameters())
+    with torch.no_grad():
+        t_flops = contraction_flops(lambda: module(ids, labels))
+    h_flops = float(show.get("flops", float("nan")))
+    return dict(heddle_params=h_params, torch_params=t_params, heddle_flops=h_flops,
+                torch_mm_flops=t_flops, heddle_loss1=first_heddle_loss, torch_loss1=first_torch_loss)
+
+
+def check_text(c):
+    s = "params %s" % ("equal (%s)" % f"{c['torch_params']:,}" if c["heddle_params"] == c["torch_params"]
+                       else "heddle %s vs torch %s" % (f"{c['heddle_params']:,}", f"{c['torch_params']:,}"))
+    s += ", fwd GFLOP %.2f/%.2f" % (c["heddle_flops"] / 1e9, c["torch_mm_flops"] / 1e9)
+    s += ", loss1 %.3f/%.3f" % (c["heddle_loss1"], c["torch_loss1"])
+    return s
+
+
+def run_train(name, a, heddle, tt):
+    model_name, size = TRAIN[name]
+    args = zoo_args(model_name, size)
+    module, cfg, ids, labels, step = torch_lm(model_name, size, a.seed)
+    rows = []
+    checks = None
+    for k in a.threads:
+        hs, ts = [], []
+        for r in range(a.rounds):
+            h, j = heddle.run(args + ["--mesh", "1", "--train", "--steps", str(a.train_steps)], k)
+            hs.append(h)
+            tt.use(k)
+            if checks is None:
+                t_loss1 = float(step())
+                checks = lm_checks(heddle, args, module, ids, labels, float(j["loss"][0]), t_loss1)
+            ts.append(time_torch(step, a.train_steps, a.warmup))
+            log(f"  {name} threads={k} round {r + 1}: heddle {h:.4f} s, torch {ts[-1]:.4f} s")
+        rows.append(dict(group="train", case=name, what="%s train step, l=%d h=%d s=%d b=%d, AdamW"
+                         % (model_name, cfg["layers"], cfg["hidden"], cfg["seq"], cfg["batch"]),
+                         threads=k, heddle_s=median(hs), torch_s=median(ts), heddle_rounds=hs,
+                         torch_rounds=ts, check=check_text(checks), checks=checks))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Distributed: dp=2 and tp=2 on 2 devices (threads, MPI ranks) against 1
+
+
+def run_dist(name, a, heddle, tt):
+    model_name, size = DIST[name]
+    base = zoo_args(model_name, size) + ["--train", "--steps", str(a.train_steps)]
+    module, cfg, ids, labels, step = torch_lm(model_name, size, a.seed)
+    # (label, arguments, cores, MPI ranks); one thread per device throughout.
+    variants = [
+        ("heddle, 1 device, 1 core", base + ["--mesh", "1"], 1, 0),
+        ("heddle dp=2, 2 thread-devices", base + ["--mesh", "2", "--strategy", "dp=2"], 2, 0),
+        ("heddle tp=2, 2 thread-devices", base + ["--mesh", "2", "--strategy", "tp=2"], 2, 0),
+    ]
+    if a.mpi:
+        variants += [
+            ("heddle dp=2, 2 MPI ranks", base + ["--mesh", "2", "--strategy", "dp=2"], 2, 2),
+            ("heddle tp=2, 2 MPI ranks", base + ["--mesh", "2", "--strategy", "tp=2"], 2, 2),
+        ]
+    times = {v[0]: [] for v in variants}
+    errors = {}
+    digests = {}
+    torch_t = {1: [], 2: []}
+    for r in range(a.rounds):
+        for label, args, cores, ranks in variants:
+            if label in errors:
+                continue
+            try:
+                h, j = heddle.run(args, cores, 1, ranks)
+                times[label].append(h)
+                digests[label] = (j.get("output_digest"), j.get("loss", [None])[-1])
+                log(f"  {name} {label} round {r + 1}: {h:.4f} s")
+            except Failed as e:
+                errors[label] = str(e)
+                log(f"  {name} {label}: {e}")
+        for k in (1, 2):
+            tt.use(k)
+            torch_t[k].append(time_torch(step, a.train_steps, a.warmup))
+            log(f"  {name} torch threads={k} round {r + 1}: {torch_t[k][-1]:.4f} s")
+    one = median(times[variants[0][0]])
+    rows = []
+    for label, args, cores, ranks in variants:
+        t = median(times[label]) if times[label] else float("nan")
+        tk = median(torch_t[cores])
+        row = dict(group="dist", case=name, what=label, threads=cores, heddle_s=t, torch_s=tk,
+                   heddle_rounds=times[label], torch_rounds=torch_t[cores],
+                   speedup=one / t if t == t and t > 0 else float("nan"),
+                   error=errors.get(label))
+        if ranks:
+            thr = label.replace("MPI ranks", "thread-devices")
+            if times.get(thr):
+                row["mpi_over_threads"] = t / median(times[thr])
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+def fmt_s(t):
+    if t != t:
+        return "-"
+    return "%.1f ms" % (t * 1e3) if t < 1 else "%.2f s" % t
+
+
+def fmt_spread(t, rounds):
+    """The median, and the range over rounds when there were several (the run's noise)."""
+    if len(rounds) < 2:
+        return fmt_s(t)
+    lo, hi = min(rounds), max(rounds)
+    if hi < 1:
+        return "%s (%.0f-%.0f)" % (fmt_s(t), lo * 1e3, hi * 1e3)
+    return "%s (%.2f-%.2f)" % (fmt_s(t), lo, hi)
+
+
+def machine_text():
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem = float("nan")
+    return "%s, %d cores, %.0f GiB; %s; PyTorch %s (%d intra-op threads by default), Python %s" % (
+        cpu, os.cpu_count(), mem, platform.platform(), torch.__version__,
+        torch.get_num_threads(), platform.python_version())
+
+
+def heddle_commit(path):
+    d = os.path.dirname(os.path.abspath(path))
+    try:
+        r = subprocess.run(["git", "-C", d, "log", "-1", "--format=%h %s"], capture_output=True,
+                           text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", d, "status", "--porcelain", "--untracked-files=no",
+                                "--", ":/src", ":/include", ":/tools", ":/CMakeLists.txt"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return r.stdout.strip() + (" (with uncommitted source changes)" if dirty else "") if r.returncode == 0 else "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def done_when(rows):
+    """Issue 16's targets, read off this run's rows."""
+    out = []
+    single = [r for r in rows if r["group"] in ("forward", "train") and r["torch_s"] > 0]
+    if single:
+        worst = max(single, key=lambda r: r["heddle_s"] / r["torch_s"])
+        met = sum(r["heddle_s"] <= r["torch_s"] for r in single)
+        out.append("- heddle / PyTorch <= 1.0: %d of %d rows (worst %.2f, %s, threads=%d)"
+                   % (met, len(single), worst["heddle_s"] / worst["torch_s"], worst["case"],
+                      worst["threads"]))
+    train = [r for r in rows if r["group"] == "train" and r["torch_s"] > 0]
+    if train:
+        met = sum(r["heddle_s"] <= 0.8 * r["torch_s"] for r in train)
+        out.append("- transformer training steps <= 0.8: %d of %d rows (%s)" % (
+            met, len(train), ", ".join("%s/%d %.2f" % (r["case"], r["threads"],
+                                                       r["heddle_s"] / r["torch_s"]) for r in train)))
+    for r in rows:
+        if r["group"] == "dist" and not r.get("error") and r["what"].startswith("heddle dp=2, 2 thread"):
+            out.append("- dp=2 on 2 cores over 1 device with 1 core: %.2fx (target >= 1.8x)"
+                       % r["speedup"])
+    mpi = [r for r in rows if "mpi_over_threads" in r]
+    if mpi:
+        out.append("- MPI / threads, 2 ranks: %s (target <= 1.1)" % ", ".join(
+            "%s %.2f" % (r["what"].split(",")[0].replace("heddle ", ""), r["mpi_over_threads"])
+            for r in mpi))
+    if out:
+        out = ["Against issue 16's targets:", ""] + out + [""]
+    return out
+
+
+def table(rows, failures, meta):
+    out = []
+    out.append("heddle %s; %s" % (meta["commit"], meta["machine"]))
+    out.append("load average %s before, %s after; %s; %d rounds x %d steps (train %d), %d warm-up; "
+               "OMP_WAIT_POLICY %s; %s" % (
+                   meta["load_before"], meta["load_after"], meta["elapsed"], meta["rounds"],
+                   meta["steps"], meta["train_steps"], meta["warmup"], meta["omp_wait"],
+                   "pinned to the first k cores at k threads" if meta["pinned"] else "not pinned"))
+    out.append("")
+    single = [r for r in rows if r["group"] in ("forward", "train")]
+    if single:
+        out.append("Times per step: median over rounds (range over rounds in brackets, ms or s).")
+        out.append("")
+        out.append("| case | what | threads | heddle | PyTorch | heddle / PyTorch | same computation |")
+        out.append("|---|---|---|---|---|---|---|")
+        for r in single:
+            out.append("| %s | %s | %d | %s | %s | %.2f | %s |" % (
+                r["case"], r["what"], r["threads"], fmt_spread(r["heddle_s"], r["heddle_rounds"]),
+                fmt_spread(r["torch_s"], r["torch_rounds"]), r["heddle_s"] / r["torch_s"],
+                r["check"]))
+        out.append("")
+    dist = [r for r in rows if r["group"] == "dist"]
+    if dist:
+        out.append("| %s: run | cores | heddle | speedup over 1 device, 1 core | MPI / threads "
+                   "| PyTorch, same cores | heddle / PyTorch |" % dist[0]["case"])
+        out.append("|---|---|---|---|---|---|---|")
+        for r in dist:
+            if r.get("error"):
+                out.append("| %s | %d | failed: %s | | | | |" % (r["what"], r["threads"], r["error"]))
+                continue
+            out.append("| %s | %d | %s | %.2fx | %s | %s | %.2f |" % (
+                r["what"], r["threads"], fmt_spread(r["heddle_s"], r["heddle_rounds"]),
+                r["speedup"], "%.2f" % r["mpi_over_threads"] if "mpi_over_threads" in r else "",
+                fmt_spread(r["torch_s"], r["torch_rounds"]), r["heddle_s"] / r["torch_s"]))
+        out.append("")
+    out += done_when(rows)
+    if failures:
+        out.append("| case | failed |")
+        out.append("|---|---|")
+        for name, msg in failures:
+            out.append("| %s | %s |" % (name, msg.replace("|", "/")))
+        out.append("")
+    return "\n".join(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--heddle", default="build/tools/heddle/heddle", help="the heddle binary")
+    p.add_argument("--cases", help="comma-separated: %s (default: all; --quick: %s)"
+                   % (",".join(ALL), ",".join(QUICK)))
+    p.add_argument("--quick", action="store_true", help="fewer cases and rounds")
+    p.add_argument("--threads", default="1,2", help="core counts to compare at (default 1,2)")
+    p.add_argument("--rounds", type=int, help="alternating heddle/PyTorch rounds (default 3, quick 2)")
+    p.add_argument("--steps", type=int, default=3, help="forward steps per round (default 3)")
+    p.add_argument("--train-steps", type=int, default=4, help="training steps per round (default 4)")
+    p.add_argument("--warmup", type=int, default=1, help="PyTorch warm-up steps per round")
+    p.add_argument("--no-mpi", dest="mpi", action="store_false", help="skip the MPI runs")
+    p.add_argument("--pin", dest="pin", action="store_true", default=True,
+                   help="confine both sides to the first k cores at k threads (default)")
+    p.add_argument("--no-pin", dest="pin", action="store_false")
+    p.add_argument("--omp-wait", choices=["auto", "default", "passive", "active"], default="auto",
+                   help="OMP_WAIT_POLICY for both sides (auto: passive when the load average is at "
+                   "or above the core count; set before torch loads)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per heddle process")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", default=None, help="exported models (default build/bench-torch)")
+    p.add_argument("--out", help="also write the markdown table here")
+    p.add_argument("--json", help="also write every measurement here")
+    p.add_argument("--from-json", metavar="FILE",
+                   help="print the table of an earlier run's --json file; measure nothing")
+    a = p.parse_args()
+    if a.from_json:
+        with open(a.from_json) as f:
+            saved = json.load(f)
+        text = table(saved["rows"], [tuple(x) for x in saved["failures"]], saved["meta"])
+        print(text)
+        if a.out:
+            with open(a.out, "w") as f:
+                f.write(text + "\n")
+        return 0
+    a.rounds = a.rounds or (2 if a.quick else 3)
+    a.threads = [int(t) for t in a.threads.split(",")]
+    cases = a.cases.split(",") if a.cases else (QUICK if a.quick else ALL)
+    unknown = [c for c in cases if c not in ALL]
+    if unknown:
+        p.error("unknown case(s) %s; known: %s" % (",".join(unknown), ",".join(ALL)))
+    if a.mpi and not shutil.which("mpirun"):
+        log("torch_compare: no mpirun on PATH; skipping the MPI runs")
+        a.mpi = False
+    ncores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if max(a.threads) > ncores:
+        p.error("--threads %d: this process may use only %d cores" % (max(a.threads), ncores))
+    a.workdir = a.workdir or os.path.join(os.path.dirname(HERE), "build", "bench-torch")
+    os.makedirs(a.workdir, exist_ok=True)
+
+    heddle = Heddle(a.heddle, a.timeout, a.pin and shutil.which("taskset") is not None, ncores)
+    tt = TorchThreads(a.pin, ncores)
+    load_before = "%.1f" % os.getloadavg()[0]
+    t0 = time.time()
+    rows, failures = [], []
+    for name in cases:
+        log(f"== {name}")
+        try:
+            if name in FORWARD:
+                rows += run_forward(name, a, heddle, tt, a.workdir)
+            elif name in TRAIN:
+                rows += run_train(name, a, heddle, tt)
+            else:
+                rows += run_dist(name, a, heddle, tt)
+        except Failed as e:
+            failures.append((name, str(e)))
+            log(f"  {name} failed: {e}")
+    tt.use(ncores)
+    meta = dict(commit=heddle_commit(a.heddle), machine=machine_text(), load_before=load_before,
+                load_after="%.1f" % os.getloadavg()[0],
+                elapsed="%.0f s in all" % (time.time() - t0), rounds=a.rounds, steps=a.steps,
+                train_steps=a.train_steps, warmup=a.warmup, pinned=heddle.pin,
+                heddle_threads_flag=heddle.has_threads_flag, omp_wait=OMP_WAIT,
+                command=" ".join([os.path.basename(sys.executable)] + sys.argv))
+    text = table(rows, failures, meta)
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(meta=meta, rows=rows, failures=failures), f, indent=1)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
