@@ -10,32 +10,136 @@ namespace heddle::kdetail {
 
 namespace {
 
-// Global coordinate (row `row` of result 0's projection) at row start p, offset j.
-int64_t out_coord(const Op& op, int64_t row, const int64_t* p, int64_t j) {
-  const AffineMap& m = op.results[0].proj.map();
-  int64_t c = m.offset()[row];
-  for (int64_t k = 0; k < m.in_rank(); ++k) c += m.at(row, k) * p[k];
-  if (m.in_rank()) c += m.at(row, m.in_rank() - 1) * j;
-  return c;
-}
-
 // True when the causal mask hides the result element at (p, j): key index > query index,
-// aligned at the end when the key dim is longer.
+// aligned at the end when the key dim is longer. The coordinates are affine in (p, j); their
+// coefficients are copied out of the projection once.
 struct CausalMask {
-  const Op& op;
-  int64_t rq, rk, shift;
-  explicit CausalMask(const Op& o) : op(o) {
+  std::vector<int64_t> cq, ck;  // coefficients of the query and key coordinates per index dim
+  int64_t q0 = 0, k0 = 0, shift = 0;
+  explicit CausalMask(const Op& o) {
     const auto& proj = o.results[0].proj;
-    int64_t r = proj.tensor_rank();
-    rq = r - 2;
-    rk = r - 1;
+    const AffineMap& m = proj.map();
+    int64_t r = proj.tensor_rank(), rq = r - 2, rk = r - 1;
     IVec ext = proj.image(o.space.box()).shape();
     shift = ext[rk] - ext[rq];
+    q0 = m.offset()[rq];
+    k0 = m.offset()[rk];
+    for (int64_t k = 0; k < m.in_rank(); ++k) {
+      cq.push_back(m.at(rq, k));
+      ck.push_back(m.at(rk, k));
+    }
   }
   bool hidden(const int64_t* p, int64_t j) const {
-    return out_coord(op, rk, p, j) > out_coord(op, rq, p, j) + shift;
+    int64_t q = q0, k = k0, n = static_cast<int64_t>(cq.size());
+    for (int64_t i = 0; i < n; ++i) {
+      q += cq[i] * p[i];
+      k += ck[i] * p[i];
+    }
+    if (n) {
+      q += cq[n - 1] * j;
+      k += ck[n - 1] * j;
+    }
+    return k > q + shift;
   }
 };
+
+// Unary kind K with the kind a constant (the switch folds away, the loop can vectorize).
+template <OpKind K>
+void unary_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+              const std::vector<Tensor*>& outs, Store mode, double alpha) {
+  pointwise(op, box, ins, outs, mode, [alpha](const float* in, float* out, const int64_t*, int64_t) {
+    out[0] = static_cast<float>(unary_value(K, in[0], alpha));
+  });
+}
+
+// elementwise_grad of unary kind K: dy * f'(x).
+template <OpKind K>
+void unary_grad_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                   const std::vector<Tensor*>& outs, Store mode, double alpha) {
+  pointwise(op, box, ins, outs, mode, [alpha](const float* in, float* out, const int64_t*, int64_t) {
+    out[0] = static_cast<float>(in[0] * unary_deriv(K, in[1], alpha));
+  });
+}
+
+// The hot unary kinds of the zoo's models with a constant kind; false for the others.
+bool unary_fast(OpKind k, const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                const std::vector<Tensor*>& outs, Store mode, double alpha, bool grad) {
+#define HEDDLE_UNARY_CASE(K)                                \
+  case OpKind::K:                                           \
+    if (grad)                                               \
+      unary_grad_as<OpKind::K>(op, box, ins, outs, mode, alpha); \
+    else                                                    \
+      unary_as<OpKind::K>(op, box, ins, outs, mode, alpha);  \
+    return true;
+  switch (k) {
+    HEDDLE_UNARY_CASE(kRelu)
+    HEDDLE_UNARY_CASE(kGelu)
+    HEDDLE_UNARY_CASE(kGeluTanh)
+    HEDDLE_UNARY_CASE(kSilu)
+    HEDDLE_UNARY_CASE(kSigmoid)
+    HEDDLE_UNARY_CASE(kTanh)
+    HEDDLE_UNARY_CASE(kExp)
+    HEDDLE_UNARY_CASE(kScale)
+    HEDDLE_UNARY_CASE(kNeg)
+    HEDDLE_UNARY_CASE(kSquare)
+    HEDDLE_UNARY_CASE(kIdentity)
+    HEDDLE_UNARY_CASE(kCast)
+    default:
+      return false;
+  }
+#undef HEDDLE_UNARY_CASE
+}
+
+// Binary kind K in float (for + - * / max min the float result equals the double one rounded).
+template <OpKind K>
+void binary_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+               const std::vector<Tensor*>& outs, Store mode) {
+  pointwise(op, box, ins, outs, mode, [](const float* in, float* out, const int64_t*, int64_t) {
+    out[0] = static_cast<float>(binary_value(K, in[0], in[1]));
+  });
+}
+
+bool binary_fast(OpKind k, const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                 const std::vector<Tensor*>& outs, Store mode) {
+  switch (k) {
+    case OpKind::kAdd:
+      return binary_as<OpKind::kAdd>(op, box, ins, outs, mode), true;
+    case OpKind::kSub:
+      return binary_as<OpKind::kSub>(op, box, ins, outs, mode), true;
+    case OpKind::kMul:
+      return binary_as<OpKind::kMul>(op, box, ins, outs, mode), true;
+    case OpKind::kDiv:
+      return binary_as<OpKind::kDiv>(op, box, ins, outs, mode), true;
+    case OpKind::kMaximum:
+      return binary_as<OpKind::kMaximum>(op, box, ins, outs, mode), true;
+    case OpKind::kMinimum:
+      return binary_as<OpKind::kMinimum>(op, box, ins, outs, mode), true;
+    default:
+      return false;
+  }
+}
+
+// elementwise_grad of add, sub and mul reading only the inputs the derivative needs (dy, and the
+// other factor for mul), the same arithmetic as the generic lambda.
+bool binary_grad_fast(OpKind f, int wrt, const Op& op, const Box& box,
+                      const std::vector<const Tensor*>& ins, const std::vector<Tensor*>& outs,
+                      Store mode) {
+  auto lam = [&](auto g, std::vector<size_t> pick) {
+    pointwise(op, box, ins, outs, mode, g, true, pick);
+    return true;
+  };
+  if (f == OpKind::kAdd || (f == OpKind::kSub && wrt == 0))
+    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; },
+               {0});
+  if (f == OpKind::kSub)
+    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = -in[0]; },
+               {0});
+  if (f == OpKind::kMul)
+    return lam([](const float* in, float* out, const int64_t*,
+                  int64_t) { out[0] = in[0] * in[1]; },
+               {0, wrt == 0 ? size_t{2} : size_t{1}});
+  return false;
+}
 
 double reduce_count(const Op& op) {
   double n = 1;
@@ -52,44 +156,47 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
   Store mode = store_mode(op);
   OpKind k = op.kind;
   const OpCategory cat = op_kind_info(k).category;
+  const bool fast = !o.reference;
   if (k == OpKind::kCausalMask) {
     CausalMask cm(op);
     pointwise(op, box, ins, outs, mode,
               [&](const float* in, float* out, const int64_t* p, int64_t j) {
                 out[0] = cm.hidden(p, j) ? -std::numeric_limits<float>::infinity() : in[0];
-              });
+              }, fast);
     return {};
   }
   if (k == OpKind::kFill) {
     auto value = static_cast<float>(attr_f(op, "value", 0.0));
     pointwise(op, box, ins, outs, mode,
-              [&](const float*, float* out, const int64_t*, int64_t) { out[0] = value; });
+              [&](const float*, float* out, const int64_t*, int64_t) { out[0] = value; }, fast);
     return {};
   }
   if (k == OpKind::kRelu) {  // the common case, kept free of the per-element kind switch
     pointwise(op, box, ins, outs, mode, [](const float* in, float* out, const int64_t*, int64_t) {
       out[0] = in[0] > 0.0f ? in[0] : 0.0f;
-    });
+    }, fast);
     return {};
   }
   if (cat == OpCategory::kUnary) {
     double alpha = attr_f(op, "alpha", 1.0);
+    if (fast && unary_fast(k, op, box, ins, outs, mode, alpha, false)) return {};
     pointwise(op, box, ins, outs, mode, [&](const float* in, float* out, const int64_t*, int64_t) {
       out[0] = static_cast<float>(unary_value(k, in[0], alpha));
-    });
+    }, fast);
     return {};
   }
   if (cat == OpCategory::kBinary && k != OpKind::kElementwiseGrad) {
+    if (fast && binary_fast(k, op, box, ins, outs, mode)) return {};
     pointwise(op, box, ins, outs, mode, [&](const float* in, float* out, const int64_t*, int64_t) {
       out[0] = static_cast<float>(binary_value(k, in[0], in[1]));
-    });
+    }, fast);
     return {};
   }
   switch (k) {
     case OpKind::kWhere:
       pointwise(op, box, ins, outs, mode, [](const float* in, float* out, const int64_t*, int64_t) {
         out[0] = in[0] != 0.0f ? in[1] : in[2];
-      });
+      }, fast);
       return {};
     case OpKind::kElementwiseGrad: {
       auto fk = parse_op_kind(attr_s(op, "fn"));
@@ -103,28 +210,32 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
         pointwise(op, box, ins, outs, mode,
                   [&](const float* in, float* out, const int64_t* p, int64_t j) {
                     out[0] = cm.hidden(p, j) ? 0.0f : in[0];
-                  });
+                  }, fast);
+      } else if (fast && fc == OpCategory::kUnary &&
+                 unary_fast(f, op, box, ins, outs, mode, alpha, true)) {
+      } else if (fast && fc == OpCategory::kBinary &&
+                 binary_grad_fast(f, wrt, op, box, ins, outs, mode)) {
       } else if (fc == OpCategory::kUnary) {
         pointwise(op, box, ins, outs, mode,
                   [&](const float* in, float* out, const int64_t*, int64_t) {
                     out[0] = static_cast<float>(in[0] * unary_deriv(f, in[1], alpha));
-                  });
+                  }, fast);
       } else if (fc == OpCategory::kBinary) {
         pointwise(op, box, ins, outs, mode,
                   [&](const float* in, float* out, const int64_t*, int64_t) {
                     out[0] = static_cast<float>(in[0] * binary_deriv(f, in[1], in[2], wrt));
-                  });
+                  }, fast);
       } else if (f == OpKind::kWhere) {
         pointwise(op, box, ins, outs, mode,
                   [&](const float* in, float* out, const int64_t*, int64_t) {
                     bool c = in[1] != 0.0f;
                     out[0] = (wrt == 1) == c ? in[0] : 0.0f;
-                  });
+                  }, fast);
       } else if (f == OpKind::kReduceMax || f == OpKind::kReduceMin) {
         pointwise(op, box, ins, outs, mode,
                   [&](const float* in, float* out, const int64_t*, int64_t) {
                     out[0] = in[1] == in[2] ? in[0] : 0.0f;
-                  });
+                  }, fast);
       } else {
         return Diagnostic("elementwise_grad: no local derivative for fn '" + attr_s(op, "fn") +
                           "'");
@@ -151,7 +262,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
                   float v = in[0];
                   for (size_t i = 1; i < n; ++i) v = sum ? v + in[i] : v * in[i];
                   out[0] = v;
-                });
+                }, fast);
       return {};
     }
     case OpKind::kSgdMomentum: {
@@ -164,7 +275,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
                   float v = mu * in[2] + g;
                   out[0] = in[0] - lr * v;
                   out[1] = v;
-                });
+                }, fast);
       return {};
     }
     case OpKind::kAdamW: {
@@ -183,7 +294,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
                   out[0] = static_cast<float>(p - lr * upd);
                   out[1] = static_cast<float>(m);
                   out[2] = static_cast<float>(v);
-                });
+                }, fast);
       return {};
     }
     default:
@@ -191,7 +302,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
   }
   if (cat == OpCategory::kReduction || cat == OpCategory::kLayout) {
     pointwise(op, box, ins, outs, mode,
-              [](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; });
+              [](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; }, fast);
     return {};
   }
   return Diagnostic("no pointwise kernel for op '" + std::string(op_kind_name(k)) + "'");
