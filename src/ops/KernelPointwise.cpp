@@ -43,12 +43,41 @@ struct CausalMask {
   }
 };
 
+// Float versions of the costly activations (erff/expf/tanhf instead of their double forms); the
+// other kinds compute as the reference does.
+template <OpKind K>
+float unary_f(float x, double alpha) {
+  if constexpr (K == OpKind::kGelu) {
+    return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
+  } else if constexpr (K == OpKind::kSilu) {
+    return x / (1.0f + std::exp(-x));
+  } else if constexpr (K == OpKind::kGeluTanh) {
+    constexpr auto c = static_cast<float>(kSqrt2OverPi), a = static_cast<float>(kGeluC);
+    return 0.5f * x * (1.0f + std::tanh(c * (x + a * x * x * x)));
+  } else {
+    return static_cast<float>(unary_value(K, x, alpha));
+  }
+}
+
+template <OpKind K>
+float unary_deriv_f(float x, double alpha) {
+  if constexpr (K == OpKind::kGelu) {
+    float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678f));
+    return cdf + x * std::exp(-0.5f * x * x) * 0.39894228f;
+  } else if constexpr (K == OpKind::kSilu) {
+    float s = 1.0f / (1.0f + std::exp(-x));
+    return s * (1.0f + x * (1.0f - s));
+  } else {
+    return static_cast<float>(unary_deriv(K, x, alpha));
+  }
+}
+
 // Unary kind K with the kind a constant (the switch folds away, the loop can vectorize).
 template <OpKind K>
 void unary_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
               const std::vector<Tensor*>& outs, Store mode, double alpha) {
   pointwise(op, box, ins, outs, mode, [alpha](const float* in, float* out, const int64_t*, int64_t) {
-    out[0] = static_cast<float>(unary_value(K, in[0], alpha));
+    out[0] = unary_f<K>(in[0], alpha);
   });
 }
 
@@ -57,7 +86,10 @@ template <OpKind K>
 void unary_grad_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                    const std::vector<Tensor*>& outs, Store mode, double alpha) {
   pointwise(op, box, ins, outs, mode, [alpha](const float* in, float* out, const int64_t*, int64_t) {
-    out[0] = static_cast<float>(in[0] * unary_deriv(K, in[1], alpha));
+    if constexpr (K == OpKind::kGelu || K == OpKind::kSilu)
+      out[0] = in[0] * unary_deriv_f<K>(in[1], alpha);
+    else
+      out[0] = static_cast<float>(in[0] * unary_deriv(K, in[1], alpha));
   });
 }
 
@@ -139,6 +171,39 @@ bool binary_grad_fast(OpKind f, int wrt, const Op& op, const Box& box,
                   int64_t) { out[0] = in[0] * in[1]; },
                {0, wrt == 0 ? size_t{2} : size_t{1}});
   return false;
+}
+
+// AdamW over rows where every operand is contiguous along the last index dim (the reference's
+// double arithmetic, in a loop the compiler vectorizes); false (nothing written) otherwise.
+bool adamw_rows(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                const std::vector<Tensor*>& outs, double lr, double b1, double b2, double eps,
+                double wd, double c1, double c2) {
+  if (ins.size() != 4 || outs.size() != 3 || box.rank() == 0) return false;
+  std::vector<Access> a;
+  for (size_t i = 0; i < 4; ++i) {
+    if (ins[i]->is_int() || op.inputs[i].padded) return false;
+    a.emplace_back(*ins[i], op.inputs[i]);
+  }
+  for (size_t i = 0; i < 3; ++i) a.emplace_back(*outs[i], op.results[i]);
+  int64_t last = box.rank() - 1;
+  for (const auto& x : a)
+    if (x.coef[last] != 1) return false;
+  for_each_row(box, [&](const int64_t* p, int64_t n) {
+    const float *P = a[0].fdata + a[0].offset(p), *G = a[1].fdata + a[1].offset(p),
+                *M = a[2].fdata + a[2].offset(p), *V = a[3].fdata + a[3].offset(p);
+    float *OP = outs[0]->f32() + a[4].offset(p), *OM = outs[1]->f32() + a[5].offset(p),
+          *OV = outs[2]->f32() + a[6].offset(p);
+    for (int64_t j = 0; j < n; ++j) {
+      double pv = P[j], g = G[j];
+      double m = b1 * M[j] + (1 - b1) * g;
+      double v = b2 * V[j] + (1 - b2) * g * g;
+      double upd = (m / c1) / (std::sqrt(v / c2) + eps) + wd * pv;
+      OP[j] = static_cast<float>(pv - lr * upd);
+      OM[j] = static_cast<float>(m);
+      OV[j] = static_cast<float>(v);
+    }
+  });
+  return true;
 }
 
 double reduce_count(const Op& op) {
@@ -285,6 +350,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
       int64_t step = o.optimizer_step > 0 ? o.optimizer_step : attr_i(op, "step", 1);
       double c1 = 1.0 - std::pow(b1, static_cast<double>(step));
       double c2 = 1.0 - std::pow(b2, static_cast<double>(step));
+      if (fast && adamw_rows(op, box, ins, outs, lr, b1, b2, eps, wd, c1, c2)) return {};
       pointwise(op, box, ins, outs, Store::kAssign,
                 [&](const float* in, float* out, const int64_t*, int64_t) {
                   double p = in[0], g = in[1];
