@@ -10,98 +10,38 @@ namespace heddle::kdetail {
 
 namespace {
 
-// True when the causal mask hides the result element at (p, j): key index > query index,
-// aligned at the end when the key dim is longer. The coordinates are affine in (p, j); their
-// coefficients are copied out of the projection once.
-struct CausalMask {
-  std::vector<int64_t> cq, ck;  // coefficients of the query and key coordinates per index dim
-  int64_t q0 = 0, k0 = 0, shift = 0;
-  explicit CausalMask(const Op& o) {
-    const auto& proj = o.results[0].proj;
-    const AffineMap& m = proj.map();
-    int64_t r = proj.tensor_rank(), rq = r - 2, rk = r - 1;
-    IVec ext = proj.image(o.space.box()).shape();
-    shift = ext[rk] - ext[rq];
-    q0 = m.offset()[rq];
-    k0 = m.offset()[rk];
-    for (int64_t k = 0; k < m.in_rank(); ++k) {
-      cq.push_back(m.at(rq, k));
-      ck.push_back(m.at(rk, k));
-    }
-  }
-  bool hidden(const int64_t* p, int64_t j) const {
-    int64_t q = q0, k = k0, n = static_cast<int64_t>(cq.size());
-    for (int64_t i = 0; i < n; ++i) {
-      q += cq[i] * p[i];
-      k += ck[i] * p[i];
-    }
-    if (n) {
-      q += cq[n - 1] * j;
-      k += ck[n - 1] * j;
-    }
-    return k > q + shift;
-  }
-};
-
-// Float versions of the costly activations (erff/expf/tanhf instead of their double forms); the
-// other kinds compute as the reference does.
-template <OpKind K>
-float unary_f(float x, double alpha) {
-  if constexpr (K == OpKind::kGelu) {
-    return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
-  } else if constexpr (K == OpKind::kSilu) {
-    return x / (1.0f + std::exp(-x));
-  } else if constexpr (K == OpKind::kGeluTanh) {
-    constexpr auto c = static_cast<float>(kSqrt2OverPi), a = static_cast<float>(kGeluC);
-    return 0.5f * x * (1.0f + std::tanh(c * (x + a * x * x * x)));
-  } else {
-    return static_cast<float>(unary_value(K, x, alpha));
-  }
-}
-
-template <OpKind K>
-float unary_deriv_f(float x, double alpha) {
-  if constexpr (K == OpKind::kGelu) {
-    float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678f));
-    return cdf + x * std::exp(-0.5f * x * x) * 0.39894228f;
-  } else if constexpr (K == OpKind::kSilu) {
-    float s = 1.0f / (1.0f + std::exp(-x));
-    return s * (1.0f + x * (1.0f - s));
-  } else {
-    return static_cast<float>(unary_deriv(K, x, alpha));
-  }
-}
-
 // Unary kind K with the kind a constant (the switch folds away, the loop can vectorize).
 template <OpKind K>
 void unary_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
               const std::vector<Tensor*>& outs, Store mode, double alpha) {
-  pointwise(op, box, ins, outs, mode, [alpha](const float* in, float* out, const int64_t*, int64_t) {
-    out[0] = unary_f<K>(in[0], alpha);
-  });
+  pointwise(op, box, ins, outs, mode,
+            [alpha](const float* in, float* out, const int64_t*, int64_t) {
+              out[0] = unary_f<K>(in[0], alpha);
+            });
 }
 
 // elementwise_grad of unary kind K: dy * f'(x).
 template <OpKind K>
 void unary_grad_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                    const std::vector<Tensor*>& outs, Store mode, double alpha) {
-  pointwise(op, box, ins, outs, mode, [alpha](const float* in, float* out, const int64_t*, int64_t) {
-    if constexpr (K == OpKind::kGelu || K == OpKind::kSilu)
-      out[0] = in[0] * unary_deriv_f<K>(in[1], alpha);
-    else
-      out[0] = static_cast<float>(in[0] * unary_deriv(K, in[1], alpha));
-  });
+  pointwise(op, box, ins, outs, mode,
+            [alpha](const float* in, float* out, const int64_t*, int64_t) {
+              if constexpr (K == OpKind::kGelu || K == OpKind::kSilu)
+                out[0] = in[0] * unary_deriv_f<K>(in[1], alpha);
+              else
+                out[0] = static_cast<float>(in[0] * unary_deriv(K, in[1], alpha));
+            });
 }
 
 // The hot unary kinds of the zoo's models with a constant kind; false for the others.
 bool unary_fast(OpKind k, const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                 const std::vector<Tensor*>& outs, Store mode, double alpha, bool grad) {
-#define HEDDLE_UNARY_CASE(K)                                \
-  case OpKind::K:                                           \
-    if (grad)                                               \
+#define HEDDLE_UNARY_CASE(K)                                     \
+  case OpKind::K:                                                \
+    if (grad)                                                    \
       unary_grad_as<OpKind::K>(op, box, ins, outs, mode, alpha); \
-    else                                                    \
-      unary_as<OpKind::K>(op, box, ins, outs, mode, alpha);  \
+    else                                                         \
+      unary_as<OpKind::K>(op, box, ins, outs, mode, alpha);      \
     return true;
   switch (k) {
     HEDDLE_UNARY_CASE(kRelu)
@@ -161,14 +101,11 @@ bool binary_grad_fast(OpKind f, int wrt, const Op& op, const Box& box,
     return true;
   };
   if (f == OpKind::kAdd || (f == OpKind::kSub && wrt == 0))
-    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; },
-               {0});
+    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; }, {0});
   if (f == OpKind::kSub)
-    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = -in[0]; },
-               {0});
+    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = -in[0]; }, {0});
   if (f == OpKind::kMul)
-    return lam([](const float* in, float* out, const int64_t*,
-                  int64_t) { out[0] = in[0] * in[1]; },
+    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0] * in[1]; },
                {0, wrt == 0 ? size_t{2} : size_t{1}});
   return false;
 }
@@ -224,44 +161,59 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
   const bool fast = !o.reference;
   if (k == OpKind::kCausalMask) {
     CausalMask cm(op);
-    pointwise(op, box, ins, outs, mode,
-              [&](const float* in, float* out, const int64_t* p, int64_t j) {
-                out[0] = cm.hidden(p, j) ? -std::numeric_limits<float>::infinity() : in[0];
-              }, fast);
+    pointwise(
+        op, box, ins, outs, mode,
+        [&](const float* in, float* out, const int64_t* p, int64_t j) {
+          out[0] = cm.hidden(p, j) ? -std::numeric_limits<float>::infinity() : in[0];
+        },
+        fast);
     return {};
   }
   if (k == OpKind::kFill) {
     auto value = static_cast<float>(attr_f(op, "value", 0.0));
-    pointwise(op, box, ins, outs, mode,
-              [&](const float*, float* out, const int64_t*, int64_t) { out[0] = value; }, fast);
+    pointwise(
+        op, box, ins, outs, mode,
+        [&](const float*, float* out, const int64_t*, int64_t) { out[0] = value; }, fast);
     return {};
   }
   if (k == OpKind::kRelu) {  // the common case, kept free of the per-element kind switch
-    pointwise(op, box, ins, outs, mode, [](const float* in, float* out, const int64_t*, int64_t) {
-      out[0] = in[0] > 0.0f ? in[0] : 0.0f;
-    }, fast);
+    pointwise(
+        op, box, ins, outs, mode,
+        [](const float* in, float* out, const int64_t*, int64_t) {
+          out[0] = in[0] > 0.0f ? in[0] : 0.0f;
+        },
+        fast);
     return {};
   }
   if (cat == OpCategory::kUnary) {
     double alpha = attr_f(op, "alpha", 1.0);
     if (fast && unary_fast(k, op, box, ins, outs, mode, alpha, false)) return {};
-    pointwise(op, box, ins, outs, mode, [&](const float* in, float* out, const int64_t*, int64_t) {
-      out[0] = static_cast<float>(unary_value(k, in[0], alpha));
-    }, fast);
+    pointwise(
+        op, box, ins, outs, mode,
+        [&](const float* in, float* out, const int64_t*, int64_t) {
+          out[0] = static_cast<float>(unary_value(k, in[0], alpha));
+        },
+        fast);
     return {};
   }
   if (cat == OpCategory::kBinary && k != OpKind::kElementwiseGrad) {
     if (fast && binary_fast(k, op, box, ins, outs, mode)) return {};
-    pointwise(op, box, ins, outs, mode, [&](const float* in, float* out, const int64_t*, int64_t) {
-      out[0] = static_cast<float>(binary_value(k, in[0], in[1]));
-    }, fast);
+    pointwise(
+        op, box, ins, outs, mode,
+        [&](const float* in, float* out, const int64_t*, int64_t) {
+          out[0] = static_cast<float>(binary_value(k, in[0], in[1]));
+        },
+        fast);
     return {};
   }
   switch (k) {
     case OpKind::kWhere:
-      pointwise(op, box, ins, outs, mode, [](const float* in, float* out, const int64_t*, int64_t) {
-        out[0] = in[0] != 0.0f ? in[1] : in[2];
-      }, fast);
+      pointwise(
+          op, box, ins, outs, mode,
+          [](const float* in, float* out, const int64_t*, int64_t) {
+            out[0] = in[0] != 0.0f ? in[1] : in[2];
+          },
+          fast);
       return {};
     case OpKind::kElementwiseGrad: {
       auto fk = parse_op_kind(attr_s(op, "fn"));
@@ -272,35 +224,45 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
       OpCategory fc = op_kind_info(f).category;
       if (f == OpKind::kCausalMask) {
         CausalMask cm(op);
-        pointwise(op, box, ins, outs, mode,
-                  [&](const float* in, float* out, const int64_t* p, int64_t j) {
-                    out[0] = cm.hidden(p, j) ? 0.0f : in[0];
-                  }, fast);
+        pointwise(
+            op, box, ins, outs, mode,
+            [&](const float* in, float* out, const int64_t* p, int64_t j) {
+              out[0] = cm.hidden(p, j) ? 0.0f : in[0];
+            },
+            fast);
       } else if (fast && fc == OpCategory::kUnary &&
                  unary_fast(f, op, box, ins, outs, mode, alpha, true)) {
       } else if (fast && fc == OpCategory::kBinary &&
                  binary_grad_fast(f, wrt, op, box, ins, outs, mode)) {
       } else if (fc == OpCategory::kUnary) {
-        pointwise(op, box, ins, outs, mode,
-                  [&](const float* in, float* out, const int64_t*, int64_t) {
-                    out[0] = static_cast<float>(in[0] * unary_deriv(f, in[1], alpha));
-                  }, fast);
+        pointwise(
+            op, box, ins, outs, mode,
+            [&](const float* in, float* out, const int64_t*, int64_t) {
+              out[0] = static_cast<float>(in[0] * unary_deriv(f, in[1], alpha));
+            },
+            fast);
       } else if (fc == OpCategory::kBinary) {
-        pointwise(op, box, ins, outs, mode,
-                  [&](const float* in, float* out, const int64_t*, int64_t) {
-                    out[0] = static_cast<float>(in[0] * binary_deriv(f, in[1], in[2], wrt));
-                  }, fast);
+        pointwise(
+            op, box, ins, outs, mode,
+            [&](const float* in, float* out, const int64_t*, int64_t) {
+              out[0] = static_cast<float>(in[0] * binary_deriv(f, in[1], in[2], wrt));
+            },
+            fast);
       } else if (f == OpKind::kWhere) {
-        pointwise(op, box, ins, outs, mode,
-                  [&](const float* in, float* out, const int64_t*, int64_t) {
-                    bool c = in[1] != 0.0f;
-                    out[0] = (wrt == 1) == c ? in[0] : 0.0f;
-                  }, fast);
+        pointwise(
+            op, box, ins, outs, mode,
+            [&](const float* in, float* out, const int64_t*, int64_t) {
+              bool c = in[1] != 0.0f;
+              out[0] = (wrt == 1) == c ? in[0] : 0.0f;
+            },
+            fast);
       } else if (f == OpKind::kReduceMax || f == OpKind::kReduceMin) {
-        pointwise(op, box, ins, outs, mode,
-                  [&](const float* in, float* out, const int64_t*, int64_t) {
-                    out[0] = in[1] == in[2] ? in[0] : 0.0f;
-                  }, fast);
+        pointwise(
+            op, box, ins, outs, mode,
+            [&](const float* in, float* out, const int64_t*, int64_t) {
+              out[0] = in[1] == in[2] ? in[0] : 0.0f;
+            },
+            fast);
       } else {
         return Diagnostic("elementwise_grad: no local derivative for fn '" + attr_s(op, "fn") +
                           "'");
@@ -322,25 +284,29 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
       // weight gradient: the product of the operands.
       bool sum = k == OpKind::kConcat;
       size_t n = ins.size();
-      pointwise(op, box, ins, outs, mode,
-                [&](const float* in, float* out, const int64_t*, int64_t) {
-                  float v = in[0];
-                  for (size_t i = 1; i < n; ++i) v = sum ? v + in[i] : v * in[i];
-                  out[0] = v;
-                }, fast);
+      pointwise(
+          op, box, ins, outs, mode,
+          [&](const float* in, float* out, const int64_t*, int64_t) {
+            float v = in[0];
+            for (size_t i = 1; i < n; ++i) v = sum ? v + in[i] : v * in[i];
+            out[0] = v;
+          },
+          fast);
       return {};
     }
     case OpKind::kSgdMomentum: {
       auto lr = static_cast<float>(attr_f(op, "lr", 0.01));
       auto mu = static_cast<float>(attr_f(op, "momentum", 0.9));
       auto wd = static_cast<float>(attr_f(op, "weight_decay", 0.0));
-      pointwise(op, box, ins, outs, Store::kAssign,
-                [&](const float* in, float* out, const int64_t*, int64_t) {
-                  float g = in[1] + wd * in[0];
-                  float v = mu * in[2] + g;
-                  out[0] = in[0] - lr * v;
-                  out[1] = v;
-                }, fast);
+      pointwise(
+          op, box, ins, outs, Store::kAssign,
+          [&](const float* in, float* out, const int64_t*, int64_t) {
+            float g = in[1] + wd * in[0];
+            float v = mu * in[2] + g;
+            out[0] = in[0] - lr * v;
+            out[1] = v;
+          },
+          fast);
       return {};
     }
     case OpKind::kAdamW: {
@@ -351,24 +317,27 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
       double c1 = 1.0 - std::pow(b1, static_cast<double>(step));
       double c2 = 1.0 - std::pow(b2, static_cast<double>(step));
       if (fast && adamw_rows(op, box, ins, outs, lr, b1, b2, eps, wd, c1, c2)) return {};
-      pointwise(op, box, ins, outs, Store::kAssign,
-                [&](const float* in, float* out, const int64_t*, int64_t) {
-                  double p = in[0], g = in[1];
-                  double m = b1 * in[2] + (1 - b1) * g;
-                  double v = b2 * in[3] + (1 - b2) * g * g;
-                  double upd = (m / c1) / (std::sqrt(v / c2) + eps) + wd * p;
-                  out[0] = static_cast<float>(p - lr * upd);
-                  out[1] = static_cast<float>(m);
-                  out[2] = static_cast<float>(v);
-                }, fast);
+      pointwise(
+          op, box, ins, outs, Store::kAssign,
+          [&](const float* in, float* out, const int64_t*, int64_t) {
+            double p = in[0], g = in[1];
+            double m = b1 * in[2] + (1 - b1) * g;
+            double v = b2 * in[3] + (1 - b2) * g * g;
+            double upd = (m / c1) / (std::sqrt(v / c2) + eps) + wd * p;
+            out[0] = static_cast<float>(p - lr * upd);
+            out[1] = static_cast<float>(m);
+            out[2] = static_cast<float>(v);
+          },
+          fast);
       return {};
     }
     default:
       break;
   }
   if (cat == OpCategory::kReduction || cat == OpCategory::kLayout) {
-    pointwise(op, box, ins, outs, mode,
-              [](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; }, fast);
+    pointwise(
+        op, box, ins, outs, mode,
+        [](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; }, fast);
     return {};
   }
   return Diagnostic("no pointwise kernel for op '" + std::string(op_kind_name(k)) + "'");

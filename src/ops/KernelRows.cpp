@@ -122,8 +122,8 @@ Status rotary(const Op& op, const Box& box, std::vector<Access>& ai, const Acces
   std::vector<double> cs(static_cast<size_t>(np * ni)), sn(cs.size());
   for (int64_t a = 0; a < np; ++a)
     for (int64_t b = 0; b < ni; ++b) {
-      double ang = static_cast<double>(p0 + a) *
-                   std::pow(theta, -2.0 * static_cast<double>(i0 + b) / hd);
+      double ang =
+          static_cast<double>(p0 + a) * std::pow(theta, -2.0 * static_cast<double>(i0 + b) / hd);
       cs[a * ni + b] = std::cos(ang);
       sn[a * ni + b] = sign * std::sin(ang);
     }

@@ -240,6 +240,39 @@ void pointwise(const Op& op, const Box& box, const std::vector<const Tensor*>& i
   }
 }
 
+/// True when the causal mask hides the result element at (p, j): key index > query index,
+// aligned at the end when the key dim is longer. The coordinates are affine in (p, j); their
+// coefficients are copied out of the projection once.
+struct CausalMask {
+  std::vector<int64_t> cq, ck;  // coefficients of the query and key coordinates per index dim
+  int64_t q0 = 0, k0 = 0, shift = 0;
+  explicit CausalMask(const Op& o) {
+    const auto& proj = o.results[0].proj;
+    const AffineMap& m = proj.map();
+    int64_t r = proj.tensor_rank(), rq = r - 2, rk = r - 1;
+    IVec ext = proj.image(o.space.box()).shape();
+    shift = ext[rk] - ext[rq];
+    q0 = m.offset()[rq];
+    k0 = m.offset()[rk];
+    for (int64_t k = 0; k < m.in_rank(); ++k) {
+      cq.push_back(m.at(rq, k));
+      ck.push_back(m.at(rk, k));
+    }
+  }
+  bool hidden(const int64_t* p, int64_t j) const {
+    int64_t q = q0, k = k0, n = static_cast<int64_t>(cq.size());
+    for (int64_t i = 0; i < n; ++i) {
+      q += cq[i] * p[i];
+      k += ck[i] * p[i];
+    }
+    if (n) {
+      q += cq[n - 1] * j;
+      k += ck[n - 1] * j;
+    }
+    return k > q + shift;
+  }
+};
+
 /// True when every operand and result of `op` has a unit window.
 bool unit_windows(const Op& op);
 
