@@ -60,7 +60,7 @@ class DeviceRun {
         return;
       }
       case Instr::Kind::kKernel: {
-        if (in.calls.size() > 1) return fused(in);  // one loop, no temporaries (ops/Chain.h)
+        if (in.calls.size() > 1 && error_.ok() && fused(in)) return;  // one loop (ops/Chain.h)
         std::map<ValueId, Tensor> temps;
         for (const KernelCall& call : in.calls) kernel(call, temps, in.temporaries);
         return;
@@ -71,9 +71,9 @@ class DeviceRun {
     }
   }
 
-  // A fused chain: kernels::run_chain with this device's tiles; its results become tiles.
-  void fused(const Instr& in) {
-    if (!error_.ok()) return;
+  // A fused chain: kernels::run_chain with this device's tiles; its results become tiles. On a
+  // kernel error: false, after fail() (the caller's loop then gives the results zero tiles).
+  bool fused(const Instr& in) {
     std::vector<kernels::ChainCall> calls;
     for (const KernelCall& c : in.calls) calls.push_back({c.op, c.box});
     kernels::KernelOptions ko;
@@ -85,10 +85,14 @@ class DeviceRun {
           return h != halos_.end() ? &h->second : &tiles_.at(v);
         },
         ko);
-    if (!r.ok()) return fail(r.error());
+    if (!r.ok()) {
+      fail(r.error());
+      return false;
+    }
     for (const KernelCall& c : in.calls)
       for (const auto& x : g_.op(c.op).inputs) halos_.erase(x.value);
     for (auto& [v, t] : *r) tiles_[v] = std::move(t);
+    return true;
   }
 
   void kernel(const KernelCall& call, std::map<ValueId, Tensor>& temps,
