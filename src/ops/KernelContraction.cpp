@@ -133,15 +133,11 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
   bool b_direct = merged_stride(K, B, ext, &b_rs) && merged_stride(N, B, ext, &b_cs);
   bool c_direct = merged_stride(M, C, ext, &c_rs) && merged_stride(N, C, ext, &c_cs) &&
                   (c_cs == 1 || N.total == 1) && (M.total == 1 || c_rs >= N.total);
-  std::vector<int64_t> a_roff, a_coff, b_roff, b_coff, c_roff, c_coff;
-  if (!a_direct) {
-    a_roff = group_offsets(M, A, ext);
-    a_coff = group_offsets(K, A, ext);
-  }
-  if (!b_direct) {
-    b_roff = group_offsets(K, B, ext);
-    b_coff = group_offsets(N, B, ext);
-  }
+  // describe() packs an operand whose merged strides still fit neither sgemm layout (e.g. a tile
+  // wider than the box), so the offsets of A and B are always needed.
+  std::vector<int64_t> a_roff = group_offsets(M, A, ext), a_coff = group_offsets(K, A, ext);
+  std::vector<int64_t> b_roff = group_offsets(K, B, ext), b_coff = group_offsets(N, B, ext);
+  std::vector<int64_t> c_roff, c_coff;
   if (!c_direct) {
     c_roff = group_offsets(M, C, ext);
     c_coff = group_offsets(N, C, ext);

@@ -10,32 +10,138 @@ namespace heddle::kdetail {
 
 namespace {
 
-// Global coordinate (row `row` of result 0's projection) at row start p, offset j.
-int64_t out_coord(const Op& op, int64_t row, const int64_t* p, int64_t j) {
-  const AffineMap& m = op.results[0].proj.map();
-  int64_t c = m.offset()[row];
-  for (int64_t k = 0; k < m.in_rank(); ++k) c += m.at(row, k) * p[k];
-  if (m.in_rank()) c += m.at(row, m.in_rank() - 1) * j;
-  return c;
+// Unary kind K with the kind a constant (the switch folds away, the loop can vectorize).
+template <OpKind K>
+void unary_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+              const std::vector<Tensor*>& outs, Store mode, double alpha) {
+  pointwise(op, box, ins, outs, mode,
+            [alpha](const float* in, float* out, const int64_t*, int64_t) {
+              out[0] = unary_f<K>(in[0], alpha);
+            });
 }
 
-// True when the causal mask hides the result element at (p, j): key index > query index,
-// aligned at the end when the key dim is longer.
-struct CausalMask {
-  const Op& op;
-  int64_t rq, rk, shift;
-  explicit CausalMask(const Op& o) : op(o) {
-    const auto& proj = o.results[0].proj;
-    int64_t r = proj.tensor_rank();
-    rq = r - 2;
-    rk = r - 1;
-    IVec ext = proj.image(o.space.box()).shape();
-    shift = ext[rk] - ext[rq];
+// elementwise_grad of unary kind K: dy * f'(x).
+template <OpKind K>
+void unary_grad_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                   const std::vector<Tensor*>& outs, Store mode, double alpha) {
+  pointwise(op, box, ins, outs, mode,
+            [alpha](const float* in, float* out, const int64_t*, int64_t) {
+              if constexpr (K == OpKind::kGelu || K == OpKind::kSilu)
+                out[0] = in[0] * unary_deriv_f<K>(in[1], alpha);
+              else
+                out[0] = static_cast<float>(in[0] * unary_deriv(K, in[1], alpha));
+            });
+}
+
+// The hot unary kinds of the zoo's models with a constant kind; false for the others.
+bool unary_fast(OpKind k, const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                const std::vector<Tensor*>& outs, Store mode, double alpha, bool grad) {
+#define HEDDLE_UNARY_CASE(K)                                     \
+  case OpKind::K:                                                \
+    if (grad)                                                    \
+      unary_grad_as<OpKind::K>(op, box, ins, outs, mode, alpha); \
+    else                                                         \
+      unary_as<OpKind::K>(op, box, ins, outs, mode, alpha);      \
+    return true;
+  switch (k) {
+    HEDDLE_UNARY_CASE(kRelu)
+    HEDDLE_UNARY_CASE(kGelu)
+    HEDDLE_UNARY_CASE(kGeluTanh)
+    HEDDLE_UNARY_CASE(kSilu)
+    HEDDLE_UNARY_CASE(kSigmoid)
+    HEDDLE_UNARY_CASE(kTanh)
+    HEDDLE_UNARY_CASE(kExp)
+    HEDDLE_UNARY_CASE(kScale)
+    HEDDLE_UNARY_CASE(kNeg)
+    HEDDLE_UNARY_CASE(kSquare)
+    HEDDLE_UNARY_CASE(kIdentity)
+    HEDDLE_UNARY_CASE(kCast)
+    default:
+      return false;
   }
-  bool hidden(const int64_t* p, int64_t j) const {
-    return out_coord(op, rk, p, j) > out_coord(op, rq, p, j) + shift;
+#undef HEDDLE_UNARY_CASE
+}
+
+// Binary kind K in float (for + - * / max min the float result equals the double one rounded).
+template <OpKind K>
+void binary_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+               const std::vector<Tensor*>& outs, Store mode) {
+  pointwise(op, box, ins, outs, mode, [](const float* in, float* out, const int64_t*, int64_t) {
+    out[0] = static_cast<float>(binary_value(K, in[0], in[1]));
+  });
+}
+
+bool binary_fast(OpKind k, const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                 const std::vector<Tensor*>& outs, Store mode) {
+  switch (k) {
+    case OpKind::kAdd:
+      return binary_as<OpKind::kAdd>(op, box, ins, outs, mode), true;
+    case OpKind::kSub:
+      return binary_as<OpKind::kSub>(op, box, ins, outs, mode), true;
+    case OpKind::kMul:
+      return binary_as<OpKind::kMul>(op, box, ins, outs, mode), true;
+    case OpKind::kDiv:
+      return binary_as<OpKind::kDiv>(op, box, ins, outs, mode), true;
+    case OpKind::kMaximum:
+      return binary_as<OpKind::kMaximum>(op, box, ins, outs, mode), true;
+    case OpKind::kMinimum:
+      return binary_as<OpKind::kMinimum>(op, box, ins, outs, mode), true;
+    default:
+      return false;
   }
-};
+}
+
+// elementwise_grad of add, sub and mul reading only the inputs the derivative needs (dy, and the
+// other factor for mul), the same arithmetic as the generic lambda.
+bool binary_grad_fast(OpKind f, int wrt, const Op& op, const Box& box,
+                      const std::vector<const Tensor*>& ins, const std::vector<Tensor*>& outs,
+                      Store mode) {
+  auto lam = [&](auto g, std::vector<size_t> pick) {
+    pointwise(op, box, ins, outs, mode, g, true, pick);
+    return true;
+  };
+  if (f == OpKind::kAdd || (f == OpKind::kSub && wrt == 0))
+    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; }, {0});
+  if (f == OpKind::kSub)
+    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = -in[0]; }, {0});
+  if (f == OpKind::kMul)
+    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0] * in[1]; },
+               {0, wrt == 0 ? size_t{2} : size_t{1}});
+  return false;
+}
+
+// AdamW over rows where every operand is contiguous along the last index dim (the reference's
+// double arithmetic, in a loop the compiler vectorizes); false (nothing written) otherwise.
+bool adamw_rows(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                const std::vector<Tensor*>& outs, double lr, double b1, double b2, double eps,
+                double wd, double c1, double c2) {
+  if (ins.size() != 4 || outs.size() != 3 || box.rank() == 0) return false;
+  std::vector<Access> a;
+  for (size_t i = 0; i < 4; ++i) {
+    if (ins[i]->is_int() || op.inputs[i].padded) return false;
+    a.emplace_back(*ins[i], op.inputs[i]);
+  }
+  for (size_t i = 0; i < 3; ++i) a.emplace_back(*outs[i], op.results[i]);
+  int64_t last = box.rank() - 1;
+  for (const auto& x : a)
+    if (x.coef[last] != 1) return false;
+  for_each_row(box, [&](const int64_t* p, int64_t n) {
+    const float *P = a[0].fdata + a[0].offset(p), *G = a[1].fdata + a[1].offset(p),
+                *M = a[2].fdata + a[2].offset(p), *V = a[3].fdata + a[3].offset(p);
+    float *OP = outs[0]->f32() + a[4].offset(p), *OM = outs[1]->f32() + a[5].offset(p),
+          *OV = outs[2]->f32() + a[6].offset(p);
+    for (int64_t j = 0; j < n; ++j) {
+      double pv = P[j], g = G[j];
+      double m = b1 * M[j] + (1 - b1) * g;
+      double v = b2 * V[j] + (1 - b2) * g * g;
+      double upd = (m / c1) / (std::sqrt(v / c2) + eps) + wd * pv;
+      OP[j] = static_cast<float>(pv - lr * upd);
+      OM[j] = static_cast<float>(m);
+      OV[j] = static_cast<float>(v);
+    }
+  });
+  return true;
+}
 
 double reduce_count(const Op& op) {
   double n = 1;
@@ -52,44 +158,62 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
   Store mode = store_mode(op);
   OpKind k = op.kind;
   const OpCategory cat = op_kind_info(k).category;
+  const bool fast = !o.reference;
   if (k == OpKind::kCausalMask) {
     CausalMask cm(op);
-    pointwise(op, box, ins, outs, mode,
-              [&](const float* in, float* out, const int64_t* p, int64_t j) {
-                out[0] = cm.hidden(p, j) ? -std::numeric_limits<float>::infinity() : in[0];
-              });
+    pointwise(
+        op, box, ins, outs, mode,
+        [&](const float* in, float* out, const int64_t* p, int64_t j) {
+          out[0] = cm.hidden(p, j) ? -std::numeric_limits<float>::infinity() : in[0];
+        },
+        fast);
     return {};
   }
   if (k == OpKind::kFill) {
     auto value = static_cast<float>(attr_f(op, "value", 0.0));
-    pointwise(op, box, ins, outs, mode,
-              [&](const float*, float* out, const int64_t*, int64_t) { out[0] = value; });
+    pointwise(
+        op, box, ins, outs, mode,
+        [&](const float*, float* out, const int64_t*, int64_t) { out[0] = value; }, fast);
     return {};
   }
   if (k == OpKind::kRelu) {  // the common case, kept free of the per-element kind switch
-    pointwise(op, box, ins, outs, mode, [](const float* in, float* out, const int64_t*, int64_t) {
-      out[0] = in[0] > 0.0f ? in[0] : 0.0f;
-    });
+    pointwise(
+        op, box, ins, outs, mode,
+        [](const float* in, float* out, const int64_t*, int64_t) {
+          out[0] = in[0] > 0.0f ? in[0] : 0.0f;
+        },
+        fast);
     return {};
   }
   if (cat == OpCategory::kUnary) {
     double alpha = attr_f(op, "alpha", 1.0);
-    pointwise(op, box, ins, outs, mode, [&](const float* in, float* out, const int64_t*, int64_t) {
-      out[0] = static_cast<float>(unary_value(k, in[0], alpha));
-    });
+    if (fast && unary_fast(k, op, box, ins, outs, mode, alpha, false)) return {};
+    pointwise(
+        op, box, ins, outs, mode,
+        [&](const float* in, float* out, const int64_t*, int64_t) {
+          out[0] = static_cast<float>(unary_value(k, in[0], alpha));
+        },
+        fast);
     return {};
   }
   if (cat == OpCategory::kBinary && k != OpKind::kElementwiseGrad) {
-    pointwise(op, box, ins, outs, mode, [&](const float* in, float* out, const int64_t*, int64_t) {
-      out[0] = static_cast<float>(binary_value(k, in[0], in[1]));
-    });
+    if (fast && binary_fast(k, op, box, ins, outs, mode)) return {};
+    pointwise(
+        op, box, ins, outs, mode,
+        [&](const float* in, float* out, const int64_t*, int64_t) {
+          out[0] = static_cast<float>(binary_value(k, in[0], in[1]));
+        },
+        fast);
     return {};
   }
   switch (k) {
     case OpKind::kWhere:
-      pointwise(op, box, ins, outs, mode, [](const float* in, float* out, const int64_t*, int64_t) {
-        out[0] = in[0] != 0.0f ? in[1] : in[2];
-      });
+      pointwise(
+          op, box, ins, outs, mode,
+          [](const float* in, float* out, const int64_t*, int64_t) {
+            out[0] = in[0] != 0.0f ? in[1] : in[2];
+          },
+          fast);
       return {};
     case OpKind::kElementwiseGrad: {
       auto fk = parse_op_kind(attr_s(op, "fn"));
@@ -100,31 +224,45 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
       OpCategory fc = op_kind_info(f).category;
       if (f == OpKind::kCausalMask) {
         CausalMask cm(op);
-        pointwise(op, box, ins, outs, mode,
-                  [&](const float* in, float* out, const int64_t* p, int64_t j) {
-                    out[0] = cm.hidden(p, j) ? 0.0f : in[0];
-                  });
+        pointwise(
+            op, box, ins, outs, mode,
+            [&](const float* in, float* out, const int64_t* p, int64_t j) {
+              out[0] = cm.hidden(p, j) ? 0.0f : in[0];
+            },
+            fast);
+      } else if (fast && fc == OpCategory::kUnary &&
+                 unary_fast(f, op, box, ins, outs, mode, alpha, true)) {
+      } else if (fast && fc == OpCategory::kBinary &&
+                 binary_grad_fast(f, wrt, op, box, ins, outs, mode)) {
       } else if (fc == OpCategory::kUnary) {
-        pointwise(op, box, ins, outs, mode,
-                  [&](const float* in, float* out, const int64_t*, int64_t) {
-                    out[0] = static_cast<float>(in[0] * unary_deriv(f, in[1], alpha));
-                  });
+        pointwise(
+            op, box, ins, outs, mode,
+            [&](const float* in, float* out, const int64_t*, int64_t) {
+              out[0] = static_cast<float>(in[0] * unary_deriv(f, in[1], alpha));
+            },
+            fast);
       } else if (fc == OpCategory::kBinary) {
-        pointwise(op, box, ins, outs, mode,
-                  [&](const float* in, float* out, const int64_t*, int64_t) {
-                    out[0] = static_cast<float>(in[0] * binary_deriv(f, in[1], in[2], wrt));
-                  });
+        pointwise(
+            op, box, ins, outs, mode,
+            [&](const float* in, float* out, const int64_t*, int64_t) {
+              out[0] = static_cast<float>(in[0] * binary_deriv(f, in[1], in[2], wrt));
+            },
+            fast);
       } else if (f == OpKind::kWhere) {
-        pointwise(op, box, ins, outs, mode,
-                  [&](const float* in, float* out, const int64_t*, int64_t) {
-                    bool c = in[1] != 0.0f;
-                    out[0] = (wrt == 1) == c ? in[0] : 0.0f;
-                  });
+        pointwise(
+            op, box, ins, outs, mode,
+            [&](const float* in, float* out, const int64_t*, int64_t) {
+              bool c = in[1] != 0.0f;
+              out[0] = (wrt == 1) == c ? in[0] : 0.0f;
+            },
+            fast);
       } else if (f == OpKind::kReduceMax || f == OpKind::kReduceMin) {
-        pointwise(op, box, ins, outs, mode,
-                  [&](const float* in, float* out, const int64_t*, int64_t) {
-                    out[0] = in[1] == in[2] ? in[0] : 0.0f;
-                  });
+        pointwise(
+            op, box, ins, outs, mode,
+            [&](const float* in, float* out, const int64_t*, int64_t) {
+              out[0] = in[1] == in[2] ? in[0] : 0.0f;
+            },
+            fast);
       } else {
         return Diagnostic("elementwise_grad: no local derivative for fn '" + attr_s(op, "fn") +
                           "'");
@@ -146,25 +284,29 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
       // weight gradient: the product of the operands.
       bool sum = k == OpKind::kConcat;
       size_t n = ins.size();
-      pointwise(op, box, ins, outs, mode,
-                [&](const float* in, float* out, const int64_t*, int64_t) {
-                  float v = in[0];
-                  for (size_t i = 1; i < n; ++i) v = sum ? v + in[i] : v * in[i];
-                  out[0] = v;
-                });
+      pointwise(
+          op, box, ins, outs, mode,
+          [&](const float* in, float* out, const int64_t*, int64_t) {
+            float v = in[0];
+            for (size_t i = 1; i < n; ++i) v = sum ? v + in[i] : v * in[i];
+            out[0] = v;
+          },
+          fast);
       return {};
     }
     case OpKind::kSgdMomentum: {
       auto lr = static_cast<float>(attr_f(op, "lr", 0.01));
       auto mu = static_cast<float>(attr_f(op, "momentum", 0.9));
       auto wd = static_cast<float>(attr_f(op, "weight_decay", 0.0));
-      pointwise(op, box, ins, outs, Store::kAssign,
-                [&](const float* in, float* out, const int64_t*, int64_t) {
-                  float g = in[1] + wd * in[0];
-                  float v = mu * in[2] + g;
-                  out[0] = in[0] - lr * v;
-                  out[1] = v;
-                });
+      pointwise(
+          op, box, ins, outs, Store::kAssign,
+          [&](const float* in, float* out, const int64_t*, int64_t) {
+            float g = in[1] + wd * in[0];
+            float v = mu * in[2] + g;
+            out[0] = in[0] - lr * v;
+            out[1] = v;
+          },
+          fast);
       return {};
     }
     case OpKind::kAdamW: {
@@ -174,24 +316,28 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
       int64_t step = o.optimizer_step > 0 ? o.optimizer_step : attr_i(op, "step", 1);
       double c1 = 1.0 - std::pow(b1, static_cast<double>(step));
       double c2 = 1.0 - std::pow(b2, static_cast<double>(step));
-      pointwise(op, box, ins, outs, Store::kAssign,
-                [&](const float* in, float* out, const int64_t*, int64_t) {
-                  double p = in[0], g = in[1];
-                  double m = b1 * in[2] + (1 - b1) * g;
-                  double v = b2 * in[3] + (1 - b2) * g * g;
-                  double upd = (m / c1) / (std::sqrt(v / c2) + eps) + wd * p;
-                  out[0] = static_cast<float>(p - lr * upd);
-                  out[1] = static_cast<float>(m);
-                  out[2] = static_cast<float>(v);
-                });
+      if (fast && adamw_rows(op, box, ins, outs, lr, b1, b2, eps, wd, c1, c2)) return {};
+      pointwise(
+          op, box, ins, outs, Store::kAssign,
+          [&](const float* in, float* out, const int64_t*, int64_t) {
+            double p = in[0], g = in[1];
+            double m = b1 * in[2] + (1 - b1) * g;
+            double v = b2 * in[3] + (1 - b2) * g * g;
+            double upd = (m / c1) / (std::sqrt(v / c2) + eps) + wd * p;
+            out[0] = static_cast<float>(p - lr * upd);
+            out[1] = static_cast<float>(m);
+            out[2] = static_cast<float>(v);
+          },
+          fast);
       return {};
     }
     default:
       break;
   }
   if (cat == OpCategory::kReduction || cat == OpCategory::kLayout) {
-    pointwise(op, box, ins, outs, mode,
-              [](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; });
+    pointwise(
+        op, box, ins, outs, mode,
+        [](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; }, fast);
     return {};
   }
   return Diagnostic("no pointwise kernel for op '" + std::string(op_kind_name(k)) + "'");

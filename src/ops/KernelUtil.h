@@ -114,10 +114,46 @@ inline void store_as(float* dst, float v) {
   store(M, dst, v);
 }
 
+/// The row loop of pointwise_as with the strides as constants (so the compiler vectorizes it when
+/// f is simple): a and b step by SA and SB (0 or 1), d by 1, or, for a sum, by 0 (the row sums
+/// into a register in the same order as the per-element stores, so the result is the same).
+template <Store M, int SA, int SB, class F>
+void unit_row_as(const float* a, const float* b, float* d, int64_t n, const int64_t* p, F& f,
+                 bool reduce) {
+  if (reduce) {
+    float acc = *d;
+    for (int64_t j = 0; j < n; ++j) {
+      float iv[8] = {a[j * SA], b[j * SB]}, ov[4];
+      f(iv, ov, p, j);
+      acc += ov[0];
+    }
+    *d = acc;
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    float iv[8] = {a[j * SA], b[j * SB]}, ov[4];
+    f(iv, ov, p, j);
+    store_as<M>(d + j, ov[0]);
+  }
+}
+
+/// Runs one row through unit_row_as when its strides allow; false (nothing done) otherwise.
+template <Store M, class F>
+bool unit_row(const float* a, const float* b, float* d, int64_t sa, int64_t sb, int64_t sd,
+              int64_t n, const int64_t* p, F& f) {
+  bool reduce = sd == 0 && M == Store::kSum;
+  if ((sd != 1 && !reduce) || sa < 0 || sa > 1 || sb < 0 || sb > 1) return false;
+  if (sa == 1 && sb == 1) unit_row_as<M, 1, 1>(a, b, d, n, p, f, reduce);
+  if (sa == 1 && sb == 0) unit_row_as<M, 1, 0>(a, b, d, n, p, f, reduce);
+  if (sa == 0 && sb == 1) unit_row_as<M, 0, 1>(a, b, d, n, p, f, reduce);
+  if (sa == 0 && sb == 0) unit_row_as<M, 0, 0>(a, b, d, n, p, f, reduce);
+  return true;
+}
+
 /// The pointwise loop for store mode M (a template so the mode is not re-tested per element).
 template <Store M, class F>
 void pointwise_as(const Box& box, std::vector<Access>& ai, std::vector<Access>& ao,
-                  const std::vector<Tensor*>& outs, F&& f) {
+                  const std::vector<Tensor*>& outs, F&& f, bool fast) {
   int64_t r = box.rank();
   size_t ni = ai.size(), no = ao.size();
   bool slow = false, all_float = true;
@@ -144,6 +180,7 @@ void pointwise_as(const Box& box, std::vector<Access>& ai, std::vector<Access>& 
       const float *a = ip[0], *b = ni == 2 ? ip[1] : ip[0];
       int64_t sa = si[0], sb = ni == 2 ? si[1] : si[0], sd = so[0];
       float* d = od[0];
+      if (fast && unit_row<M>(a, b, d, sa, sb, sd, n, p, f)) return;
       for (int64_t j = 0; j < n; ++j) {
         float iv[8] = {a[j * sa], b[j * sb]}, ov[4];
         f(iv, ov, p, j);
@@ -179,24 +216,62 @@ void pointwise_as(const Box& box, std::vector<Access>& ai, std::vector<Access>& 
 
 /// Pointwise loop over operands with unit windows: f(in, out, p, j) gets the input values of the
 /// point (row start p, offset j along the last dim) and fills out[] for every result, which is
-/// stored with `mode`.
+/// stored with `mode`. `pick` (when not empty) lists the inputs f reads, in the order f gets them;
+/// `fast` lets rows with unit or zero strides run the constant-stride loops (false: the reference
+/// loop for every row).
 template <class F>
 void pointwise(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
-               const std::vector<Tensor*>& outs, Store mode, F&& f) {
+               const std::vector<Tensor*>& outs, Store mode, F&& f, bool fast = true,
+               const std::vector<size_t>& pick = {}) {
   std::vector<Access> ai, ao;
-  for (size_t i = 0; i < ins.size(); ++i) ai.emplace_back(*ins[i], op.inputs[i]);
+  if (pick.empty())
+    for (size_t i = 0; i < ins.size(); ++i) ai.emplace_back(*ins[i], op.inputs[i]);
+  for (size_t i : pick) ai.emplace_back(*ins[i], op.inputs[i]);
   for (size_t i = 0; i < outs.size(); ++i) ao.emplace_back(*outs[i], op.results[i]);
   switch (mode) {
     case Store::kAssign:
-      return pointwise_as<Store::kAssign>(box, ai, ao, outs, f);
+      return pointwise_as<Store::kAssign>(box, ai, ao, outs, f, fast);
     case Store::kSum:
-      return pointwise_as<Store::kSum>(box, ai, ao, outs, f);
+      return pointwise_as<Store::kSum>(box, ai, ao, outs, f, fast);
     case Store::kMax:
-      return pointwise_as<Store::kMax>(box, ai, ao, outs, f);
+      return pointwise_as<Store::kMax>(box, ai, ao, outs, f, fast);
     case Store::kMin:
-      return pointwise_as<Store::kMin>(box, ai, ao, outs, f);
+      return pointwise_as<Store::kMin>(box, ai, ao, outs, f, fast);
   }
 }
+
+/// True when the causal mask hides the result element at (p, j): key index > query index,
+// aligned at the end when the key dim is longer. The coordinates are affine in (p, j); their
+// coefficients are copied out of the projection once.
+struct CausalMask {
+  std::vector<int64_t> cq, ck;  // coefficients of the query and key coordinates per index dim
+  int64_t q0 = 0, k0 = 0, shift = 0;
+  explicit CausalMask(const Op& o) {
+    const auto& proj = o.results[0].proj;
+    const AffineMap& m = proj.map();
+    int64_t r = proj.tensor_rank(), rq = r - 2, rk = r - 1;
+    IVec ext = proj.image(o.space.box()).shape();
+    shift = ext[rk] - ext[rq];
+    q0 = m.offset()[rq];
+    k0 = m.offset()[rk];
+    for (int64_t k = 0; k < m.in_rank(); ++k) {
+      cq.push_back(m.at(rq, k));
+      ck.push_back(m.at(rk, k));
+    }
+  }
+  bool hidden(const int64_t* p, int64_t j) const {
+    int64_t q = q0, k = k0, n = static_cast<int64_t>(cq.size());
+    for (int64_t i = 0; i < n; ++i) {
+      q += cq[i] * p[i];
+      k += ck[i] * p[i];
+    }
+    if (n) {
+      q += cq[n - 1] * j;
+      k += ck[n - 1] * j;
+    }
+    return k > q + shift;
+  }
+};
 
 /// True when every operand and result of `op` has a unit window.
 bool unit_windows(const Op& op);
@@ -210,6 +285,11 @@ Status run_window(const Op& op, const Box& box, const std::vector<const Tensor*>
                   const std::vector<Tensor*>& outs, const KernelOptions& o);
 Status run_conv(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                 const std::vector<Tensor*>& outs, const KernelOptions& o);
+/// The fast row kernels (KernelRows.cpp) of softmax, log_softmax, layernorm, rmsnorm,
+/// cross_entropy, norm_grad, rotary and rotary_grad: true when they computed the call (its status
+/// in *status), false (nothing written) for other kinds, padded operands or options.reference.
+bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                   const std::vector<Tensor*>& outs, const KernelOptions& o, Status* status);
 /// The im2col + sgemm convolution kernels and the allocation-free pooling loops. Adds into the
 /// outputs (which run_conv has reset unless accumulating); false (nothing written) for forms
 /// they do not take (integer tensors, a bias operand, dims not named as Ops builds them).

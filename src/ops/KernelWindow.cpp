@@ -98,6 +98,7 @@ Status top2(const Op& op, const std::vector<const Tensor*>& ins, const std::vect
 Status run_window(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                   const std::vector<Tensor*>& outs, const KernelOptions& o) {
   if (op.kind == OpKind::kTop2Gating) return top2(op, ins, outs);
+  if (Status fast; run_rows_fast(op, box, ins, outs, o, &fast)) return fast;
   init_outputs(op, box, outs, o);
   Store mode = store_mode(op);
   std::vector<Access> ai;

@@ -146,4 +146,34 @@ inline double binary_deriv(OpKind k, double a, double b, int wrt) {
   }
 }
 
+/// Float versions of the costly activations (erff/expf/tanhf instead of their double forms); the
+/// other kinds compute as the reference does.
+template <OpKind K>
+inline float unary_f(float x, double alpha) {
+  if constexpr (K == OpKind::kGelu) {
+    return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
+  } else if constexpr (K == OpKind::kSilu) {
+    return x / (1.0f + std::exp(-x));
+  } else if constexpr (K == OpKind::kGeluTanh) {
+    constexpr auto c = static_cast<float>(kSqrt2OverPi), a = static_cast<float>(kGeluC);
+    return 0.5f * x * (1.0f + std::tanh(c * (x + a * x * x * x)));
+  } else {
+    return static_cast<float>(unary_value(K, x, alpha));
+  }
+}
+
+/// d unary_f<K>(x) / dx, in float for GELU and SiLU.
+template <OpKind K>
+inline float unary_deriv_f(float x, double alpha) {
+  if constexpr (K == OpKind::kGelu) {
+    float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678f));
+    return cdf + x * std::exp(-0.5f * x * x) * 0.39894228f;
+  } else if constexpr (K == OpKind::kSilu) {
+    float s = 1.0f / (1.0f + std::exp(-x));
+    return s * (1.0f + x * (1.0f - s));
+  } else {
+    return static_cast<float>(unary_deriv(K, x, alpha));
+  }
+}
+
 }  // namespace heddle::kdetail

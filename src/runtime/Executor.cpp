@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "heddle/ir/TextPrinter.h"
+#include "heddle/ops/Chain.h"
 #include "heddle/ops/Kernel.h"
 #include "heddle/runtime/BlasThreads.h"
 #include "heddle/runtime/ThreadedCommunicator.h"
@@ -59,6 +60,7 @@ class DeviceRun {
         return;
       }
       case Instr::Kind::kKernel: {
+        if (in.calls.size() > 1 && error_.ok() && fused(in)) return;  // one loop (ops/Chain.h)
         std::map<ValueId, Tensor> temps;
         for (const KernelCall& call : in.calls) kernel(call, temps, in.temporaries);
         return;
@@ -67,6 +69,30 @@ class DeviceRun {
         tiles_.erase(in.value);
         return;
     }
+  }
+
+  // A fused chain: kernels::run_chain with this device's tiles; its results become tiles. On a
+  // kernel error: false, after fail() (the caller's loop then gives the results zero tiles).
+  bool fused(const Instr& in) {
+    std::vector<kernels::ChainCall> calls;
+    for (const KernelCall& c : in.calls) calls.push_back({c.op, c.box});
+    kernels::KernelOptions ko;
+    ko.optimizer_step = o_.optimizer_step;
+    auto r = kernels::run_chain(
+        g_, calls, in.temporaries,
+        [&](ValueId v) -> const Tensor* {
+          auto h = halos_.find(v);
+          return h != halos_.end() ? &h->second : &tiles_.at(v);
+        },
+        ko);
+    if (!r.ok()) {
+      fail(r.error());
+      return false;
+    }
+    for (const KernelCall& c : in.calls)
+      for (const auto& x : g_.op(c.op).inputs) halos_.erase(x.value);
+    for (auto& [v, t] : *r) tiles_[v] = std::move(t);
+    return true;
   }
 
   void kernel(const KernelCall& call, std::map<ValueId, Tensor>& temps,

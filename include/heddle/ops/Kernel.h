@@ -27,6 +27,10 @@ struct KernelOptions {
   /// Cores this call may use for its own loops and the libraries it calls (OpenBLAS, oneDNN).
   /// The executor sets it from the host's cores and the devices sharing them. Default 1.
   int threads = 1;
+  /// Runs the generic reference loops (projection walker, double-precision row math) instead of
+  /// the fast kernels chosen for plain row-major operands; the tests compare the two. Default
+  /// false.
+  bool reference = false;
 };
 
 /// Computes the points of index box `box` of `op`: for each result, the elements of the

@@ -1,0 +1,40 @@
+// Fused elementwise chains: the calls of one lowered kKernel instruction run as one loop over
+// memory, without tensors for the values that only flow inside the chain.
+#pragma once
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "heddle/ir/Graph.h"
+#include "heddle/ops/Kernel.h"
+#include "heddle/ops/Tensor.h"
+#include "heddle/support/Result.h"
+
+namespace heddle::kernels {
+
+/// One call of a chain: op `op` of the graph over index box `box`.
+struct ChainCall {
+  OpId op = -1;
+  Box box;
+};
+
+/// The values a chain computes that live on after it, with their tiles.
+using ChainResults = std::vector<std::pair<ValueId, Tensor>>;
+
+/// Runs `calls` in order, as kernels::run would one by one. Runs of consecutive elementwise
+/// calls over the same box (unit windows, no reduce dims or padding) are evaluated together, a
+/// block of a row at a time through every op, so a value in `temporaries` that only flows from
+/// one of them to the next never gets a tensor; other calls run through kernels::run. `input(v)`
+/// gives the tile of a value the chain reads but does not compute (precondition: non-null).
+/// Returns every computed value not in `temporaries` (tiles of its result projection's image of
+/// the call's box), or the first Diagnostic of a kernel.
+Result<ChainResults> run_chain(const Graph& g, const std::vector<ChainCall>& calls,
+                               const std::vector<ValueId>& temporaries,
+                               const std::function<const Tensor*(ValueId)>& input,
+                               const KernelOptions& options = {});
+
+/// True when run_chain evaluates op `op` inside a fused loop (given a compatible neighbour).
+bool chain_fusable(const Op& op, const KernelOptions& options = {});
+
+}  // namespace heddle::kernels

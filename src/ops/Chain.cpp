@@ -1,0 +1,289 @@
+// Fused elementwise chains: groups of consecutive elementwise calls over one box run row by row,
+// a block of kBlock elements at a time through every op of the group; a value passed from one
+// op of the group to a later one lives in a block buffer only. Operands are read in place when
+// contiguous along the row, else gathered (broadcasts, strided or integer operands).
+#include "heddle/ops/Chain.h"
+
+#include <algorithm>
+#include <map>
+
+#include "KernelUtil.h"
+#include "Scalar.h"
+
+namespace heddle::kernels {
+
+namespace {
+
+using namespace kdetail;
+
+constexpr int64_t kBlock = 256;
+
+// What one fused op needs per block: its kind and attributes, precomputed.
+struct FusedOp {
+  const Op* op = nullptr;
+  OpKind kind = OpKind::kIdentity, fn = OpKind::kIdentity;
+  int wrt = 0;
+  double alpha = 1.0;
+  std::optional<CausalMask> mask;
+};
+
+bool supported_fn(OpKind f) {
+  OpCategory c = op_kind_info(f).category;
+  return c == OpCategory::kUnary || c == OpCategory::kBinary || f == OpKind::kWhere;
+}
+
+// out[j] = unary K of in[j].
+template <OpKind K>
+void unary_block(const float* x, float* out, int64_t n, double alpha) {
+  for (int64_t j = 0; j < n; ++j) out[j] = unary_f<K>(x[j], alpha);
+}
+
+template <OpKind K>
+void unary_grad_block(const float* dy, const float* x, float* out, int64_t n, double alpha) {
+  for (int64_t j = 0; j < n; ++j) out[j] = dy[j] * unary_deriv_f<K>(x[j], alpha);
+}
+
+// out = unary kind k of x (constant-kind loops for the fast kinds, as KernelPointwise.cpp).
+void unary(OpKind k, const float* x, float* out, int64_t n, double alpha, const float* dy) {
+#define HEDDLE_CHAIN_UNARY(K)                            \
+  case OpKind::K:                                        \
+    if (dy)                                              \
+      unary_grad_block<OpKind::K>(dy, x, out, n, alpha); \
+    else                                                 \
+      unary_block<OpKind::K>(x, out, n, alpha);          \
+    return;
+  switch (k) {
+    HEDDLE_CHAIN_UNARY(kRelu)
+    HEDDLE_CHAIN_UNARY(kGelu)
+    HEDDLE_CHAIN_UNARY(kGeluTanh)
+    HEDDLE_CHAIN_UNARY(kSilu)
+    HEDDLE_CHAIN_UNARY(kSigmoid)
+    HEDDLE_CHAIN_UNARY(kTanh)
+    HEDDLE_CHAIN_UNARY(kExp)
+    HEDDLE_CHAIN_UNARY(kScale)
+    HEDDLE_CHAIN_UNARY(kNeg)
+    HEDDLE_CHAIN_UNARY(kSquare)
+    HEDDLE_CHAIN_UNARY(kIdentity)
+    HEDDLE_CHAIN_UNARY(kCast)
+    default:
+      break;
+  }
+#undef HEDDLE_CHAIN_UNARY
+  if (dy)
+    for (int64_t j = 0; j < n; ++j)
+      out[j] = static_cast<float>(dy[j] * unary_deriv(k, x[j], alpha));
+  else
+    for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(unary_value(k, x[j], alpha));
+}
+
+void binary(OpKind k, const float* a, const float* b, float* out, int64_t n) {
+  switch (k) {
+    case OpKind::kAdd:
+      for (int64_t j = 0; j < n; ++j) out[j] = a[j] + b[j];
+      return;
+    case OpKind::kSub:
+      for (int64_t j = 0; j < n; ++j) out[j] = a[j] - b[j];
+      return;
+    case OpKind::kMul:
+      for (int64_t j = 0; j < n; ++j) out[j] = a[j] * b[j];
+      return;
+    default:
+      for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(binary_value(k, a[j], b[j]));
+  }
+}
+
+// One block of op `f`: in[i] holds input i's n values, out gets the result's; the block starts
+// at offset j0 of the row at p.
+void eval(const FusedOp& f, const std::vector<const float*>& in, float* out, int64_t n,
+          const int64_t* p, int64_t j0) {
+  const OpCategory cat = op_kind_info(f.kind).category;
+  if (f.kind == OpKind::kCausalMask ||
+      (f.kind == OpKind::kElementwiseGrad && f.fn == OpKind::kCausalMask)) {
+    float hide = f.kind == OpKind::kCausalMask ? -std::numeric_limits<float>::infinity() : 0.0f;
+    for (int64_t j = 0; j < n; ++j) out[j] = f.mask->hidden(p, j0 + j) ? hide : in[0][j];
+  } else if (f.kind == OpKind::kWhere) {
+    for (int64_t j = 0; j < n; ++j) out[j] = in[0][j] != 0.0f ? in[1][j] : in[2][j];
+  } else if (f.kind != OpKind::kElementwiseGrad) {
+    if (cat == OpCategory::kUnary)
+      unary(f.kind, in[0], out, n, f.alpha, nullptr);
+    else
+      binary(f.kind, in[0], in[1], out, n);
+  } else if (op_kind_info(f.fn).category == OpCategory::kUnary) {
+    unary(f.fn, in[1], out, n, f.alpha, in[0]);
+  } else if (f.fn == OpKind::kWhere) {
+    for (int64_t j = 0; j < n; ++j) out[j] = (f.wrt == 1) == (in[1][j] != 0.0f) ? in[0][j] : 0.0f;
+  } else if (f.fn == OpKind::kAdd || (f.fn == OpKind::kSub && f.wrt == 0)) {
+    std::copy(in[0], in[0] + n, out);
+  } else if (f.fn == OpKind::kSub) {
+    for (int64_t j = 0; j < n; ++j) out[j] = -in[0][j];
+  } else if (f.fn == OpKind::kMul) {
+    const float* o = in[f.wrt == 0 ? 2 : 1];
+    for (int64_t j = 0; j < n; ++j) out[j] = in[0][j] * o[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j)
+      out[j] = static_cast<float>(in[0][j] * binary_deriv(f.fn, in[1][j], in[2][j], f.wrt));
+  }
+}
+
+// Where an input of a fused op comes from: an earlier op of the group, or a tile.
+struct Source {
+  int producer = -1;  // index in the group, or -1
+  std::optional<Access> tile;
+};
+
+// Runs group `ops` (fusable, same box) row by row. `tile_of(v)` gives the tile of an input value
+// not produced in the group; outs[i] (null for a value that stays in the group) receives op i's
+// result.
+void run_group(const std::vector<const Op*>& ops, const Box& box,
+               const std::function<const Tensor*(ValueId)>& tile_of,
+               const std::vector<Tensor*>& outs) {
+  const size_t n = ops.size();
+  std::vector<FusedOp> fo;
+  std::vector<std::vector<Source>> src(n);
+  std::vector<std::optional<Access>> dst(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = *ops[i];
+    FusedOp f;
+    f.op = &op;
+    f.kind = op.kind;
+    if (op.kind == OpKind::kElementwiseGrad) f.fn = *parse_op_kind(attr_s(op, "fn"));
+    f.wrt = static_cast<int>(attr_i(op, "wrt", 0));
+    f.alpha = attr_f(op, "alpha", 1.0);
+    if (op.kind == OpKind::kCausalMask || f.fn == OpKind::kCausalMask) f.mask.emplace(op);
+    fo.push_back(std::move(f));
+    for (const auto& x : op.inputs) {
+      Source s;
+      for (size_t q = 0; q < i; ++q)
+        if (ops[q]->results[0].value == x.value) s.producer = static_cast<int>(q);
+      if (s.producer < 0) s.tile.emplace(*tile_of(x.value), x);
+      src[i].push_back(std::move(s));
+    }
+    if (outs[i]) dst[i].emplace(*outs[i], op.results[0]);
+  }
+  std::vector<std::vector<float>> val(n, std::vector<float>(kBlock));
+  std::vector<std::vector<std::vector<float>>> gather(n);
+  for (size_t i = 0; i < n; ++i) gather[i].assign(src[i].size(), std::vector<float>(kBlock));
+  const int64_t last = box.rank() - 1;
+  std::vector<const float*> in;
+  for_each_row(box, [&](const int64_t* p, int64_t len) {
+    for (int64_t j0 = 0; j0 < len; j0 += kBlock) {
+      int64_t m = std::min(kBlock, len - j0);
+      for (size_t i = 0; i < n; ++i) {
+        in.clear();
+        for (size_t k = 0; k < src[i].size(); ++k) {
+          const Source& s = src[i][k];
+          if (s.producer >= 0) {
+            in.push_back(val[static_cast<size_t>(s.producer)].data());
+            continue;
+          }
+          const Access& a = *s.tile;
+          int64_t step = last >= 0 ? a.coef[last] : 0;
+          int64_t o = a.offset(p) + step * j0;
+          if (a.fdata && step == 1) {
+            in.push_back(a.fdata + o);
+            continue;
+          }
+          float* g = gather[i][k].data();
+          for (int64_t j = 0; j < m; ++j) g[j] = a.load(o + j * step);
+          in.push_back(g);
+        }
+        float* v = val[i].data();
+        eval(fo[i], in, v, m, p, j0);
+        if (dst[i]) {
+          const Access& a = *dst[i];
+          int64_t step = last >= 0 ? a.coef[last] : 0;
+          float* d = outs[i]->f32() + a.offset(p) + step * j0;
+          if (step == 1)
+            std::copy(v, v + m, d);
+          else
+            for (int64_t j = 0; j < m; ++j) d[j * step] = v[j];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+bool chain_fusable(const Op& op, const KernelOptions& options) {
+  if (options.reference || !is_elementwise(op.kind) || op.kind == OpKind::kFill ||
+      op.results.size() != 1 || op.space.has_reduce() || !unit_windows(op))
+    return false;
+  for (const auto& x : op.inputs)
+    if (x.padded) return false;
+  if (op.kind == OpKind::kElementwiseGrad) {
+    auto f = parse_op_kind(attr_s(op, "fn"));
+    if (!f || !(supported_fn(*f) || *f == OpKind::kCausalMask)) return false;
+    if (*f != OpKind::kWhere && op_kind_info(*f).category == OpCategory::kBinary &&
+        op.inputs.size() < 3)
+      return false;
+  }
+  return true;
+}
+
+Result<ChainResults> run_chain(const Graph& g, const std::vector<ChainCall>& calls,
+                               const std::vector<ValueId>& temporaries,
+                               const std::function<const Tensor*(ValueId)>& input,
+                               const KernelOptions& options) {
+  auto is_temp = [&](ValueId v) {
+    return std::find(temporaries.begin(), temporaries.end(), v) != temporaries.end();
+  };
+  std::map<ValueId, Tensor> made;  // values computed so far (temporaries of unfused calls too)
+  auto tile_of = [&](ValueId v) -> const Tensor* {
+    auto it = made.find(v);
+    return it != made.end() ? &it->second : input(v);
+  };
+  auto new_tile = [&](const Op& op, size_t k, const Box& box) {
+    const auto& r = op.results[k];
+    return made.emplace(r.value, Tensor::tile(g.type(r.value).dtype(), r.proj.image(box))).first;
+  };
+  for (size_t i = 0; i < calls.size();) {
+    const Op& op = g.op(calls[i].op);
+    const Box& box = calls[i].box;
+    // The group: op and the following fusable calls over the same box whose reads of earlier
+    // group results use the producer's projection (so a value flows point to point).
+    size_t j = i + 1;
+    if (chain_fusable(op, options)) {
+      for (; j < calls.size(); ++j) {
+        const Op& next = g.op(calls[j].op);
+        if (!chain_fusable(next, options) || calls[j].box != box) break;
+        bool ok = true;
+        for (const auto& x : next.inputs)
+          for (size_t q = i; q < j; ++q) {
+            const auto& r = g.op(calls[q].op).results[0];
+            if (r.value == x.value && !(r.proj == x.proj)) ok = false;
+          }
+        if (!ok) break;
+      }
+    }
+    if (j == i + 1) {  // a single call: the ordinary kernel
+      std::vector<const Tensor*> ins;
+      for (const auto& x : op.inputs) ins.push_back(tile_of(x.value));
+      std::vector<Tensor*> outs;
+      for (size_t k = 0; k < op.results.size(); ++k) outs.push_back(&new_tile(op, k, box)->second);
+      HEDDLE_TRY(run(op, box, ins, outs, options));
+      ++i;
+      continue;
+    }
+    // A value of the group gets a tile unless it is a temporary read only inside the group.
+    std::vector<const Op*> ops;
+    std::vector<Tensor*> outs;
+    for (size_t q = i; q < j; ++q) {
+      const Op& o = g.op(calls[q].op);
+      ops.push_back(&o);
+      ValueId v = o.results[0].value;
+      bool read_later = false;
+      for (size_t r = j; r < calls.size(); ++r)
+        for (const auto& x : g.op(calls[r].op).inputs) read_later |= x.value == v;
+      outs.push_back(is_temp(v) && !read_later ? nullptr : &new_tile(o, 0, box)->second);
+    }
+    run_group(ops, box, tile_of, outs);
+    i = j;
+  }
+  ChainResults out;
+  for (auto& [v, t] : made)
+    if (!is_temp(v)) out.emplace_back(v, std::move(t));
+  return out;
+}
+
+}  // namespace heddle::kernels

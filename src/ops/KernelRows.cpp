@@ -1,0 +1,311 @@
+// Fast row kernels of the transformer ops: softmax, log-softmax, layernorm, rmsnorm,
+// cross-entropy, their norm_grad derivatives, and rotary embeddings and their gradient. Rows are
+// read in place when their window is contiguous (the plain row-major form), else gathered into a
+// buffer, so every tiling of an op runs the same float arithmetic; per-row sums accumulate in
+// double. Operands with padding go to the reference loops of KernelWindow.cpp.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "KernelUtil.h"
+
+namespace heddle::kdetail {
+
+namespace {
+
+// True when the window of `a` is a contiguous run of its elements.
+bool contiguous(const Access& a) {
+  for (size_t e = 0; e < a.woff.size(); ++e)
+    if (a.woff[e] != static_cast<int64_t>(e)) return false;
+  return true;
+}
+
+// One row operand: the row at point p in place, or gathered into its buffer.
+struct RowIn {
+  const Access* a;
+  bool direct;
+  std::vector<float> buf;
+  explicit RowIn(const Access& acc) : a(&acc), direct(contiguous(acc)) {
+    if (!direct) buf.resize(static_cast<size_t>(acc.window_size()));
+  }
+  const float* at(const int64_t* p) {
+    int64_t o = a->offset(p);
+    if (direct) return a->fdata + o;
+    for (size_t e = 0; e < buf.size(); ++e) buf[e] = a->fdata[o + a->woff[e]];
+    return buf.data();
+  }
+};
+
+// Stores row `v` (the window of result access `a` at p) with `mode`.
+void put_row(const Access& a, float* base, const int64_t* p, const float* v, Store mode) {
+  float* d = base + a.offset(p);
+  int64_t n = a.window_size();
+  const int64_t* w = a.woff.data();
+  bool direct = contiguous(a);
+  if (mode == Store::kAssign) {
+    if (direct)
+      std::copy(v, v + n, d);
+    else
+      for (int64_t e = 0; e < n; ++e) d[w[e]] = v[e];
+  } else if (mode == Store::kSum) {
+    if (direct)
+      for (int64_t e = 0; e < n; ++e) d[e] += v[e];
+    else
+      for (int64_t e = 0; e < n; ++e) d[w[e]] += v[e];
+  } else {
+    for (int64_t e = 0; e < n; ++e) store(mode, d + w[e], v[e]);
+  }
+}
+
+float row_max(const float* x, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// y = softmax(x) (or log-softmax); returns log(sum exp(x - max)) + max.
+float softmax_row(const float* x, float* y, int64_t n, bool log) {
+  float mx = row_max(x, n);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float e = std::exp(x[i] - mx);
+    y[i] = e;
+    s += e;
+  }
+  if (log) {
+    auto lse = static_cast<float>(std::log(s));
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mx - lse;
+  } else {
+    auto inv = static_cast<float>(1.0 / s);
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+  }
+  return mx + static_cast<float>(std::log(s));
+}
+
+// Mean (0 for rmsnorm) and 1/sqrt(var + eps) of a row.
+void moments(const float* x, int64_t n, bool layer, double eps, float* mean, float* rstd) {
+  double m = 0;
+  if (layer) {
+    for (int64_t i = 0; i < n; ++i) m += x[i];
+    m /= static_cast<double>(n);
+  }
+  double v = 0;
+  auto mf = static_cast<float>(m);
+  for (int64_t i = 0; i < n; ++i) {
+    float c = x[i] - mf;
+    v += static_cast<double>(c) * c;
+  }
+  v /= static_cast<double>(n);
+  *mean = mf;
+  *rstd = static_cast<float>(1.0 / std::sqrt(v + eps));
+}
+
+// The rotary frequency layout: the index dim feeding the last tensor dim with coefficient 2.
+int64_t rotary_head_dim(const Op& op) {
+  const auto& m = op.inputs[0].proj.map();
+  int64_t last = m.out_rank() - 1;
+  for (int64_t k = 0; k < m.in_rank(); ++k)
+    if (m.at(last, k) == 2) return 2 * op.space.dim(k).extent;
+  return 0;
+}
+
+Status rotary(const Op& op, const Box& box, std::vector<Access>& ai, const Access& ao, float* out,
+              Store mode) {
+  double theta = attr_f(op, "theta", 10000.0);
+  double sign = op.kind == OpKind::kRotary ? 1.0 : -1.0;
+  auto hd = static_cast<double>(rotary_head_dim(op));
+  int64_t r = ai[0].t->rank();
+  // cos/sin per (position, pair) over the image of the box, computed as the reference does.
+  Box img = op.inputs[0].proj.image(box);
+  int64_t p0 = img.start()[r - 3], np = img.end()[r - 3] - p0;
+  int64_t i0 = img.start()[r - 1] / 2, ni = (img.end()[r - 1] + 1) / 2 - i0;
+  std::vector<double> cs(static_cast<size_t>(np * ni)), sn(cs.size());
+  for (int64_t a = 0; a < np; ++a)
+    for (int64_t b = 0; b < ni; ++b) {
+      double ang =
+          static_cast<double>(p0 + a) * std::pow(theta, -2.0 * static_cast<double>(i0 + b) / hd);
+      cs[a * ni + b] = std::cos(ang);
+      sn[a * ni + b] = sign * std::sin(ang);
+    }
+  const AffineMap& m = op.inputs[0].proj.map();
+  const Access& x = ai[0];
+  for_each_point(box, [&](const int64_t* p) {
+    int64_t pos = m.offset()[r - 3], pair = m.offset()[r - 1];
+    for (int64_t k = 0; k < m.in_rank(); ++k) {
+      pos += m.at(r - 3, k) * p[k];
+      pair += m.at(r - 1, k) * p[k];
+    }
+    int64_t t = (pos - p0) * ni + pair / 2 - i0;
+    int64_t o = x.offset(p);
+    double x0 = x.fdata[o + x.woff[0]], x1 = x.fdata[o + x.woff[1]];
+    float v[2] = {static_cast<float>(x0 * cs[t] - x1 * sn[t]),
+                  static_cast<float>(x0 * sn[t] + x1 * cs[t])};
+    put_row(ao, out, p, v, mode);
+  });
+  return {};
+}
+
+}  // namespace
+
+bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                   const std::vector<Tensor*>& outs, const KernelOptions& o, Status* status) {
+  switch (op.kind) {
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax:
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm:
+    case OpKind::kCrossEntropy:
+    case OpKind::kNormGrad:
+    case OpKind::kRotary:
+    case OpKind::kRotaryGrad:
+      break;
+    default:
+      return false;
+  }
+  if (o.reference || outs.size() != 1) return false;
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (op.inputs[i].padded || (ins[i]->is_int() && i != 2 && op.kind != OpKind::kCrossEntropy))
+      return false;
+  std::string fn = attr_s(op, "fn");
+  if (op.kind == OpKind::kNormGrad && fn != "softmax" && fn != "log_softmax" &&
+      fn != "cross_entropy" && fn != "layernorm" && fn != "rmsnorm")
+    return false;
+  init_outputs(op, box, outs, o);
+  Store mode = store_mode(op);
+  std::vector<Access> ai;
+  for (size_t i = 0; i < ins.size(); ++i) ai.emplace_back(*ins[i], op.inputs[i]);
+  Access ao(*outs[0], op.results[0]);
+  float* out = outs[0]->f32();
+  double eps = attr_f(op, "eps", 1e-5);
+  if (op.kind == OpKind::kRotary || op.kind == OpKind::kRotaryGrad) {
+    if (ai[0].window_size() != 2 || ao.window_size() != 2) return false;
+    *status = rotary(op, box, ai, ao, out, mode);
+    return true;
+  }
+  // The row length: of x (norm_grad's dy of cross_entropy is one element per row).
+  const int64_t n = ai[op.kind == OpKind::kNormGrad ? 1 : 0].window_size();
+  std::vector<float> y(static_cast<size_t>(std::max<int64_t>(n, 1))), t1(y.size()), t2(y.size());
+  switch (op.kind) {
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax: {
+      RowIn x(ai[0]);
+      bool log = op.kind == OpKind::kLogSoftmax;
+      for_each_point(box, [&](const int64_t* p) {
+        softmax_row(x.at(p), y.data(), n, log);
+        put_row(ao, out, p, y.data(), mode);
+      });
+      return true;
+    }
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm: {
+      RowIn x(ai[0]);
+      std::vector<RowIn> gb;
+      for (size_t i = 1; i < ai.size(); ++i) gb.emplace_back(ai[i]);
+      bool layer = op.kind == OpKind::kLayerNorm;
+      for_each_point(box, [&](const int64_t* p) {
+        const float* xr = x.at(p);
+        float mean, rstd;
+        moments(xr, n, layer, eps, &mean, &rstd);
+        float* yr = y.data();
+        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - mean) * rstd;
+        if (!gb.empty()) {
+          const float* g = gb[0].at(p);
+          for (int64_t i = 0; i < n; ++i) yr[i] *= g[i];
+        }
+        if (gb.size() > 1) {
+          const float* b = gb[1].at(p);
+          for (int64_t i = 0; i < n; ++i) yr[i] += b[i];
+        }
+        put_row(ao, out, p, yr, mode);
+      });
+      return true;
+    }
+    case OpKind::kCrossEntropy: {
+      RowIn x(ai[0]);
+      for_each_point(box, [&](const int64_t* p) {
+        const float* xr = x.at(p);
+        auto label = static_cast<int64_t>(ai[1].load(ai[1].offset(p)));
+        if (label < 0 || label >= n) {
+          if (status->ok())
+            *status = Diagnostic("cross_entropy: label " + std::to_string(label) +
+                                 " is outside the classes [0, " + std::to_string(n) + ")");
+          return;
+        }
+        float lse = softmax_row(xr, y.data(), n, false);
+        float v = lse - xr[label];
+        put_row(ao, out, p, &v, mode);
+      });
+      return true;
+    }
+    default:
+      break;
+  }
+  // norm_grad: dy, x[, gamma or labels].
+  int64_t wrt = attr_i(op, "wrt", 0);
+  RowIn dy(ai[0]), x(ai[1]);
+  if (fn == "softmax" || fn == "log_softmax" || fn == "cross_entropy") {
+    bool ce = fn == "cross_entropy";
+    for_each_point(box, [&](const int64_t* p) {
+      const float* d = dy.at(p);
+      softmax_row(x.at(p), y.data(), n, false);
+      float* r = t1.data();
+      if (ce) {
+        auto label = static_cast<int64_t>(ai[2].load(ai[2].offset(p)));
+        for (int64_t i = 0; i < n; ++i) r[i] = d[0] * y[i];
+        if (label >= 0 && label < n) r[label] = d[0] * (y[label] - 1.0f);
+      } else if (fn == "softmax") {
+        double s = 0;
+        for (int64_t i = 0; i < n; ++i) s += static_cast<double>(d[i]) * y[i];
+        auto sf = static_cast<float>(s);
+        for (int64_t i = 0; i < n; ++i) r[i] = y[i] * (d[i] - sf);
+      } else {
+        double s = 0;
+        for (int64_t i = 0; i < n; ++i) s += d[i];
+        auto sf = static_cast<float>(s);
+        for (int64_t i = 0; i < n; ++i) r[i] = d[i] - y[i] * sf;
+      }
+      put_row(ao, out, p, r, mode);
+    });
+    return true;
+  }
+  bool layer = fn == "layernorm";
+  std::vector<RowIn> gr;
+  if (ai.size() > 2) gr.emplace_back(ai[2]);
+  for_each_point(box, [&](const int64_t* p) {
+    const float* d = dy.at(p);
+    const float* xr = x.at(p);
+    float* r = t1.data();
+    if (wrt == 2) {
+      put_row(ao, out, p, d, mode);
+      return;
+    }
+    float mean, rstd;
+    moments(xr, n, layer, eps, &mean, &rstd);
+    float* xh = y.data();
+    for (int64_t i = 0; i < n; ++i) xh[i] = (xr[i] - mean) * rstd;
+    if (wrt == 1) {
+      for (int64_t i = 0; i < n; ++i) r[i] = d[i] * xh[i];
+      put_row(ao, out, p, r, mode);
+      return;
+    }
+    float* gy = t2.data();
+    if (!gr.empty()) {
+      const float* g = gr[0].at(p);
+      for (int64_t i = 0; i < n; ++i) gy[i] = d[i] * g[i];
+    } else {
+      std::copy(d, d + n, gy);
+    }
+    double mg = 0, mgx = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      mg += gy[i];
+      mgx += static_cast<double>(gy[i]) * xh[i];
+    }
+    auto dn = static_cast<double>(n);
+    auto mgf = static_cast<float>(layer ? mg / dn : 0.0), mgxf = static_cast<float>(mgx / dn);
+    for (int64_t i = 0; i < n; ++i) r[i] = rstd * (gy[i] - mgf - xh[i] * mgxf);
+    put_row(ao, out, p, r, mode);
+  });
+  return true;
+}
+
+}  // namespace heddle::kdetail

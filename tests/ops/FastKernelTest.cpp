@@ -1,0 +1,326 @@
+// The fast kernels and the fused chains against the generic reference loops
+// (KernelOptions::reference): every op of the zoo transformers' training steps (forward, backward,
+// AdamW) on random sub-boxes, with input and output tiles cut from larger random regions (so
+// strides, origins and broadcasts vary), overwriting and accumulating; and elementwise chains,
+// hand-made and taken from those graphs, through kernels::run_chain.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "OpsTestUtil.h"
+#include "heddle/ir/GraphBuilder.h"
+#include "heddle/ops/Autodiff.h"
+#include "heddle/ops/Chain.h"
+#include "heddle/ops/Kernel.h"
+#include "heddle/ops/Ops.h"
+#include "heddle/ops/zoo/Zoo.h"
+
+namespace heddle {
+namespace {
+
+int64_t uniform(std::mt19937& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+
+// Max |a - b| / (1 + |b|) over two tiles of one region (equal infinities and NaNs count 0).
+double tile_diff(const Tensor& a, const Tensor& b) {
+  if (a.region() != b.region()) return INFINITY;
+  double m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = a.f32()[i], y = b.f32()[i];
+    if (x == y || (std::isnan(x) && std::isnan(y))) continue;
+    m = std::max(m, std::isnan(x - y) ? INFINITY : std::fabs(x - y) / (1 + std::fabs(y)));
+  }
+  return m;
+}
+
+// A random non-empty sub-box of `b`.
+Box random_sub_box(const Box& b, std::mt19937& rng) {
+  std::vector<int64_t> s, e;
+  for (int64_t d = 0; d < b.rank(); ++d) {
+    int64_t lo = b.start()[d], hi = b.end()[d];
+    int64_t x = uniform(rng, lo, hi - 1), y = uniform(rng, lo, hi - 1);
+    s.push_back(std::min(x, y));
+    e.push_back(std::max(x, y) + 1);
+  }
+  return Box(IVec(s), IVec(e));
+}
+
+// A random region of `whole` that contains `inner` (inner itself half of the time).
+Box random_cover(const Box& inner, const Box& whole, std::mt19937& rng) {
+  if (uniform(rng, 0, 1) == 0 || inner.empty()) return inner;
+  std::vector<int64_t> s, e;
+  for (int64_t d = 0; d < inner.rank(); ++d) {
+    s.push_back(uniform(rng, whole.start()[d], inner.start()[d]));
+    e.push_back(uniform(rng, inner.end()[d], whole.end()[d]));
+  }
+  return Box(IVec(s), IVec(e));
+}
+
+// The training step (forward, backward, AdamW) of zoo model `name` at a small size.
+Graph train_graph(const char* name) {
+  zoo::ZooOverrides ov;
+  ov.layers = 2;
+  ov.seq = 6;
+  ov.vocab = 11;
+  ov.hidden = 16;
+  ov.heads = 4;
+  ov.batch = 2;
+  zoo::ModelOptions mo;
+  mo.with_loss = true;
+  auto fwd = zoo::build_zoo_model(name, ov, mo);
+  EXPECT_TRUE(fwd.ok()) << fwd.error().to_string();
+  auto step = build_train_step(*fwd, {});
+  EXPECT_TRUE(step.ok()) << step.error().to_string();
+  return std::move(step->graph);
+}
+
+// Runs op `op` of `g` over a random sub-box on tiles cut from `full` (one random tensor per
+// value) with and without the reference loops; expects the same outputs. Returns false when
+// the op is skipped.
+bool check_op(const Graph& g, const Op& op, std::map<ValueId, Tensor>& full, std::mt19937& rng) {
+  if (op.kind == OpKind::kTop2Gating || op.kind == OpKind::kFill) return false;
+  auto value = [&](ValueId v) -> Tensor& {
+    auto it = full.find(v);
+    if (it == full.end())
+      it = full.emplace(v, test::random_tensor(g.type(v), rng, -1.0, 1.0, 2)).first;
+    return it->second;
+  };
+  Box box = random_sub_box(op.space.box(), rng);
+  std::vector<Tensor> ins;
+  for (const auto& x : op.inputs) {
+    Tensor& t = value(x.value);
+    Box img = x.proj.image(box);
+    if (x.padded) img = img.intersect(t.region());
+    ins.push_back(t.crop(random_cover(img, t.region(), rng)));
+  }
+  std::vector<const Tensor*> in_ptrs;
+  for (auto& t : ins) in_ptrs.push_back(&t);
+  kernels::KernelOptions fast, ref;
+  ref.reference = true;
+  fast.accumulate = ref.accumulate = uniform(rng, 0, 1) == 1;
+  fast.optimizer_step = ref.optimizer_step = uniform(rng, 1, 5);
+  std::vector<Tensor> out_fast, out_ref;
+  for (const auto& r : op.results) {
+    Tensor& t = value(r.value);
+    Tensor o = t.crop(random_cover(r.proj.image(box), t.region(), rng));
+    out_fast.push_back(o);
+    out_ref.push_back(o);
+  }
+  std::vector<Tensor*> pf, pr;
+  for (size_t i = 0; i < out_fast.size(); ++i) {
+    pf.push_back(&out_fast[i]);
+    pr.push_back(&out_ref[i]);
+  }
+  SCOPED_TRACE(std::string(op_kind_name(op.kind)) + " box " + box.to_string() +
+               (fast.accumulate ? " accumulate" : ""));
+  Status sf = kernels::run(op, box, in_ptrs, pf, fast);
+  Status sr = kernels::run(op, box, in_ptrs, pr, ref);
+  EXPECT_EQ(sf.ok(), sr.ok());
+  for (size_t i = 0; i < out_fast.size(); ++i)
+    EXPECT_LT(tile_diff(out_fast[i], out_ref[i]), 2e-4) << "result " << i;
+  return true;
+}
+
+TEST(FastKernels, EveryTrainingOpOfTheTransformersMatchesTheReference) {
+  std::mt19937 rng(99);
+  int64_t checked = 0;
+  for (const char* name : {"gpt-tiny", "llama-tiny", "moe-tiny"}) {
+    SCOPED_TRACE(name);
+    Graph g = train_graph(name);
+    std::map<ValueId, Tensor> full;
+    for (int round = 0; round < 6; ++round)
+      for (const Op& op : g.ops()) checked += check_op(g, op, full, rng);
+  }
+  EXPECT_GT(checked, 3000);
+}
+
+// The standalone transformer kernels with axes, shapes and broadcasts the zoo does not use.
+TEST(FastKernels, RowAndPointwiseKernelsOnRandomShapesMatchTheReference) {
+  std::mt19937 rng(5);
+  int64_t checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Graph g;
+    Ops ops(g);
+    int64_t a = uniform(rng, 1, 3), b = uniform(rng, 1, 7), c = 2 * uniform(rng, 1, 9);
+    ValueId x = ops.param("x", f32({a, b, c}));
+    ValueId x4 = ops.param("x4", f32({a, b, 2, c}));
+    ValueId gm = ops.param("g", f32({c})), bt = ops.param("b", f32({c}));
+    ValueId row = ops.param("row", f32({1, b, 1}));
+    ValueId lab = ops.input("labels", i64({a, b}));
+    std::vector<ValueId> ys = {ops.softmax(x, -1),
+                               ops.softmax(x, 1),
+                               ops.log_softmax(x, -1),
+                               ops.layernorm(x, gm, bt, 1e-5),
+                               ops.rmsnorm(x, gm, 1e-5),
+                               ops.cross_entropy(x, lab),
+                               ops.causal_mask(x),
+                               ops.rotary(x4, 100.0),
+                               ops.gelu(x),
+                               ops.gelu_tanh(x),
+                               ops.silu(x),
+                               ops.add(x, row),
+                               ops.mul(x, gm),
+                               ops.binary(OpKind::kSub, row, x),
+                               ops.scale(x, 0.3)};
+    ValueId loss = ops.reduce(OpKind::kReduceSum, ops.add(ys[0], ys[1]), {0, 1, 2});
+    (void)loss;
+    for (ValueId y : ys) ops.output(y);
+    ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+    std::map<ValueId, Tensor> full;
+    for (const Op& op : g.ops()) checked += check_op(g, op, full, rng);
+  }
+  EXPECT_GT(checked, 4000);
+}
+
+// Runs `calls` one by one with the reference loops on materialized values (the meaning of a
+// chain), then with run_chain; the chain's surviving values must match.
+void check_chain(const Graph& g, const std::vector<kernels::ChainCall>& calls,
+                 const std::vector<ValueId>& temps, std::mt19937& rng) {
+  std::map<ValueId, Tensor> ext, ref;
+  auto get = [&](ValueId v) -> const Tensor* {
+    if (auto it = ref.find(v); it != ref.end()) return &it->second;
+    auto it = ext.find(v);
+    if (it == ext.end())
+      it = ext.emplace(v, test::random_tensor(g.type(v), rng, -1.0, 1.0, 2)).first;
+    return &it->second;
+  };
+  kernels::KernelOptions ro;
+  ro.reference = true;
+  for (const auto& c : calls) {
+    const Op& op = g.op(c.op);
+    std::vector<const Tensor*> ins;
+    for (const auto& x : op.inputs) ins.push_back(get(x.value));
+    std::vector<Tensor*> outs;
+    for (const auto& r : op.results)
+      outs.push_back(
+          &ref.insert_or_assign(r.value, Tensor::tile(g.type(r.value).dtype(), r.proj.image(c.box)))
+               .first->second);
+    ASSERT_TRUE(kernels::run(op, c.box, ins, outs, ro).ok());
+  }
+  auto got = kernels::run_chain(g, calls, temps, [&](ValueId v) { return &ext.at(v); });
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  size_t survivors = 0;
+  for (const auto& [v, t] : ref)
+    survivors += std::find(temps.begin(), temps.end(), v) == temps.end();
+  EXPECT_EQ(got->size(), survivors);
+  for (const auto& [v, t] : *got) {
+    SCOPED_TRACE("value " + g.value(v).name);
+    EXPECT_TRUE(std::find(temps.begin(), temps.end(), v) == temps.end());
+    ASSERT_EQ(t.region(), ref.at(v).region());
+    EXPECT_LT(tile_diff(t, ref.at(v)), 2e-4);
+  }
+}
+
+TEST(FusedChains, HandMadeChainsOnRandomBoxesMatchTheReference) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 400; ++trial) {
+    Graph g;
+    Ops ops(g);
+    int64_t B = uniform(rng, 1, 3), Q = uniform(rng, 1, 9), K = Q + uniform(rng, 0, 2),
+            M = uniform(rng, 1, 5);
+    ValueId a = ops.param("a", f32({B, Q, M}));
+    ValueId w = ops.param("w", f32({M, K}));
+    ValueId bias = ops.param("bias", f32({K}));
+    ValueId y = ops.param("y", f32({B, 1, K}));
+    ValueId c = ops.input("c", TensorType(DType::kBool, IVec{B, Q, K}));
+    // einsum (not fusable) then a random elementwise tail.
+    std::vector<ValueId> vs = {ops.einsum("bqm,mk->bqk", a, w)};
+    int len = static_cast<int>(uniform(rng, 2, 7));
+    for (int i = 0; i < len; ++i) {
+      ValueId v = vs.back();
+      switch (uniform(rng, 0, 8)) {
+        case 0:
+          vs.push_back(ops.add(v, bias));
+          break;
+        case 1:
+          vs.push_back(ops.gelu(v));
+          break;
+        case 2:
+          vs.push_back(ops.mul(y, v));
+          break;
+        case 3:
+          vs.push_back(ops.scale(v, 0.37));
+          break;
+        case 4:
+          vs.push_back(ops.causal_mask(ops.silu(v)));
+          break;
+        case 5:
+          vs.push_back(ops.where(c, v, y));
+          break;
+        case 6:
+          vs.push_back(ops.unary(OpKind::kTanh, v));
+          break;
+        case 7:
+          vs.push_back(ops.binary(OpKind::kMaximum, v, bias));
+          break;
+        default:
+          vs.push_back(ops.sub(v, vs[0]));  // reads a surviving value of the chain
+          break;
+      }
+    }
+    ops.output(vs.back());
+    ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+    // Every elementwise op of the chain over one random sub-box of the common [B, Q, K] space;
+    // the einsum over its whole space.
+    Box box = random_sub_box(Box::of_shape(IVec{B, Q, K}), rng);
+    std::vector<kernels::ChainCall> calls;
+    std::vector<ValueId> temps;
+    for (OpId id = 0; id < g.num_ops(); ++id)
+      calls.push_back({id, g.op(id).kind == OpKind::kEinsum ? g.op(id).space.box() : box});
+    // Values read only by the next call are temporaries (the lowering's rule); others survive.
+    for (size_t i = 0; i + 1 < calls.size(); ++i) {
+      ValueId v = g.op(calls[i].op).results[0].value;
+      int uses = 0;
+      for (const Op& op : g.ops())
+        for (const auto& x : op.inputs) uses += x.value == v;
+      if (uses == 1 && v != vs.back()) temps.push_back(v);
+    }
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    check_chain(g, calls, temps, rng);
+  }
+}
+
+// Chains as the lowering forms them (each next op elementwise, reading the previous result,
+// its only use) in the transformers' training graphs, forward and backward.
+TEST(FusedChains, ChainsOfTheTransformersTrainingStepsMatchTheReference) {
+  std::mt19937 rng(3);
+  int64_t chains = 0;
+  for (const char* name : {"gpt-tiny", "llama-tiny", "moe-tiny"}) {
+    SCOPED_TRACE(name);
+    Graph g = train_graph(name);
+    std::vector<int64_t> uses(static_cast<size_t>(g.num_values()), 0);
+    for (const Op& op : g.ops())
+      for (const auto& x : op.inputs) ++uses[x.value];
+    std::vector<kernels::ChainCall> calls;
+    std::vector<ValueId> temps;
+    auto flush = [&] {
+      if (calls.size() > 1) {
+        check_chain(g, calls, temps, rng);
+        ++chains;
+      }
+      calls.clear();
+      temps.clear();
+    };
+    for (OpId id = 0; id < g.num_ops(); ++id) {
+      const Op& op = g.op(id);
+      bool joins = false;
+      if (!calls.empty() && is_elementwise(op.kind)) {
+        const Op& last = g.op(calls.back().op);
+        ValueId v = last.results[0].value;
+        for (const auto& x : op.inputs) joins |= x.value == v;
+        joins = joins && uses[v] == 1 && last.results.size() == 1;
+      }
+      if (!joins) flush();
+      if (joins) temps.push_back(g.op(calls.back().op).results[0].value);
+      calls.push_back({id, op.space.box()});
+    }
+    flush();
+  }
+  EXPECT_GT(chains, 8);
+}
+
+}  // namespace
+}  // namespace heddle
