@@ -23,6 +23,7 @@
 #include "heddle/ops/Interpreter.h"
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/Lower.h"
+#include "heddle/runtime/ThreadedRunner.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
@@ -207,9 +208,11 @@ int run(const RunOptions& o) {
         return user_error(s.error());
   }
   // One step of the partitioned run from `feeds`: threads, or pipeline stages on threads.
+  std::optional<ThreadedRunner> runner;  // kept across steps: threads and memory plans persist
+  if (!pipe) runner.emplace(g, programs);
   auto run_step = [&](const TensorMap& feeds, int s) -> Result<TensorMap> {
     ExecOptions eo{.optimizer_step = o.train ? s : 0};
-    if (!pipe) return run_threaded(g, programs, feeds, eo);
+    if (!pipe) return runner->run(feeds, eo);
     auto r = run_pipeline_threaded(pipe->program, to_pipeline_feeds(*pipe, g, feeds), eo);
     HEDDLE_TRY(r);
     return from_pipeline_result(*pipe, g, updates, *r);
@@ -279,6 +282,7 @@ int run(const RunOptions& o) {
     summary.strategy = planned->spec.to_string();
     summary.stats = program_stats(g, programs);
     summary.reshards = planned->propagation.reshards.size();
+    summary.peak_bytes_per_device = runner->peak_bytes_per_device();
   }
   summary.devices_text = std::to_string(summary.mesh.num_devices()) + " threads";
   return report_run(o, g, summary);

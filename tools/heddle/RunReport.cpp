@@ -83,6 +83,7 @@ int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {
       j["rank_feed_bytes_max"] = s.feed_bytes->first;
       j["model_feed_bytes"] = s.feed_bytes->second;
     }
+    if (!s.peak_bytes_per_device.empty()) j["peak_bytes_per_device"] = s.peak_bytes_per_device;
     if (c) {
       j["max_abs_error"] = c->max_abs;
       j["max_rel_error"] = c->max_rel;

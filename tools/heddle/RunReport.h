@@ -63,6 +63,9 @@ struct RunSummary {
   /// MPI: the most bytes of parameters and inputs one rank holds (generated, or cut from the
   /// weights and input files), and the model's total.
   std::optional<std::pair<int64_t, int64_t>> feed_bytes;
+  /// Threads backend: each device's planned peak of tile memory (ThreadedRunner), in device
+  /// order (JSON `peak_bytes_per_device`); empty when not known.
+  std::vector<int64_t> peak_bytes_per_device;
 };
 
 /// Prints the summary of a run of `g` (text, or JSON with --json); returns 0, or 1 after a
