@@ -221,13 +221,48 @@ bool chain_fusable(const Op& op, const KernelOptions& options) {
   return true;
 }
 
+namespace {
+
+// The end of the fused group that starts at call i of n (i + 1 when call i runs alone): the
+// following fusable calls over the same box whose reads of earlier group results use the
+// producer's projection (so a value flows point to point).
+template <class OpAt, class BoxAt>
+size_t group_end(size_t i, size_t n, OpAt&& op_at, BoxAt&& box_at, const KernelOptions& options) {
+  size_t j = i + 1;
+  if (!chain_fusable(op_at(i), options)) return j;
+  for (; j < n; ++j) {
+    const Op& next = op_at(j);
+    if (!chain_fusable(next, options) || box_at(j) != box_at(i)) break;
+    bool ok = true;
+    for (const auto& x : next.inputs)
+      for (size_t q = i; q < j; ++q) {
+        const auto& r = op_at(q).results[0];
+        if (r.value == x.value && !(r.proj == x.proj)) ok = false;
+      }
+    if (!ok) break;
+  }
+  return j;
+}
+
+// True when value v of a group ending before call j is read by a later call.
+template <class OpAt>
+bool read_after(ValueId v, size_t j, size_t n, OpAt&& op_at) {
+  for (size_t r = j; r < n; ++r)
+    for (const auto& x : op_at(r).inputs)
+      if (x.value == v) return true;
+  return false;
+}
+
+bool contains(const std::vector<ValueId>& vs, ValueId v) {
+  return std::find(vs.begin(), vs.end(), v) != vs.end();
+}
+
+}  // namespace
+
 Result<ChainResults> run_chain(const Graph& g, const std::vector<ChainCall>& calls,
                                const std::vector<ValueId>& temporaries,
                                const std::function<const Tensor*(ValueId)>& input,
                                const KernelOptions& options) {
-  auto is_temp = [&](ValueId v) {
-    return std::find(temporaries.begin(), temporaries.end(), v) != temporaries.end();
-  };
   std::map<ValueId, Tensor> made;  // values computed so far (temporaries of unfused calls too)
   auto tile_of = [&](ValueId v) -> const Tensor* {
     auto it = made.find(v);
@@ -237,25 +272,12 @@ Result<ChainResults> run_chain(const Graph& g, const std::vector<ChainCall>& cal
     const auto& r = op.results[k];
     return made.emplace(r.value, Tensor::tile(g.type(r.value).dtype(), r.proj.image(box))).first;
   };
+  auto op_at = [&](size_t q) -> const Op& { return g.op(calls[q].op); };
+  auto box_at = [&](size_t q) -> const Box& { return calls[q].box; };
   for (size_t i = 0; i < calls.size();) {
     const Op& op = g.op(calls[i].op);
     const Box& box = calls[i].box;
-    // The group: op and the following fusable calls over the same box whose reads of earlier
-    // group results use the producer's projection (so a value flows point to point).
-    size_t j = i + 1;
-    if (chain_fusable(op, options)) {
-      for (; j < calls.size(); ++j) {
-        const Op& next = g.op(calls[j].op);
-        if (!chain_fusable(next, options) || calls[j].box != box) break;
-        bool ok = true;
-        for (const auto& x : next.inputs)
-          for (size_t q = i; q < j; ++q) {
-            const auto& r = g.op(calls[q].op).results[0];
-            if (r.value == x.value && !(r.proj == x.proj)) ok = false;
-          }
-        if (!ok) break;
-      }
-    }
+    size_t j = group_end(i, calls.size(), op_at, box_at, options);
     if (j == i + 1) {  // a single call: the ordinary kernel
       std::vector<const Tensor*> ins;
       for (const auto& x : op.inputs) ins.push_back(tile_of(x.value));
@@ -272,18 +294,49 @@ Result<ChainResults> run_chain(const Graph& g, const std::vector<ChainCall>& cal
       const Op& o = g.op(calls[q].op);
       ops.push_back(&o);
       ValueId v = o.results[0].value;
-      bool read_later = false;
-      for (size_t r = j; r < calls.size(); ++r)
-        for (const auto& x : g.op(calls[r].op).inputs) read_later |= x.value == v;
-      outs.push_back(is_temp(v) && !read_later ? nullptr : &new_tile(o, 0, box)->second);
+      bool skip = contains(temporaries, v) && !read_after(v, j, calls.size(), op_at);
+      outs.push_back(skip ? nullptr : &new_tile(o, 0, box)->second);
     }
     run_group(ops, box, tile_of, outs);
     i = j;
   }
   ChainResults out;
   for (auto& [v, t] : made)
-    if (!is_temp(v)) out.emplace_back(v, std::move(t));
+    if (!contains(temporaries, v)) out.emplace_back(v, std::move(t));
   return out;
+}
+
+Status run_chain_into(const std::vector<BoundCall>& calls, const std::vector<ValueId>& temporaries,
+                      const KernelOptions& options) {
+  auto op_at = [&](size_t q) -> const Op& { return *calls[q].op; };
+  auto box_at = [&](size_t q) -> const Box& { return calls[q].box; };
+  for (size_t i = 0; i < calls.size();) {
+    size_t j = group_end(i, calls.size(), op_at, box_at, options);
+    if (j == i + 1) {
+      HEDDLE_TRY(run(*calls[i].op, calls[i].box, calls[i].ins, calls[i].outs, options));
+      ++i;
+      continue;
+    }
+    std::vector<const Op*> ops;
+    std::vector<Tensor*> outs;
+    for (size_t q = i; q < j; ++q) {
+      ops.push_back(calls[q].op);
+      ValueId v = calls[q].op->results[0].value;
+      bool skip = contains(temporaries, v) && !read_after(v, j, calls.size(), op_at);
+      outs.push_back(skip ? nullptr : calls[q].outs[0]);
+    }
+    // Inputs not produced in the group come from the calls' own operand tiles.
+    auto tile_of = [&](ValueId v) -> const Tensor* {
+      for (size_t q = i; q < j; ++q)
+        for (size_t k = 0; k < calls[q].op->inputs.size(); ++k)
+          if (calls[q].op->inputs[k].value == v) return calls[q].ins[k];
+      HEDDLE_UNREACHABLE();
+      return nullptr;
+    };
+    run_group(ops, calls[i].box, tile_of, outs);
+    i = j;
+  }
+  return {};
 }
 
 }  // namespace heddle::kernels

@@ -85,13 +85,22 @@ void init_outputs(const Op& op, const Box& box, const std::vector<Tensor*>& outs
                                 : std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < outs.size(); ++i) {
     Box img = op.results[i].proj.image(box);
-    Box b = img.intersect(outs[i]->region());
-    HEDDLE_ASSERT(b == img) << "output tile " << outs[i]->to_string() << " misses "
-                            << img.to_string();
-    Tensor fill = Tensor::tile(outs[i]->dtype(), b);
-    fill.fill(id);
-    outs[i]->copy_from(fill);
+    HEDDLE_ASSERT(outs[i]->region().contains(img))
+        << "output tile " << outs[i]->to_string() << " misses " << img.to_string();
+    fill_box(*outs[i], img, id);
   }
+}
+
+void fill_box(Tensor& t, const Box& b, float v) {
+  float* d = t.f32();
+  const auto& st = t.strides();
+  const IVec& org = t.origin();
+  const int64_t r = b.rank();
+  for_each_row(b, [&](const int64_t* p, int64_t n) {
+    int64_t o = 0;
+    for (int64_t k = 0; k < r; ++k) o += st[k] * (p[k] - org[k]);
+    std::fill(d + o, d + o + n, v);
+  });
 }
 
 bool unit_windows(const Op& op) {
@@ -121,19 +130,42 @@ float monoid_identity(Monoid m) {
 }
 
 void combine(Monoid m, Tensor& dst, const Tensor& src) {
-  Box b = dst.region().intersect(src.region());
   Store s = m == Monoid::kSum ? Store::kSum : m == Monoid::kMax ? Store::kMax : Store::kMin;
-  if (dst.region() == src.region()) {  // same layout: one flat loop, the same stores
+  if (dst.origin() == src.origin() && dst.shape() == src.shape()) {
+    // Same layout: one flat loop, the same stores.
     float* d = dst.f32();
     const float* v = src.f32();
     for (int64_t i = 0; i < dst.numel(); ++i) store(s, d + i, v[i]);
     return;
   }
-  // Row by row along the last dim, which is contiguous in both tiles.
-  const int64_t r = b.rank();
+  // Row by row along the last dim, which is contiguous in both tiles. The intersection and the
+  // row cursor live on the stack for ranks up to 8: collectives call this on every step and must
+  // not allocate.
+  const int64_t r = dst.rank();
+  HEDDLE_ASSERT(src.rank() == r) << "combine " << src.to_string() << " into " << dst.to_string();
+  if (r == 0) {
+    store(s, dst.f32(), src.f32()[0]);
+    return;
+  }
+  constexpr int64_t kStack = 8;
+  int64_t stack[3 * kStack];
+  std::vector<int64_t> heap;
+  int64_t* lo = stack;
+  if (r > kStack) {
+    heap.resize(static_cast<size_t>(3 * r));
+    lo = heap.data();
+  }
+  int64_t *hi = lo + r, *p = hi + r;
   const auto &ds = dst.strides(), &ss = src.strides();
   const IVec &dorg = dst.origin(), &sorg = src.origin();
-  for_each_row(b, [&](const int64_t* p, int64_t n) {
+  for (int64_t d = 0; d < r; ++d) {
+    lo[d] = std::max(dorg[d], sorg[d]);
+    hi[d] = std::min(dorg[d] + dst.shape()[d], sorg[d] + src.shape()[d]);
+    if (hi[d] <= lo[d]) return;
+    p[d] = lo[d];
+  }
+  const int64_t n = hi[r - 1] - lo[r - 1];
+  while (true) {
     int64_t od = 0, os = 0;
     for (int64_t d = 0; d < r; ++d) {
       od += ds[d] * (p[d] - dorg[d]);
@@ -149,7 +181,13 @@ void combine(Monoid m, Tensor& dst, const Tensor& src) {
         for (int64_t j = 0; j < n; ++j) store(s, d + j, v[j]);
         break;
     }
-  });
+    int64_t k = r - 2;
+    for (; k >= 0; --k) {
+      if (++p[k] < hi[k]) break;
+      p[k] = lo[k];
+    }
+    if (k < 0) return;
+  }
 }
 
 Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& inputs,

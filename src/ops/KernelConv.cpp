@@ -163,11 +163,8 @@ Status run_conv(const Op& op, const Box& box, const std::vector<const Tensor*>& 
   if (!o.direct_conv && run_conv_dnnl(op, box, ins, outs, o)) return {};
   // Every kernel below adds into its outputs: reset them first unless accumulating.
   if (store_mode(op) == Store::kAssign) {
-    for (size_t i = 0; i < outs.size(); ++i) {
-      Box img = op.results[i].proj.image(box);
-      Tensor z = Tensor::tile(outs[i]->dtype(), img);
-      outs[i]->copy_from(z);
-    }
+    for (size_t i = 0; i < outs.size(); ++i)
+      fill_box(*outs[i], op.results[i].proj.image(box).intersect(outs[i]->region()), 0.0f);
   } else {
     init_outputs(op, box, outs, o);
   }

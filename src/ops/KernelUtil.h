@@ -109,6 +109,10 @@ void for_each_point(const Box& box, F&& f) {
 void init_outputs(const Op& op, const Box& box, const std::vector<Tensor*>& outs,
                   const KernelOptions& o);
 
+/// Sets the elements of `t` in box `b` (global coordinates) to `v` without allocating a tile.
+/// Precondition: t is a float tensor whose region contains b.
+void fill_box(Tensor& t, const Box& b, float v);
+
 template <Store M>
 inline void store_as(float* dst, float v) {
   store(M, dst, v);

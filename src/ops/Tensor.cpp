@@ -21,23 +21,121 @@ Tensor::Tensor(DType dtype, IVec shape, IVec origin)
     i_.assign(static_cast<size_t>(numel_), 0);
   else
     f_.assign(static_cast<size_t>(numel_), 0.0f);
+  point_at_owned();
+}
+
+void Tensor::point_at_owned() {
+  view_ = false;
+  fp_ = is_int() ? nullptr : f_.data();
+  ip_ = is_int() ? i_.data() : nullptr;
+}
+
+Tensor::Tensor(const Tensor& o)
+    : dtype_(o.dtype_),
+      shape_(o.shape_),
+      origin_(o.origin_),
+      strides_(o.strides_),
+      numel_(o.numel_) {
+  if (o.fp_) f_.assign(o.fp_, o.fp_ + o.stored());
+  if (o.ip_) i_.assign(o.ip_, o.ip_ + o.stored());
+  if (o.fp_ || o.ip_) point_at_owned();
+}
+
+Tensor::Tensor(Tensor&& o) noexcept
+    : dtype_(o.dtype_),
+      shape_(std::move(o.shape_)),
+      origin_(std::move(o.origin_)),
+      strides_(std::move(o.strides_)),
+      numel_(o.numel_),
+      f_(std::move(o.f_)),
+      i_(std::move(o.i_)),
+      fp_(o.fp_),
+      ip_(o.ip_),
+      view_(o.view_) {
+  o.fp_ = nullptr;
+  o.ip_ = nullptr;
+  o.view_ = false;
+}
+
+Tensor& Tensor::operator=(const Tensor& o) {
+  if (this == &o) return *this;
+  dtype_ = o.dtype_;
+  shape_ = o.shape_;
+  origin_ = o.origin_;
+  strides_ = o.strides_;
+  numel_ = o.numel_;
+  // assign() keeps the capacity, so re-assigning a tensor of the same size allocates nothing.
+  if (o.fp_)
+    f_.assign(o.fp_, o.fp_ + o.stored());
+  else
+    f_.clear();
+  if (o.ip_)
+    i_.assign(o.ip_, o.ip_ + o.stored());
+  else
+    i_.clear();
+  if (o.fp_ || o.ip_) {
+    point_at_owned();
+  } else {
+    fp_ = nullptr;
+    ip_ = nullptr;
+    view_ = false;
+  }
+  return *this;
+}
+
+Tensor& Tensor::operator=(Tensor&& o) noexcept {
+  if (this == &o) return *this;
+  dtype_ = o.dtype_;
+  shape_ = std::move(o.shape_);
+  origin_ = std::move(o.origin_);
+  strides_ = std::move(o.strides_);
+  numel_ = o.numel_;
+  f_ = std::move(o.f_);
+  i_ = std::move(o.i_);
+  fp_ = o.fp_;
+  ip_ = o.ip_;
+  view_ = o.view_;
+  o.fp_ = nullptr;
+  o.ip_ = nullptr;
+  o.view_ = false;
+  return *this;
+}
+
+Tensor Tensor::view(DType dtype, const Box& region, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = region.shape();
+  t.origin_ = region.start();
+  t.strides_.assign(static_cast<size_t>(t.shape_.size()), 1);
+  for (int64_t d = t.shape_.size() - 2; d >= 0; --d)
+    t.strides_[d] = t.strides_[d + 1] * t.shape_[d + 1];
+  t.numel_ = t.shape_.product();
+  t.view_ = true;
+  t.rebind(data);
+  return t;
+}
+
+void Tensor::rebind(void* data) {
+  HEDDLE_ASSERT(view_) << "rebind() of an owning tensor " << to_string();
+  fp_ = is_int() ? nullptr : static_cast<float*>(data);
+  ip_ = is_int() ? static_cast<int64_t*>(data) : nullptr;
 }
 
 float* Tensor::f32() {
   HEDDLE_ASSERT(!is_int()) << "f32() of " << to_string();
-  return f_.data();
+  return fp_;
 }
 const float* Tensor::f32() const {
   HEDDLE_ASSERT(!is_int()) << "f32() of " << to_string();
-  return f_.data();
+  return fp_;
 }
 int64_t* Tensor::i64() {
   HEDDLE_ASSERT(is_int()) << "i64() of " << to_string();
-  return i_.data();
+  return ip_;
 }
 const int64_t* Tensor::i64() const {
   HEDDLE_ASSERT(is_int()) << "i64() of " << to_string();
-  return i_.data();
+  return ip_;
 }
 
 int64_t Tensor::offset(const IVec& p) const {
@@ -49,66 +147,74 @@ int64_t Tensor::offset(const IVec& p) const {
 
 double Tensor::at(const IVec& p) const {
   int64_t o = offset(p);
-  return is_int() ? static_cast<double>(i_[o]) : static_cast<double>(f_[o]);
+  return is_int() ? static_cast<double>(ip_[o]) : static_cast<double>(fp_[o]);
 }
 
 void Tensor::set(const IVec& p, double v) {
   int64_t o = offset(p);
   if (is_int())
-    i_[o] = static_cast<int64_t>(v);
+    ip_[o] = static_cast<int64_t>(v);
   else
-    f_[o] = static_cast<float>(v);
+    fp_[o] = static_cast<float>(v);
 }
 
 void Tensor::fill(double v) {
   if (is_int())
-    std::fill(i_.begin(), i_.end(), saturating_int64(v));
+    std::fill(ip_, ip_ + stored(), saturating_int64(v));
   else
-    std::fill(f_.begin(), f_.end(), saturating_float(v));
+    std::fill(fp_, fp_ + stored(), saturating_float(v));
 }
 
 void Tensor::copy_from(const Tensor& src) {
   HEDDLE_ASSERT(src.is_int() == is_int() && src.rank() == rank())
       << "copy " << src.to_string() << " into " << to_string();
-  Box b = region().intersect(src.region());
-  if (b.empty()) return;
-  if (rank() == 0) {
+  const int64_t r = rank();
+  if (r == 0) {
     if (is_int())
-      i_[0] = src.i_[0];
+      ip_[0] = src.ip_[0];
     else
-      f_[0] = src.f_[0];
+      fp_[0] = src.fp_[0];
     return;
+  }
+  // The intersection of the regions, on the stack for ranks up to 8 (no allocation).
+  constexpr int64_t kStack = 8;
+  int64_t stack[3 * kStack];
+  std::vector<int64_t> heap;
+  int64_t* lo = stack;
+  if (r > kStack) {
+    heap.resize(static_cast<size_t>(3 * r));
+    lo = heap.data();
+  }
+  int64_t *hi = lo + r, *p = hi + r;
+  for (int64_t d = 0; d < r; ++d) {
+    lo[d] = std::max(origin_[d], src.origin_[d]);
+    hi[d] = std::min(origin_[d] + shape_[d], src.origin_[d] + src.shape_[d]);
+    if (hi[d] <= lo[d]) return;
+    p[d] = lo[d];
   }
   // Copy row by row; trailing dims that both tensors hold whole merge into one longer row (a
   // weight [CO, CI, 1, 1] is one row, not CO * CI rows of one element).
-  const int64_t r = rank();
-  const std::vector<int64_t>&start = b.start().values(), &end = b.end().values();
-  const std::vector<int64_t>&dorg = origin_.values(), &sorg = src.origin_.values();
-  const std::vector<int64_t>&dshape = shape_.values(), &sshape = src.shape_.values();
-  int64_t inner = r - 1, n = end[r - 1] - start[r - 1];
+  int64_t inner = r - 1, n = hi[r - 1] - lo[r - 1];
   while (inner > 0) {
-    int64_t e = end[inner] - start[inner];
-    if (e != dshape[inner] || e != sshape[inner]) break;
+    int64_t e = hi[inner] - lo[inner];
+    if (e != shape_[inner] || e != src.shape_[inner]) break;
     --inner;
-    n *= end[inner] - start[inner];
+    n *= hi[inner] - lo[inner];
   }
-  std::vector<int64_t> p(start);
-  const size_t width = is_int() ? sizeof(int64_t) : sizeof(float);
-  auto* dbase = is_int() ? static_cast<void*>(i_.data()) : static_cast<void*>(f_.data());
-  const auto* sbase = src.is_int() ? static_cast<const void*>(src.i_.data())
-                                   : static_cast<const void*>(src.f_.data());
   while (true) {
     int64_t od = 0, os = 0;
     for (int64_t d = 0; d < r; ++d) {
-      od += strides_[d] * (p[d] - dorg[d]);
-      os += src.strides_[d] * (p[d] - sorg[d]);
+      od += strides_[d] * (p[d] - origin_[d]);
+      os += src.strides_[d] * (p[d] - src.origin_[d]);
     }
-    std::memcpy(static_cast<char*>(dbase) + od * width,
-                static_cast<const char*>(sbase) + os * width, width * n);
+    if (is_int())
+      std::memmove(ip_ + od, src.ip_ + os, sizeof(int64_t) * n);
+    else
+      std::memmove(fp_ + od, src.fp_ + os, sizeof(float) * n);
     int64_t d = inner - 1;
     for (; d >= 0; --d) {
-      if (++p[d] < end[d]) break;
-      p[d] = start[d];
+      if (++p[d] < hi[d]) break;
+      p[d] = lo[d];
     }
     if (d < 0) break;
   }
@@ -129,9 +235,10 @@ std::string Tensor::to_string() const {
 
 bool Tensor::operator==(const Tensor& o) const {
   if (dtype_ != o.dtype_ || shape_ != o.shape_ || origin_ != o.origin_) return false;
-  if (is_int()) return i_ == o.i_;
-  return f_.size() == o.f_.size() &&
-         (f_.empty() || std::memcmp(f_.data(), o.f_.data(), f_.size() * sizeof(float)) == 0);
+  if (stored() != o.stored()) return false;
+  if (stored() == 0) return true;
+  if (is_int()) return std::equal(ip_, ip_ + stored(), o.ip_);
+  return std::memcmp(fp_, o.fp_, stored() * sizeof(float)) == 0;
 }
 
 }  // namespace heddle

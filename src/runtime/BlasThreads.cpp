@@ -4,14 +4,16 @@
 
 namespace heddle {
 
-SingleThreadedBlas::SingleThreadedBlas(int64_t devices) {
-  if (devices <= 1) return;
-  saved_ = openblas_get_num_threads();
-  if (saved_ > 1) openblas_set_num_threads(1);
+BlasThreads::BlasThreads(int threads) {
+  if (threads < 1) return;
+  int now = openblas_get_num_threads();
+  if (now == threads) return;
+  saved_ = now;
+  openblas_set_num_threads(threads);
 }
 
-SingleThreadedBlas::~SingleThreadedBlas() {
-  if (saved_ > 1) openblas_set_num_threads(saved_);
+BlasThreads::~BlasThreads() {
+  if (saved_ > 0) openblas_set_num_threads(saved_);
 }
 
 }  // namespace heddle

@@ -50,9 +50,12 @@ Session::Session(const Graph& g, std::vector<ParamUpdate> updates,
 Session::Session(const Graph& g, std::vector<ParamUpdate> updates, PipelineProgram pipeline)
     : g_(g), updates_(std::move(updates)), pipeline_(std::move(pipeline)) {}
 
-Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_step) const {
+Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_step) {
   ExecOptions eo{.optimizer_step = optimizer_step};
-  if (!pipeline_) return run_threaded(g_, programs_, feeds, eo);
+  if (!pipeline_) {
+    if (!runner_) runner_ = std::make_unique<ThreadedRunner>(g_, programs_);
+    return runner_->run(feeds, eo);
+  }
   auto r = run_pipeline_threaded(*pipeline_, pack_pipeline_feeds(*pipeline_, g_, feeds), eo);
   HEDDLE_TRY(r);
   return unpack_pipeline_result(*pipeline_, g_, updates_, *r);
@@ -73,6 +76,7 @@ Result<RunResult> Session::run(TensorMap feeds, const StepLoopOptions& options) 
 }
 
 std::vector<int64_t> Session::peak_bytes_per_device() const {
+  if (runner_) return runner_->peak_bytes_per_device();
   return pipeline_ ? pipeline_peak_bytes(*pipeline_) : heddle::peak_bytes_per_device(g_, programs_);
 }
 

@@ -12,14 +12,16 @@ class ThreadedWorld::Endpoint : public Communicator {
 
   Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
                     Tensor& out, Monoid monoid) override {
-    w_.slots_[rank_] = &mine;
+    const int64_t set = w_.one_barrier_ ? (calls_++ & 1) * w_.n_ : 0;
+    const Tensor* const* slots = w_.slots_.data() + set;
+    w_.slots_[set + rank_] = &mine;
     w_.barrier_.arrive_and_wait();
     Status st = failed();
     if (st.ok()) {
       bool reduce = c == Collective::kAllReduce || c == Collective::kReduceScatter;
       bool first = true;
       for (int64_t peer : group) {
-        const Tensor& t = *w_.slots_[peer];
+        const Tensor& t = *slots[peer];
         if (!reduce) {
           out.copy_from(t);
         } else if (first) {
@@ -30,6 +32,7 @@ class ThreadedWorld::Endpoint : public Communicator {
         first = false;
       }
     }
+    if (w_.one_barrier_) return st;
     w_.barrier_.arrive_and_wait();
     return st.ok() ? failed() : st;
   }
@@ -43,10 +46,14 @@ class ThreadedWorld::Endpoint : public Communicator {
 
   ThreadedWorld& w_;
   int64_t rank_;
+  int64_t calls_ = 0;  // collectives so far (one-barrier mode: which slot set to use)
 };
 
-ThreadedWorld::ThreadedWorld(int64_t n)
-    : n_(n), barrier_(static_cast<std::ptrdiff_t>(n)), slots_(static_cast<size_t>(n)) {
+ThreadedWorld::ThreadedWorld(int64_t n, bool one_barrier)
+    : n_(n),
+      one_barrier_(one_barrier),
+      barrier_(static_cast<std::ptrdiff_t>(n)),
+      slots_(static_cast<size_t>(2 * n)) {
   HEDDLE_ASSERT(n >= 1) << "world of " << n;
   for (int64_t i = 0; i < n; ++i) endpoints_.push_back(std::make_unique<Endpoint>(*this, i));
 }

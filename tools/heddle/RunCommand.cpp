@@ -266,7 +266,7 @@ int run(const RunOptions& o) {
   RunSummary summary;
   summary.digest = output_digest(g, ran->outputs);
   summary.result = std::move(*ran);
-  summary.peak_bytes_per_device = peaks;
+  summary.peak_bytes_per_device = session.peak_bytes_per_device();  // the executor's plan
   summary.check = reference ? &reference->errors() : nullptr;
   if (pipe) {
     summary.note = pipe->note;

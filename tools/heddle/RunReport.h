@@ -28,7 +28,8 @@ struct RunSummary {
   ProgramStats stats;  ///< over every device's programs
   size_t reshards = 0;
   RunResult result;  ///< losses, step times (wall time: their sum)
-  /// Per device, the peak bytes of live tiles of its programs (HostMemory.h); empty: unknown.
+  /// Per device, its peak bytes of tiles (JSON `peak_bytes_per_device`): the executor's planned
+  /// arena on threads, else the programs' estimate (HostMemory.h); empty: unknown.
   std::vector<int64_t> peak_bytes_per_device;
   std::string digest;  ///< output_digest() of the last step
   const CheckErrors* check = nullptr;

@@ -34,6 +34,20 @@ Result<ChainResults> run_chain(const Graph& g, const std::vector<ChainCall>& cal
                                const std::function<const Tensor*(ValueId)>& input,
                                const KernelOptions& options = {});
 
+/// One call of a chain bound to its operand tiles (in op.inputs order) and result tiles.
+struct BoundCall {
+  const Op* op = nullptr;
+  Box box;
+  std::vector<const Tensor*> ins;
+  std::vector<Tensor*> outs;
+};
+
+/// run_chain on tiles the caller provides (an executor's planned buffers): each call's results
+/// go to its `outs`, except a value in `temporaries` that only flows inside a fused run of calls,
+/// which is never written. Allocates no tiles. Returns the first Diagnostic of a kernel.
+Status run_chain_into(const std::vector<BoundCall>& calls, const std::vector<ValueId>& temporaries,
+                      const KernelOptions& options = {});
+
 /// True when run_chain evaluates op `op` inside a fused loop (given a compatible neighbour).
 bool chain_fusable(const Op& op, const KernelOptions& options = {});
 

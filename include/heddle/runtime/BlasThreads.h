@@ -1,23 +1,36 @@
-// SingleThreadedBlas: a scope in which OpenBLAS runs each sgemm on the calling thread only.
+// BlasThreads: scopes that set how many threads OpenBLAS runs each sgemm on. OpenBLAS's thread
+// count is process-global, so the executor sets it around a run and restores it after.
 #pragma once
 
 #include <cstdint>
 
 namespace heddle {
 
-/// While several device threads share the cores, each should run sgemm single-threaded: OpenBLAS's
-/// own thread pool would oversubscribe the cores, and its callers queue for the one pool. Construct
-/// one around a threaded run of `devices` device threads; with `devices <= 1` it changes nothing.
-/// The previous thread count is restored on destruction. Not for nesting across threads.
-class SingleThreadedBlas {
+/// A scope in which OpenBLAS runs each call on `threads` threads (the caller and threads - 1 of
+/// its pool). The executor gives each device `threads_per_device()` cores: with one device on two
+/// cores sgemm uses both; with as many devices as cores each device's sgemm runs on its own thread
+/// (OpenBLAS's pool would oversubscribe the cores, and its callers would queue for the one pool).
+/// The previous count is restored on destruction. `threads < 1` changes nothing. Not for nesting
+/// across threads: the setting is global.
+class BlasThreads {
  public:
-  explicit SingleThreadedBlas(int64_t devices);
-  ~SingleThreadedBlas();
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+  explicit BlasThreads(int threads);
+  ~BlasThreads();
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
 
  private:
-  int saved_ = 0;
+  int saved_ = 0;  // the count to restore; 0 when unchanged
+};
+
+/// The former scope: OpenBLAS single-threaded while `devices > 1` device threads run (with one
+/// device it changes nothing). Kept for callers that run their own device threads.
+class SingleThreadedBlas {
+ public:
+  explicit SingleThreadedBlas(int64_t devices) : scope_(devices > 1 ? 1 : 0) {}
+
+ private:
+  BlasThreads scope_;
 };
 
 }  // namespace heddle

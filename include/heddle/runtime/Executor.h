@@ -1,5 +1,6 @@
 // Executing device programs: one device's program against a Communicator, and all devices of a
-// mesh as threads of this process (the default backend).
+// mesh as threads of this process (the default backend). These one-shot functions build a
+// DeviceExecutor / ThreadedRunner per call; code that runs many steps keeps a ThreadedRunner.
 #pragma once
 
 #include <map>
@@ -21,6 +22,11 @@ struct ExecOptions {
   /// When > 0, the 1-based optimizer step AdamW's bias correction uses (overriding the `step`
   /// attribute), so one lowered training step serves every step of a run. Default 0.
   int64_t optimizer_step = 0;
+  /// Intra-op threads per device (KernelOptions::threads, and OpenBLAS's thread count while the
+  /// devices of a threaded run compute). 0 (default): the host's cores divided by the devices
+  /// sharing them, at least 1 (see threads_per_device()); run_device, which cannot know how many
+  /// devices share the host, then uses 1.
+  int threads = 0;
 };
 
 /// Runs `program` as device comm.rank(). `feeds` holds every graph input and parameter the
@@ -32,14 +38,14 @@ Result<TensorMap> run_device(const Graph& g, const DeviceProgram& program, Commu
 
 /// Runs every device's program on its own thread with shared-memory collectives and returns the
 /// graph outputs (whole tensors, from device 0's tiles, which cover them when lowering replicated
-/// the outputs). Repeated runs are bit-identical. With several devices, OpenBLAS runs
-/// single-threaded for the call (each device thread calls sgemm; the thread count is restored
-/// after). Precondition: programs lowered from `g`, one per device, in device order.
+/// the outputs). Repeated runs are bit-identical. OpenBLAS runs each device's sgemm on the
+/// device's share of the cores (see ExecOptions::threads; the thread count is restored after).
+/// Precondition: programs lowered from `g`, one per device, in device order.
 Result<TensorMap> run_threaded(const Graph& g, const std::vector<DeviceProgram>& programs,
                                const TensorMap& feeds, const ExecOptions& options = {});
 
-/// The same for a shared template: each device's thread instantiates its own program, so the
-/// programs are never all held at once. Precondition: `programs` lowered from `g`.
+/// The same for a shared template: each device's program is instantiated and compiled on its own
+/// thread. Precondition: `programs` lowered from `g`.
 Result<TensorMap> run_threaded(const Graph& g, const ProgramTemplate& programs,
                                const TensorMap& feeds, const ExecOptions& options = {});
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/PipelineProgram.h"
 #include "heddle/runtime/ReferenceCheck.h"
+#include "heddle/runtime/ThreadedRunner.h"
 
 namespace heddle {
 
@@ -67,17 +69,21 @@ class Session {
   const std::optional<PipelineProgram>& pipeline() const { return pipeline_; }
   /// The SPMD programs (empty for a pipeline).
   const std::vector<DeviceProgram>& programs() const { return programs_; }
-  /// Per device, the peak bytes of live tiles its programs hold (see HostMemory.h).
+  /// Per device, the peak bytes of tiles it holds: the executor's planned arena once a run has
+  /// compiled it (SPMD programs), else the estimate from replaying the programs (HostMemory.h),
+  /// which needs no memory.
   std::vector<int64_t> peak_bytes_per_device() const;
 
  private:
   /// The one call into the executor, per step (`optimizer_step` as ExecOptions takes it).
-  Result<TensorMap> execute(const TensorMap& feeds, int64_t optimizer_step) const;
+  Result<TensorMap> execute(const TensorMap& feeds, int64_t optimizer_step);
 
   const Graph& g_;
   std::vector<ParamUpdate> updates_;
   std::vector<DeviceProgram> programs_;
   std::optional<PipelineProgram> pipeline_;
+  /// The SPMD programs' executor, built by the first run and kept (threads, memory plans).
+  std::unique_ptr<ThreadedRunner> runner_;
 };
 
 }  // namespace heddle

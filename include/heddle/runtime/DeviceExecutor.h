@@ -1,0 +1,87 @@
+// DeviceExecutor: one device's program compiled once for many steps. Every tile the program makes
+// (loads, collective and halo results, kernel results, fused-chain temporaries) gets a static
+// place in one arena per device, planned from the tiles' lifetimes, so a step after the first
+// allocates nothing in the executor.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "heddle/ops/Kernel.h"
+#include "heddle/runtime/Executor.h"
+
+namespace heddle {
+
+/// One device's program, compiled: tiles are views into a per-device arena whose layout
+/// (plan_arena over the tiles' lifetimes, from definition to last use or free) is fixed at
+/// construction. Loads of a tile that is contiguous in the whole fed tensor view the feed itself
+/// (no copy); other loads copy into the arena. Kernels write their whole output tiles (ops that
+/// reduce reset them to the monoid's identity first), so reused memory is never re-zeroed.
+/// Not thread-safe: one run at a time.
+class DeviceExecutor {
+ public:
+  /// Compiles `program` (lowered from `g`, which must outlive this object). With
+  /// `hold_collective_inputs`, the tile a collective or fetch sends stays unchanged until the
+  /// device's next collective (the last one's until the end of the run), as a one-barrier
+  /// ThreadedWorld needs; default false.
+  DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_collective_inputs = false);
+  ~DeviceExecutor();
+  DeviceExecutor(const DeviceExecutor&) = delete;
+  DeviceExecutor& operator=(const DeviceExecutor&) = delete;
+
+  /// Runs the program once as device comm.rank(), with `threads` intra-op threads per kernel call
+  /// (KernelOptions::threads). `feeds` holds every graph input and parameter the program loads
+  /// (whole tensors) and must stay unchanged until the run returns. A kernel error marks the run
+  /// failed (and calls the on_error callback once) but the program keeps taking part in
+  /// collectives, so peers never wait forever. Returns the first error.
+  Status run(Communicator& comm, const TensorMap& feeds, const ExecOptions& options, int threads);
+
+  /// Called once per failing run, from the running thread, when the device first fails.
+  void set_on_error(std::function<void()> f) { on_error_ = std::move(f); }
+
+  /// The device's tiles of the graph outputs after the last run, in g.outputs() order (outputs the
+  /// device does not hold are absent): views valid until the next run.
+  const std::vector<std::pair<ValueId, const Tensor*>>& outputs() const { return outputs_; }
+
+  /// Copies outputs() into `out`: an entry of the same dtype and region is overwritten in place
+  /// (no allocation), others are replaced by an owning copy.
+  void copy_outputs(TensorMap& out) const;
+
+  /// The arena size: the most bytes of tiles this device holds at once (its planned peak), not
+  /// counting loads that view the feeds and the kernels' own scratch.
+  int64_t peak_bytes() const { return arena_bytes_; }
+  /// The program this executor runs.
+  const DeviceProgram& program() const { return program_; }
+
+ private:
+  struct Buffer;
+  struct Call;
+  struct Step;
+  class Compiler;
+
+  void fail(Diagnostic d);
+  void load(const Step& s, const TensorMap& feeds);
+  // Every kernel call of the executor goes through here: the calls of one kernel instruction (a
+  // fused elementwise chain when more than one), in order, on their precomputed tiles.
+  void run_kernels(const Step& s, const kernels::KernelOptions& ko);
+
+  const Graph& g_;
+  DeviceProgram program_;
+  bool hold_collective_inputs_;
+  std::vector<Buffer> buffers_;
+  std::vector<Step> steps_;
+  std::vector<std::pair<ValueId, const Tensor*>> outputs_;
+  std::unique_ptr<std::byte[]> arena_;
+  int64_t arena_bytes_ = 0;
+  std::vector<Tensor> fallback_;  // owning tiles for loads whose feed cannot be viewed
+  Status error_;
+  std::function<void()> on_error_;
+};
+
+/// True while the calling thread is inside a kernel call of a DeviceExecutor: lets allocation
+/// tests tell the kernels' own scratch from what the executor allocates.
+bool in_kernel_call();
+
+}  // namespace heddle

@@ -1,0 +1,69 @@
+// ThreadedRunner: every device of a mesh as a persistent thread of this process, each with its
+// DeviceExecutor (static arena, compiled program), so repeated steps (training) create no threads
+// and allocate no tiles. The engine under run_threaded() and `heddle run`.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "heddle/runtime/DeviceExecutor.h"
+#include "heddle/runtime/Executor.h"
+#include "heddle/runtime/ThreadedCommunicator.h"
+
+namespace heddle {
+
+/// Runs the programs of all devices of a mesh, one step per run(), on persistent threads with
+/// shared-memory collectives. Device 0 runs on the calling thread, the others on workers that
+/// sleep (futex, no spinning) between steps. Each device gets threads_per_device() intra-op
+/// threads (ExecOptions::threads overrides); OpenBLAS's process-wide thread count is set to the
+/// same for the duration of a run and restored after. One run at a time; `g` must outlive the
+/// runner.
+class ThreadedRunner {
+ public:
+  /// Compiles one program per device (device order). Precondition: lowered from `g`.
+  ThreadedRunner(const Graph& g, const std::vector<DeviceProgram>& programs);
+  /// The same from a shared template; each device's program is instantiated and compiled on its
+  /// own thread.
+  ThreadedRunner(const Graph& g, const ProgramTemplate& programs);
+  ~ThreadedRunner();
+  ThreadedRunner(const ThreadedRunner&) = delete;
+  ThreadedRunner& operator=(const ThreadedRunner&) = delete;
+
+  /// One step from `feeds` (every graph input and parameter, whole; unchanged until the call
+  /// returns). Returns the graph outputs (whole tensors, from device 0's tiles, which cover them
+  /// when lowering replicated the outputs). Repeated runs are bit-identical.
+  Result<TensorMap> run(const TensorMap& feeds, const ExecOptions& options = {});
+  /// The same, writing the outputs into `outputs`: entries that already hold a tensor of the
+  /// output's type are overwritten in place, so a steady-state loop allocates nothing.
+  Status run_into(const TensorMap& feeds, TensorMap& outputs, const ExecOptions& options = {});
+
+  /// Number of devices.
+  int64_t num_devices() const { return static_cast<int64_t>(devices_.size()); }
+  /// Each device's planned peak of tile memory in bytes (DeviceExecutor::peak_bytes), in device
+  /// order: the `peak_bytes_per_device` of a run summary.
+  std::vector<int64_t> peak_bytes_per_device() const;
+  /// Device `d`'s executor. Precondition: 0 <= d < num_devices().
+  const DeviceExecutor& device(int64_t d) const { return *devices_[static_cast<size_t>(d)]; }
+
+ private:
+  void start_workers();
+  void worker(int64_t d);
+  void run_device_step(int64_t d);
+
+  const Graph& g_;
+  std::vector<std::unique_ptr<DeviceExecutor>> devices_;
+  ThreadedWorld world_;
+  std::vector<Status> status_;
+  std::vector<std::thread> workers_;
+  // The current step's arguments, published to the workers with generation_.
+  const TensorMap* feeds_ = nullptr;
+  ExecOptions options_;
+  int threads_ = 1;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> pending_{0};
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace heddle

@@ -1,0 +1,314 @@
+#include "heddle/runtime/DeviceExecutor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <new>
+
+#include "heddle/ir/TextPrinter.h"
+#include "heddle/ops/Chain.h"
+#include "heddle/runtime/ArenaPlan.h"
+
+namespace heddle {
+
+namespace {
+
+thread_local int kernel_depth = 0;
+
+// Marks the calling thread as inside a kernel call (see in_kernel_call()).
+struct KernelScope {
+  KernelScope() { ++kernel_depth; }
+  ~KernelScope() { --kernel_depth; }
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
+};
+
+int64_t element_bytes(DType t) { return dtype_is_float(t) ? 4 : 8; }
+
+// The offset (in elements) of `box` in a whole row-major tensor of `shape` when the box is one
+// contiguous run of it, else -1.
+int64_t contiguous_offset(const IVec& shape, const Box& box) {
+  int64_t r = shape.size();
+  if (box.empty()) return 0;
+  int64_t partial = -1;  // the last dim the box does not cover whole
+  for (int64_t d = 0; d < r; ++d)
+    if (box.start()[d] != 0 || box.end()[d] != shape[d]) partial = d;
+  for (int64_t d = 0; d < partial; ++d)
+    if (box.end()[d] - box.start()[d] != 1) return -1;
+  int64_t offset = 0, stride = 1;
+  for (int64_t d = r - 1; d >= 0; --d) {
+    offset += box.start()[d] * stride;
+    stride *= shape[d];
+  }
+  return offset;
+}
+
+struct ArenaDeleter {
+  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+
+}  // namespace
+
+bool in_kernel_call() { return kernel_depth > 0; }
+
+// One tile the program makes: a view into the arena, or into a feed for zero-copy loads.
+struct DeviceExecutor::Buffer {
+  Tensor tensor;
+  int64_t first = 0, last = 0;  // positions of its definition and of its last use
+  int64_t bytes = 0;            // arena bytes (0 for feed views)
+  int64_t feed_offset = -1;     // loads: the tile's element offset in the whole feed, or -1
+};
+
+// One kernel call on precomputed tiles.
+struct DeviceExecutor::Call {
+  const Op* op = nullptr;
+  Box box;
+  std::vector<const Tensor*> ins;
+  std::vector<Tensor*> outs;
+  std::vector<int> in_buffers, out_buffers;  // resolved to the pointers after compiling
+};
+
+// One instruction with its tiles resolved (frees have none and are dropped).
+struct DeviceExecutor::Step {
+  Instr::Kind kind = Instr::Kind::kFree;
+  const Instr* instr = nullptr;
+  ValueId value = -1;
+  int in = -1, out = -1;  // buffers: collective and fetch input and result; load result
+  std::vector<Call> calls;
+  std::vector<kernels::BoundCall> chain;  // the calls again, as ops/Chain.h takes them (> 1 call)
+};
+
+// Walks the program once: which buffer each instruction reads and defines, and every buffer's
+// lifetime in positions (one per load, collective, fetch and kernel call).
+class DeviceExecutor::Compiler {
+ public:
+  explicit Compiler(DeviceExecutor& x) : x_(x), g_(x.g_) {}
+
+  void run() {
+    for (const Instr& in : x_.program_.instrs) instr(in);
+    if (held_ >= 0) x_.buffers_[held_].last = std::numeric_limits<int64_t>::max();
+    // Outputs live to the end of the program.
+    for (ValueId v : g_.outputs()) {
+      auto it = tiles_.find(v);
+      if (it == tiles_.end()) continue;
+      x_.buffers_[it->second].last = std::numeric_limits<int64_t>::max();
+      out_buffers_.emplace_back(v, it->second);
+    }
+  }
+
+  std::vector<std::pair<ValueId, int>> out_buffers_;
+
+ private:
+  int define(ValueId v, const Box& region) {
+    Buffer b;
+    DType t = g_.type(v).dtype();
+    b.tensor = Tensor::view(t, region, nullptr);
+    b.first = b.last = pos_;
+    b.bytes = region.volume() * element_bytes(t);
+    x_.buffers_.push_back(std::move(b));
+    return static_cast<int>(x_.buffers_.size() - 1);
+  }
+  void use(int b) { x_.buffers_[b].last = std::max(x_.buffers_[b].last, pos_); }
+  int tile(ValueId v) const {
+    auto it = tiles_.find(v);
+    HEDDLE_ASSERT(it != tiles_.end()) << "device " << x_.program_.device << " reads "
+                                      << value_ref(g_.value(v).name) << ", which it does not hold";
+    return it->second;
+  }
+
+  void instr(const Instr& in) {
+    Step s;
+    s.kind = in.kind;
+    s.instr = &in;
+    s.value = in.value;
+    switch (in.kind) {
+      case Instr::Kind::kLoad: {
+        s.out = define(in.value, in.box);
+        int64_t off = contiguous_offset(g_.type(in.value).shape(), in.box);
+        if (off >= 0) {
+          x_.buffers_[s.out].bytes = 0;
+          x_.buffers_[s.out].feed_offset = off;
+        }
+        tiles_[in.value] = s.out;
+        ++pos_;
+        break;
+      }
+      case Instr::Kind::kCollective:
+      case Instr::Kind::kFetch:
+        s.in = tile(in.value);
+        use(s.in);
+        if (x_.hold_collective_inputs_) {
+          if (held_ >= 0) use(held_);  // peers read it until they reach this collective
+          held_ = s.in;
+        }
+        s.out = define(in.value, in.box);
+        (in.kind == Instr::Kind::kFetch ? halos_ : tiles_)[in.value] = s.out;
+        ++pos_;
+        break;
+      case Instr::Kind::kKernel: {
+        std::map<ValueId, int> temps;
+        for (const KernelCall& kc : in.calls) {
+          const Op& op = g_.op(kc.op);
+          Call c;
+          c.op = &op;
+          c.box = kc.box;
+          for (const auto& x : op.inputs) {
+            int b;
+            if (auto h = halos_.find(x.value); h != halos_.end()) {
+              b = h->second;
+            } else if (auto t = temps.find(x.value); t != temps.end()) {
+              b = t->second;
+            } else {
+              b = tile(x.value);
+            }
+            use(b);
+            c.in_buffers.push_back(b);
+          }
+          for (const auto& r : op.results)
+            c.out_buffers.push_back(define(r.value, r.proj.image(kc.box)));
+          for (const auto& x : op.inputs) halos_.erase(x.value);
+          for (size_t k = 0; k < op.results.size(); ++k) {
+            ValueId v = op.results[k].value;
+            bool temp =
+                std::find(in.temporaries.begin(), in.temporaries.end(), v) != in.temporaries.end();
+            (temp ? temps : tiles_)[v] = c.out_buffers[k];
+          }
+          s.calls.push_back(std::move(c));
+          ++pos_;
+        }
+        break;
+      }
+      case Instr::Kind::kFree:
+        tiles_.erase(in.value);
+        return;  // no step
+    }
+    x_.steps_.push_back(std::move(s));
+  }
+
+  DeviceExecutor& x_;
+  const Graph& g_;
+  int64_t pos_ = 0;
+  int held_ = -1;  // the input of the last collective, while peers may read it
+  std::map<ValueId, int> tiles_, halos_;
+};
+
+DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_collective_inputs)
+    : g_(g), program_(std::move(program)), hold_collective_inputs_(hold_collective_inputs) {
+  Compiler c(*this);
+  c.run();
+  std::vector<ArenaRequest> requests;
+  requests.reserve(buffers_.size());
+  for (const Buffer& b : buffers_) requests.push_back({b.first, b.last, b.bytes});
+  ArenaLayout layout = plan_arena(requests);
+  arena_bytes_ = layout.bytes;
+  arena_.reset(static_cast<std::byte*>(::operator new[](
+      static_cast<size_t>(std::max<int64_t>(arena_bytes_, 64)), std::align_val_t(64))));
+  // Zeroed once, so a first step reads the same as a fresh tensor would.
+  std::memset(arena_.get(), 0, static_cast<size_t>(std::max<int64_t>(arena_bytes_, 64)));
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    if (buffers_[i].feed_offset < 0) buffers_[i].tensor.rebind(arena_.get() + layout.offsets[i]);
+  fallback_.resize(buffers_.size());
+  for (Step& s : steps_)
+    for (Call& call : s.calls) {
+      for (int b : call.in_buffers) call.ins.push_back(&buffers_[b].tensor);
+      for (int b : call.out_buffers) call.outs.push_back(&buffers_[b].tensor);
+      if (s.calls.size() > 1) s.chain.push_back({call.op, call.box, call.ins, call.outs});
+    }
+  for (const auto& [v, b] : c.out_buffers_) outputs_.emplace_back(v, &buffers_[b].tensor);
+}
+
+DeviceExecutor::~DeviceExecutor() = default;
+
+void DeviceExecutor::fail(Diagnostic d) {
+  if (!error_.ok()) return;
+  error_ = Status(std::move(d));
+  if (on_error_) on_error_();
+}
+
+void DeviceExecutor::load(const Step& s, const TensorMap& feeds) {
+  Buffer& b = buffers_[s.out];
+  auto it = feeds.find(s.value);
+  const Tensor* feed = it == feeds.end() ? nullptr : &it->second;
+  bool whole =
+      feed && feed->is_int() == b.tensor.is_int() && feed->shape() == g_.type(s.value).shape() &&
+      std::all_of(feed->origin().begin(), feed->origin().end(), [](int64_t o) { return o == 0; });
+  if (b.feed_offset >= 0 && whole) {
+    // The tile is one contiguous run of the feed: view it. Kernels never write their inputs.
+    if (b.tensor.is_int())
+      b.tensor.rebind(const_cast<int64_t*>(feed->i64()) + b.feed_offset);
+    else
+      b.tensor.rebind(const_cast<float*>(feed->f32()) + b.feed_offset);
+    return;
+  }
+  if (!feed) fail(Diagnostic("no data for " + value_ref(g_.value(s.value).name)));
+  if (b.feed_offset < 0 && feed) {
+    b.tensor.copy_from(*feed);
+    return;
+  }
+  // A viewed load whose feed is missing or not a whole tensor: an owning tile (rare; allocates).
+  Tensor& own = fallback_[s.out];
+  own = Tensor::tile(b.tensor.dtype(), b.tensor.region());
+  if (feed) own.copy_from(*feed);
+  b.tensor.rebind(own.is_int() ? static_cast<void*>(own.i64()) : static_cast<void*>(own.f32()));
+}
+
+void DeviceExecutor::run_kernels(const Step& s, const kernels::KernelOptions& ko) {
+  if (!s.chain.empty()) {  // a fused elementwise chain: one loop over memory (ops/Chain.h)
+    if (!error_.ok()) return;
+    KernelScope scope;
+    Status st = kernels::run_chain_into(s.chain, s.instr->temporaries, ko);
+    if (!st.ok()) fail(st.error());
+    return;
+  }
+  for (const Call& c : s.calls) {
+    if (!error_.ok()) return;
+    KernelScope scope;
+    Status st = kernels::run(*c.op, c.box, c.ins, c.outs, ko);
+    if (!st.ok()) fail(st.error());
+  }
+}
+
+Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const ExecOptions& options,
+                           int threads) {
+  error_ = Status();
+  kernels::KernelOptions ko;
+  ko.optimizer_step = options.optimizer_step;
+  ko.threads = std::max(1, threads);
+  for (const Step& s : steps_) {
+    switch (s.kind) {
+      case Instr::Kind::kLoad:
+        load(s, feeds);
+        break;
+      case Instr::Kind::kCollective:
+      case Instr::Kind::kFetch: {
+        const Instr& in = *s.instr;
+        Collective c = in.kind == Instr::Kind::kFetch ? Collective::kHaloExchange : in.collective;
+        Status st =
+            comm.collective(c, in.group, buffers_[s.in].tensor, buffers_[s.out].tensor, in.monoid);
+        if (!st.ok()) fail(st.error());
+        break;
+      }
+      case Instr::Kind::kKernel:
+        run_kernels(s, ko);
+        break;
+      case Instr::Kind::kFree:
+        break;
+    }
+  }
+  return error_;
+}
+
+void DeviceExecutor::copy_outputs(TensorMap& out) const {
+  for (const auto& [v, t] : outputs_) {
+    auto it = out.find(v);
+    if (it != out.end() && !it->second.is_view() && it->second.dtype() == t->dtype() &&
+        it->second.shape() == t->shape() && it->second.origin() == t->origin()) {
+      it->second.copy_from(*t);
+    } else {
+      out.insert_or_assign(v, *t);
+    }
+  }
+}
+
+}  // namespace heddle

@@ -1,0 +1,112 @@
+#include "heddle/runtime/ThreadedRunner.h"
+
+#include "heddle/ir/TextPrinter.h"
+#include "heddle/runtime/BlasThreads.h"
+#include "heddle/runtime/HostCores.h"
+
+namespace heddle {
+
+ThreadedRunner::ThreadedRunner(const Graph& g, const std::vector<DeviceProgram>& programs)
+    : g_(g), world_(static_cast<int64_t>(programs.size()), true), status_(programs.size()) {
+  HEDDLE_ASSERT(!programs.empty()) << "no programs";
+  for (const DeviceProgram& p : programs)
+    devices_.push_back(std::make_unique<DeviceExecutor>(g, p, true));
+  start_workers();
+}
+
+ThreadedRunner::ThreadedRunner(const Graph& g, const ProgramTemplate& programs)
+    : g_(g),
+      world_(programs.mesh.num_devices(), true),
+      status_(static_cast<size_t>(programs.mesh.num_devices())) {
+  int64_t n = world_.size();
+  devices_.resize(static_cast<size_t>(n));
+  std::vector<std::thread> build;
+  for (int64_t d = 1; d < n; ++d)
+    build.emplace_back([&, d] {
+      devices_[d] = std::make_unique<DeviceExecutor>(g, instantiate(g, programs, d), true);
+    });
+  devices_[0] = std::make_unique<DeviceExecutor>(g, instantiate(g, programs, 0), true);
+  for (auto& t : build) t.join();
+  start_workers();
+}
+
+void ThreadedRunner::start_workers() {
+  for (int64_t d = 0; d < num_devices(); ++d)
+    devices_[d]->set_on_error([this, d] { world_.abort(d); });
+  for (int64_t d = 1; d < num_devices(); ++d) workers_.emplace_back([this, d] { worker(d); });
+}
+
+ThreadedRunner::~ThreadedRunner() {
+  stop_.store(true);
+  generation_.fetch_add(1);
+  generation_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+std::vector<int64_t> ThreadedRunner::peak_bytes_per_device() const {
+  std::vector<int64_t> out;
+  for (const auto& d : devices_) out.push_back(d->peak_bytes());
+  return out;
+}
+
+void ThreadedRunner::run_device_step(int64_t d) {
+  status_[d] = devices_[d]->run(world_.endpoint(d), *feeds_, options_, threads_);
+}
+
+void ThreadedRunner::worker(int64_t d) {
+  uint64_t seen = 0;
+  while (true) {
+    generation_.wait(seen);  // sleeps until the next step (or shutdown) bumps the generation
+    seen = generation_.load();
+    if (stop_.load()) return;
+    run_device_step(d);
+    if (pending_.fetch_sub(1) == 1) pending_.notify_all();
+  }
+}
+
+Status ThreadedRunner::run_into(const TensorMap& feeds, TensorMap& outputs,
+                                const ExecOptions& options) {
+  int64_t n = num_devices();
+  feeds_ = &feeds;
+  options_ = options;
+  threads_ = threads_per_device(n, options.threads);
+  world_.reset();
+  {
+    BlasThreads blas(threads_);
+    pending_.store(n - 1);
+    generation_.fetch_add(1);
+    generation_.notify_all();
+    run_device_step(0);
+    for (int64_t left = pending_.load(); left != 0; left = pending_.load()) pending_.wait(left);
+  }
+  feeds_ = nullptr;
+  // Report the error of the device that failed first (others only saw the abandonment).
+  for (const Status& s : status_)
+    if (!s.ok() && s.error().message.find("collective abandoned") == std::string::npos) return s;
+  for (const Status& s : status_)
+    if (!s.ok()) return s;
+  const DeviceExecutor& d0 = *devices_[0];
+  size_t k = 0;
+  for (ValueId v : g_.outputs()) {
+    const auto& outs = d0.outputs();
+    bool whole = k < outs.size() && outs[k].first == v &&
+                 outs[k].second->shape() == g_.type(v).shape() &&
+                 std::all_of(outs[k].second->origin().begin(), outs[k].second->origin().end(),
+                             [](int64_t o) { return o == 0; });
+    if (!whole)
+      return Diagnostic("output " + value_ref(g_.value(v).name) +
+                        " is not whole on device 0; lower with replicate_outputs");
+    ++k;
+  }
+  d0.copy_outputs(outputs);
+  return {};
+}
+
+Result<TensorMap> ThreadedRunner::run(const TensorMap& feeds, const ExecOptions& options) {
+  TensorMap out;
+  Status st = run_into(feeds, out, options);
+  if (!st.ok()) return st.error();
+  return out;
+}
+
+}  // namespace heddle

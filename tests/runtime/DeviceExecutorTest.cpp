@@ -1,0 +1,231 @@
+// The persistent executor: arena planning, the kernels' write-everything contract it relies on,
+// tensors that view memory, and runners reused across steps against fresh one-shot runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "common/RandomFeeds.h"
+#include "heddle/ops/Autodiff.h"
+#include "heddle/ops/Kernel.h"
+#include "heddle/ops/zoo/Zoo.h"
+#include "heddle/runtime/ArenaPlan.h"
+#include "heddle/runtime/HostCores.h"
+#include "heddle/runtime/Lower.h"
+#include "heddle/runtime/ThreadedRunner.h"
+#include "heddle/sharding/Tactics.h"
+
+namespace heddle {
+namespace {
+
+TEST(ArenaPlan, BuffersAliveTogetherNeverOverlapAndDeadOnesAreReused) {
+  std::mt19937_64 rng(7);
+  for (int rep = 0; rep < 200; ++rep) {
+    std::vector<ArenaRequest> req;
+    int n = 1 + static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) {
+      int64_t a = static_cast<int64_t>(rng() % 50), b = a + static_cast<int64_t>(rng() % 10);
+      req.push_back({a, b, static_cast<int64_t>(rng() % 5000)});
+    }
+    ArenaLayout l = plan_arena(req);
+    int64_t peak = 0;
+    for (int64_t t = 0; t < 60; ++t) {
+      int64_t live = 0;
+      for (const auto& r : req)
+        if (r.first <= t && t <= r.last) live += (r.bytes + 63) / 64 * 64;
+      peak = std::max(peak, live);
+    }
+    EXPECT_GE(l.bytes, peak);
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(l.offsets[i] % 64, 0);
+      EXPECT_LE(l.offsets[i] + req[i].bytes, l.bytes);
+      for (int j = 0; j < i; ++j) {
+        bool together = req[i].first <= req[j].last && req[j].first <= req[i].last;
+        bool disjoint = l.offsets[i] + req[i].bytes <= l.offsets[j] ||
+                        l.offsets[j] + req[j].bytes <= l.offsets[i];
+        if (together && req[i].bytes && req[j].bytes) {
+          EXPECT_TRUE(disjoint) << i << " " << j;
+        }
+      }
+    }
+  }
+  // A chain: each buffer dies where the next is born + 1; two slots suffice.
+  std::vector<ArenaRequest> chain;
+  for (int64_t i = 0; i < 10; ++i) chain.push_back({i, i + 1, 100});
+  EXPECT_EQ(plan_arena(chain).bytes, 2 * 128);
+}
+
+// The arena is reused without zeroing, so every kernel must write every element of its output
+// tiles whatever they held: run each op of several training graphs over its whole index space
+// into zeroed and into NaN-poisoned outputs, and compare bitwise.
+TEST(DeviceExecutor, KernelsWriteTheirWholeOutputs) {
+  int64_t ops = 0;
+  for (const char* name : {"gpt-tiny", "llama-tiny", "resnet-tiny", "vit-tiny", "moe-tiny"}) {
+    zoo::ModelOptions mo;
+    mo.with_loss = true;
+    auto fwd = zoo::build_zoo_model(name, zoo::ZooOverrides::sized(2), mo);
+    ASSERT_TRUE(fwd.ok()) << name;
+    auto step = build_train_step(*fwd);
+    ASSERT_TRUE(step.ok()) << name;
+    const Graph& g = step->graph;
+    TensorMap vals = testing::random_feeds(g, 3);
+    for (const Op& op : g.ops()) {
+      std::vector<const Tensor*> ins;
+      for (const auto& x : op.inputs) ins.push_back(&vals.at(x.value));
+      std::vector<Tensor> zero, poison;
+      for (const auto& r : op.results) {
+        zero.emplace_back(g.type(r.value));
+        poison.emplace_back(g.type(r.value));
+        poison.back().fill(NAN);
+      }
+      std::vector<Tensor*> pz, pp;
+      for (auto& t : zero) pz.push_back(&t);
+      for (auto& t : poison) pp.push_back(&t);
+      for (bool direct : {false, true}) {
+        kernels::KernelOptions ko;
+        ko.direct_conv = direct;
+        ASSERT_TRUE(kernels::run(op, op.space.box(), ins, pz, ko).ok());
+        ASSERT_TRUE(kernels::run(op, op.space.box(), ins, pp, ko).ok());
+        for (size_t k = 0; k < zero.size(); ++k)
+          EXPECT_TRUE(zero[k] == poison[k])
+              << name << ": " << op_kind_name(op.kind) << " result " << k << " direct " << direct;
+      }
+      for (size_t k = 0; k < zero.size(); ++k)
+        vals.insert_or_assign(op.results[k].value, std::move(zero[k]));
+      ++ops;
+    }
+  }
+  EXPECT_GT(ops, 500);
+}
+
+TEST(Tensor, ViewsShareMemoryAndCopiesOfThemOwnIt) {
+  std::vector<float> mem = {1, 2, 3, 4, 5, 6};
+  Tensor v = Tensor::view(DType::kF32, Box(IVec{1, 0}, IVec{3, 3}), mem.data());
+  EXPECT_TRUE(v.is_view());
+  EXPECT_EQ(v.at(IVec{2, 1}), 5);
+  v.set(IVec{1, 0}, 9);
+  EXPECT_EQ(mem[0], 9);
+  Tensor c = v;  // deep
+  EXPECT_FALSE(c.is_view());
+  EXPECT_TRUE(c == v);
+  c.set(IVec{1, 0}, 7);
+  EXPECT_EQ(mem[0], 9);
+  EXPECT_FALSE(c == v);
+  Tensor m = std::move(v);  // moves the view
+  EXPECT_TRUE(m.is_view());
+  EXPECT_EQ(m.f32(), mem.data());
+  Tensor owning = Tensor::tile(DType::kF32, m.region());
+  owning.copy_from(m);
+  EXPECT_TRUE(owning == m);
+  const float* before = owning.f32();
+  owning = c;  // same size: storage reused
+  EXPECT_EQ(owning.f32(), before);
+  EXPECT_TRUE(owning == c);
+  m = owning;  // assigning to a view replaces it with an owning copy, the memory is untouched
+  EXPECT_FALSE(m.is_view());
+  EXPECT_EQ(mem[0], 9);
+}
+
+struct Lowered {
+  Graph g;
+  std::vector<ParamUpdate> updates;
+  std::vector<DeviceProgram> programs;
+};
+
+Lowered lowered_train_step(const char* model, const char* strategy, int64_t devices) {
+  zoo::ModelOptions mo;
+  mo.with_loss = true;
+  auto fwd = zoo::build_zoo_model(model, zoo::ZooOverrides::sized(4), mo);
+  EXPECT_TRUE(fwd.ok());
+  auto step = build_train_step(*fwd);
+  EXPECT_TRUE(step.ok());
+  Lowered l{std::move(step->graph), std::move(step->updates), {}};
+  auto spec = StrategySpec::parse(strategy);
+  auto plan = plan_from_strategy(l.g, *spec->mesh(devices), *spec);
+  EXPECT_TRUE(plan.ok()) << plan.error().to_string();
+  l.programs = std::move(*lower(l.g, plan->plan));
+  return l;
+}
+
+// A runner kept across training steps (arena reused, feeds viewed) gives bit-identical results to
+// fresh one-shot runs of every step.
+TEST(ThreadedRunner, StepsOfAKeptRunnerEqualFreshRuns) {
+  for (auto [model, strategy, n] : {std::tuple{"gpt-tiny", "dp=2", 2},
+                                    {"gpt-tiny", "tp=2", 2},
+                                    {"resnet-tiny", "dp=2", 2},
+                                    {"llama-tiny", "dp=1", 1}}) {
+    Lowered l = lowered_train_step(model, strategy, n);
+    TensorMap a = testing::random_feeds(l.g, 9), b = a;
+    ThreadedRunner runner(l.g, l.programs);
+    for (int step = 1; step <= 3; ++step) {
+      ExecOptions o{.optimizer_step = step};
+      auto kept = runner.run(a, o);
+      auto fresh = run_threaded(l.g, l.programs, b, o);
+      ASSERT_TRUE(kept.ok() && fresh.ok()) << model << " " << strategy;
+      for (ValueId v : l.g.outputs())
+        ASSERT_TRUE(kept->at(v) == fresh->at(v)) << model << " " << strategy << " step " << step;
+      for (const auto& u : l.updates) {
+        a.insert_or_assign(u.param, kept->at(u.updated));
+        b.insert_or_assign(u.param, fresh->at(u.updated));
+        for (const auto& s : u.state) {
+          a.insert_or_assign(s.first, kept->at(s.second));
+          b.insert_or_assign(s.first, fresh->at(s.second));
+        }
+      }
+    }
+  }
+}
+
+// The planned peak is what the device holds at once: below the sum of all its tiles (memory is
+// reused) and at least its largest tile.
+TEST(ThreadedRunner, ReportsEachDevicesPeakBytes) {
+  Lowered l = lowered_train_step("gpt-tiny", "dp=2", 2);
+  ThreadedRunner runner(l.g, l.programs);
+  auto peaks = runner.peak_bytes_per_device();
+  ASSERT_EQ(peaks.size(), 2u);
+  for (int64_t d = 0; d < 2; ++d) {
+    int64_t total = 0, largest = 0;
+    for (const Instr& in : l.programs[d].instrs) {
+      std::vector<Box> made;
+      if (in.kind == Instr::Kind::kCollective || in.kind == Instr::Kind::kFetch)
+        made.push_back(in.box);
+      for (const KernelCall& c : in.calls)
+        for (const auto& r : l.g.op(c.op).results) made.push_back(r.proj.image(c.box));
+      for (const Box& b : made) {
+        total += b.volume() * 4;
+        largest = std::max(largest, b.volume() * 4);
+      }
+    }
+    EXPECT_GE(peaks[d], largest);
+    EXPECT_LT(peaks[d], total / 2) << "device " << d;
+  }
+}
+
+TEST(HostCores, DevicesShareTheCoresWithoutOversubscribing) {
+  int cores = host_cores();
+  EXPECT_GE(cores, 1);
+  EXPECT_EQ(threads_per_device(1), cores);
+  EXPECT_EQ(threads_per_device(cores), 1);
+  EXPECT_EQ(threads_per_device(4 * cores), 1);
+  EXPECT_EQ(threads_per_device(8, 3), 3);
+}
+
+// A kernel error on one device fails the run with that error and leaves the runner usable.
+TEST(ThreadedRunner, AnErrorFailsOneRunOnly) {
+  Lowered l = lowered_train_step("gpt-tiny", "dp=2", 2);
+  TensorMap feeds = testing::random_feeds(l.g, 9), bad = feeds;
+  for (ValueId v : l.g.inputs())
+    if (bad.at(v).is_int()) bad.at(v).fill(1e6);  // token ids and labels out of range
+  ThreadedRunner runner(l.g, l.programs);
+  auto good = runner.run(feeds);
+  ASSERT_TRUE(good.ok());
+  auto failed = runner.run(bad);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.error().message.find("outside"), std::string::npos) << failed.error().message;
+  auto again = runner.run(feeds);
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  for (ValueId v : l.g.outputs()) EXPECT_TRUE(good->at(v) == again->at(v));
+}
+
+}  // namespace
+}  // namespace heddle
