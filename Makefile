@@ -78,18 +78,19 @@ test-sanitize: deps
 	@cmake --build build-tsan -j$(JOBS) --target test_runtime
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/runtime/test_runtime --gtest_brief=1
 
-# The CI subset of test-sanitize (.ci/run): ASan+UBSan on the ir, sharding and runtime unit tests,
+# The CI subset of test-sanitize (.ci/run): ASan+UBSan on the ir, sharding and runtime unit tests
+# and the graph-building ops tests (every zoo training step),
 # TSan on the runtime's tests; builds only those binaries. ~15 min on 2 idle cores
 # (docs/reliability.md).
-SANITIZE_CI_ASAN ?= test_support test_ir test_sharding test_runtime
+SANITIZE_CI_ASAN ?= test_support test_ir test_ops_graphs test_sharding test_runtime
 test-sanitize-ci: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=address,undefined \
 	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-asan -j$(JOBS) --target $(SANITIZE_CI_ASAN)
 	@for t in $(SANITIZE_CI_ASAN); do \
 	  echo "== $$t (ASan+UBSan)"; \
-	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-asan/tests/$${t#test_}/$$t \
-	    --gtest_brief=1 || exit 1; \
+	  bin=$$(find build-asan/tests -type f -name $$t | head -1); \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$bin --gtest_brief=1 || exit 1; \
 	done
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=thread \
 	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null

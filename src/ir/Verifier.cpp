@@ -4,6 +4,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "VerifyForms.h"
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/support/Strings.h"
 
@@ -50,7 +51,7 @@ std::string dtype_list(const std::vector<DType>& ts) {
 class OpChecker {
  public:
   OpChecker(const Graph& g, OpId id, std::vector<Diagnostic>& out)
-      : g_(g), id_(id), op_(g.op(id)), out_(out) {
+      : g_(g), id_(id), op_(g.op(id)), out_(out), reported_before_(out.size()) {
     std::string first = op_.results.empty() || op_.results[0].value < 0
                             ? std::string("(no result)")
                             : value_ref(g.value(op_.results[0].value).name);
@@ -76,6 +77,9 @@ class OpChecker {
     for (size_t i = 0; i < op_.inputs.size(); ++i) check_input(i);
     for (size_t i = 0; i < op_.results.size(); ++i) check_result(i);
     check_dtypes();
+    // Attributes against projections, once the projections themselves are sound.
+    if (out_.size() == reported_before_)
+      for (auto& m : verify_detail::check_form(g_, id_)) report(m);
   }
 
  private:
@@ -245,6 +249,7 @@ class OpChecker {
   OpId id_;
   const Op& op_;
   std::vector<Diagnostic>& out_;
+  size_t reported_before_;
   std::string prefix_;
 };
 

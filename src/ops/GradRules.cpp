@@ -5,9 +5,11 @@
 // projections (slice, concat) get their own signatures.
 #include "GradRules.h"
 
+#include <array>
 #include <cmath>
 
 #include "OpsUtil.h"
+#include "heddle/ir/WindowGeometry.h"
 
 namespace heddle::grad_detail {
 
@@ -34,12 +36,44 @@ ValueId space_op(Ops& ops, const Op& fwd, OpKind kind, Attrs attrs, std::vector<
   op.space = IndexSpace(std::move(dims));
   op.inputs = std::move(ins);
   op.results = {{-1, target.proj, false}};
-  const TensorType& t = ops.type(target.value);
-  auto r = ops.emit(std::move(op), {TensorType(DType::kF32, t.shape())});
+  const IVec shape = ops.shape(target.value);  // a copy: emit appends to the graph
+  auto r = ops.emit(std::move(op), {TensorType(DType::kF32, shape)});
   return r.empty() ? kNoValue : r[0];
 }
 
 Operand with_value(const Operand& o, ValueId v) { return {v, o.proj, o.padded}; }
+
+// `fwd` with input `i`'s window unrolled: each row r with window w > 1 gets a new reduce(sum) index
+// dim `win<r>` of extent w added to it, and window 1. Reads the same elements per result point.
+Op unroll_windows(const Op& fwd, size_t i) {
+  const IndexProjection& p = fwd.inputs[i].proj;
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < p.tensor_rank(); ++r)
+    if (p.window()[r] > 1) rows.push_back(r);
+  if (rows.empty()) return fwd;
+  std::vector<IndexDim> dims = fwd.space.dims();
+  for (int64_t r : rows) dims.push_back({"win" + std::to_string(r), p.window()[r], Monoid::kSum});
+  auto in = static_cast<int64_t>(dims.size()), old = fwd.space.rank();
+  auto widen = [&](const IndexProjection& q, bool add_rows) {
+    std::vector<std::vector<int64_t>> m;
+    std::vector<int64_t> win;
+    for (int64_t r = 0; r < q.tensor_rank(); ++r) {
+      std::vector<int64_t> row(static_cast<size_t>(in), 0);
+      for (int64_t k = 0; k < old; ++k) row[k] = q.map().at(r, k);
+      for (size_t j = 0; j < rows.size() && add_rows; ++j)
+        if (rows[j] == r) row[old + static_cast<int64_t>(j)] = 1;
+      m.push_back(std::move(row));
+      win.push_back(add_rows ? 1 : q.window()[r]);
+    }
+    return make_proj(in, m, q.map().offset().values(), win);
+  };
+  Op out = fwd;
+  out.space = IndexSpace(std::move(dims));
+  for (size_t k = 0; k < out.inputs.size(); ++k)
+    out.inputs[k].proj = widen(fwd.inputs[k].proj, k == i);
+  for (auto& r : out.results) r.proj = widen(r.proj, false);
+  return out;
+}
 
 // Letters for an einsum over fwd's dims, from the projection rows.
 Result<std::string> letters(const Op& fwd, const IndexProjection& p) {
@@ -53,32 +87,57 @@ Result<std::string> letters(const Op& fwd, const IndexProjection& p) {
       }
     if (dim < 0 || p.map().offset()[r] != 0 || p.window()[r] != 1 || fwd.space.rank() > 26)
       return Diagnostic("autodiff: einsum operand projection " + p.to_string() +
-                        " is not a plain selection of index dims");
+                        " is not a plain selection of index dims; write each operand of a "
+                        "two-operand einsum as one index dim per tensor dim, e.g. %a(m, k)");
     s += static_cast<char>('a' + dim);
   }
   return s;
 }
 
-int64_t find_dim(const Op& op, const char* name) { return op.space.find(name); }
+// The index dim that row `row` of `p` steps by coefficient `coef` (-1: none).
+int64_t dim_with(const IndexProjection& p, int64_t row, int64_t coef) {
+  for (int64_t k = 0; k < p.index_rank(); ++k)
+    if (p.map().at(row, k) == coef) return k;
+  return -1;
+}
 
 // conv2d: weight gradient over [(g), co, ci, kh, kw, n:sum, oh:sum, ow:sum] (an affine product
-// with a padded read of x) and input gradient over [n, (g), ci, ih, iw, co:sum].
+// with a padded read of x) and input gradient over [n, (g), ci, ih, iw, co:sum]. The forward op is
+// verified (Verifier: the conv2d form), so its dims are found by role from the result projection
+// `(n, g*cog + co, oh, ow)` and the one reduce dim ci, whatever their names; the geometry comes
+// from the attributes with their defaults, and the gradient ops spell all of it out.
 Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy) {
-  for (const char* n : {"n", "co", "oh", "ow", "ci"})
-    if (find_dim(fwd, n) < 0)
-      return Diagnostic(
-          "autodiff: conv2d needs the index dims n, co, oh, ow, ci (as built by Ops)");
-  bool grouped = find_dim(fwd, "g") >= 0;
-  auto ext = [&](const char* n) {
-    return grouped || std::string(n) != "g" ? fwd.space.dim(find_dim(fwd, n)).extent : 1;
-  };
-  auto st = std::get<std::vector<int64_t>>(fwd.attrs.at("stride"));
-  auto pad = std::get<std::vector<int64_t>>(fwd.attrs.at("padding"));
-  auto dil = std::get<std::vector<int64_t>>(fwd.attrs.at("dilation"));
-  int64_t G = ext("g"), cog = ext("co"), cig = ext("ci"), OH = ext("oh"), OW = ext("ow");
-  const TensorType &xt = ops.type(fwd.inputs[0].value), &wt = ops.type(fwd.inputs[1].value);
-  int64_t KH = wt.shape()[2], KW = wt.shape()[3], N = xt.shape()[0], H = xt.shape()[2],
-          W = xt.shape()[3];
+  auto geo = window_geometry(fwd.kind, fwd.attrs);
+  HEDDLE_TRY(geo);
+  const IndexProjection& yp = fwd.results[0].proj;
+  int64_t n_dim = dim_with(yp, 0, 1), co_dim = -1, oh_dim = dim_with(yp, 2, 1),
+          ow_dim = dim_with(yp, 3, 1), ci_dim = -1;
+  // Row 1 is co, or g*cog + co: co is the coefficient-1 dim the other dim's coefficient counts
+  // (with cog = 1 both coefficients are 1 and co is the dim of extent 1).
+  for (int64_t k = 0; k < yp.index_rank() && yp.tensor_rank() == 4; ++k) {
+    if (yp.map().at(1, k) != 1) continue;
+    bool counted = true;
+    for (int64_t j = 0; j < yp.index_rank(); ++j)
+      if (j != k && yp.map().at(1, j) != 0 && yp.map().at(1, j) != fwd.space.dim(k).extent)
+        counted = false;
+    if (counted && (co_dim < 0 || fwd.space.dim(k).extent == 1)) co_dim = k;
+  }
+  for (int64_t k = 0; k < fwd.space.rank(); ++k)
+    if (fwd.space.dim(k).reduce) ci_dim = k;
+  if (yp.tensor_rank() != 4 || n_dim < 0 || co_dim < 0 || oh_dim < 0 || ow_dim < 0 || ci_dim < 0)
+    return Diagnostic(
+        "autodiff: conv2d needs the form (n, g*cog + co, oh, ow) with one reduce dim "
+        "ci (as Ops::conv2d and the verifier's conv2d rule make it)");
+  const int64_t cog = fwd.space.dim(co_dim).extent, cig = fwd.space.dim(ci_dim).extent,
+                OH = fwd.space.dim(oh_dim).extent, OW = fwd.space.dim(ow_dim).extent;
+  const bool grouped = geo->groups > 1;
+  const int64_t G = geo->groups;
+  const std::array<int64_t, 2> st = geo->stride, dil = geo->dilation;
+  const std::array<int64_t, 4> pad = geo->padding;
+  // Copies, not references: the shapes outlive the emits below by construction.
+  const IVec xshape = ops.shape(fwd.inputs[0].value), wshape = ops.shape(fwd.inputs[1].value);
+  const int64_t KH = wshape[2], KW = wshape[3], N = xshape[0], H = xshape[2], W = xshape[3];
+  const Attrs attrs = geo->to_attrs(OpKind::kConv2dGradInput);
   std::vector<ValueId> out(fwd.inputs.size(), kNoValue);
   auto row_of = [](const std::vector<std::string>& names) {
     return [names](std::initializer_list<std::pair<const char*, int64_t>> terms) {
@@ -104,7 +163,7 @@ Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy) {
     int64_t R = static_cast<int64_t>(names.size());
     Op op;
     op.kind = OpKind::kConv2dGradWeight;
-    op.attrs = fwd.attrs;
+    op.attrs = attrs;
     op.space = make_space(names, e, red);
     op.inputs = {
         {fwd.inputs[0].value,
@@ -121,7 +180,7 @@ Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy) {
                    make_proj(R, {row({{"g", cog}, {"co", 1}}), row({{"ci", 1}}), row({{"kh", 1}}),
                                  row({{"kw", 1}})}),
                    false}};
-    auto r = ops.emit(std::move(op), {TensorType(DType::kF32, wt.shape())});
+    auto r = ops.emit(std::move(op), {TensorType(DType::kF32, wshape)});
     if (!r.empty()) out[1] = r[0];
   }
   {  // input
@@ -138,7 +197,7 @@ Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy) {
     int64_t R = static_cast<int64_t>(names.size());
     Op op;
     op.kind = OpKind::kConv2dGradInput;
-    op.attrs = fwd.attrs;
+    op.attrs = attrs;
     op.space = make_space(names, e, red);
     op.inputs = {{dy,
                   make_proj(R, {row({{"n", 1}}), row({{"g", cog}, {"co", 1}}), row({}), row({})},
@@ -152,22 +211,27 @@ Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy) {
                    make_proj(R, {row({{"n", 1}}), row({{"g", cig}, {"ci", 1}}), row({{"ih", 1}}),
                                  row({{"iw", 1}})}),
                    false}};
-    auto r = ops.emit(std::move(op), {TensorType(DType::kF32, xt.shape())});
+    auto r = ops.emit(std::move(op), {TensorType(DType::kF32, xshape)});
     if (!r.empty()) out[0] = r[0];
   }
   return out;
 }
 
-ValueId pool_grad(Ops& ops, const Op& fwd, ValueId dy) {
-  const TensorType& xt = ops.type(fwd.inputs[0].value);
-  const TensorType& yt = ops.type(dy);
-  const IVec& x = xt.shape();
+Result<ValueId> pool_grad(Ops& ops, const Op& fwd, ValueId dy) {
+  auto geo = window_geometry(fwd.kind, fwd.attrs);
+  HEDDLE_TRY(geo);
+  const IVec x = ops.shape(fwd.inputs[0].value), y = ops.shape(dy);
+  if (x.size() != 4)
+    return Diagnostic("autodiff: " + std::string(op_kind_name(fwd.kind)) + " over " +
+                      ops.type(fwd.inputs[0].value).to_string() +
+                      " has no gradient rule; the form that trains pools NCHW [N, C, H, W] "
+                      "(rank 4) over H and W");
   Op op;
   op.kind = OpKind::kPool2dGrad;
-  op.attrs = fwd.attrs;
+  op.attrs = geo->to_attrs(OpKind::kPool2dGrad);
   op.attrs["mode"] = std::string(fwd.kind == OpKind::kMaxPool2d ? "max" : "avg");
   op.space = make_space({"n", "c", "ih", "iw"}, x.values());
-  op.inputs = {{dy, select_proj(4, {0, 1, -1, -1}, {1, 1, yt.shape()[2], yt.shape()[3]}), false},
+  op.inputs = {{dy, select_proj(4, {0, 1, -1, -1}, {1, 1, y[2], y[3]}), false},
                {fwd.inputs[0].value, select_proj(4, {0, 1, -1, -1}, {1, 1, x[2], x[3]}), false}};
   op.results = {{-1, identity_proj(4), false}};
   auto r = ops.emit(std::move(op), {TensorType(DType::kF32, x)});
@@ -212,11 +276,14 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
       return out;
     case OpKind::kReduceMean:
     case OpKind::kGlobalAvgPool: {
-      if (fwd.inputs[0].proj.window().product() != 1) break;
+      // The window form `%x(n, c, 0, 0)[1, 1, H, W]` averages each window: its windowed rows
+      // become index dims of their own, so both forms get the same broadcast gradient.
+      Op flat = unroll_windows(fwd, 0);
       double n = 1;
-      for (const auto& d : fwd.space.dims())
+      for (const auto& d : flat.space.dims())
         if (d.reduce) n *= static_cast<double>(d.extent);
-      out[0] = space_op(ops, fwd, OpKind::kScale, {{"alpha", 1.0 / n}}, {dyo}, fwd.inputs[0]);
+      out[0] = space_op(ops, flat, OpKind::kScale, {{"alpha", 1.0 / n}},
+                        {with_value(flat.results[0], dy)}, flat.inputs[0]);
       return out;
     }
     case OpKind::kReduceMax:
@@ -248,7 +315,9 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
     case OpKind::kReshape:
     case OpKind::kTranspose: {
       Attrs a;
-      if (k == OpKind::kTranspose) {
+      // perm is optional (the projections carry the permutation; the verifier checks a given
+      // perm against them): the gradient carries the inverse when there is one.
+      if (k == OpKind::kTranspose && fwd.attrs.count("perm")) {
         auto perm = std::get<std::vector<int64_t>>(fwd.attrs.at("perm"));
         std::vector<int64_t> inv(perm.size());
         for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
@@ -259,7 +328,7 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
     }
     case OpKind::kSlice: {
       // Pad dy back: a one-input concat whose padded read is shifted by the slice start.
-      const IVec& xs = ops.type(fwd.inputs[0].value).shape();
+      const IVec xs = ops.shape(fwd.inputs[0].value);
       int64_t r = xs.size();
       std::vector<int64_t> neg;
       for (int64_t v : fwd.inputs[0].proj.map().offset()) neg.push_back(-v);
@@ -275,9 +344,9 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
     }
     case OpKind::kConcat: {
       int64_t axis = std::get<int64_t>(fwd.attrs.at("axis"));
-      const IVec& ys = ops.type(dy).shape();
+      const IVec ys = ops.shape(dy);
       for (size_t i = 0; i < fwd.inputs.size(); ++i) {
-        const IVec& xs = ops.type(fwd.inputs[i].value).shape();
+        const IVec xs = ops.shape(fwd.inputs[i].value);
         std::vector<int64_t> s(static_cast<size_t>(ys.size()), 0), e(ys.values());
         s[axis] = -fwd.inputs[i].proj.map().offset()[axis];
         e[axis] = s[axis] + xs[axis];
@@ -304,9 +373,12 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
       if (fwd.inputs.size() != 2) break;
       return conv_grads(ops, fwd, dy);
     case OpKind::kMaxPool2d:
-    case OpKind::kAvgPool2d:
-      out[0] = pool_grad(ops, fwd, dy);
+    case OpKind::kAvgPool2d: {
+      auto d = pool_grad(ops, fwd, dy);
+      HEDDLE_TRY(d);
+      out[0] = *d;
       return out;
+    }
     default:
       if (cat == OpCategory::kUnary ||
           (cat == OpCategory::kBinary && k != OpKind::kElementwiseGrad)) {
@@ -319,7 +391,18 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
       }
       break;
   }
-  return Diagnostic("autodiff: no gradient rule for op '" + name + "' in this form");
+  std::string form;
+  if (k == OpKind::kConv2d)
+    form =
+        "a conv2d with a bias operand; write conv2d of (x, w) followed by an add of the bias "
+        "(the form Ops::conv2d builds), which trains";
+  else if (cat == OpCategory::kOptimizer || k == OpKind::kElementwiseGrad ||
+           k == OpKind::kNormGrad || k == OpKind::kEmbeddingGrad || k == OpKind::kConv2dGradInput ||
+           k == OpKind::kConv2dGradWeight || k == OpKind::kPool2dGrad || k == OpKind::kRotaryGrad)
+    form = "gradient and optimizer kinds are not differentiated (no second-order gradients)";
+  else
+    form = "the forms that train are the ones the Ops builders make (docs/ir.md, 'Training')";
+  return Diagnostic("autodiff: no gradient rule for op '" + name + "' in this form: " + form);
 }
 
 }  // namespace heddle::grad_detail

@@ -69,6 +69,7 @@ void Access::read(const int64_t* p, float* buf, float pad) const {
   int64_t o = offset(p);
   int64_t n = window_size();
   if (!padded) {
+    HEDDLE_DEBUG_ASSERT(o >= 0 && o + woff.back() < t->numel()) << "window leaves the tile";
     for (int64_t e = 0; e < n; ++e) buf[e] = load(o + woff[e]);
     return;
   }

@@ -39,6 +39,8 @@ Status conv_forward(const Op& op, const Box& box, const std::vector<const Tensor
       xtap.push_back(g.dil[0] * kh * xw[3] + g.dil[1] * kw);
       wtap.push_back(kh * KW + kw);
     }
+  HEDDLE_DEBUG_ASSERT(xtap.empty() || xtap.back() < X.window_size())
+      << "conv2d window " << xw.to_string() << " < dilated kernel (verifier: the conv2d form)";
   int64_t ci = reduce_dim(op);
   bool bias = ins.size() > 2;
   std::optional<Access> Bv;

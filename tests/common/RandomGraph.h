@@ -105,12 +105,14 @@ inline Graph random_graph(int64_t num_ops, uint64_t seed, bool odd_names = false
                         a.m, a.n});
         break;
       }
-      case 6: {  // 1-D "same" convolution along columns with a padded 3-wide window
-        ValueId k3 = b.param(name("k"), f32({3}));
-        pool.push_back(
-            {b.op(OpKind::kConv2d, s + "", {{a.id, "(i, j - 1)[1, 3]", true}, {k3, "(0)[3]"}},
-                  f32({a.m, a.n}), "(i, j)", {}, name("conv")),
-             a.m, a.n});
+      case 6: {  // "same" average pooling along columns with a padded 3-wide window
+        pool.push_back({b.op(OpKind::kAvgPool2d, s + "", {{a.id, "(i, j - 1)[1, 3]", true}},
+                             f32({a.m, a.n}), "(i, j)",
+                             {{"kernel", std::vector<int64_t>{1, 3}},
+                              {"stride", std::vector<int64_t>{1, 1}},
+                              {"padding", std::vector<int64_t>{0, 1, 0, 1}}},
+                             name("avg")),
+                        a.m, a.n});
         break;
       }
       case 7: {  // merge both dims into one, then split them back (affine reshapes)
@@ -130,10 +132,12 @@ inline Graph random_graph(int64_t num_ops, uint64_t seed, bool odd_names = false
                a.m, a.n});
           break;
         }
-        pool.push_back({b.op(OpKind::kMaxPool2d, sp(a.m, a.n - 1), {{a.id, "(i, j)[1, 2]"}},
-                             f32({a.m, a.n - 1}), "(i, j)",
-                             {{"kernel", std::vector<int64_t>{1, 2}}}, name("pool")),
-                        a.m, a.n - 1});
+        pool.push_back(
+            {b.op(OpKind::kMaxPool2d, sp(a.m, a.n - 1), {{a.id, "(i, j)[1, 2]"}},
+                  f32({a.m, a.n - 1}), "(i, j)",
+                  {{"kernel", std::vector<int64_t>{1, 2}}, {"stride", std::vector<int64_t>{1, 1}}},
+                  name("pool")),
+             a.m, a.n - 1});
         break;
       }
     }

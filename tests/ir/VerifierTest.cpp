@@ -71,7 +71,8 @@ TEST(Verifier, EachRuleBreakIsOneDiagnostic) {
        "input 0 (%a): projection (2*h - 1, 2*w - 1)[3, 3] reads [-1:16, -1:16], outside the "
        "tensor f32[16, 16]"},
       {"input %a: f32[16, 16]\n"
-       " %c: f32[8, 8] = maxpool2d{kernel=[3, 3]} [h=8, w=8] %a(2*h - 1, 2*w - 1)[3, 3] padded -> "
+       " %c: f32[8, 8] = maxpool2d{kernel=[3, 3], padding=[1, 1], stride=[2, 2]} [h=8, w=8] %a(2*h "
+       "- 1, 2*w - 1)[3, 3] padded -> "
        "(h, w)",
        ""},  // the same with zero padding is fine
       {"input %a: f32[4]\n %c: f32[4] = relu [i=4] %a(i + 100) padded -> (i)",
@@ -92,6 +93,107 @@ TEST(Verifier, EachRuleBreakIsOneDiagnostic) {
         << "expected: " << c.message << "\n     got: " << diags[0].to_string();
     EXPECT_EQ(diags[0].loc.file, "v.hd");
     EXPECT_GT(diags[0].loc.line, 1);
+  }
+}
+
+// Issue #23: attributes and projections are one source of truth. Each case is one op whose
+// attribute disagrees with its projection (or a window the kernel would overrun), and the
+// diagnostic names both; the "" cases are the agreeing forms, with and without the optional
+// attributes.
+TEST(Verifier, AttributesAgreeWithProjections) {
+  const std::string conv_in = "input %x: f32[1, 2, 8, 8]\n param %k: f32[4, 2, 3, 3]\n ";
+  const std::string row_in = "input %x: f32[4, 10]\n ";
+  struct FormCase {
+    std::string body;
+    const char* message;
+  };
+  const FormCase cases[] = {
+      // The dilated conv that crashed the kernel: a 3x3 kernel at dilation 2 spans 5x5.
+      {"input %x: f32[1, 1, 8, 8]\n param %k: f32[1, 1, 3, 3]\n"
+       " %y: f32[1, 1, 6, 6] = conv2d{dilation=[2, 2]} [n=1, co=1, oh=6, ow=6, ci=1:sum] "
+       "%x(n, ci, oh, ow)[1, 1, 3, 3], %k(co, ci, 0, 0)[1, 1, 3, 3] -> (n, co, oh, ow)",
+       "input 0 (%x): window [3, 3] of (n, ci, oh, ow)[1, 1, 3, 3] is not the dilated kernel [5, "
+       "5]: the 3x3 kernel of input 1 (%k) with dilation=[2, 2] spans [5, 5]"},
+      {"input %x: f32[1, 1, 8, 8]\n param %k: f32[1, 1, 3, 3]\n"
+       " %y: f32[1, 1, 4, 4] = conv2d{dilation=[2, 2]} [n=1, co=1, oh=4, ow=4, ci=1:sum] "
+       "%x(n, ci, oh, ow)[1, 1, 5, 5], %k(co, ci, 0, 0)[1, 1, 3, 3] -> (n, co, oh, ow)",
+       ""},
+      // No optional attribute: stride 1, padding 0, dilation 1, groups 1.
+      {conv_in + "%y: f32[1, 4, 6, 6] = conv2d [n=1, co=4, oh=6, ow=6, ci=2:sum] %x(n, ci, oh, "
+                 "ow)[1, 1, 3, 3], %k(co, ci, 0, 0)[1, 1, 3, 3] -> (n, co, oh, ow)",
+       ""},
+      {conv_in + "%y: f32[1, 4, 3, 3] = conv2d [n=1, co=4, oh=3, ow=3, ci=2:sum] %x(n, ci, 2*oh, "
+                 "2*ow)[1, 1, 3, 3], %k(co, ci, 0, 0)[1, 1, 3, 3] -> (n, co, oh, ow)",
+       "attribute stride=[1, 1] (the default) disagrees with the projection (n, ci, 2*oh, "
+       "2*ow)[1, 1, 3, 3] of input 0 (%x), which steps oh and ow by [2, 2]"},
+      {conv_in + "%y: f32[1, 4, 8, 8] = conv2d{padding=[1, 1]} [n=1, co=4, oh=8, ow=8, ci=2:sum] "
+                 "%x(n, ci, oh - 2, ow - 2)[1, 1, 3, 3] padded, %k(co, ci, 0, 0)[1, 1, 3, 3] -> "
+                 "(n, co, oh, ow)",
+       "attribute padding=[1, 1, 1, 1] disagrees with the projection (n, ci, oh - 2, ow - 2)[1, 1, "
+       "3, 3] of input 0 (%x), which pads [2, 2] at the top and left"},
+      {conv_in + "%y: f32[1, 4, 8, 8] = conv2d{padding=[1, 1, 0, 1]} [n=1, co=4, oh=8, ow=8, "
+                 "ci=2:sum] %x(n, ci, oh - 1, ow - 1)[1, 1, 3, 3] padded, %k(co, ci, 0, 0)[1, 1, "
+                 "3, 3] -> (n, co, oh, ow)",
+       "reads 1 beyond the bottom edge of f32[1, 2, 8, 8] but attribute padding=[1, 1, 0, 1] "
+       "allows 0"},
+      {conv_in + "%y: f32[1, 4, 6, 6] = conv2d{groups=2} [n=1, co=4, oh=6, ow=6, ci=2:sum] %x(n, "
+                 "ci, oh, ow)[1, 1, 3, 3], %k(co, ci, 0, 0)[1, 1, 3, 3] -> (n, co, oh, ow)",
+       "attribute groups=2 disagrees with the projections, which have 1 group(s)"},
+      {conv_in + "%y: f32[1, 4, 6, 6] = conv2d [n=1, co=4, oh=6, ow=6, ci=2:sum] %x(n, ci, oh, "
+                 "ow)[1, 1, 3, 3], %k(co, ci, 0, 0)[1, 1, 2, 2] -> (n, co, oh, ow)",
+       "input 1 (%k): projection (co, ci, 0, 0)[1, 1, 2, 2] is not the conv2d weight form (co, ci, "
+       "0, 0)[1, 1, 3, 3]"},
+      // einsum: the spec against the projections.
+      {"input %x: f32[4, 8]\n param %w: f32[8, 5]\n %y: f32[4, 5] = einsum{spec=\"ab,cd->ef\"} "
+       "[m=4, n=5, k=8:sum] %x(m, k), %w(k, n) -> (m, n)",
+       "attribute spec=\"ab,cd->ef\" disagrees with the projections: index dim 'k' is letter 'b' "
+       "in input 0 (%x) but 'c' in input 1 (%w) (k, n)"},
+      {"input %x: f32[4, 8]\n param %w: f32[8, 5]\n %y: f32[4, 5] = einsum{spec=\"mk,kn->nm\"} "
+       "[m=4, n=5, k=8:sum] %x(m, k), %w(k, n) -> (m, n)",
+       "attribute spec=\"mk,kn->nm\" disagrees with the projections: letter 'n' is index dim 'n' "
+       "in input 1 (%w) but 'm' in result 0 (%y) (m, n)"},
+      {"input %x: f32[4, 8]\n param %w: f32[8, 5]\n %y: f32[4, 5] = einsum{spec=\"mk,kn->mn\"} "
+       "[m=4, n=5, k=8:max] %x(m, k), %w(k, n) -> (m, n)",
+       "sums letter 'k' (absent from the output) but index dim 'k' reduces with another monoid"},
+      {"input %x: f32[4, 8]\n param %w: f32[8, 5]\n %y: f32[4, 5] = einsum{spec=\"mk,kn->mn\"} "
+       "[m=4, n=5, k=8:sum] %x(m, k), %w(k, n) -> (m, n)",
+       ""},
+      {"input %x: f32[4, 8]\n param %w: f32[4, 5]\n %y: f32[4, 5] = einsum{spec=\"mk,kn->mn\"} "
+       "[m=4, n=5, k=4:sum] %x(m, 2*k), %w(k, n) -> (m, n)",
+       "input 0 (%x): projection (m, 2*k) is not a plain selection of index dims"},
+      // Pooling: kernel, stride (default: the kernel) and padding against the window.
+      {"input %x: f32[1, 1, 8, 8]\n %y: f32[1, 1, 4, 4] = maxpool2d{kernel=[3, 3], stride=[2, 2]} "
+       "[n=1, c=1, h=4, w=4] %x(n, c, 2*h, 2*w)[1, 1, 2, 2] -> (n, c, h, w)",
+       "attribute kernel=[3, 3] disagrees with the window [2, 2] of input 0 (%x)"},
+      {"input %x: f32[1, 1, 8, 8]\n %y: f32[1, 1, 7, 7] = maxpool2d{kernel=[2, 2]} [n=1, c=1, "
+       "h=7, w=7] %x(n, c, h, w)[1, 1, 2, 2] -> (n, c, h, w)",
+       "attribute stride=[2, 2] (the default: the kernel) disagrees with the projection (n, c, h, "
+       "w)[1, 1, 2, 2] of input 0 (%x), which steps by [1, 1]"},
+      {"input %x: f32[1, 1, 8, 8]\n %y: f32[1, 1, 4, 4] = maxpool2d{kernel=[2, 2]} [n=1, c=1, "
+       "h=4, w=4] %x(n, c, 2*h, 2*w)[1, 1, 2, 2] -> (n, c, h, w)",
+       ""},
+      // softmax: the axis against the window; norms: windows of one size.
+      {row_in + "%y: f32[4, 10] = softmax{axis=0} [m=4] %x(m, 0)[1, 10] -> (m, 0)[1, 10]",
+       "attribute axis=0 disagrees with the projection (m, 0)[1, 10] of input 0 (%x): the window "
+       "must span all of tensor dim 0"},
+      {row_in + "%y: f32[4, 10] = softmax [m=4] %x(m, 0)[1, 10] -> (m, 0)[1, 10]", ""},
+      {row_in + "%y: f32[4, 10] = softmax [m=4, n=2] %x(m, 5*n)[1, 5] -> (m, 5*n)[1, 5]",
+       "attribute axis=-1 (the default: the last dim) disagrees with the projection (m, 5*n)[1, "
+       "5]"},
+      {row_in + "param %g: f32[5]\n %y: f32[4, 10] = layernorm [m=4] %x(m, 0)[1, 10], %g(0)[5] -> "
+                "(m, 0)[1, 10]",
+       "input 1 (%g): window of (0)[5] holds 5 elements but the normalized window of input 0 (%x) "
+       "(m, 0)[1, 10] holds 10"},
+  };
+  for (const auto& c : cases) {
+    auto diags = verify_text(c.body);
+    if (std::string(c.message).empty()) {
+      EXPECT_TRUE(diags.empty()) << c.body << "\n" << diags.front().to_string();
+      continue;
+    }
+    ASSERT_EQ(diags.size(), 1u) << c.body;
+    EXPECT_NE(diags[0].message.find(c.message), std::string::npos)
+        << "expected: " << c.message << "\n     got: " << diags[0].to_string();
   }
 }
 

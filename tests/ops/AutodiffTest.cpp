@@ -8,6 +8,7 @@
 
 #include "OpsTestUtil.h"
 #include "heddle/ir/GraphBuilder.h"
+#include "heddle/ir/TextParser.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
@@ -22,6 +23,8 @@ struct GradCase {
   double lo = -2, hi = 2;             // param value range
   bool weighted = true;               // loss = sum(y * R) with a random R; else y is the loss
 };
+
+void check_graph(const Graph& g, ValueId loss, double lo, double hi, std::mt19937& rng);
 
 // Runs the finite-difference check of `c`.
 void check(const GradCase& c, std::mt19937& rng) {
@@ -38,6 +41,11 @@ void check(const GradCase& c, std::mt19937& rng) {
   }
   ops.output(loss);
   ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+  check_graph(g, loss, c.lo, c.hi, rng);
+}
+
+// The finite-difference check of every parameter of `g` for scalar `loss`.
+void check_graph(const Graph& g, ValueId loss, double lo, double hi, std::mt19937& rng) {
   ASSERT_TRUE(verify(g).empty()) << verify(g).front().to_string();
   auto gr = build_gradients(g, loss);
   ASSERT_TRUE(gr.ok()) << gr.error().to_string();
@@ -51,7 +59,7 @@ void check(const GradCase& c, std::mt19937& rng) {
         test::random_tensor(g.type(v), rng, -1, 1, g.type(v).dtype() == DType::kBool ? 2 : 5));
   Interpreter fwd(g), bwd(gr->graph);
   for (ValueId p : g.params()) {
-    Tensor t = test::random_tensor(g.type(p), rng, c.lo, c.hi);
+    Tensor t = test::random_tensor(g.type(p), rng, lo, hi);
     fwd.set_param(p, t);
     bwd.set_param(p, t);
   }
@@ -210,6 +218,53 @@ TEST(Autodiff, ZooModelsMatchFiniteDifferences) {
                -0.5, 0.5, false};
     check(c, rng);
   }
+}
+
+// Issue #23: forms written in the text IR train as the builders' forms do: a conv2d without its
+// optional attributes and with its own dim names, a dilated strided padded conv, and
+// global_avgpool in the window form of examples/convnet.hd.
+TEST(Autodiff, TextFormsMatchFiniteDifferences) {
+  const char* head =
+      "graph t {\n input %x: f32[2, 2, 7, 7]\n input %r: f32[2, 3]\n param %k: f32[3, 2, 3, 3]\n";
+  const char* tail =
+      " %m: f32[2, 3] = mul [b=2, c=3] %g(b, c), %r(b, c) -> (b, c)\n"
+      " %l: f32[] = reduce_sum [b=2:sum, c=3:sum] %m(b, c) -> ()\n output %l\n}\n";
+  const std::string bodies[] = {
+      // No optional attribute; dims named b, o, y, z, i.
+      " %c: f32[2, 3, 5, 5] = conv2d [b=2, o=3, y=5, z=5, i=2:sum] %x(b, i, y, z)[1, 1, 3, 3], "
+      "%k(o, i, 0, 0)[1, 1, 3, 3] -> (b, o, y, z)\n"
+      " %g: f32[2, 3] = global_avgpool [b=2, c=3] %c(b, c, 0, 0)[1, 1, 5, 5] -> (b, c)\n",
+      // Stride 2, padding 1, dilation 2: the 3x3 kernel reads a 5x5 window.
+      " %c: f32[2, 3, 3, 3] = conv2d{dilation=[2, 2], padding=[1, 1], stride=[2, 2]} [n=2, co=3, "
+      "oh=3, ow=3, ci=2:sum] %x(n, ci, 2*oh - 1, 2*ow - 1)[1, 1, 5, 5] padded, %k(co, ci, 0, "
+      "0)[1, 1, 3, 3] -> (n, co, oh, ow)\n"
+      " %g: f32[2, 3] = global_avgpool [b=2, c=3] %c(b, c, 0, 0)[1, 1, 3, 3] -> (b, c)\n",
+  };
+  std::mt19937 rng(23);
+  for (const auto& body : bodies) {
+    SCOPED_TRACE(body);
+    auto g = parse_graph(std::string(head) + body + tail, "t.hd");
+    ASSERT_TRUE(g.ok()) << g.error().to_string();
+    check_graph(*g, g->outputs()[0], -2, 2, rng);
+  }
+}
+
+// A form without a gradient rule is refused with the form that trains.
+TEST(Autodiff, ConvWithBiasNamesTheFormThatTrains) {
+  auto g = parse_graph(
+      "graph t {\n input %x: f32[1, 1, 4, 4]\n param %k: f32[2, 1, 3, 3]\n param %bias: f32[2]\n"
+      " %c: f32[1, 2, 2, 2] = conv2d [n=1, co=2, oh=2, ow=2, ci=1:sum] %x(n, ci, oh, ow)[1, 1, 3, "
+      "3], %k(co, ci, 0, 0)[1, 1, 3, 3], %bias(co) -> (n, co, oh, ow)\n"
+      " %l: f32[] = reduce_sum [n=1:sum, c=2:sum, h=2:sum, w=2:sum] %c(n, c, h, w) -> ()\n"
+      " output %l\n}\n",
+      "t.hd");
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  ASSERT_TRUE(verify(*g).empty()) << verify(*g).front().to_string();
+  auto gr = build_gradients(*g, g->outputs()[0]);
+  ASSERT_FALSE(gr.ok());
+  EXPECT_NE(gr.error().message.find("write conv2d of (x, w) followed by an add of the bias"),
+            std::string::npos)
+      << gr.error().message;
 }
 
 TEST(Autodiff, NonScalarLossIsADiagnostic) {

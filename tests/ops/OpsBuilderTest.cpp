@@ -40,12 +40,14 @@ TEST(OpsBuilder, MlpMatchesTheHandWrittenExample) {
   Graph g("mlp");
   Ops ops(g);
   ValueId x = ops.input("x", f32({64, 784}));
+  ValueId labels = ops.input("labels", i64({64}));
   ValueId w1 = ops.param("w1", f32({784, 512})), b1 = ops.param("b1", f32({512}));
   ValueId w2 = ops.param("w2", f32({512, 512})), b2 = ops.param("b2", f32({512}));
   ValueId w3 = ops.param("w3", f32({512, 10}));
   ValueId a1 = ops.relu(ops.add(ops.einsum("mk,kn->mn", x, w1), b1));
   ValueId a2 = ops.relu(ops.add(ops.einsum("mk,kn->mn", a1, w2), b2));
-  ops.output(ops.softmax(ops.einsum("mk,kn->mn", a2, w3), 1));
+  ValueId ce = ops.cross_entropy(ops.einsum("mk,kn->mn", a2, w3), labels);
+  ops.output(ops.reduce(OpKind::kReduceMean, ce, {0}));
   ASSERT_TRUE(ops.ok());
   EXPECT_TRUE(verify(g).empty());
   ASSERT_EQ(g.num_ops(), parsed->num_ops());
@@ -58,6 +60,7 @@ TEST(OpsBuilder, ConvnetMatchesTheHandWrittenExample) {
   Graph g("convnet");
   Ops ops(g);
   ValueId img = ops.input("img", f32({8, 3, 32, 32}));
+  ValueId labels = ops.input("labels", i64({8}));
   ValueId k1 = ops.param("k1", f32({16, 3, 3, 3}));
   ValueId fc = ops.param("fc", f32({16, 10}));
   Conv2dOptions co;
@@ -66,13 +69,15 @@ TEST(OpsBuilder, ConvnetMatchesTheHandWrittenExample) {
   ValueId r1 = ops.relu(ops.conv2d(img, k1, co));
   ValueId p1 = ops.maxpool2d(r1, {{3, 3}, {2, 2}, {1, 1}});
   ValueId gp = ops.global_avgpool(p1);
-  ops.output(ops.einsum("nc,ck->nk", gp, fc));
+  ValueId ce = ops.cross_entropy(ops.einsum("nc,ck->nk", gp, fc), labels);
+  ops.output(ops.reduce(OpKind::kReduceMean, ce, {0}));
   ASSERT_TRUE(ops.ok()) << ops.status().error().message;
   EXPECT_TRUE(verify(g).empty());
   ASSERT_EQ(g.num_ops(), parsed->num_ops());
   for (OpId i = 0; i < 3; ++i) expect_same_signature(g.op(i), parsed->op(i));
   // global_avgpool: reduce dims here, a window in the example; both compute the same mean.
   EXPECT_EQ(g.op(3).space.to_string(), "[n=8, c=16, h=8:sum, w=8:sum]");
+  for (OpId i = 4; i < g.num_ops(); ++i) expect_same_signature(g.op(i), parsed->op(i));
 }
 
 TEST(OpsBuilder, SignaturesAsText) {

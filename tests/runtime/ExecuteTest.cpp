@@ -115,7 +115,8 @@ TEST(Execute, RepeatedRunsAreBitIdentical) {
 TEST(Execute, ConvolutionRowShardsExchangeHalos) {
   auto g = parse_graph(
       "graph conv {\n input %img: f32[2, 3, 16, 16]\n param %k: f32[4, 3, 3, 3]\n"
-      " %c: f32[2, 4, 8, 8] = conv2d [n=2, co=4, oh=8, ow=8, ci=3:sum] "
+      " %c: f32[2, 4, 8, 8] = conv2d{padding=[1, 1], stride=[2, 2]} [n=2, co=4, oh=8, ow=8, "
+      "ci=3:sum] "
       "%img(n, ci, 2*oh - 1, 2*ow - 1)[1, 1, 3, 3] padded, %k(co, ci, 0, 0)[1, 1, 3, 3] -> "
       "(n, co, oh, ow)\n output %c\n}");
   ASSERT_TRUE(g.ok()) << g.error().to_string();

@@ -89,7 +89,8 @@ TEST(Strategy, NonDividingMeshSaysWhichDivisorsWork) {
 TEST(Strategy, ConvolutionShardsGetHalos) {
   Graph g = parse(
       "input %img: f32[2, 3, 32, 32]\n param %k: f32[4, 3, 3, 3]\n"
-      " %c: f32[2, 4, 16, 16] = conv2d [n=2, co=4, oh=16, ow=16, ci=3:sum] "
+      " %c: f32[2, 4, 16, 16] = conv2d{padding=[1, 1], stride=[2, 2]} [n=2, co=4, oh=16, ow=16, "
+      "ci=3:sum] "
       "%img(n, ci, 2*oh - 1, 2*ow - 1)[1, 1, 3, 3] padded, %k(co, ci, 0, 0)[1, 1, 3, 3] -> "
       "(n, co, oh, ow)");
   auto r = derive_placements(g, 0, mesh("4"), OpStrategy({2}));  // split output rows

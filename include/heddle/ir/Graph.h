@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,6 +61,14 @@ struct Op {
 
 /// A whole program. Values and ops are appended in a topological order: an op's inputs are
 /// inputs, params or results of earlier ops. Structural rules are checked by `verify()`.
+///
+/// The value and op tables never move: a reference returned by `value()`, `op()`, `type()` or
+/// taken from `values()` / `ops()` stays valid for the graph's lifetime, across every later
+/// `add_input`, `add_param` and `add_op` (and across moving the graph). Builders hold such
+/// references while they append (a gradient rule reads its forward op's operand types while it
+/// emits the backward ops); with a growing std::vector every append could free them. The tables
+/// are std::deques, whose push_back never relocates existing elements. Iterators over `values()`
+/// and `ops()` are still invalidated by appends: loop by index when a loop body appends.
 class Graph {
  public:
   explicit Graph(std::string name = "main") : name_(std::move(name)) {}
@@ -83,11 +92,13 @@ class Graph {
 
   int64_t num_values() const { return static_cast<int64_t>(values_.size()); }
   int64_t num_ops() const { return static_cast<int64_t>(ops_.size()); }
-  const std::vector<Value>& values() const { return values_; }
-  const std::vector<Op>& ops() const { return ops_; }
-  /// Precondition: 0 <= id < num_values().
+  /// Every value, by id. References to elements stay valid across appends (see the class note).
+  const std::deque<Value>& values() const { return values_; }
+  /// Every op, by id. References to elements stay valid across appends (see the class note).
+  const std::deque<Op>& ops() const { return ops_; }
+  /// Precondition: 0 <= id < num_values(). The reference stays valid across appends.
   const Value& value(ValueId id) const;
-  /// Precondition: 0 <= id < num_ops().
+  /// Precondition: 0 <= id < num_ops(). The reference stays valid across appends.
   const Op& op(OpId id) const;
   /// Inputs, params and outputs in declaration order.
   const std::vector<ValueId>& inputs() const { return inputs_; }
@@ -95,7 +106,7 @@ class Graph {
   const std::vector<ValueId>& outputs() const { return outputs_; }
   /// The first value called `name`, if any.
   std::optional<ValueId> find_value(std::string_view name) const;
-  /// The type of value `id`.
+  /// The type of value `id`. The reference stays valid across appends.
   const TensorType& type(ValueId id) const { return value(id).type; }
   /// The source location of op `id` (file, line, col where known).
   SourceLoc loc(OpId id) const;
@@ -105,8 +116,8 @@ class Graph {
 
   std::string name_;
   std::string source_file_;
-  std::vector<Value> values_;
-  std::vector<Op> ops_;
+  std::deque<Value> values_;  // deques: appends never move existing elements
+  std::deque<Op> ops_;
   std::vector<ValueId> inputs_, params_, outputs_;
   std::unordered_map<std::string, ValueId> by_name_;
 };

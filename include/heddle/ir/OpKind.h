@@ -72,7 +72,7 @@ namespace heddle {
     "stride:I,padding:I,dilation:I,groups:i")                                                  \
   X(kConv2dGradWeight, "conv2d_grad_weight", kWindow, 2, 2, 1,                                 \
     "stride:I,padding:I,dilation:I,groups:i")                                                  \
-  X(kPool2dGrad, "pool2d_grad", kWindow, 2, 2, 1, "mode:s!,kernel:I!,stride:I,padding:I")      \
+  X(kPool2dGrad, "pool2d_grad", kWindow, 2, 2, 1, "mode:s!,kernel:I!,stride:I!,padding:I")     \
   X(kRotaryGrad, "rotary_grad", kWindow, 1, 1, 1, "theta:f")                                   \
   X(kTop2Gating, "top2_gating", kNormalization, 1, 1, 2, "capacity:i!")                        \
   X(kFill, "fill", kUnary, 1, 1, 1, "value:f!")

@@ -40,3 +40,15 @@ class AssertFailure {
 
 /// Marks code that must be unreachable.
 #define HEDDLE_UNREACHABLE() ::heddle::detail::AssertFailure(__FILE__, __LINE__, "unreachable")
+
+/// `HEDDLE_DEBUG_ASSERT(cond) << "context";`: HEDDLE_ASSERT in debug builds (NDEBUG unset); in
+/// release builds the condition is not evaluated. For checks on hot paths whose invariant the
+/// verifier already guarantees (e.g. a kernel's windows inside its tiles).
+#ifdef NDEBUG
+#define HEDDLE_DEBUG_ASSERT(cond) \
+  if (true) {                     \
+  } else                          \
+    ::heddle::detail::AssertFailure(__FILE__, __LINE__, #cond)
+#else
+#define HEDDLE_DEBUG_ASSERT(cond) HEDDLE_ASSERT(cond)
+#endif
