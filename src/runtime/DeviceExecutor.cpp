@@ -175,8 +175,10 @@ class DeviceExecutor::Compiler {
             (temp ? temps : tiles_)[v] = c.out_buffers[k];
           }
           s.calls.push_back(std::move(c));
-          ++pos_;
         }
+        // One position for the whole instruction: a fused chain reads its inputs while it writes
+        // every result, a block at a time, so none of them may share memory.
+        ++pos_;
         break;
       }
       case Instr::Kind::kFree:
