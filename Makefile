@@ -76,7 +76,7 @@ test-sanitize: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=thread \
 	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-tsan -j$(JOBS) --target test_runtime
-	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/runtime/test_runtime --gtest_brief=1
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" build-tsan/tests/runtime/test_runtime --gtest_brief=1
 
 # The CI subset of test-sanitize (.ci/run): ASan+UBSan on the ir, sharding and runtime unit tests
 # and the graph-building ops tests (every zoo training step),
@@ -96,7 +96,7 @@ test-sanitize-ci: deps
 	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-tsan -j$(JOBS) --target test_runtime
 	@echo "== test_runtime (TSan)"
-	@TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/runtime/test_runtime --gtest_brief=1
+	@TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" build-tsan/tests/runtime/test_runtime --gtest_brief=1
 
 format:
 	@git ls-files '*.h' '*.cpp' | xargs clang-format -i
