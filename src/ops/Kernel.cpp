@@ -2,6 +2,7 @@
 #include "heddle/ops/Kernel.h"
 
 #include "KernelUtil.h"
+#include "SharedRows.h"
 #include "heddle/support/Assert.h"
 
 namespace heddle {
@@ -139,41 +140,14 @@ void combine(Monoid m, Tensor& dst, const Tensor& src) {
     for (int64_t i = 0; i < dst.numel(); ++i) store(s, d + i, v[i]);
     return;
   }
-  // Row by row along the last dim, which is contiguous in both tiles. The intersection and the
-  // row cursor live on the stack for ranks up to 8: collectives call this on every step and must
-  // not allocate.
-  const int64_t r = dst.rank();
-  HEDDLE_ASSERT(src.rank() == r) << "combine " << src.to_string() << " into " << dst.to_string();
-  if (r == 0) {
-    store(s, dst.f32(), src.f32()[0]);
-    return;
-  }
-  constexpr int64_t kStack = 8;
-  int64_t stack[3 * kStack];
-  std::vector<int64_t> heap;
-  int64_t* lo = stack;
-  if (r > kStack) {
-    heap.resize(static_cast<size_t>(3 * r));
-    lo = heap.data();
-  }
-  int64_t *hi = lo + r, *p = hi + r;
-  const auto &ds = dst.strides(), &ss = src.strides();
-  const IVec &dorg = dst.origin(), &sorg = src.origin();
-  for (int64_t d = 0; d < r; ++d) {
-    lo[d] = std::max(dorg[d], sorg[d]);
-    hi[d] = std::min(dorg[d] + dst.shape()[d], sorg[d] + src.shape()[d]);
-    if (hi[d] <= lo[d]) return;
-    p[d] = lo[d];
-  }
-  const int64_t n = hi[r - 1] - lo[r - 1];
-  while (true) {
-    int64_t od = 0, os = 0;
-    for (int64_t d = 0; d < r; ++d) {
-      od += ds[d] * (p[d] - dorg[d]);
-      os += ss[d] * (p[d] - sorg[d]);
-    }
-    float* d = dst.f32() + od;
-    const float* v = src.f32() + os;
+  HEDDLE_ASSERT(src.rank() == dst.rank())
+      << "combine " << src.to_string() << " into " << dst.to_string();
+  // Row by row over the shared region, without allocating: collectives call this on every step.
+  float* base = dst.f32();
+  const float* from = src.f32();
+  kdetail::for_each_shared_row(dst, src, [&](int64_t od, int64_t os, int64_t n) {
+    float* d = base + od;
+    const float* v = from + os;
     switch (s) {
       case Store::kSum:
         for (int64_t j = 0; j < n; ++j) d[j] += v[j];
@@ -182,13 +156,7 @@ void combine(Monoid m, Tensor& dst, const Tensor& src) {
         for (int64_t j = 0; j < n; ++j) store(s, d + j, v[j]);
         break;
     }
-    int64_t k = r - 2;
-    for (; k >= 0; --k) {
-      if (++p[k] < hi[k]) break;
-      p[k] = lo[k];
-    }
-    if (k < 0) return;
-  }
+  });
 }
 
 Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& inputs,
@@ -216,17 +184,10 @@ Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& input
     case OpKind::kConcat:
       if (run_concat_fast(op, box, inputs, outputs)) return {};
       break;
-    case OpKind::kSoftmax:
-    case OpKind::kLogSoftmax:
-    case OpKind::kLayerNorm:
-    case OpKind::kRmsNorm:
-    case OpKind::kCrossEntropy:
-    case OpKind::kNormGrad:
-    case OpKind::kRotary:
-    case OpKind::kRotaryGrad:
     case OpKind::kTop2Gating:
       return run_window(op, box, inputs, outputs, options);
     default:
+      if (row_op(op.kind)) return run_window(op, box, inputs, outputs, options);
       break;
   }
   if (unit_windows(op)) return run_pointwise(op, box, inputs, outputs, options);

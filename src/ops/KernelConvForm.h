@@ -1,8 +1,11 @@
 // Private helpers shared by the convolution and pooling kernels (im2col + sgemm and oneDNN):
-// rank-4 tiles in global coordinates, the op's named index dims and the projection-form checks
-// that let a kernel read strides, padding and dilation off the operands.
+// rank-4 tiles in global coordinates, the op's named index dims, the projection-form checks that
+// let a kernel read strides, padding and dilation off the operands, and the recognition of each
+// op's form on a box (KernelConvForm.cpp).
 #pragma once
 
+#include <array>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -10,7 +13,7 @@
 
 namespace heddle::kdetail::convform {
 
-// A rank-4 float tile addressed in global coordinates.
+/// A rank-4 float tile addressed in global coordinates.
 struct Tile4 {
   float* data = nullptr;
   int64_t org[4] = {0, 0, 0, 0}, ext[4] = {0, 0, 0, 0}, st[4] = {0, 0, 0, 0};
@@ -22,23 +25,28 @@ struct Tile4 {
       st[d] = t.strides()[d];
     }
   }
-  // Offset of (a, b, c, e); c and e may lie outside the tile (callers test before reading).
+  /// Offset of (a, b, c, e); c and e may lie outside the tile (callers test before reading).
   int64_t off(int64_t a, int64_t b, int64_t c, int64_t e) const {
     return (a - org[0]) * st[0] + (b - org[1]) * st[1] + (c - org[2]) * st[2] +
            (e - org[3]) * st[3];
   }
   bool in_h(int64_t h) const { return h >= org[2] && h < org[2] + ext[2]; }
   bool in_w(int64_t w) const { return w >= org[3] && w < org[3] + ext[3]; }
+  /// True when the tile holds the whole plane h x w (dims 2 and 3 from 0).
+  bool whole(int64_t h, int64_t w) const {
+    return org[2] == 0 && org[3] == 0 && ext[2] == h && ext[3] == w;
+  }
 };
 
-// A half-open range of one index dim of the box; dims the op lacks (no groups) are [0, 1).
+/// A half-open range of one index dim of the box; dims the op lacks (no groups) are [0, 1).
 struct Range {
   int64_t lo = 0, hi = 1;
   int64_t size() const { return hi - lo; }
 };
 
+/// The positions of the op's index dims, by name.
 struct Dims {
-  std::vector<int64_t> pos;  // index-dim positions by name order given; -1 when absent
+  std::vector<int64_t> pos;  ///< index-dim positions by name order given; -1 when absent
   bool ok = true;
   Dims(const Op& op, std::initializer_list<const char*> names, const char* optional) {
     for (const char* n : names) {
@@ -52,10 +60,10 @@ struct Dims {
   }
 };
 
-// Strides, leading padding and dilations of the two spatial dims.
+/// Strides, leading padding and dilations of the two spatial dims.
 struct Geom {
   int64_t s0 = 1, s1 = 1, p0 = 0, p1 = 0, d0 = 1, d1 = 1;
-  // From the attributes (what the direct gradient loops use too).
+  /// From the attributes (what the direct gradient loops use too).
   explicit Geom(const Op& op) {
     auto st = attr_ints(op, "stride", {1, 1});
     auto pad = attr_ints(op, "padding", {0, 0, 0, 0});
@@ -70,13 +78,13 @@ struct Geom {
   }
 };
 
-// One term of a projection row: index dim `dim` (-1: absent, skipped) with coefficient `coef`.
+/// One term of a projection row: index dim `dim` (-1: absent, skipped) with coefficient `coef`.
 struct Term {
   int64_t dim, coef;
 };
 
-// True when row `row` of `o`'s map is exactly `terms` (every other coefficient zero) plus
-// `offset`, with window `window` on that row.
+/// True when row `row` of `o`'s map is exactly `terms` (every other coefficient zero) plus
+/// `offset`, with window `window` on that row.
 inline bool row_is(const Operand& o, int64_t row, std::initializer_list<Term> terms,
                    int64_t offset = 0, int64_t window = 1) {
   const AffineMap& m = o.proj.map();
@@ -90,9 +98,74 @@ inline bool row_is(const Operand& o, int64_t row, std::initializer_list<Term> te
   return true;
 }
 
-// The coefficient of index dim `dim` in row `row` of `o`'s map (0 when dim < 0).
+/// The coefficient of index dim `dim` in row `row` of `o`'s map (0 when dim < 0).
 inline int64_t coef(const Operand& o, int64_t row, int64_t dim) {
   return dim < 0 ? 0 : o.proj.map().at(row, dim);
 }
+
+/// Inputs and outputs of a kernel call, as the kernels receive them.
+using Ins = std::vector<const Tensor*>;
+using Outs = std::vector<Tensor*>;
+
+/// conv2d over [n, (g), co, oh, ow, ci:sum]: X [n, g * cig + ci, h, w], W [g * cog + co, ci, KH,
+/// KW] (whole taps in the tile), Y [n, g * cog + co, oh, ow].
+struct ConvForward {
+  Tile4 X, W, Y;
+  Geom geo;  ///< strides and padding from the input's projection, dilation from the attributes
+  int64_t KH, KW, cig, cog;      ///< taps; input and output channels per group
+  Range rn, rg, co, oh, ow, ci;  ///< the box's ranges
+};
+/// The forward form of `op` on `box`, or nullopt when a projection is not of that form.
+std::optional<ConvForward> conv_forward_form(const Op& op, const Box& box, const Ins& ins,
+                                             const Outs& outs);
+
+/// conv2d_grad_input over [n, (g), ci, ih, iw, co:sum]: DY and W tiles hold the whole output
+/// plane OH x OW and all taps KH x KW; DX's plane is H x Wd.
+struct ConvGradInput {
+  Tile4 DY, W, DX;
+  Geom geo;  ///< from the attributes
+  int64_t OH, OW, KH, KW, H, Wd, cig, cog;
+  Range rn, rg, ci, ih, iw, co;  ///< the box's ranges
+};
+/// The input-gradient form of `op` on `box`, or nullopt when a projection is not of that form.
+std::optional<ConvGradInput> conv_grad_input_form(const Op& op, const Box& box, const Ins& ins,
+                                                  const Outs& outs);
+
+/// conv2d_grad_weight over [(g), co, ci, kh, kw, n:sum, oh:sum, ow:sum]; KH x KW are the taps.
+struct ConvGradWeight {
+  Tile4 X, DY, DW;
+  Geom geo;  ///< strides, padding and dilation all from the input's projection
+  int64_t KH, KW, cig, cog;
+  Range rg, co, ci, kh, kw, rn, oh, ow;  ///< the box's ranges
+};
+/// The weight-gradient form of `op` on `box`, or nullopt when a projection is not of that form.
+std::optional<ConvGradWeight> conv_grad_weight_form(const Op& op, const Box& box, const Ins& ins,
+                                                    const Outs& outs);
+
+/// max/avg pooling over [n, c, oh, ow] with windows k[0] x k[1].
+struct PoolForward {
+  Tile4 X, Y;
+  Geom geo;  ///< strides and padding from the input's projection
+  std::array<int64_t, 2> k;
+  Range rn, rc, oh, ow;  ///< the box's ranges
+};
+/// The pooling form of `op` on `box` (rank 4), or nullopt when a projection is not of that form.
+std::optional<PoolForward> pool_forward_form(const Op& op, const Box& box, const Ins& ins,
+                                             const Outs& outs);
+
+/// pool2d_grad over [n, c, ih, iw]: DY holds the whole output plane OH x OW, X the whole input
+/// plane H x Wd; max pooling when `mx`, windows k[0] x k[1].
+struct PoolGrad {
+  Tile4 DY, X, DX;
+  Geom geo;  ///< from the attributes
+  int64_t OH, OW, H, Wd;
+  bool mx;
+  std::array<int64_t, 2> k;
+  Range rn, rc, ih, iw;  ///< the box's ranges
+};
+/// The pooling-gradient form of `op` on `box` (rank 4), or nullopt when a projection is not of
+/// that form.
+std::optional<PoolGrad> pool_grad_form(const Op& op, const Box& box, const Ins& ins,
+                                       const Outs& outs);
 
 }  // namespace heddle::kdetail::convform

@@ -14,6 +14,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include "KernelConvForm.h"
 #include "KernelUtil.h"
@@ -201,10 +202,12 @@ struct ConvProblem {
     for (const MDims* v : {&xs, &ws, &ys}) k.insert(k.end(), v->begin(), v->end());
     return k;
   }
-  dnnl::convolution_forward::desc fwd_desc(dnnl::prop_kind pk) const {
-    return dnnl::convolution_forward::desc(
-        pk, dnnl::algorithm::convolution_direct, any({N, G * IC, IH, IW}), any(wdims()),
-        any({N, G * OC, OH, OW}), {sh, sw}, {dh - 1, dw - 1}, {plh, plw}, {prh, prw});
+  // The descriptor `D` of a direct convolution over the problem (forward, backward data or
+  // backward weights), after `lead` (the forward's prop kind), in the layouts oneDNN picks.
+  template <class D, class... Lead>
+  D desc(Lead... lead) const {
+    return D(lead..., dnnl::algorithm::convolution_direct, any({N, G * IC, IH, IW}), any(wdims()),
+             any({N, G * OC, OH, OW}), {sh, sw}, {dh - 1, dw - 1}, {plh, plw}, {prh, prw});
   }
 };
 
@@ -216,8 +219,9 @@ Plan conv_plan(const ConvProblem& c, Kind kind, bool acc) {
   Plan p;
   dnnl::primitive_attr attr = user_scratchpad();
   if (kind == kFwd) {
-    dnnl::convolution_forward::primitive_desc pd(c.fwd_desc(dnnl::prop_kind::forward_inference),
-                                                 attr, engine());
+    dnnl::convolution_forward::primitive_desc pd(
+        c.desc<dnnl::convolution_forward::desc>(dnnl::prop_kind::forward_inference), attr,
+        engine());
     p.prim = dnnl::convolution_forward(pd);
     p.scratch = pd.scratchpad_desc();
     p.ins = {make_port(DNNL_ARG_SRC, c.src(), pd.src_desc(), false),
@@ -225,14 +229,11 @@ Plan conv_plan(const ConvProblem& c, Kind kind, bool acc) {
     p.out = make_port(DNNL_ARG_DST, c.dst(), pd.dst_desc(), true, acc);
     return p;
   }
-  dnnl::convolution_forward::primitive_desc hint(c.fwd_desc(dnnl::prop_kind::forward_training),
-                                                 engine());
+  dnnl::convolution_forward::primitive_desc hint(
+      c.desc<dnnl::convolution_forward::desc>(dnnl::prop_kind::forward_training), engine());
   if (kind == kBwdData) {
-    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct,
-                                            any({c.N, c.G * c.IC, c.IH, c.IW}), any(c.wdims()),
-                                            any({c.N, c.G * c.OC, c.OH, c.OW}), {c.sh, c.sw},
-                                            {c.dh - 1, c.dw - 1}, {c.plh, c.plw}, {c.prh, c.prw});
-    dnnl::convolution_backward_data::primitive_desc pd(d, attr, engine(), hint);
+    dnnl::convolution_backward_data::primitive_desc pd(
+        c.desc<dnnl::convolution_backward_data::desc>(), attr, engine(), hint);
     p.prim = dnnl::convolution_backward_data(pd);
     p.scratch = pd.scratchpad_desc();
     p.ins = {make_port(DNNL_ARG_DIFF_DST, c.dst(), pd.diff_dst_desc(), false),
@@ -240,11 +241,8 @@ Plan conv_plan(const ConvProblem& c, Kind kind, bool acc) {
     p.out = make_port(DNNL_ARG_DIFF_SRC, c.src(), pd.diff_src_desc(), true, acc);
     return p;
   }
-  dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct,
-                                             any({c.N, c.G * c.IC, c.IH, c.IW}), any(c.wdims()),
-                                             any({c.N, c.G * c.OC, c.OH, c.OW}), {c.sh, c.sw},
-                                             {c.dh - 1, c.dw - 1}, {c.plh, c.plw}, {c.prh, c.prw});
-  dnnl::convolution_backward_weights::primitive_desc pd(d, attr, engine(), hint);
+  dnnl::convolution_backward_weights::primitive_desc pd(
+      c.desc<dnnl::convolution_backward_weights::desc>(), attr, engine(), hint);
   p.prim = dnnl::convolution_backward_weights(pd);
   p.scratch = pd.scratchpad_desc();
   p.ins = {make_port(DNNL_ARG_SRC, c.src(), pd.src_desc(), false),
@@ -314,243 +312,159 @@ void reset_output(const Op& op, const Box& box, Tensor& out) {
   out.copy_from(z);
 }
 
-// conv2d over [n, (g), co, oh, ow, ci:sum].
-bool conv_forward(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
-                  const std::vector<Tensor*>& outs, const KernelOptions& o) {
-  Dims d(op, {"n", "g", "co", "oh", "ow", "ci"}, "g");
-  if (!d.ok || ins.size() != 2) return false;
-  Tile4 X(*ins[0]), W(*ins[1]), Y(*outs[0]);
-  const int64_t KH = op.inputs[1].proj.window()[2], KW = op.inputs[1].proj.window()[3];
-  if (W.org[2] != 0 || W.org[3] != 0 || W.ext[2] != KH || W.ext[3] != KW) return false;
-  const int64_t cig = op.space.dim(d.pos[5]).extent, cog = op.space.dim(d.pos[2]).extent;
-  const int64_t n_ = d.pos[0], g_ = d.pos[1], co_ = d.pos[2], oh_ = d.pos[3], ow_ = d.pos[4],
-                ci_ = d.pos[5];
-  Geom geo(op);
-  const Operand &xo = op.inputs[0], &wo = op.inputs[1], &yo = op.results[0];
-  geo.s0 = coef(xo, 2, oh_);
-  geo.s1 = coef(xo, 3, ow_);
-  geo.p0 = -xo.proj.map().offset()[2];
-  geo.p1 = -xo.proj.map().offset()[3];
-  if (!row_is(xo, 0, {{n_, 1}}) || !row_is(xo, 1, {{g_, cig}, {ci_, 1}}) ||
-      !row_is(xo, 2, {{oh_, geo.s0}}, -geo.p0, geo.d0 * (KH - 1) + 1) ||
-      !row_is(xo, 3, {{ow_, geo.s1}}, -geo.p1, geo.d1 * (KW - 1) + 1) ||
-      !row_is(wo, 0, {{g_, cog}, {co_, 1}}) || !row_is(wo, 1, {{ci_, 1}}) ||
-      !row_is(wo, 2, {}, 0, KH) || !row_is(wo, 3, {}, 0, KW) || !row_is(yo, 0, {{n_, 1}}) ||
-      !row_is(yo, 1, {{g_, cog}, {co_, 1}}) || !row_is(yo, 2, {{oh_, 1}}) ||
-      !row_is(yo, 3, {{ow_, 1}}))
-    return false;
-  Range rn = d.range(box, 0), rg = d.range(box, 1), co = d.range(box, 2), oh = d.range(box, 3),
-        ow = d.range(box, 4), ci = d.range(box, 5);
-  auto sh = span(oh.lo, oh.hi, geo.s0, geo.p0, geo.d0 * (KH - 1) + 1, X.org[2], X.ext[2]);
-  auto sw = span(ow.lo, ow.hi, geo.s1, geo.p1, geo.d1 * (KW - 1) + 1, X.org[3], X.ext[3]);
-  if (!sh || !sw) return false;
-  // All groups of the box in one problem when their channel ranges are whole, else one each.
-  const bool whole = ci.size() == cig && co.size() == cog;
+// The problem for `n` images and `g` groups of `ic` -> `oc` channels, outputs `oh` x `ow` and
+// taps `kh` x `kw` at the strides of `geo` (and its dilations when `dilated`; pooling has none).
+// The input window and its padding come from clip or plane.
+ConvProblem problem(int64_t n, int64_t g, int64_t ic, int64_t oc, int64_t oh, int64_t ow,
+                    int64_t kh, int64_t kw, const Geom& geo, bool dilated) {
   ConvProblem c;
-  c.N = rn.size();
-  c.G = whole ? rg.size() : 1;
-  c.IC = ci.size();
-  c.OC = co.size();
-  c.IH = sh->size;
-  c.IW = sw->size;
-  c.OH = oh.size();
-  c.OW = ow.size();
-  c.KH = KH;
-  c.KW = KW;
+  c.N = n;
+  c.G = g;
+  c.IC = ic;
+  c.OC = oc;
+  c.OH = oh;
+  c.OW = ow;
+  c.KH = kh;
+  c.KW = kw;
   c.sh = geo.s0;
   c.sw = geo.s1;
-  c.dh = geo.d0;
-  c.dw = geo.d1;
+  if (dilated) {
+    c.dh = geo.d0;
+    c.dw = geo.d1;
+  }
+  return c;
+}
+
+// The strides of a ([g,] oc, ic, kh, kw) view of the weight tile `w`, `cog` channels a group.
+MDims group_strides(const Tile4& w, int64_t cog) {
+  return {cog * w.st[0], w.st[0], w.st[1], w.st[2], w.st[3]};
+}
+
+// The window of tile `x` that outputs `oh` x `ow` read (padding for the rows and columns outside
+// the tile), into `c`; the (row, column) where it starts, or nullopt when no tap reads the tile.
+std::optional<std::pair<int64_t, int64_t>> clip(ConvProblem& c, const Tile4& x, Range oh, Range ow,
+                                                const Geom& geo) {
+  auto sh = span(oh.lo, oh.hi, c.sh, geo.p0, c.dh * (c.KH - 1) + 1, x.org[2], x.ext[2]);
+  auto sw = span(ow.lo, ow.hi, c.sw, geo.p1, c.dw * (c.KW - 1) + 1, x.org[3], x.ext[3]);
+  if (!sh || !sw) return std::nullopt;
+  c.IH = sh->size;
+  c.IW = sw->size;
   c.plh = sh->pad_l;
   c.plw = sw->pad_l;
   c.prh = sh->pad_r;
   c.prw = sw->pad_r;
-  c.xs = strides4(X);
-  c.ws = {cog * W.st[0], W.st[0], W.st[1], W.st[2], W.st[3]};
-  c.ys = strides4(Y);
+  return std::pair{sh->start, sw->start};
+}
+
+// The whole input plane `h` x `w` into `c`, cut after the last window's rows and columns (they
+// get no gradient); false when nothing is left.
+bool plane(ConvProblem& c, int64_t h, int64_t w, const Geom& geo) {
+  const int64_t need_h = (c.OH - 1) * c.sh - geo.p0 + c.dh * (c.KH - 1) + 1,
+                need_w = (c.OW - 1) * c.sw - geo.p1 + c.dw * (c.KW - 1) + 1;
+  c.IH = std::min(h, need_h);
+  c.IW = std::min(w, need_w);
+  if (c.IH <= 0 || c.IW <= 0) return false;
+  c.plh = geo.p0;
+  c.plw = geo.p1;
+  c.prh = need_h - c.IH;
+  c.prw = need_w - c.IW;
+  return true;
+}
+
+// Where a convolution's views start: the src (image), weights and dst tiles in oneDNN's roles, the
+// first image, the channels per group and the box's first channels, and the first row and column
+// of the src and dst views.
+struct ConvAt {
+  const Tile4 &src, &wts, &dst;
+  int64_t n, cig, cog, ci, co, h, w, oh, ow;
+};
+
+// Runs `c` of `kind` on the views of `at`, once for all the groups of `rg` or once per group step
+// of c.G (the view strides are set here); false when oneDNN has no implementation.
+bool run_groups(ConvProblem c, Kind kind, const KernelOptions& o, Range rg, const ConvAt& at) {
+  c.xs = strides4(at.src);
+  c.ws = group_strides(at.wts, at.cog);
+  c.ys = strides4(at.dst);
+  for (int64_t g = rg.lo; g < rg.hi; g += c.G) {
+    float* x = at.src.data + at.src.off(at.n, g * at.cig + at.ci, at.h, at.w);
+    float* w = at.wts.data + at.wts.off(g * at.cog + at.co, at.ci, 0, 0);
+    float* y = at.dst.data + at.dst.off(at.n, g * at.cog + at.co, at.oh, at.ow);
+    const bool ok = kind == kFwd       ? run_plan(c, kind, o, {x, w}, y)
+                    : kind == kBwdData ? run_plan(c, kind, o, {y, w}, x)
+                                       : run_plan(c, kind, o, {x, y}, w);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// conv2d over [n, (g), co, oh, ow, ci:sum].
+bool conv_forward(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                  const std::vector<Tensor*>& outs, const KernelOptions& o) {
+  auto form = conv_forward_form(op, box, ins, outs);
+  if (!form) return false;
+  const auto& [X, W, Y, geo, KH, KW, cig, cog, rn, rg, co, oh, ow, ci] = *form;
+  // All groups of the box in one problem when their channel ranges are whole, else one each.
+  const bool whole = ci.size() == cig && co.size() == cog;
+  ConvProblem c = problem(rn.size(), whole ? rg.size() : 1, ci.size(), co.size(), oh.size(),
+                          ow.size(), KH, KW, geo, true);
+  auto at = clip(c, X, oh, ow, geo);
+  if (!at) return false;
   // One problem per group leaves the channels between the groups' ranges unwritten: they are
   // part of the output image, which a non-accumulating call resets.
   if (c.G < rg.size() && !o.accumulate) reset_output(op, box, *outs[0]);
-  for (int64_t g = rg.lo; g < rg.hi; g += c.G) {
-    const float* x = X.data + X.off(rn.lo, g * cig + ci.lo, sh->start, sw->start);
-    const float* w = W.data + W.off(g * cog + co.lo, ci.lo, 0, 0);
-    float* y = Y.data + Y.off(rn.lo, g * cog + co.lo, oh.lo, ow.lo);
-    if (!run_plan(c, kFwd, o, {x, w}, y)) return false;
-  }
-  return true;
+  return run_groups(c, kFwd, o, rg,
+                    {X, W, Y, rn.lo, cig, cog, ci.lo, co.lo, at->first, at->second, oh.lo, ow.lo});
 }
 
 // conv2d_grad_input over [n, (g), ci, ih, iw, co:sum], for boxes over the whole input plane.
 bool conv_grad_input(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                      const std::vector<Tensor*>& outs, const KernelOptions& o) {
-  Dims d(op, {"n", "g", "ci", "ih", "iw", "co"}, "g");
-  if (!d.ok) return false;
-  Tile4 DY(*ins[0]), W(*ins[1]), DX(*outs[0]);
-  Geom geo(op);
-  const IVec &yw = op.inputs[0].proj.window(), &ww = op.inputs[1].proj.window();
-  const int64_t OH = yw[2], OW = yw[3], KH = ww[2], KW = ww[3];
-  if (W.org[2] != 0 || W.org[3] != 0 || W.ext[2] != KH || W.ext[3] != KW || DY.org[2] != 0 ||
-      DY.org[3] != 0 || DY.ext[2] != OH || DY.ext[3] != OW)
-    return false;
-  const int64_t cig = op.space.dim(d.pos[2]).extent, cog = op.space.dim(d.pos[5]).extent;
-  const int64_t n_ = d.pos[0], g_ = d.pos[1], ci_ = d.pos[2], ih_ = d.pos[3], iw_ = d.pos[4],
-                co_ = d.pos[5];
-  const Operand &yo = op.inputs[0], &wo = op.inputs[1], &xo = op.results[0];
-  if (!row_is(yo, 0, {{n_, 1}}) || !row_is(yo, 1, {{g_, cog}, {co_, 1}}) ||
-      !row_is(yo, 2, {}, 0, OH) || !row_is(yo, 3, {}, 0, OW) ||
-      !row_is(wo, 0, {{g_, cog}, {co_, 1}}) || !row_is(wo, 1, {{ci_, 1}}) ||
-      !row_is(wo, 2, {}, 0, KH) || !row_is(wo, 3, {}, 0, KW) || !row_is(xo, 0, {{n_, 1}}) ||
-      !row_is(xo, 1, {{g_, cig}, {ci_, 1}}) || !row_is(xo, 2, {{ih_, 1}}) ||
-      !row_is(xo, 3, {{iw_, 1}}))
-    return false;
-  Range rn = d.range(box, 0), rg = d.range(box, 1), ci = d.range(box, 2), ih = d.range(box, 3),
-        iw = d.range(box, 4), co = d.range(box, 5);
-  const int64_t H = op.space.dim(ih_).extent, Wd = op.space.dim(iw_).extent;
+  auto form = conv_grad_input_form(op, box, ins, outs);
+  if (!form) return false;
+  const auto& [DY, W, DX, geo, OH, OW, KH, KW, H, Wd, cig, cog, rn, rg, ci, ih, iw, co] = *form;
   if (ih.lo != 0 || ih.hi != H || iw.lo != 0 || iw.hi != Wd) return false;
-  // Rows and columns past the last window get no gradient; oneDNN's problem stops before them.
-  const int64_t need_h = (OH - 1) * geo.s0 - geo.p0 + geo.d0 * (KH - 1) + 1,
-                need_w = (OW - 1) * geo.s1 - geo.p1 + geo.d1 * (KW - 1) + 1;
-  ConvProblem c;
-  c.N = rn.size();
-  c.G = ci.size() == cig && co.size() == cog ? rg.size() : 1;
-  c.IC = ci.size();
-  c.OC = co.size();
-  c.IH = std::min(H, need_h);
-  c.IW = std::min(Wd, need_w);
-  if (c.IH <= 0 || c.IW <= 0) return false;
-  c.OH = OH;
-  c.OW = OW;
-  c.KH = KH;
-  c.KW = KW;
-  c.sh = geo.s0;
-  c.sw = geo.s1;
-  c.dh = geo.d0;
-  c.dw = geo.d1;
-  c.plh = geo.p0;
-  c.plw = geo.p1;
-  c.prh = need_h - c.IH;
-  c.prw = need_w - c.IW;
-  c.xs = strides4(DX);
-  c.ws = {cog * W.st[0], W.st[0], W.st[1], W.st[2], W.st[3]};
-  c.ys = strides4(DY);
+  ConvProblem c = problem(rn.size(), ci.size() == cig && co.size() == cog ? rg.size() : 1,
+                          ci.size(), co.size(), OH, OW, KH, KW, geo, true);
+  if (!plane(c, H, Wd, geo)) return false;
   // Rows past the last window, and with one problem per group the channels between the groups'
   // ranges, are part of the output image but not written: a non-accumulating call resets them.
   if ((c.IH < H || c.IW < Wd || c.G < rg.size()) && !o.accumulate) reset_output(op, box, *outs[0]);
-  for (int64_t g = rg.lo; g < rg.hi; g += c.G) {
-    const float* dy = DY.data + DY.off(rn.lo, g * cog + co.lo, 0, 0);
-    const float* w = W.data + W.off(g * cog + co.lo, ci.lo, 0, 0);
-    float* dx = DX.data + DX.off(rn.lo, g * cig + ci.lo, 0, 0);
-    if (!run_plan(c, kBwdData, o, {dy, w}, dx)) return false;
-  }
-  return true;
+  return run_groups(c, kBwdData, o, rg, {DX, W, DY, rn.lo, cig, cog, ci.lo, co.lo, 0, 0, 0, 0});
 }
 
 // conv2d_grad_weight over [(g), co, ci, kh, kw, n:sum, oh:sum, ow:sum], for boxes over all taps.
 bool conv_grad_weight(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                       const std::vector<Tensor*>& outs, const KernelOptions& o) {
-  Dims d(op, {"g", "co", "ci", "kh", "kw", "n", "oh", "ow"}, "g");
-  if (!d.ok) return false;
-  Tile4 X(*ins[0]), DY(*ins[1]), DW(*outs[0]);
-  const int64_t cig = op.space.dim(d.pos[2]).extent, cog = op.space.dim(d.pos[1]).extent;
-  const int64_t g_ = d.pos[0], co_ = d.pos[1], ci_ = d.pos[2], kh_ = d.pos[3], kw_ = d.pos[4],
-                n_ = d.pos[5], oh_ = d.pos[6], ow_ = d.pos[7];
-  const Operand &xo = op.inputs[0], &yo = op.inputs[1], &wo = op.results[0];
-  Geom geo(op);
-  geo.s0 = coef(xo, 2, oh_);
-  geo.s1 = coef(xo, 3, ow_);
-  geo.d0 = coef(xo, 2, kh_);
-  geo.d1 = coef(xo, 3, kw_);
-  geo.p0 = -xo.proj.map().offset()[2];
-  geo.p1 = -xo.proj.map().offset()[3];
-  if (!row_is(xo, 0, {{n_, 1}}) || !row_is(xo, 1, {{g_, cig}, {ci_, 1}}) ||
-      !row_is(xo, 2, {{oh_, geo.s0}, {kh_, geo.d0}}, -geo.p0) ||
-      !row_is(xo, 3, {{ow_, geo.s1}, {kw_, geo.d1}}, -geo.p1) || !row_is(yo, 0, {{n_, 1}}) ||
-      !row_is(yo, 1, {{g_, cog}, {co_, 1}}) || !row_is(yo, 2, {{oh_, 1}}) ||
-      !row_is(yo, 3, {{ow_, 1}}) || !row_is(wo, 0, {{g_, cog}, {co_, 1}}) ||
-      !row_is(wo, 1, {{ci_, 1}}) || !row_is(wo, 2, {{kh_, 1}}) || !row_is(wo, 3, {{kw_, 1}}))
-    return false;
+  auto form = conv_grad_weight_form(op, box, ins, outs);
+  if (!form) return false;
+  const auto& [X, DY, DW, geo, KH, KW, cig, cog, rg, co, ci, kh, kw, rn, oh, ow] = *form;
   if (geo.d0 < 1 || geo.d1 < 1) return false;
-  Range rg = d.range(box, 0), co = d.range(box, 1), ci = d.range(box, 2), kh = d.range(box, 3),
-        kw = d.range(box, 4), rn = d.range(box, 5), oh = d.range(box, 6), ow = d.range(box, 7);
-  const int64_t KH = op.space.dim(kh_).extent, KW = op.space.dim(kw_).extent;
   if (kh.lo != 0 || kh.hi != KH || kw.lo != 0 || kw.hi != KW) return false;
-  auto sh = span(oh.lo, oh.hi, geo.s0, geo.p0, geo.d0 * (KH - 1) + 1, X.org[2], X.ext[2]);
-  auto sw = span(ow.lo, ow.hi, geo.s1, geo.p1, geo.d1 * (KW - 1) + 1, X.org[3], X.ext[3]);
-  if (!sh || !sw) return false;
-  ConvProblem c;
-  c.N = rn.size();
-  c.G = ci.size() == cig && co.size() == cog ? rg.size() : 1;
-  c.IC = ci.size();
-  c.OC = co.size();
-  c.IH = sh->size;
-  c.IW = sw->size;
-  c.OH = oh.size();
-  c.OW = ow.size();
-  c.KH = KH;
-  c.KW = KW;
-  c.sh = geo.s0;
-  c.sw = geo.s1;
-  c.dh = geo.d0;
-  c.dw = geo.d1;
-  c.plh = sh->pad_l;
-  c.plw = sw->pad_l;
-  c.prh = sh->pad_r;
-  c.prw = sw->pad_r;
-  c.xs = strides4(X);
-  c.ws = {cog * DW.st[0], DW.st[0], DW.st[1], DW.st[2], DW.st[3]};
-  c.ys = strides4(DY);
+  ConvProblem c = problem(rn.size(), ci.size() == cig && co.size() == cog ? rg.size() : 1,
+                          ci.size(), co.size(), oh.size(), ow.size(), KH, KW, geo, true);
+  auto at = clip(c, X, oh, ow, geo);
+  if (!at) return false;
   // One problem per group leaves the channels between the groups' ranges unwritten: they are
   // part of the output image, which a non-accumulating call resets.
   if (c.G < rg.size() && !o.accumulate) reset_output(op, box, *outs[0]);
-  for (int64_t g = rg.lo; g < rg.hi; g += c.G) {
-    const float* x = X.data + X.off(rn.lo, g * cig + ci.lo, sh->start, sw->start);
-    const float* dy = DY.data + DY.off(rn.lo, g * cog + co.lo, oh.lo, ow.lo);
-    float* dw = DW.data + DW.off(g * cog + co.lo, ci.lo, 0, 0);
-    if (!run_plan(c, kBwdWeights, o, {x, dy}, dw)) return false;
-  }
-  return true;
+  return run_groups(
+      c, kBwdWeights, o, rg,
+      {X, DW, DY, rn.lo, cig, cog, ci.lo, co.lo, at->first, at->second, oh.lo, ow.lo});
 }
 
 // max/avg pooling over [n, c, oh, ow].
 bool pool_forward(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                   const std::vector<Tensor*>& outs, const KernelOptions& o) {
-  if (box.rank() != 4) return false;
-  Tile4 X(*ins[0]), Y(*outs[0]);
-  const Operand &xo = op.inputs[0], &yo = op.results[0];
-  const int64_t k[2] = {xo.proj.window()[2], xo.proj.window()[3]};
-  Geom geo(op);
-  geo.s0 = coef(xo, 2, 2);
-  geo.s1 = coef(xo, 3, 3);
-  geo.p0 = -xo.proj.map().offset()[2];
-  geo.p1 = -xo.proj.map().offset()[3];
-  if (!row_is(xo, 0, {{0, 1}}) || !row_is(xo, 1, {{1, 1}}) ||
-      !row_is(xo, 2, {{2, geo.s0}}, -geo.p0, k[0]) || !row_is(xo, 3, {{3, geo.s1}}, -geo.p1, k[1]))
-    return false;
-  for (int64_t r = 0; r < 4; ++r)
-    if (!row_is(yo, r, {{r, 1}})) return false;
-  Range rn{box.start()[0], box.end()[0]}, rc{box.start()[1], box.end()[1]},
-      oh{box.start()[2], box.end()[2]}, ow{box.start()[3], box.end()[3]};
-  auto sh = span(oh.lo, oh.hi, geo.s0, geo.p0, k[0], X.org[2], X.ext[2]);
-  auto sw = span(ow.lo, ow.hi, geo.s1, geo.p1, k[1], X.org[3], X.ext[3]);
-  if (!sh || !sw) return false;
-  ConvProblem c;
-  c.N = rn.size();
-  c.IC = c.OC = rc.size();
-  c.IH = sh->size;
-  c.IW = sw->size;
-  c.OH = oh.size();
-  c.OW = ow.size();
-  c.KH = k[0];
-  c.KW = k[1];
-  c.sh = geo.s0;
-  c.sw = geo.s1;
-  c.plh = sh->pad_l;
-  c.plw = sw->pad_l;
-  c.prh = sh->pad_r;
-  c.prw = sw->pad_r;
+  auto form = pool_forward_form(op, box, ins, outs);
+  if (!form) return false;
+  const auto& [X, Y, geo, k, rn, rc, oh, ow] = *form;
+  ConvProblem c =
+      problem(rn.size(), 1, rc.size(), rc.size(), oh.size(), ow.size(), k[0], k[1], geo, false);
+  auto at = clip(c, X, oh, ow, geo);
+  if (!at) return false;
   c.xs = strides4(X);
   c.ys = strides4(Y);
-  const float* x = X.data + X.off(rn.lo, rc.lo, sh->start, sw->start);
+  const float* x = X.data + X.off(rn.lo, rc.lo, at->first, at->second);
   float* y = Y.data + Y.off(rn.lo, rc.lo, oh.lo, ow.lo);
   return run_plan(c, kPoolFwd, o, {x}, y, op.kind == OpKind::kMaxPool2d);
 }
@@ -558,45 +472,12 @@ bool pool_forward(const Op& op, const Box& box, const std::vector<const Tensor*>
 // pool2d_grad over [n, c, ih, iw], for boxes over the whole input plane.
 bool pool_grad(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                const std::vector<Tensor*>& outs, const KernelOptions& o) {
-  if (box.rank() != 4) return false;
-  Tile4 DY(*ins[0]), X(*ins[1]), DX(*outs[0]);
-  const IVec &yw = op.inputs[0].proj.window(), &xw = op.inputs[1].proj.window();
-  const int64_t OH = yw[2], OW = yw[3], H = xw[2], Wd = xw[3];
-  if (X.org[2] != 0 || X.org[3] != 0 || X.ext[2] != H || X.ext[3] != Wd || DY.org[2] != 0 ||
-      DY.org[3] != 0 || DY.ext[2] != OH || DY.ext[3] != OW)
-    return false;
-  for (int64_t r = 0; r < 2; ++r)
-    if (!row_is(op.inputs[0], r, {{r, 1}}) || !row_is(op.inputs[1], r, {{r, 1}})) return false;
-  if (!row_is(op.inputs[0], 2, {}, 0, OH) || !row_is(op.inputs[0], 3, {}, 0, OW) ||
-      !row_is(op.inputs[1], 2, {}, 0, H) || !row_is(op.inputs[1], 3, {}, 0, Wd))
-    return false;
-  for (int64_t r = 0; r < 4; ++r)
-    if (!row_is(op.results[0], r, {{r, 1}})) return false;
-  if (box.start()[2] != 0 || box.end()[2] != H || box.start()[3] != 0 || box.end()[3] != Wd)
-    return false;
-  const bool mx = attr_s(op, "mode") == "max";
-  auto k = attr_ints(op, "kernel", {1, 1});
-  if (k.size() != 2) return false;
-  Geom geo(op);
-  const int64_t need_h = (OH - 1) * geo.s0 - geo.p0 + k[0],
-                need_w = (OW - 1) * geo.s1 - geo.p1 + k[1];
-  Range rn{box.start()[0], box.end()[0]}, rc{box.start()[1], box.end()[1]};
-  ConvProblem c;
-  c.N = rn.size();
-  c.IC = c.OC = rc.size();
-  c.IH = std::min(H, need_h);
-  c.IW = std::min(Wd, need_w);
-  if (c.IH <= 0 || c.IW <= 0) return false;
-  c.OH = OH;
-  c.OW = OW;
-  c.KH = k[0];
-  c.KW = k[1];
-  c.sh = geo.s0;
-  c.sw = geo.s1;
-  c.plh = geo.p0;
-  c.plw = geo.p1;
-  c.prh = need_h - c.IH;
-  c.prw = need_w - c.IW;
+  auto form = pool_grad_form(op, box, ins, outs);
+  if (!form) return false;
+  const auto& [DY, X, DX, geo, OH, OW, H, Wd, mx, k, rn, rc, ih, iw] = *form;
+  if (ih.lo != 0 || ih.hi != H || iw.lo != 0 || iw.hi != Wd) return false;
+  ConvProblem c = problem(rn.size(), 1, rc.size(), rc.size(), OH, OW, k[0], k[1], geo, false);
+  if (!plane(c, H, Wd, geo)) return false;
   c.xs = strides4(DX);
   c.ys = strides4(DY);
   // Only max pooling reads x; its view must have the gradient's layout (one src desc for both).

@@ -54,32 +54,9 @@ void im2col(const Tile4& X, const Geom& g, int64_t n, int64_t c0, Range ci, Rang
 // conv2d over [n, (g), co, oh, ow, ci:sum]: Y[co, (oh, ow)] += W[co, (ci, kh, kw)] col.
 bool conv_forward(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                   const std::vector<Tensor*>& outs) {
-  Dims d(op, {"n", "g", "co", "oh", "ow", "ci"}, "g");
-  if (!d.ok || ins.size() != 2) return false;
-  Tile4 X(*ins[0]), W(*ins[1]), Y(*outs[0]);
-  const int64_t KH = op.inputs[1].proj.window()[2], KW = op.inputs[1].proj.window()[3];
-  if (W.org[2] != 0 || W.org[3] != 0 || W.ext[2] != KH || W.ext[3] != KW) return false;
-  const int64_t cig = op.space.dim(d.pos[5]).extent, cog = op.space.dim(d.pos[2]).extent;
-  const int64_t n_ = d.pos[0], g_ = d.pos[1], co_ = d.pos[2], oh_ = d.pos[3], ow_ = d.pos[4],
-                ci_ = d.pos[5];
-  // Geometry from the input's projection (strides, padding), dilation from the attributes, and
-  // every projection checked to be the form assumed below.
-  Geom geo(op);
-  const Operand &xo = op.inputs[0], &wo = op.inputs[1], &yo = op.results[0];
-  geo.s0 = coef(xo, 2, oh_);
-  geo.s1 = coef(xo, 3, ow_);
-  geo.p0 = -xo.proj.map().offset()[2];
-  geo.p1 = -xo.proj.map().offset()[3];
-  if (!row_is(xo, 0, {{n_, 1}}) || !row_is(xo, 1, {{g_, cig}, {ci_, 1}}) ||
-      !row_is(xo, 2, {{oh_, geo.s0}}, -geo.p0, geo.d0 * (KH - 1) + 1) ||
-      !row_is(xo, 3, {{ow_, geo.s1}}, -geo.p1, geo.d1 * (KW - 1) + 1) ||
-      !row_is(wo, 0, {{g_, cog}, {co_, 1}}) || !row_is(wo, 1, {{ci_, 1}}) ||
-      !row_is(wo, 2, {}, 0, KH) || !row_is(wo, 3, {}, 0, KW) || !row_is(yo, 0, {{n_, 1}}) ||
-      !row_is(yo, 1, {{g_, cog}, {co_, 1}}) || !row_is(yo, 2, {{oh_, 1}}) ||
-      !row_is(yo, 3, {{ow_, 1}}))
-    return false;
-  Range rn = d.range(box, 0), rg = d.range(box, 1), co = d.range(box, 2), oh = d.range(box, 3),
-        ow = d.range(box, 4), ci = d.range(box, 5);
+  auto form = conv_forward_form(op, box, ins, outs);
+  if (!form) return false;
+  const auto& [X, W, Y, geo, KH, KW, cig, cog, rn, rg, co, oh, ow, ci] = *form;
   const int64_t K = ci.size() * KH * KW, P = oh.size() * ow.size();
   std::vector<float> col(static_cast<size_t>(K * P)), out(static_cast<size_t>(co.size() * P));
   for (int64_t n = rn.lo; n < rn.hi; ++n)
@@ -101,30 +78,9 @@ bool conv_forward(const Op& op, const Box& box, const std::vector<const Tensor*>
 // reach the box, folded back into the box's input positions.
 bool conv_grad_input(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                      const std::vector<Tensor*>& outs) {
-  Dims d(op, {"n", "g", "ci", "ih", "iw", "co"}, "g");
-  if (!d.ok) return false;
-  Tile4 DY(*ins[0]), W(*ins[1]), DX(*outs[0]);
-  Geom geo(op);
-  const IVec &yw = op.inputs[0].proj.window(), &ww = op.inputs[1].proj.window();
-  const int64_t OH = yw[2], OW = yw[3], KH = ww[2], KW = ww[3];
-  if (W.org[2] != 0 || W.org[3] != 0 || W.ext[2] != KH || W.ext[3] != KW || DY.org[2] != 0 ||
-      DY.org[3] != 0 || DY.ext[2] != OH || DY.ext[3] != OW)
-    return false;
-  const int64_t cig = op.space.dim(d.pos[2]).extent, cog = op.space.dim(d.pos[5]).extent;
-  {
-    const int64_t n_ = d.pos[0], g_ = d.pos[1], ci_ = d.pos[2], ih_ = d.pos[3], iw_ = d.pos[4],
-                  co_ = d.pos[5];
-    const Operand &yo = op.inputs[0], &wo = op.inputs[1], &xo = op.results[0];
-    if (!row_is(yo, 0, {{n_, 1}}) || !row_is(yo, 1, {{g_, cog}, {co_, 1}}) ||
-        !row_is(yo, 2, {}, 0, OH) || !row_is(yo, 3, {}, 0, OW) ||
-        !row_is(wo, 0, {{g_, cog}, {co_, 1}}) || !row_is(wo, 1, {{ci_, 1}}) ||
-        !row_is(wo, 2, {}, 0, KH) || !row_is(wo, 3, {}, 0, KW) || !row_is(xo, 0, {{n_, 1}}) ||
-        !row_is(xo, 1, {{g_, cig}, {ci_, 1}}) || !row_is(xo, 2, {{ih_, 1}}) ||
-        !row_is(xo, 3, {{iw_, 1}}))
-      return false;
-  }
-  Range rn = d.range(box, 0), rg = d.range(box, 1), ci = d.range(box, 2), ih = d.range(box, 3),
-        iw = d.range(box, 4), co = d.range(box, 5);
+  auto form = conv_grad_input_form(op, box, ins, outs);
+  if (!form) return false;
+  const auto& [DY, W, DX, geo, OH, OW, KH, KW, H, Wd, cig, cog, rn, rg, ci, ih, iw, co] = *form;
   // Output rows whose windows reach input rows [ih.lo, ih.hi).
   auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
   int64_t lo = std::max<int64_t>(0, ceil_div(ih.lo + geo.p0 - (KH - 1) * geo.d0, geo.s0));
@@ -159,29 +115,9 @@ bool conv_grad_input(const Op& op, const Box& box, const std::vector<const Tenso
 // dW[co, (ci, kh, kw)] += dY[co, (oh, ow)] col^T, summed over the box's images.
 bool conv_grad_weight(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                       const std::vector<Tensor*>& outs) {
-  Dims d(op, {"g", "co", "ci", "kh", "kw", "n", "oh", "ow"}, "g");
-  if (!d.ok) return false;
-  Tile4 X(*ins[0]), DY(*ins[1]), DW(*outs[0]);
-  const int64_t cig = op.space.dim(d.pos[2]).extent, cog = op.space.dim(d.pos[1]).extent;
-  const int64_t g_ = d.pos[0], co_ = d.pos[1], ci_ = d.pos[2], kh_ = d.pos[3], kw_ = d.pos[4],
-                n_ = d.pos[5], oh_ = d.pos[6], ow_ = d.pos[7];
-  const Operand &xo = op.inputs[0], &yo = op.inputs[1], &wo = op.results[0];
-  Geom geo(op);  // all from the input's projection
-  geo.s0 = coef(xo, 2, oh_);
-  geo.s1 = coef(xo, 3, ow_);
-  geo.d0 = coef(xo, 2, kh_);
-  geo.d1 = coef(xo, 3, kw_);
-  geo.p0 = -xo.proj.map().offset()[2];
-  geo.p1 = -xo.proj.map().offset()[3];
-  if (!row_is(xo, 0, {{n_, 1}}) || !row_is(xo, 1, {{g_, cig}, {ci_, 1}}) ||
-      !row_is(xo, 2, {{oh_, geo.s0}, {kh_, geo.d0}}, -geo.p0) ||
-      !row_is(xo, 3, {{ow_, geo.s1}, {kw_, geo.d1}}, -geo.p1) || !row_is(yo, 0, {{n_, 1}}) ||
-      !row_is(yo, 1, {{g_, cog}, {co_, 1}}) || !row_is(yo, 2, {{oh_, 1}}) ||
-      !row_is(yo, 3, {{ow_, 1}}) || !row_is(wo, 0, {{g_, cog}, {co_, 1}}) ||
-      !row_is(wo, 1, {{ci_, 1}}) || !row_is(wo, 2, {{kh_, 1}}) || !row_is(wo, 3, {{kw_, 1}}))
-    return false;
-  Range rg = d.range(box, 0), co = d.range(box, 1), ci = d.range(box, 2), kh = d.range(box, 3),
-        kw = d.range(box, 4), rn = d.range(box, 5), oh = d.range(box, 6), ow = d.range(box, 7);
+  auto form = conv_grad_weight_form(op, box, ins, outs);
+  if (!form) return false;
+  const auto& [X, DY, DW, geo, KH, KW, cig, cog, rg, co, ci, kh, kw, rn, oh, ow] = *form;
   const int64_t K = ci.size() * kh.size() * kw.size(), P = oh.size() * ow.size();
   std::vector<float> col(static_cast<size_t>(K * P)), dy(static_cast<size_t>(co.size() * P)),
       acc(static_cast<size_t>(co.size() * K));
@@ -212,22 +148,10 @@ bool conv_grad_weight(const Op& op, const Box& box, const std::vector<const Tens
 // (padding; the average still divides by the whole window).
 bool pool_forward(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                   const std::vector<Tensor*>& outs) {
-  if (box.rank() != 4) return false;
-  Tile4 X(*ins[0]), Y(*outs[0]);
+  auto form = pool_forward_form(op, box, ins, outs);
+  if (!form) return false;
+  const auto& [X, Y, geo, k, rn, rc, oh, ow] = *form;
   const bool mx = op.kind == OpKind::kMaxPool2d;
-  // Window, strides and padding from the input's projection, as the direct loop reads them.
-  const Operand &xo = op.inputs[0], &yo = op.results[0];
-  const int64_t k[2] = {xo.proj.window()[2], xo.proj.window()[3]};
-  Geom geo(op);
-  geo.s0 = coef(xo, 2, 2);
-  geo.s1 = coef(xo, 3, 3);
-  geo.p0 = -xo.proj.map().offset()[2];
-  geo.p1 = -xo.proj.map().offset()[3];
-  if (!row_is(xo, 0, {{0, 1}}) || !row_is(xo, 1, {{1, 1}}) ||
-      !row_is(xo, 2, {{2, geo.s0}}, -geo.p0, k[0]) || !row_is(xo, 3, {{3, geo.s1}}, -geo.p1, k[1]))
-    return false;
-  for (int64_t r = 0; r < 4; ++r)
-    if (!row_is(yo, r, {{r, 1}})) return false;
   const double inv = 1.0 / static_cast<double>(k[0] * k[1]);
   for (int64_t n = box.start()[0]; n < box.end()[0]; ++n)
     for (int64_t c = box.start()[1]; c < box.end()[1]; ++c) {
@@ -258,26 +182,10 @@ bool pool_forward(const Op& op, const Box& box, const std::vector<const Tensor*>
 // the box's inputs it covers (avg) or to its first maximum, if inside the box (max).
 bool pool_grad(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                const std::vector<Tensor*>& outs) {
-  if (box.rank() != 4) return false;
-  Tile4 DY(*ins[0]), X(*ins[1]), DX(*outs[0]);
-  const IVec &yw = op.inputs[0].proj.window(), &xw = op.inputs[1].proj.window();
-  const int64_t OH = yw[2], OW = yw[3], H = xw[2], Wd = xw[3];
-  if (X.org[2] != 0 || X.org[3] != 0 || X.ext[2] != H || X.ext[3] != Wd || DY.org[2] != 0 ||
-      DY.org[3] != 0 || DY.ext[2] != OH || DY.ext[3] != OW)
-    return false;
-  for (int64_t r = 0; r < 2; ++r)
-    if (!row_is(op.inputs[0], r, {{r, 1}}) || !row_is(op.inputs[1], r, {{r, 1}})) return false;
-  if (!row_is(op.inputs[0], 2, {}, 0, OH) || !row_is(op.inputs[0], 3, {}, 0, OW) ||
-      !row_is(op.inputs[1], 2, {}, 0, H) || !row_is(op.inputs[1], 3, {}, 0, Wd))
-    return false;
-  for (int64_t r = 0; r < 4; ++r)
-    if (!row_is(op.results[0], r, {{r, 1}})) return false;
-  const bool mx = attr_s(op, "mode") == "max";
-  auto k = attr_ints(op, "kernel", {1, 1});
-  if (k.size() != 2) return false;
-  Geom geo(op);
+  auto form = pool_grad_form(op, box, ins, outs);
+  if (!form) return false;
+  const auto& [DY, X, DX, geo, OH, OW, H, Wd, mx, k, rn, rc, ih, iw] = *form;
   const double inv = 1.0 / static_cast<double>(k[0] * k[1]);
-  Range ih{box.start()[2], box.end()[2]}, iw{box.start()[3], box.end()[3]};
   auto first = [](int64_t lo, int64_t pad, int64_t kk, int64_t s) {  // first window reaching lo
     int64_t a = lo + pad - kk + 1;
     return std::max<int64_t>(0, a >= 0 ? (a + s - 1) / s : 0);

@@ -149,19 +149,7 @@ Status rotary(const Op& op, const Box& box, std::vector<Access>& ai, const Acces
 
 bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                    const std::vector<Tensor*>& outs, const KernelOptions& o, Status* status) {
-  switch (op.kind) {
-    case OpKind::kSoftmax:
-    case OpKind::kLogSoftmax:
-    case OpKind::kLayerNorm:
-    case OpKind::kRmsNorm:
-    case OpKind::kCrossEntropy:
-    case OpKind::kNormGrad:
-    case OpKind::kRotary:
-    case OpKind::kRotaryGrad:
-      break;
-    default:
-      return false;
-  }
+  if (!row_op(op.kind)) return false;
   if (o.reference || outs.size() != 1) return false;
   for (size_t i = 0; i < ins.size(); ++i)
     if (op.inputs[i].padded || (ins[i]->is_int() && i != 2 && op.kind != OpKind::kCrossEntropy))

@@ -289,6 +289,23 @@ Status run_window(const Op& op, const Box& box, const std::vector<const Tensor*>
                   const std::vector<Tensor*>& outs, const KernelOptions& o);
 Status run_conv(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                 const std::vector<Tensor*>& outs, const KernelOptions& o);
+/// The row ops: softmax, log_softmax, layernorm, rmsnorm, cross_entropy, norm_grad, rotary and
+/// rotary_grad. run_window computes them whatever their windows, run_rows_fast where it can.
+inline bool row_op(OpKind k) {
+  switch (k) {
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax:
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm:
+    case OpKind::kCrossEntropy:
+    case OpKind::kNormGrad:
+    case OpKind::kRotary:
+    case OpKind::kRotaryGrad:
+      return true;
+    default:
+      return false;
+  }
+}
 /// The fast row kernels (KernelRows.cpp) of softmax, log_softmax, layernorm, rmsnorm,
 /// cross_entropy, norm_grad, rotary and rotary_grad: true when they computed the call (its status
 /// in *status), false (nothing written) for other kinds, padded operands or options.reference.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "SharedRows.h"
 #include "heddle/support/Assert.h"
 #include "heddle/support/Numeric.h"
 
@@ -168,56 +169,14 @@ void Tensor::fill(double v) {
 void Tensor::copy_from(const Tensor& src) {
   HEDDLE_ASSERT(src.is_int() == is_int() && src.rank() == rank())
       << "copy " << src.to_string() << " into " << to_string();
-  const int64_t r = rank();
-  if (r == 0) {
-    if (is_int())
-      ip_[0] = src.ip_[0];
-    else
-      fp_[0] = src.fp_[0];
-    return;
-  }
-  // The intersection of the regions, on the stack for ranks up to 8 (no allocation).
-  constexpr int64_t kStack = 8;
-  int64_t stack[3 * kStack];
-  std::vector<int64_t> heap;
-  int64_t* lo = stack;
-  if (r > kStack) {
-    heap.resize(static_cast<size_t>(3 * r));
-    lo = heap.data();
-  }
-  int64_t *hi = lo + r, *p = hi + r;
-  for (int64_t d = 0; d < r; ++d) {
-    lo[d] = std::max(origin_[d], src.origin_[d]);
-    hi[d] = std::min(origin_[d] + shape_[d], src.origin_[d] + src.shape_[d]);
-    if (hi[d] <= lo[d]) return;
-    p[d] = lo[d];
-  }
-  // Copy row by row; trailing dims that both tensors hold whole merge into one longer row (a
-  // weight [CO, CI, 1, 1] is one row, not CO * CI rows of one element).
-  int64_t inner = r - 1, n = hi[r - 1] - lo[r - 1];
-  while (inner > 0) {
-    int64_t e = hi[inner] - lo[inner];
-    if (e != shape_[inner] || e != src.shape_[inner]) break;
-    --inner;
-    n *= hi[inner] - lo[inner];
-  }
-  while (true) {
-    int64_t od = 0, os = 0;
-    for (int64_t d = 0; d < r; ++d) {
-      od += strides_[d] * (p[d] - origin_[d]);
-      os += src.strides_[d] * (p[d] - src.origin_[d]);
-    }
-    if (is_int())
+  if (is_int())
+    kdetail::for_each_shared_row(*this, src, [&](int64_t od, int64_t os, int64_t n) {
       std::memmove(ip_ + od, src.ip_ + os, sizeof(int64_t) * n);
-    else
+    });
+  else
+    kdetail::for_each_shared_row(*this, src, [&](int64_t od, int64_t os, int64_t n) {
       std::memmove(fp_ + od, src.fp_ + os, sizeof(float) * n);
-    int64_t d = inner - 1;
-    for (; d >= 0; --d) {
-      if (++p[d] < hi[d]) break;
-      p[d] = lo[d];
-    }
-    if (d < 0) break;
-  }
+    });
 }
 
 Tensor Tensor::crop(const Box& box) const {
