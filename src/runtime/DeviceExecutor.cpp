@@ -44,13 +44,13 @@ int64_t contiguous_offset(const IVec& shape, const Box& box) {
   return offset;
 }
 
-struct ArenaDeleter {
-  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
-};
-
 }  // namespace
 
 bool in_kernel_call() { return kernel_depth > 0; }
+
+void DeviceExecutor::ArenaFree::operator()(std::byte* p) const {
+  ::operator delete[](p, std::align_val_t(64));
+}
 
 // One tile the program makes: a view into the arena, or into a feed for zero-copy loads.
 struct DeviceExecutor::Buffer {

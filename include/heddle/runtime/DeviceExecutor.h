@@ -73,7 +73,11 @@ class DeviceExecutor {
   std::vector<Buffer> buffers_;
   std::vector<Step> steps_;
   std::vector<std::pair<ValueId, const Tensor*>> outputs_;
-  std::unique_ptr<std::byte[]> arena_;
+  /// Frees the arena as it was allocated (64-byte aligned operator new[]).
+  struct ArenaFree {
+    void operator()(std::byte* p) const;
+  };
+  std::unique_ptr<std::byte[], ArenaFree> arena_;
   int64_t arena_bytes_ = 0;
   std::vector<Tensor> fallback_;  // owning tiles for loads whose feed cannot be viewed
   Status error_;
