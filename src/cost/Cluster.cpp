@@ -12,6 +12,7 @@
 
 #include "heddle/ir/OpKind.h"
 #include "heddle/support/Hash.h"
+#include "heddle/support/Keys.h"
 
 namespace heddle::cost {
 
@@ -93,12 +94,19 @@ Result<double> number(const nlohmann::json& j, const std::string& file, const st
   return x;
 }
 
+std::vector<std::string> keys_of(const nlohmann::json& o) {
+  std::vector<std::string> keys;
+  for (const auto& item : o.items()) keys.push_back(item.key());
+  return keys;
+}
+
 Result<LinkClass> link_from_json(const nlohmann::json& j, const std::string& file,
                                  const std::string& path) {
   if (!j.contains(path)) return field_error(file, path, "is missing");
   const auto& o = j.at(path);
   if (!o.is_object())
     return field_error(file, path, "must be an object with bandwidth and latency");
+  HEDDLE_TRY(check_keys(keys_of(o), {"name", "bandwidth", "latency"}, file, "'" + path + "'"));
   LinkClass l;
   l.name = o.contains("name") && o.at("name").is_string() ? o.at("name").get<std::string>() : path;
   auto bw = number(o, file, path, "bandwidth", true, 0);
@@ -154,6 +162,9 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
     return Diagnostic(SourceLoc{file, 0, 0}, std::string("malformed cluster JSON: ") + e.what());
   }
   if (!j.is_object()) return Diagnostic(SourceLoc{file, 0, 0}, "a cluster file is a JSON object");
+  HEDDLE_TRY(check_keys(keys_of(j),
+                        {"name", "device", "count", "devices_per_node", "intra_node", "inter_node"},
+                        file, ""));
   Cluster c;
   c.name = j.contains("name") && j.at("name").is_string() ? j.at("name").get<std::string>() : file;
   if (!j.contains("device")) return field_error(file, "device", "is missing");
@@ -164,6 +175,12 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
       return Diagnostic(SourceLoc{file, 0, 0}, "cluster field 'device': " + dev.error().message);
     c.device = *dev;
   } else if (d.is_object()) {
+    HEDDLE_TRY(check_keys(keys_of(d),
+                          {"name", "peak_flops", "memory_bytes", "memory_bandwidth", "launch_s",
+                           "vector_flops", "tdp_watts", "idle_watts", "elementwise_bandwidth",
+                           "gemm_efficiency", "gemm_knee", "memory_efficiency", "element_bytes",
+                           "kernel_element_s", "fuses_elementwise", "batched_gemm"},
+                          file, "'device'"));
     DeviceProfile p;
     p.name =
         d.contains("name") && d.at("name").is_string() ? d.at("name").get<std::string>() : "custom";

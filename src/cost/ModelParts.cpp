@@ -17,6 +17,8 @@ PartCost PartCost::operator+(const PartCost& o) const {
   PartCost r;
   r.compute_s = compute_s + o.compute_s;
   r.comm_s = comm_s + o.comm_s;
+  r.ep_comm_s = ep_comm_s + o.ep_comm_s;
+  r.dp_comm_s = dp_comm_s + o.dp_comm_s;
   r.flops = flops + o.flops;
   r.comm_bytes = comm_bytes + o.comm_bytes;
   r.attention_s = attention_s + o.attention_s;
@@ -29,8 +31,8 @@ PartCost PartCost::operator+(const PartCost& o) const {
 
 PartCost PartCost::scaled(double k) const {
   PartCost r = *this;
-  for (double* f : {&r.compute_s, &r.comm_s, &r.flops, &r.comm_bytes, &r.attention_s,
-                    &r.saved_bytes, &r.attention_bytes, &r.param_elements})
+  for (double* f : {&r.compute_s, &r.comm_s, &r.ep_comm_s, &r.dp_comm_s, &r.flops, &r.comm_bytes,
+                    &r.attention_s, &r.saved_bytes, &r.attention_bytes, &r.param_elements})
     *f *= k;
   r.ops = static_cast<int64_t>(static_cast<double>(ops) * k);
   return r;
@@ -130,27 +132,37 @@ class Analysis {
                      fused[static_cast<size_t>(id)], dev_);
     // Reshard time and bytes per consuming op.
     comm_s_.assign(static_cast<size_t>(n_ops), 0.0);
+    ep_comm_s_.assign(static_cast<size_t>(n_ops), 0.0);
+    dp_comm_s_.assign(static_cast<size_t>(n_ops), 0.0);
     comm_bytes_.assign(static_cast<size_t>(n_ops), 0.0);
     for (const Reshard& r : prop_.reshards) {
       if (r.consumer < 0) continue;
-      double s = 0, b = 0;
-      HEDDLE_TRY(reshard_cost(r.value, r.from, r.to, &s, &b));
+      double s = 0, b = 0, ep = 0, dp = 0;
+      HEDDLE_TRY(reshard_cost(r.value, r.from, r.to, &s, &b, &ep, &dp));
       comm_s_[static_cast<size_t>(r.consumer)] += s;
+      ep_comm_s_[static_cast<size_t>(r.consumer)] += ep;
+      dp_comm_s_[static_cast<size_t>(r.consumer)] += dp;
       comm_bytes_[static_cast<size_t>(r.consumer)] += b;
     }
     return {};
   }
 
-  // Seconds and bytes sent of moving `v` from placement `from` to `to`.
+  // Seconds and bytes sent of moving `v` from placement `from` to `to`; the seconds spent on
+  // the ep/cp axes and on the dp axis also into `ep_seconds` and `dp_seconds` when non-null.
   Status reshard_cost(ValueId v, const TensorSharding& from, const TensorSharding& to,
-                      double* seconds, double* bytes) const {
+                      double* seconds, double* bytes, double* ep_seconds = nullptr,
+                      double* dp_seconds = nullptr) const {
     auto plan = plan_reshard(g_.type(v), mesh_, from, to, comm_);
     HEDDLE_TRY(plan);
     double scale = dev_.element_bytes / 4.0;
     for (const ReshardStep& st : plan->steps) {
       int64_t group = mesh_.size(st.axis);
-      *seconds += comm_.cost(st.op, st.axis, group, st.bytes * scale);
+      double s = comm_.cost(st.op, st.axis, group, st.bytes * scale);
+      *seconds += s;
       *bytes += moved_.cost(st.op, st.axis, group, st.bytes * scale);
+      const std::string& axis = mesh_.axis(st.axis).name;
+      if (ep_seconds && (axis == "ep" || axis == "cp")) *ep_seconds += s;
+      if (dp_seconds && axis == "dp") *dp_seconds += s;
     }
     return {};
   }
@@ -204,6 +216,8 @@ class Analysis {
       p.compute_s += t.seconds;
       p.flops += t.flops;
       p.comm_s += comm_s_[static_cast<size_t>(id)];
+      p.ep_comm_s += ep_comm_s_[static_cast<size_t>(id)];
+      p.dp_comm_s += dp_comm_s_[static_cast<size_t>(id)];
       p.comm_bytes += comm_bytes_[static_cast<size_t>(id)];
       bool attn = false;
       for (const Operand& r : op.results) attn = attn || quadratic(r.value);
@@ -239,7 +253,7 @@ class Analysis {
   DimLabels labels_;
   std::vector<std::optional<TensorSharding>> sharding_;
   std::vector<OpTime> times_;
-  std::vector<double> comm_s_, comm_bytes_;
+  std::vector<double> comm_s_, ep_comm_s_, dp_comm_s_, comm_bytes_;
 };
 
 }  // namespace

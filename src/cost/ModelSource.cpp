@@ -6,6 +6,18 @@
 
 namespace heddle::cost {
 
+namespace {
+
+// Tokens per sequence of a model whose first input is integer token ids `[batch, seq]`, else 0.
+int64_t sequence_length(const Graph& g) {
+  if (g.inputs().empty()) return 0;
+  const TensorType& t = g.type(g.inputs().front());
+  if (t.rank() != 2 || dtype_is_float(t.dtype())) return 0;
+  return t.shape()[1];
+}
+
+}  // namespace
+
 Result<ModelSource> zoo_model_source(const std::string& name, const zoo::ZooOverrides& over) {
   if (!zoo::is_zoo_model(name)) {
     auto g = zoo::build_zoo_model(name, over);  // the diagnostic lists the presets
@@ -20,6 +32,7 @@ Result<ModelSource> zoo_model_source(const std::string& name, const zoo::ZooOver
   src.name = name;
   const Graph& g = *full;
   src.batch = g.inputs().empty() ? 1 : g.type(g.inputs().front()).shape()[0];
+  src.seq = sequence_length(g);
   if (family == "gpt" || family == "llama" || family == "moe" || family == "vit") {
     // The layer count of the preset: rebuild with one more layer and count new parameters is
     // not needed; the zoo exposes GPT configs, others keep their override or preset default.
@@ -65,6 +78,7 @@ ModelSource graph_model_source(Graph g) {
   ModelSource src;
   src.name = g.name();
   src.batch = g.inputs().empty() ? 1 : std::max<int64_t>(g.type(g.inputs().front()).shape()[0], 1);
+  src.seq = sequence_length(g);
   auto shared = std::make_shared<Graph>(std::move(g));
   src.build = [shared](int64_t, int64_t) -> Result<Graph> { return *shared; };
   src.rebuilds_batch = false;

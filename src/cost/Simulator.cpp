@@ -4,18 +4,18 @@
 
 #include <algorithm>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 
+#include "StepTrace.h"
 #include "heddle/cost/AlphaBetaCost.h"
 #include "heddle/cost/ModelFlops.h"
 #include "heddle/cost/ModelParts.h"
+#include "heddle/cost/StepBreakdown.h"
 #include "heddle/cost/TrainingParts.h"
 #include "heddle/ops/OpCost.h"
 #include "heddle/pipeline/Baselines.h"
 #include "heddle/pipeline/BuiltinPlacements.h"
-#include "heddle/pipeline/ChromeTrace.h"
 #include "heddle/sharding/Tactics.h"
 #include "heddle/support/Strings.h"
 
@@ -35,8 +35,11 @@ Result<Propagation> stage_plan(const Graph& g, const Mesh& mesh, const Cluster& 
 
 namespace {
 
+// One pipeline chunk's spans for one micro-batch; `fwd_parts` and `bwd_parts` split `fwd` and
+// `bwd` into categories (their exposed totals equal the spans).
 struct Timing {
   double fwd = 0, bwd = 0, wgrad = 0, saved = 0, comm_bytes = 0;
+  StepBreakdown fwd_parts, bwd_parts;
 };
 
 // The units per chunk of a `layers=` split: one entry per chunk, each a positive whole number of
@@ -156,15 +159,37 @@ Result<PartCost> executor_io_cost(const ModelSource& model, const Cluster& clust
   return io;
 }
 
+// A part's seconds as categories: its ops' compute (times `compute_mult`: backward is twice the
+// forward), its reshards by mesh axis.
+StepBreakdown part_breakdown(const PartCost& p, double compute_mult) {
+  StepBreakdown b;
+  b.compute_s = compute_mult * p.compute_s;
+  b.cp_ep_s = p.ep_comm_s;
+  b.grad_reduction_s = p.dp_comm_s;  // ZeRO-3's parameter gathers on the dp axis
+  b.tp_sp_s = std::max(p.comm_s - p.ep_comm_s - p.dp_comm_s, 0.0);
+  return b;
+}
+
 // One micro-batch's blocks over the `pp` stages (chunk spans in seconds, memory in bytes):
-// schedule_placement()'s forward chain or training placement, with the chunks' timings.
-pipeline::Placement chunk_placement(const std::vector<Timing>& chunk, int64_t pp,
-                                    const pipeline::PipelineSchedule& schedule, bool train) {
-  pipeline::Placement pl = pipeline::schedule_placement(schedule, static_cast<int>(pp), train);
+// schedule_placement()'s forward chain or training placement, with the chunks' timings, and
+// each block's span split into categories.
+struct ChunkPlacement {
+  pipeline::Placement pl;
+  std::vector<StepBreakdown> parts;  ///< per block of `pl`
+};
+
+ChunkPlacement chunk_placement(const std::vector<Timing>& chunk, int64_t pp,
+                               const pipeline::PipelineSchedule& schedule, bool train) {
+  ChunkPlacement out;
+  pipeline::Placement& pl = out.pl;
+  pl = pipeline::schedule_placement(schedule, static_cast<int>(pp), train);
   const int64_t v = schedule.chunks;
   if (!train) {
-    for (size_t c = 0; c < pl.blocks.size(); ++c) pl.blocks[c].span = std::max(chunk[c].fwd, 1e-12);
-    return pl;
+    for (size_t c = 0; c < pl.blocks.size(); ++c) {
+      pl.blocks[c].span = std::max(chunk[c].fwd, 1e-12);
+      out.parts.push_back(chunk[c].fwd_parts);
+    }
+    return out;
   }
   std::vector<int> fwd_seen(static_cast<size_t>(pp)), bwd_seen(static_cast<size_t>(pp)),
       w_seen(static_cast<size_t>(pp));
@@ -175,74 +200,458 @@ pipeline::Placement chunk_placement(const std::vector<Timing>& chunk, int64_t pp
       const Timing& t = chunk[static_cast<size_t>(fwd_seen[d]++ * pp + d)];
       b.span = t.fwd;
       b.memory = t.saved;
+      out.parts.push_back(t.fwd_parts);
     } else if (b.type == "backward") {
       int64_t c = (v - 1 - bwd_seen[d]++) * pp + d;
       const Timing& t = chunk[static_cast<size_t>(c)];
       b.span = split_w ? t.bwd - t.wgrad : t.bwd;
       b.memory = split_w ? 0 : -t.saved;
+      StepBreakdown parts = t.bwd_parts;
+      if (split_w) parts.compute_s -= t.wgrad;
+      out.parts.push_back(parts);
     } else {
       int64_t c = (v - 1 - w_seen[d]++) * pp + d;
       const Timing& t = chunk[static_cast<size_t>(c)];
       b.span = t.wgrad;
       b.memory = -t.saved;
+      StepBreakdown parts;
+      parts.compute_s = t.wgrad;
+      out.parts.push_back(parts);
     }
     b.span = std::max(b.span, 1e-12);
   }
-  return pl;
+  return out;
 }
 
-// The Chrome trace of a simulated step: the schedule's blocks, then per stage the gradient
-// reduction and optimizer step, a memory counter (states + kept activations) that Perfetto draws
-// as memory over time, and each stage named with its sub-mesh.
-std::string step_trace(const pipeline::Placement& pl, const pipeline::Schedule& sch,
-                       const SimulationResult& res, const std::vector<double>& end,
-                       const std::vector<double>& tail_sync, const std::vector<double>& tail_opt) {
-  auto trace = nlohmann::json::parse(pipeline::chrome_trace_json(pl, sch));
-  auto& events = trace["traceEvents"];
-  for (auto& e : events)
-    if (e["ph"] == "M" && e["name"] == "process_name") {
-      const StageResult& s = res.stages[e["pid"].get<size_t>()];
-      e["args"]["name"] = fmt::format("stage {} (dp {} x tp {}, {} devices)", e["pid"].get<int>(),
-                                      s.dp, s.tp, s.devices);
+// Everything one simulate() call works on, filled step by step by the functions below.
+struct Sim {
+  Sim(const ModelSource& m_, const Cluster& c_, const SimulateOptions& o_)
+      : model(m_), cluster(c_), options(o_) {}
+  const ModelSource& model;
+  const Cluster& cluster;
+  const SimulateOptions& options;
+  StrategySpec spec;
+  bool hetero = false, layered = false, train = false;
+  int64_t pp = 1, ep = 1, dp = 1, tp = 1, zero = 0;
+  int64_t B = 1, m = 1, mb = 1;     // global batch, micro-batches, micro-batch size per replica
+  int64_t v = 1, C = 1, units = 0;  // chunks per stage, chunks, layer units
+  pipeline::PipelineSchedule schedule;
+  Recompute r = Recompute::kNone;
+  std::vector<StrategySpec::StageMesh> shapes;  // per stage
+  std::map<std::string, SimulationCache::Stage> local;
+  std::vector<CostedStage> st_of;  // per stage
+  std::vector<int64_t> units_on;   // per chunk
+  std::optional<TrainingParts> step_parts;
+  PartCost io;  // forward only; the training step's is in its optimizer part
+  double prefix_share = 0.5;
+  std::vector<Timing> chunk;  // per chunk
+  ChunkPlacement placed;
+  pipeline::Schedule sched;
+  pipeline::ScheduleStats stats;
+  std::vector<double> end, tail_sync, tail_opt;  // per stage
+  SimulationResult res;
+
+  int64_t stage_devices(int64_t d) const {
+    const auto& s = shapes[static_cast<size_t>(d)];
+    return s.dp * s.tp * ep;
+  }
+  // A stage-to-stage send: every receiving device gets its own tile of the boundary value (its
+  // stage's tiling), every sending device sends its share of all of them (the resharding
+  // between the two sub-meshes); equal sub-meshes send tile to tile.
+  double send_bytes(int64_t from, int64_t to) const {
+    double tile = st_of[static_cast<size_t>(to)].stage->parts.boundary_bytes;
+    int64_t nf = stage_devices(from), nt = stage_devices(to);
+    if (nf == nt) return tile;
+    return std::max(tile, tile * static_cast<double>(nt) / static_cast<double>(nf));
+  }
+  const LinkClass& send_link(int64_t from, int64_t to) const {
+    return cluster.stage_link(std::max(stage_devices(from), stage_devices(to)));
+  }
+  double send_time(int64_t from, int64_t to) const {
+    return collective_time(Collective::kSendRecv, 2, send_bytes(from, to), send_link(from, to));
+  }
+  // The share of the ops outside the layers that part i of [first_i, last_i] holds: the
+  // prefix's on the first, the suffix's on the last.
+  double rest_share(int64_t first_i, int64_t last_i, int64_t i) const {
+    return (i == first_i ? prefix_share : 0.0) + (i == last_i ? 1 - prefix_share : 0.0);
+  }
+};
+
+// Degrees, sub-meshes, micro-batches, schedule, recomputation and ZeRO of the strategy, checked.
+Status read_strategy(Sim& s, const StrategySpec& given) {
+  // Equal per-stage meshes are the plain dp/tp form (one canonical string for one plan); the
+  // stages are costed one by one below either way.
+  s.hetero = given.heterogeneous();
+  s.spec = given;
+  StrategySpec& spec = s.spec;
+  if (!s.hetero && !spec.meshes.empty()) {
+    spec.dp = spec.meshes.front().dp;
+    spec.tp = spec.meshes.front().tp;
+    spec.meshes.clear();
+  }
+  s.pp = spec.pp.value_or(1);
+  s.ep = spec.ep.value_or(1);
+  s.dp = s.hetero ? spec.meshes.front().dp : spec.dp.value_or(1);
+  s.tp = s.hetero ? spec.meshes.front().tp : spec.tp.value_or(1);
+  if (s.hetero) {
+    if (spec.devices() != s.cluster.count)
+      return Diagnostic(fmt::format(
+          "strategy {} gives its stages {} devices (the sum of each stage's dp x tp) but the "
+          "cluster has {}; make the sub-meshes add up to {}",
+          spec.to_string(), spec.devices(), s.cluster.count, s.cluster.count));
+  } else {
+    auto full_mesh = spec.mesh(s.cluster.count);
+    HEDDLE_TRY(full_mesh);
+  }
+  s.shapes = s.hetero
+                 ? spec.meshes
+                 : std::vector<StrategySpec::StageMesh>(static_cast<size_t>(s.pp), {s.dp, s.tp});
+  s.B = s.model.batch;
+  s.train = s.options.train;
+  s.layered = s.model.layers >= 2 * s.model.unit && s.model.layers > 0;
+  if (!s.layered && s.pp > 1)
+    return Diagnostic(fmt::format(
+        "pp={} needs a model with repeating layers (a gpt, llama, moe or vit zoo model)", s.pp));
+  if (s.hetero && (s.options.autodiff || s.options.executor_io))
+    return Diagnostic(
+        "per-stage sub-meshes (meshes=) are simulated with the closed-form training step and "
+        "without the executor's loads; drop --autodiff / executor I/O or use equal stages");
+  auto batching = spec.micro_batching(s.B, s.model.rebuilds_batch);
+  HEDDLE_TRY(batching);
+  s.m = batching->count;
+  s.mb = batching->size;
+  if (!s.model.rebuilds_batch && s.m != 1)
+    return Diagnostic(
+        "this model is simulated as one graph: use one micro-batch (leave mb and microbatches "
+        "unset)");
+  s.schedule = spec.schedule.value_or(pipeline::PipelineSchedule{});
+  if (s.schedule.kind == pipeline::ScheduleKind::kSearched)
+    return Diagnostic(
+        "simulate does not take schedule 'searched'; use gpipe, 1f1b, interleaved:V, zb-h1 or "
+        "zb-h2");
+  s.v = s.schedule.chunks;
+  s.r = spec.recompute.value_or(Recompute::kNone);
+  s.zero = spec.zero.value_or(0);
+  if (s.layered && s.model.layers % s.model.unit != 0)
+    return Diagnostic(fmt::format("{} layers are not a whole number of {}-layer units",
+                                  s.model.layers, s.model.unit));
+  return {};
+}
+
+// Each stage's sharded model on its own dp x ep x tp mesh (equal stages share one costing), and
+// the layer units of every chunk: the strategy's `layers=` split, or as even as they divide.
+Status cost_stages(Sim& s) {
+  for (int64_t d = 0; d < s.pp; ++d) {
+    const auto& shape = s.shapes[static_cast<size_t>(d)];
+    if (d > 0 && shape == s.shapes[static_cast<size_t>(d - 1)]) {
+      s.st_of.push_back(s.st_of.back());
+      continue;
     }
-  for (int d = 0; d < static_cast<int>(res.stages.size()); ++d) {
-    const StageResult& s = res.stages[static_cast<size_t>(d)];
-    double t = end[static_cast<size_t>(d)];
-    for (auto [name, dur] : {std::pair<const char*, double>{"gradient reduction", tail_sync[d]},
-                             {"optimizer", tail_opt[d]}}) {
-      if (dur <= 0) continue;
-      events.push_back({{"name", name},
-                        {"cat", "step"},
-                        {"ph", "X"},
-                        {"ts", t * 1e6},
-                        {"dur", dur * 1e6},
-                        {"pid", d},
-                        {"tid", d}});
-      t += dur;
-    }
-    std::vector<std::pair<double, int>> starts;
-    for (int op = 0; op < sch.num_ops(); ++op) {
-      const auto& devs = pl.blocks[static_cast<size_t>(op % sch.blocks)].devices;
-      if (std::find(devs.begin(), devs.end(), d) != devs.end())
-        starts.push_back({sch.start[static_cast<size_t>(op)], op});
-    }
-    std::sort(starts.begin(), starts.end());
-    double mem = s.state_bytes;
-    events.push_back({{"name", "memory (GiB)"},
-                      {"ph", "C"},
-                      {"ts", 0},
-                      {"pid", d},
-                      {"args", {{"GiB", mem / (1 << 30)}}}});
-    for (auto [ts, op] : starts) {
-      mem += pl.blocks[static_cast<size_t>(op % sch.blocks)].memory;
-      events.push_back({{"name", "memory (GiB)"},
-                        {"ph", "C"},
-                        {"ts", ts * 1e6},
-                        {"pid", d},
-                        {"args", {{"GiB", mem / (1 << 30)}}}});
+    auto cs = cost_stage(s.model, s.cluster, s.spec, s.options, shape, s.B / s.m / shape.dp,
+                         s.layered, s.local);
+    HEDDLE_TRY(cs);
+    s.st_of.push_back(std::move(*cs));
+  }
+  s.units = s.layered ? s.model.layers / s.model.unit : 0;
+  s.C = s.pp * s.v;
+  if (s.layered && s.units < s.C)
+    return Diagnostic(
+        fmt::format("pp={} x {} chunks needs at least {} layer units; the model has {}", s.pp, s.v,
+                    s.C, s.units));
+  s.units_on.assign(static_cast<size_t>(s.C), 0);
+  for (int64_t c = 0; c < s.C; ++c)
+    s.units_on[static_cast<size_t>(c)] =
+        s.layered ? s.units / s.C + (c < s.units % s.C ? 1 : 0) : 0;
+  if (!s.spec.layers.empty()) {
+    auto split = layer_split(s.spec.layers, s.model, s.C);
+    HEDDLE_TRY(split);
+    s.units_on = std::move(*split);
+  }
+  return {};
+}
+
+// The autodiff training step's costs (SimulateOptions::autodiff) and the executor's loads and
+// gathers of a forward step (executor_io); the ops outside the layers are split between the
+// first and the last chunk as the forward graph's prefix and suffix are.
+Status cost_extras(Sim& s) {
+  const Mesh& mesh = s.st_of.front().mesh;
+  if (s.train && s.options.autodiff && s.model.build_loss) {
+    auto parts = cost_training_parts(s.model, mesh, s.cluster, s.spec, s.mb * s.dp, s.layered,
+                                     s.options.executor_io);
+    HEDDLE_TRY(parts);
+    s.step_parts = std::move(*parts);
+  }
+  const ModelParts& P0 = s.st_of.front().stage->parts;
+  const double head_total = P0.prefix.compute_s + P0.suffix.compute_s;
+  s.prefix_share = head_total > 0 ? P0.prefix.compute_s / head_total : 0.5;
+  if (!s.train && s.options.executor_io) {
+    auto out = executor_io_cost(s.model, s.cluster, s.spec, mesh, s.mb * s.dp, s.layered, s.units);
+    HEDDLE_TRY(out);
+    s.io = *out;
+  }
+  return {};
+}
+
+// Activations chunk layers keep for backward under the recomputation policy.
+double layer_saved(const ModelParts& P, Recompute r) {
+  double saved = P.layer.saved_bytes;
+  if (r == Recompute::kSelective) saved -= P.layer.attention_bytes;
+  if (r == Recompute::kFull) saved = P.boundary_bytes;
+  return saved;
+}
+
+// Chunk c's forward and backward spans for one micro-batch with n layer units.
+Timing time_chunk(const Sim& s, int64_t c, int64_t n) {
+  const int64_t d = c % s.pp, C = s.C;
+  const ModelParts& P = s.st_of[static_cast<size_t>(d)].stage->parts;
+  const double recompute_mult = s.r == Recompute::kFull ? 1 : 0;
+  Timing t;
+  PartCost body = P.layer.scaled(static_cast<double>(n));
+  PartCost all = body;
+  if (c == 0) all = all + P.prefix;
+  if (c == C - 1) all = all + P.suffix;
+  t.fwd = all.compute_s + all.comm_s;
+  t.fwd_parts = part_breakdown(all, 1);
+  double recompute = recompute_mult * (body.compute_s + body.comm_s);
+  if (s.r == Recompute::kSelective) recompute = body.attention_s;
+  t.wgrad = all.compute_s;
+  t.bwd = 2 * all.compute_s + all.comm_s + recompute;
+  t.bwd_parts = part_breakdown(all, 2);
+  t.bwd_parts.recompute_s = recompute;
+  t.saved = static_cast<double>(n) * layer_saved(P, s.r) + (c == 0 ? P.prefix.saved_bytes : 0) +
+            (c == C - 1 ? P.suffix.saved_bytes : 0);
+  t.comm_bytes = all.comm_bytes * (s.train ? 2 + recompute_mult : 1);
+  if (c == C - 1) {
+    t.fwd += s.io.compute_s + s.io.comm_s;
+    t.fwd_parts.compute_s += s.io.compute_s;
+    t.fwd_parts.tp_sp_s += s.io.comm_s;
+    t.comm_bytes += s.io.comm_bytes;
+  }
+  if (s.step_parts) {
+    const TrainingParts& T = *s.step_parts;
+    double k = static_cast<double>(n), share = s.rest_share(0, C - 1, c);
+    PartCost f = T.fwd_layer.scaled(k) + T.fwd_rest.scaled(share);
+    PartCost b = T.bwd_layer.scaled(k) + T.bwd_rest.scaled(share);
+    t.fwd = f.compute_s + f.comm_s;
+    t.fwd_parts = part_breakdown(f, 1);
+    t.bwd = b.compute_s + b.comm_s + recompute;
+    t.bwd_parts = part_breakdown(b, 1);
+    t.bwd_parts.recompute_s = recompute;
+    t.wgrad = b.compute_s / 2;
+    t.comm_bytes = f.comm_bytes + b.comm_bytes + recompute_mult * body.comm_bytes;
+  }
+  if (s.pp > 1) {
+    double fwd_send = c < C - 1 ? s.send_time(d, (c + 1) % s.pp) : 0;
+    double bwd_send = c > 0 ? s.send_time(d, (c - 1) % s.pp) : 0;
+    if (s.options.overlap) {
+      t.fwd_parts.overlapped_send_s += fwd_send;
+      t.bwd_parts.overlapped_send_s += bwd_send;
+    } else {
+      t.fwd += fwd_send;
+      t.bwd += bwd_send;
+      t.fwd_parts.pipeline_send_s += fwd_send;
+      t.bwd_parts.pipeline_send_s += bwd_send;
     }
   }
-  return trace.dump(1);
+  return t;
+}
+
+// Every chunk's timing, and its fixed and per-unit seconds for the layer balancer.
+void time_chunks(Sim& s) {
+  auto span = [&s](const Timing& t) { return t.fwd + (s.train ? t.bwd : 0); };
+  for (int64_t c = 0; c < s.C; ++c) {
+    s.chunk.push_back(time_chunk(s, c, s.units_on[static_cast<size_t>(c)]));
+    const double fixed = span(time_chunk(s, c, 0));
+    s.res.chunk_units.push_back(s.units_on[static_cast<size_t>(c)]);
+    s.res.chunk_fixed_s.push_back(fixed);
+    s.res.chunk_unit_s.push_back(s.layered ? span(time_chunk(s, c, 1)) - fixed : 0);
+    if (s.layered && c == 0) s.res.unit_s = s.res.chunk_unit_s.back();
+  }
+}
+
+// The placement of one micro-batch (spans in seconds, memory in bytes) scheduled for m
+// micro-batches: bubble, and when each stage's last block ends.
+Status run_schedule(Sim& s) {
+  s.placed = chunk_placement(s.chunk, s.pp, s.schedule, s.train);
+  const pipeline::Placement& pl = s.placed.pl;
+  auto sched = pipeline::build_baseline(s.train ? s.schedule.baseline() : "gpipe", pl,
+                                        static_cast<int>(s.m));
+  HEDDLE_TRY(sched);
+  s.sched = std::move(sched->schedule);
+  s.stats = pipeline::compute_stats(pl, s.sched);
+  s.res.bubble_fraction = s.stats.bubble_fraction;
+  s.res.events = s.m * static_cast<int64_t>(pl.blocks.size()) + 2 * s.pp;
+  s.end.assign(static_cast<size_t>(s.pp), 0);
+  for (int mi = 0; mi < static_cast<int>(s.m); ++mi)
+    for (int b = 0; b < static_cast<int>(pl.blocks.size()); ++b)
+      for (int d : pl.blocks[b].devices)
+        s.end[d] = std::max(s.end[d], s.sched.at(mi, b) + pl.blocks[b].span);
+  return {};
+}
+
+// Gradient reduction and optimizer step of stage `d` (`st`: its parameters and layers) on its own
+// sub-mesh: exposed seconds of each, the reduction's bytes and, with overlap, the reduction seconds
+// hidden behind backward.
+struct StageTail {
+  double sync = 0, opt = 0, dp_bytes = 0, hidden_sync = 0;
+};
+
+StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkClass& dp_link) {
+  StageTail t;
+  if (!s.train) return t;
+  const DeviceProfile& dev = s.cluster.device;
+  const double params = st.parameters;
+  const double grad_bytes = params * dev.element_bytes;
+  const double factor = s.zero == 3 ? 1.5 : 1.0;
+  BytesMovedCost moved;
+  t.sync = factor * collective_time(Collective::kAllReduce, st.dp, grad_bytes, dp_link);
+  t.dp_bytes = st.dp > 1 ? factor * moved.cost(Collective::kAllReduce, 0, st.dp, grad_bytes) : 0;
+  double owned = s.zero >= 1 ? params / static_cast<double>(st.dp) : params;
+  t.opt = owned * 32 / (dev.memory_bandwidth * dev.memory_efficiency);
+  if (s.step_parts) {
+    // The step's own updates and the gradient reductions before them.
+    int64_t units_here = st.layers / s.model.unit;
+    PartCost o = s.step_parts->opt_layer.scaled(static_cast<double>(units_here)) +
+                 s.step_parts->opt_rest.scaled(s.rest_share(0, s.pp - 1, d));
+    t.sync = o.comm_s;
+    t.dp_bytes = o.comm_bytes;
+    t.opt = o.compute_s;
+  }
+  if (s.options.overlap) {
+    double exposed = t.sync / static_cast<double>(std::max<int64_t>(st.layers, 1));
+    t.hidden_sync = t.sync - exposed;
+    t.sync = exposed;
+  }
+  return t;
+}
+
+// Per stage: parameters, memory, gradient reduction, optimizer step and bytes per link, each on
+// the stage's own sub-mesh; the step time (the last stage to finish) and every stage's
+// breakdown (its blocks' categories, its tail and its idle time, summing to the step time).
+void price_stages(Sim& s) {
+  const DeviceProfile& dev = s.cluster.device;
+  const pipeline::Placement& pl = s.placed.pl;
+  SimulationResult& res = s.res;
+  const int64_t pp = s.pp, C = s.C;
+  double step = 0, comm_max = 0;
+  s.tail_sync.assign(static_cast<size_t>(pp), 0);
+  s.tail_opt.assign(static_cast<size_t>(pp), 0);
+  res.stages.reserve(static_cast<size_t>(pp));
+  for (int64_t d = 0; d < pp; ++d) {
+    const CostedStage& cs = s.st_of[static_cast<size_t>(d)];
+    const ModelParts& P = cs.stage->parts;
+    AlphaBetaCost comm(s.cluster, cs.mesh);
+    const int64_t dp_axis = cs.mesh.find("dp"), tp_axis = cs.mesh.find("tp");
+    const LinkClass& dp_link = dp_axis >= 0 ? comm.link(dp_axis) : s.cluster.intra_node;
+    const LinkClass& tp_link = tp_axis >= 0 ? comm.link(tp_axis) : dp_link;
+    res.stages.emplace_back();
+    StageResult& st = res.stages.back();
+    st.dp = cs.dp;
+    st.tp = cs.tp;
+    st.devices = s.stage_devices(d);
+    st.micro_batch = s.model.rebuilds_batch ? s.B / s.m / cs.dp : s.mb;
+    double params = 0, tp_bytes = 0;
+    for (int64_t c = d; c < C; c += pp) {
+      st.layers += s.units_on[static_cast<size_t>(c)] * s.model.unit;
+      params += static_cast<double>(s.units_on[static_cast<size_t>(c)]) * P.layer.param_elements;
+      tp_bytes += s.chunk[static_cast<size_t>(c)].comm_bytes * static_cast<double>(s.m);
+    }
+    if (d == 0) params += P.prefix.param_elements;
+    if (d == pp - 1) params += P.suffix.param_elements - (pp == 1 ? P.shared_param_elements : 0);
+    st.parameters = params;
+    st.state_bytes =
+        s.train ? model_state_bytes(params, s.zero, cs.dp) : params * dev.element_bytes;
+    const StageTail tail = stage_tail(s, d, st, dp_link);
+    double transient = s.r == Recompute::kFull        ? P.layer.saved_bytes
+                       : s.r == Recompute::kSelective ? P.layer.attention_bytes
+                                                      : 0;
+    if (!s.train) transient = P.layer.saved_bytes + P.prefix.saved_bytes + P.suffix.saved_bytes;
+    st.activation_bytes = s.stats.peak_memory[static_cast<size_t>(d)] + transient;
+    st.peak_memory_bytes = st.state_bytes + st.activation_bytes;
+    const double mv = static_cast<double>(s.m * s.v);
+    double p2p_bytes = pp > 1 ? s.send_bytes(d, (d + 1) % pp) * mv +
+                                    (s.train ? s.send_bytes(d, (d + pp - 1) % pp) * mv : 0)
+                              : 0;
+    double total = tp_bytes + tail.dp_bytes + p2p_bytes;
+    if (total >= comm_max) {
+      comm_max = total;
+      res.link_bytes.clear();
+      if (tp_bytes > 0) res.link_bytes[tp_link.name] += tp_bytes;
+      if (tail.dp_bytes > 0) res.link_bytes[dp_link.name] += tail.dp_bytes;
+      if (p2p_bytes > 0) res.link_bytes[s.send_link(d, (d + 1) % pp).name] += p2p_bytes;
+    }
+    s.tail_sync[static_cast<size_t>(d)] = tail.sync;
+    s.tail_opt[static_cast<size_t>(d)] = tail.opt;
+    step = std::max(step, s.end[static_cast<size_t>(d)] + tail.sync + tail.opt);
+    res.dp_sync_s = std::max(res.dp_sync_s, tail.sync);
+    st.busy_s = s.stats.busy[static_cast<size_t>(d)] + tail.sync + tail.opt;
+    for (size_t b = 0; b < pl.blocks.size(); ++b)
+      for (int dev_of : pl.blocks[b].devices)
+        if (dev_of == d)
+          st.breakdown = st.breakdown + s.placed.parts[b].scaled(static_cast<double>(s.m));
+    st.breakdown.grad_reduction_s += tail.sync;
+    st.breakdown.overlapped_grad_s += tail.hidden_sync;
+    st.breakdown.optimizer_s += tail.opt;
+    res.peak_memory_bytes = std::max(res.peak_memory_bytes, st.peak_memory_bytes);
+  }
+  double weight = 0;
+  for (auto& st : res.stages) {
+    st.idle_s = std::max(step - st.busy_s, 0.0);
+    st.breakdown.bubble_s = st.idle_s;
+    res.energy_j +=
+        static_cast<double>(st.devices) * (st.busy_s * dev.tdp_watts + st.idle_s * dev.idle_watts);
+    res.breakdown = res.breakdown + st.breakdown.scaled(static_cast<double>(st.devices));
+    weight += static_cast<double>(st.devices);
+  }
+  res.breakdown = res.breakdown.scaled(1 / weight);
+  res.step_time_s = step;
+  res.comm_bytes = comm_max;
+  res.memory_limit_bytes = dev.memory_bytes;
+  res.feasible = res.peak_memory_bytes <= res.memory_limit_bytes;
+}
+
+// Model FLOPs per step (Megatron's formula for GPT-style models), TFLOP/s per device and MFU.
+void count_model_flops(Sim& s) {
+  SimulationResult& res = s.res;
+  const CostedStage& first = s.st_of.front();
+  if (s.model.gpt) {
+    res.model_flops = gpt_model_flops(*s.model.gpt, s.B, s.train, s.r == Recompute::kFull);
+  } else {
+    double fwd = first.stage->flops2;
+    if (s.layered) fwd += static_cast<double>(s.units - 2) * (fwd - first.stage->flops1);
+    if (first.dp_free) fwd *= static_cast<double>(s.dp);  // the costed graph held one replica's
+    res.model_flops = fwd * static_cast<double>(s.m) * (s.train ? 3 : 1);
+  }
+  res.tflops_per_device =
+      res.model_flops / res.step_time_s / static_cast<double>(res.devices) / 1e12;
+  res.mfu = res.tflops_per_device * 1e12 / s.cluster.device.peak_flops;
+}
+
+// The canonical strategy string: re-simulating it gives the same plan; it holds only the keys
+// that change the step.
+std::string canonical_strategy(const Sim& s) {
+  StrategySpec canon;
+  if (s.hetero) {
+    canon.pp = s.pp;
+    canon.meshes = s.shapes;
+    canon.microbatches = s.m;
+  } else {
+    canon.dp = s.dp;
+    canon.tp = s.tp;
+    canon.pp = s.pp;
+    canon.micro_batch = s.mb;
+  }
+  if (s.ep > 1) canon.ep = s.ep;
+  // Only the keys that apply: a forward step has no optimizer state, backward or 1F1B order,
+  // and one stage has no pipeline schedule.
+  if (s.train) {
+    canon.zero = s.zero;
+    canon.recompute = s.r;
+  }
+  if (s.train && (s.pp > 1 || s.v > 1)) canon.schedule = s.schedule;
+  canon.sp = s.spec.sp;
+  canon.layers = s.spec.layers;
+  return canon.to_string();
 }
 
 }  // namespace
@@ -251,336 +660,31 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
                                   const StrategySpec& given, const SimulateOptions& options) {
   if (given.auto_search)
     return Diagnostic("simulate needs explicit degrees (dp=..,tp=..,pp=..); 'auto' is for plan");
-  // Equal per-stage meshes are the plain dp/tp form (one canonical string for one plan); the
-  // stages are costed one by one below either way.
-  const bool hetero = given.heterogeneous();
-  StrategySpec spec = given;
-  if (!hetero && !spec.meshes.empty()) {
-    spec.dp = spec.meshes.front().dp;
-    spec.tp = spec.meshes.front().tp;
-    spec.meshes.clear();
-  }
-  const int64_t pp = spec.pp.value_or(1), ep = spec.ep.value_or(1);
-  const int64_t dp = hetero ? spec.meshes.front().dp : spec.dp.value_or(1),
-                tp = hetero ? spec.meshes.front().tp : spec.tp.value_or(1);
-  if (hetero) {
-    if (spec.devices() != cluster.count)
-      return Diagnostic(fmt::format(
-          "strategy {} gives its stages {} devices (the sum of each stage's dp x tp) but the "
-          "cluster has {}; make the sub-meshes add up to {}",
-          spec.to_string(), spec.devices(), cluster.count, cluster.count));
-  } else {
-    auto full_mesh = spec.mesh(cluster.count);
-    HEDDLE_TRY(full_mesh);
-  }
-  std::vector<StrategySpec::StageMesh> shapes =
-      hetero ? spec.meshes
-             : std::vector<StrategySpec::StageMesh>(static_cast<size_t>(pp), {dp, tp});
-  const DeviceProfile& dev = cluster.device;
-  SimulationResult res;
+  Sim s(model, cluster, options);
+  HEDDLE_TRY(read_strategy(s, given));
+  HEDDLE_TRY(cost_stages(s));
+  HEDDLE_TRY(cost_extras(s));
+  time_chunks(s);
+  HEDDLE_TRY(run_schedule(s));
+  price_stages(s);
+  SimulationResult& res = s.res;
   res.cluster_source = cluster.source;
   res.devices = cluster.count;
-  res.dp = dp;
-  res.tp = tp;
-  res.pp = pp;
-  res.heterogeneous = hetero;
-  const int64_t B = model.batch;
-  const bool rebuildable = model.rebuilds_batch;
-  const bool layered = model.layers >= 2 * model.unit && model.layers > 0;
-  if (!layered && pp > 1)
-    return Diagnostic(fmt::format(
-        "pp={} needs a model with repeating layers (a gpt, llama, moe or vit zoo model)", pp));
-  if (hetero && (options.autodiff || options.executor_io))
-    return Diagnostic(
-        "per-stage sub-meshes (meshes=) are simulated with the closed-form training step and "
-        "without the executor's loads; drop --autodiff / executor I/O or use equal stages");
-  // Micro-batches.
-  auto batching = spec.micro_batching(B, rebuildable);
-  HEDDLE_TRY(batching);
-  const int64_t m = batching->count, mb = batching->size;
-  if (!rebuildable && m != 1)
-    return Diagnostic(
-        "this model is simulated as one graph: use one micro-batch (leave mb and microbatches "
-        "unset)");
-  res.micro_batch = mb;
-  res.micro_batches = m;
-  // Schedule, recomputation, ZeRO.
-  const pipeline::PipelineSchedule schedule = spec.schedule.value_or(pipeline::PipelineSchedule{});
-  if (schedule.kind == pipeline::ScheduleKind::kSearched)
-    return Diagnostic(
-        "simulate does not take schedule 'searched'; use gpipe, 1f1b, interleaved:V, zb-h1 or "
-        "zb-h2");
-  const int64_t v = schedule.chunks;
-  res.schedule = schedule;
-  res.chunks = v;
-  res.recompute = spec.recompute.value_or(Recompute::kNone);
-  const int64_t zero = spec.zero.value_or(0);
-  if (layered && model.layers % model.unit != 0)
-    return Diagnostic(fmt::format("{} layers are not a whole number of {}-layer units",
-                                  model.layers, model.unit));
-
-  // Each stage's sharded model on its own dp x ep x tp mesh (equal stages share one costing).
-  std::map<std::string, SimulationCache::Stage> local;
-  std::vector<CostedStage> st_of;
-  for (int64_t d = 0; d < pp; ++d) {
-    const auto& shape = shapes[static_cast<size_t>(d)];
-    if (d > 0 && shape == shapes[static_cast<size_t>(d - 1)]) {
-      st_of.push_back(st_of.back());
-      continue;
-    }
-    auto cs = cost_stage(model, cluster, spec, options, shape, B / m / shape.dp, layered, local);
-    HEDDLE_TRY(cs);
-    st_of.push_back(std::move(*cs));
-  }
-  const CostedStage& first = st_of.front();
-  const Mesh& mesh = first.mesh;
-  const int64_t units = layered ? model.layers / model.unit : 0;
-  const int64_t C = pp * v;
-  if (layered && units < C)
-    return Diagnostic(fmt::format(
-        "pp={} x {} chunks needs at least {} layer units; the model has {}", pp, v, C, units));
-  // Layer units per chunk: the strategy's `layers=` split, or as even as the units allow.
-  std::vector<int64_t> units_on(static_cast<size_t>(C));
-  for (int64_t c = 0; c < C; ++c)
-    units_on[static_cast<size_t>(c)] = layered ? units / C + (c < units % C ? 1 : 0) : 0;
-  if (!spec.layers.empty()) {
-    auto split = layer_split(spec.layers, model, C);
-    HEDDLE_TRY(split);
-    units_on = std::move(*split);
-  }
-
-  // Per chunk forward/backward spans and saved activations.
-  const bool train = options.train;
-  // The autodiff step's costs; the ops outside the layers are split between the first and the
-  // last chunk as the forward graph's prefix and suffix are.
-  std::optional<TrainingParts> step_parts;
-  if (train && options.autodiff && model.build_loss) {
-    auto tp_parts =
-        cost_training_parts(model, mesh, cluster, spec, mb * dp, layered, options.executor_io);
-    HEDDLE_TRY(tp_parts);
-    step_parts = std::move(*tp_parts);
-  }
-  const ModelParts& P0 = first.stage->parts;
-  const double head_total = P0.prefix.compute_s + P0.suffix.compute_s;
-  const double prefix_share = head_total > 0 ? P0.prefix.compute_s / head_total : 0.5;
-  auto rest_share = [&](int64_t first_i, int64_t last_i, int64_t i) {
-    return (i == first_i ? prefix_share : 0.0) + (i == last_i ? 1 - prefix_share : 0.0);
-  };
-  PartCost io;  // forward only; the training step's is in its optimizer part
-  if (!train && options.executor_io) {
-    auto out = executor_io_cost(model, cluster, spec, mesh, mb * dp, layered, units);
-    HEDDLE_TRY(out);
-    io = *out;
-  }
-  // A stage-to-stage send: every receiving device gets its own tile of the boundary value (its
-  // stage's tiling), every sending device sends its share of all of them (the resharding between
-  // the two sub-meshes); equal sub-meshes send tile to tile.
-  auto stage_devices = [&](int64_t d) {
-    const auto& s = shapes[static_cast<size_t>(d)];
-    return s.dp * s.tp * ep;
-  };
-  auto send_bytes = [&](int64_t from, int64_t to) {
-    double tile = st_of[static_cast<size_t>(to)].stage->parts.boundary_bytes;
-    int64_t nf = stage_devices(from), nt = stage_devices(to);
-    if (nf == nt) return tile;
-    return std::max(tile, tile * static_cast<double>(nt) / static_cast<double>(nf));
-  };
-  auto send_link = [&](int64_t from, int64_t to) -> const LinkClass& {
-    return cluster.stage_link(std::max(stage_devices(from), stage_devices(to)));
-  };
-  auto send_time = [&](int64_t from, int64_t to) {
-    return collective_time(Collective::kSendRecv, 2, send_bytes(from, to), send_link(from, to));
-  };
-  const Recompute r = res.recompute;
-  auto layer_saved_of = [&](const ModelParts& P) {
-    double saved = P.layer.saved_bytes;
-    if (r == Recompute::kSelective) saved -= P.layer.attention_bytes;
-    if (r == Recompute::kFull) saved = P.boundary_bytes;
-    return saved;
-  };
-  std::vector<Timing> chunk(static_cast<size_t>(C));
-  double recompute_mult = r == Recompute::kFull ? 1 : 0;
-  // Chunk c's timing with n layer units.
-  auto time_chunk = [&](int64_t c, int64_t n) {
-    const int64_t d = c % pp;
-    const ModelParts& P = st_of[static_cast<size_t>(d)].stage->parts;
-    Timing t;
-    PartCost body = P.layer.scaled(static_cast<double>(n));
-    PartCost all = body;
-    if (c == 0) all = all + P.prefix;
-    if (c == C - 1) all = all + P.suffix;
-    t.fwd = all.compute_s + all.comm_s;
-    double recompute = recompute_mult * (body.compute_s + body.comm_s);
-    if (r == Recompute::kSelective) recompute = body.attention_s;
-    t.wgrad = all.compute_s;
-    t.bwd = 2 * all.compute_s + all.comm_s + recompute;
-    t.saved = static_cast<double>(n) * layer_saved_of(P) + (c == 0 ? P.prefix.saved_bytes : 0) +
-              (c == C - 1 ? P.suffix.saved_bytes : 0);
-    t.comm_bytes = all.comm_bytes * (train ? 2 + recompute_mult : 1);
-    if (c == C - 1) {
-      t.fwd += io.compute_s + io.comm_s;
-      t.comm_bytes += io.comm_bytes;
-    }
-    if (step_parts) {
-      const TrainingParts& T = *step_parts;
-      double k = static_cast<double>(n), share = rest_share(0, C - 1, c);
-      PartCost f = T.fwd_layer.scaled(k) + T.fwd_rest.scaled(share);
-      PartCost b = T.bwd_layer.scaled(k) + T.bwd_rest.scaled(share);
-      t.fwd = f.compute_s + f.comm_s;
-      t.bwd = b.compute_s + b.comm_s + recompute;
-      t.wgrad = b.compute_s / 2;
-      t.comm_bytes = f.comm_bytes + b.comm_bytes + recompute_mult * body.comm_bytes;
-    }
-    if (!options.overlap && pp > 1) {
-      if (c < C - 1) t.fwd += send_time(d, (c + 1) % pp);
-      if (c > 0) t.bwd += send_time(d, (c - 1) % pp);
-    }
-    return t;
-  };
-  auto span = [train](const Timing& t) { return t.fwd + (train ? t.bwd : 0); };
-  for (int64_t c = 0; c < C; ++c) {
-    chunk[static_cast<size_t>(c)] = time_chunk(c, units_on[static_cast<size_t>(c)]);
-    const double fixed = span(time_chunk(c, 0));
-    res.chunk_units.push_back(units_on[static_cast<size_t>(c)]);
-    res.chunk_fixed_s.push_back(fixed);
-    res.chunk_unit_s.push_back(layered ? span(time_chunk(c, 1)) - fixed : 0);
-    if (layered && c == 0) res.unit_s = res.chunk_unit_s.back();
-  }
-
-  // The placement of one micro-batch, its spans in seconds and memory in bytes.
-  pipeline::Placement pl = chunk_placement(chunk, pp, schedule, train);
-  auto sched =
-      pipeline::build_baseline(train ? schedule.baseline() : "gpipe", pl, static_cast<int>(m));
-  HEDDLE_TRY(sched);
-  pipeline::ScheduleStats st = pipeline::compute_stats(pl, sched->schedule);
-  res.bubble_fraction = st.bubble_fraction;
-  res.events = static_cast<int64_t>(m) * static_cast<int64_t>(pl.blocks.size()) + 2 * pp;
-  std::vector<double> end(static_cast<size_t>(pp), 0);
-  for (int mi = 0; mi < static_cast<int>(m); ++mi)
-    for (int b = 0; b < static_cast<int>(pl.blocks.size()); ++b)
-      for (int d : pl.blocks[b].devices)
-        end[d] = std::max(end[d], sched->schedule.at(mi, b) + pl.blocks[b].span);
-
-  // Per stage: parameters, memory, gradient reduction and the optimizer step, each on the
-  // stage's own sub-mesh.
-  BytesMovedCost moved;
-  double step = 0, comm_max = 0;
-  std::vector<double> tail_sync(static_cast<size_t>(pp)), tail_opt(static_cast<size_t>(pp));
-  for (int64_t d = 0; d < pp; ++d) {
-    const CostedStage& cs = st_of[static_cast<size_t>(d)];
-    const ModelParts& P = cs.stage->parts;
-    const int64_t dp_d = cs.dp;
-    AlphaBetaCost comm(cluster, cs.mesh);
-    const int64_t dp_axis = cs.mesh.find("dp"), tp_axis = cs.mesh.find("tp");
-    const LinkClass& dp_link = dp_axis >= 0 ? comm.link(dp_axis) : cluster.intra_node;
-    const LinkClass& tp_link = tp_axis >= 0 ? comm.link(tp_axis) : dp_link;
-    StageResult s;
-    s.dp = dp_d;
-    s.tp = cs.tp;
-    s.devices = stage_devices(d);
-    s.micro_batch = B / m / dp_d;
-    if (!rebuildable) s.micro_batch = mb;
-    double params = 0, tp_bytes = 0;
-    for (int64_t c = d; c < C; c += pp) {
-      s.layers += units_on[static_cast<size_t>(c)] * model.unit;
-      params += static_cast<double>(units_on[static_cast<size_t>(c)]) * P.layer.param_elements;
-      tp_bytes += chunk[static_cast<size_t>(c)].comm_bytes * static_cast<double>(m);
-    }
-    if (d == 0) params += P.prefix.param_elements;
-    if (d == pp - 1) params += P.suffix.param_elements - (pp == 1 ? P.shared_param_elements : 0);
-    s.parameters = params;
-    double grad_bytes = params * dev.element_bytes, sync = 0, opt = 0, dp_bytes = 0;
-    if (train) {
-      s.state_bytes = model_state_bytes(params, zero, dp_d);
-      double factor = zero == 3 ? 1.5 : 1.0;
-      sync = factor * collective_time(Collective::kAllReduce, dp_d, grad_bytes, dp_link);
-      dp_bytes = dp_d > 1 ? factor * moved.cost(Collective::kAllReduce, 0, dp_d, grad_bytes) : 0;
-      if (options.overlap) sync /= static_cast<double>(std::max<int64_t>(s.layers, 1));
-      double owned = zero >= 1 ? params / static_cast<double>(dp_d) : params;
-      opt = owned * 32 / (dev.memory_bandwidth * dev.memory_efficiency);
-      if (step_parts) {
-        // The step's own updates and the gradient reductions before them.
-        int64_t units_here = s.layers / model.unit;
-        PartCost o = step_parts->opt_layer.scaled(static_cast<double>(units_here)) +
-                     step_parts->opt_rest.scaled(rest_share(0, pp - 1, d));
-        sync = o.comm_s;
-        dp_bytes = o.comm_bytes;
-        if (options.overlap) sync /= static_cast<double>(std::max<int64_t>(s.layers, 1));
-        opt = o.compute_s;
-      }
-    } else {
-      s.state_bytes = params * dev.element_bytes;
-    }
-    double transient = r == Recompute::kFull        ? P.layer.saved_bytes
-                       : r == Recompute::kSelective ? P.layer.attention_bytes
-                                                    : 0;
-    if (!train) transient = P.layer.saved_bytes + P.prefix.saved_bytes + P.suffix.saved_bytes;
-    s.activation_bytes = st.peak_memory[static_cast<size_t>(d)] + transient;
-    s.peak_memory_bytes = s.state_bytes + s.activation_bytes;
-    const double mv = static_cast<double>(m * v);
-    double p2p_bytes = pp > 1 ? send_bytes(d, (d + 1) % pp) * mv +
-                                    (train ? send_bytes(d, (d + pp - 1) % pp) * mv : 0)
-                              : 0;
-    res.link_bytes[tp_link.name] += 0;
-    double total = tp_bytes + dp_bytes + p2p_bytes;
-    if (total >= comm_max) {
-      comm_max = total;
-      res.link_bytes.clear();
-      if (tp_bytes > 0) res.link_bytes[tp_link.name] += tp_bytes;
-      if (dp_bytes > 0) res.link_bytes[dp_link.name] += dp_bytes;
-      if (p2p_bytes > 0) res.link_bytes[send_link(d, (d + 1) % pp).name] += p2p_bytes;
-    }
-    tail_sync[static_cast<size_t>(d)] = sync;
-    tail_opt[static_cast<size_t>(d)] = opt;
-    double finish = end[static_cast<size_t>(d)] + sync + opt;
-    step = std::max(step, finish);
-    res.dp_sync_s = std::max(res.dp_sync_s, sync);
-    s.busy_s = st.busy[static_cast<size_t>(d)] + sync + opt;
-    res.peak_memory_bytes = std::max(res.peak_memory_bytes, s.peak_memory_bytes);
-    res.stages.push_back(s);
-  }
-  for (auto& s : res.stages) {
-    s.idle_s = std::max(step - s.busy_s, 0.0);
-    res.energy_j +=
-        static_cast<double>(s.devices) * (s.busy_s * dev.tdp_watts + s.idle_s * dev.idle_watts);
-  }
-  res.step_time_s = step;
-  res.comm_bytes = comm_max;
-  res.memory_limit_bytes = dev.memory_bytes;
-  res.feasible = res.peak_memory_bytes <= res.memory_limit_bytes;
-  // Model FLOPs.
-  if (model.gpt) {
-    res.model_flops = gpt_model_flops(*model.gpt, B, train, r == Recompute::kFull);
-  } else {
-    double fwd = first.stage->flops2;
-    if (layered) fwd += static_cast<double>(units - 2) * (fwd - first.stage->flops1);
-    if (first.dp_free) fwd *= static_cast<double>(dp);  // the costed graph held one replica's batch
-    res.model_flops = fwd * static_cast<double>(m) * (train ? 3 : 1);
-  }
-  res.tflops_per_device = res.model_flops / step / static_cast<double>(res.devices) / 1e12;
-  res.mfu = res.tflops_per_device * 1e12 / dev.peak_flops;
-  // The canonical strategy string.
-  StrategySpec canon;
-  if (hetero) {
-    canon.pp = pp;
-    canon.meshes = shapes;
-    canon.microbatches = m;
-  } else {
-    canon.dp = dp;
-    canon.tp = tp;
-    canon.pp = pp;
-    canon.micro_batch = mb;
-  }
-  if (ep > 1) canon.ep = ep;
-  canon.zero = zero;
-  canon.schedule = schedule;
-  canon.recompute = r;
-  canon.sp = spec.sp;
-  canon.layers = spec.layers;
-  res.strategy = canon.to_string();
+  res.dp = s.dp;
+  res.tp = s.tp;
+  res.pp = s.pp;
+  res.heterogeneous = s.hetero;
+  res.micro_batch = s.mb;
+  res.micro_batches = s.m;
+  res.schedule = s.schedule;
+  res.chunks = s.v;
+  res.recompute = s.r;
+  count_model_flops(s);
+  res.strategy = canonical_strategy(s);
   if (options.trace)
-    res.trace_json = step_trace(pl, sched->schedule, res, end, tail_sync, tail_opt);
-  return res;
+    res.trace_json = step_trace(
+        {&s.placed.pl, &s.sched, &s.placed.parts, &res, &s.end, &s.tail_sync, &s.tail_opt});
+  return std::move(res);
 }
 
 }  // namespace heddle::cost

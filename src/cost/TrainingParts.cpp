@@ -45,8 +45,8 @@ Result<std::array<PartCost, 3>> step_cost(const ModelSource& model, int64_t laye
 // boundary can make the difference of two costings slightly negative).
 PartCost minus(const PartCost& a, const PartCost& b) {
   PartCost r = a + b.scaled(-1);
-  for (double* f : {&r.compute_s, &r.comm_s, &r.flops, &r.comm_bytes, &r.attention_s,
-                    &r.saved_bytes, &r.attention_bytes, &r.param_elements})
+  for (double* f : {&r.compute_s, &r.comm_s, &r.ep_comm_s, &r.dp_comm_s, &r.flops, &r.comm_bytes,
+                    &r.attention_s, &r.saved_bytes, &r.attention_bytes, &r.param_elements})
     *f = std::max(*f, 0.0);
   r.ops = std::max<int64_t>(r.ops, 0);
   return r;

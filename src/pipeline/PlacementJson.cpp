@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "heddle/support/Keys.h"
+
 namespace heddle::pipeline {
 
 namespace {
@@ -25,6 +27,12 @@ SourceLoc locate(std::string_view text, size_t pos, const std::string& file) {
     }
   }
   return loc;
+}
+
+std::vector<std::string> keys_of(const json& o) {
+  std::vector<std::string> keys;
+  for (const auto& item : o.items()) keys.push_back(item.key());
+  return keys;
 }
 
 }  // namespace
@@ -47,6 +55,7 @@ Result<Placement> parse_placement_json(std::string_view text, const std::string&
     return err(std::string("invalid JSON: ") + e.what());
   }
   if (!j.is_object()) return err("a placement file must hold a JSON object");
+  HEDDLE_TRY(check_keys(keys_of(j), {"devices", "blocks", "deps"}, file, ""));
   Placement p;
   p.name = file;
   if (j.contains("devices")) {
@@ -75,6 +84,7 @@ Result<Placement> parse_placement_json(std::string_view text, const std::string&
     if (!b.contains("name") || !b["name"].is_string()) return err(at + " needs a string \"name\"");
     blk.name = b["name"].get<std::string>();
     at += " ('" + blk.name + "')";
+    HEDDLE_TRY(check_keys(keys_of(b), {"name", "type", "span", "memory", "devices"}, file, at));
     if (b.contains("type")) {
       if (!b["type"].is_string()) return err(at + ": \"type\" must be a string");
       blk.type = b["type"].get<std::string>();

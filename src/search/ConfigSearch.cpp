@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -112,6 +113,44 @@ StrategySpec spec_of(const Layout& l, const Rung& r, bool sp) {
   return spec;
 }
 
+// Sequence parallelism for the `o.sp_layouts` best tensor-parallel layouts of `feasible` (sorted
+// best first): each again with sp=on at its recomputation level and every lighter one (sp shards
+// the activations outside the tensor-parallel regions, so a lighter level may now fit). Returns
+// those that fit and beat their base; counts every simulation in `evaluated`.
+std::vector<ConfigResult> sequence_parallel_candidates(
+    const cost::ModelSource& model, const cost::Cluster& c, const ConfigSearchOptions& o,
+    const std::vector<ConfigResult>& feasible, const std::shared_ptr<cost::SimulationCache>& cache,
+    int64_t& evaluated, const std::function<bool()>& out_of_time) {
+  std::vector<ConfigResult> out;
+  for (size_t i = 0, tried = 0; i < feasible.size() && tried < static_cast<size_t>(o.sp_layouts);
+       ++i) {
+    const ConfigResult& base = feasible[i];
+    if (base.spec.sp || base.sim.tp < 2 || base.sim.heterogeneous ||
+        base.stage_planner != "tactics")
+      continue;
+    ++tried;
+    const Recompute level = base.spec.recompute.value_or(Recompute::kNone);
+    for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      if (r > level || out_of_time()) break;
+      if (!o.train && r != Recompute::kNone) break;  // no backward: nothing to recompute
+      StrategySpec spec = base.spec;
+      spec.sp = true;
+      spec.recompute = r;
+      cost::SimulateOptions so;
+      so.train = o.train;
+      so.overlap = o.overlap;
+      so.cache = cache;
+      auto sim = cost::simulate(model, c, spec, so);
+      ++evaluated;
+      if (!sim.ok() || !sim->feasible) continue;
+      ConfigResult res{spec, std::move(*sim), "tactics"};
+      if (score(res, o.objective) < score(base, o.objective)) out.push_back(std::move(res));
+      break;  // the lightest level that fits is the fastest
+    }
+  }
+  return out;
+}
+
 // The device counts to search: the cluster's, or powers of two up to the cap and the cap.
 std::vector<int64_t> device_counts(const cost::Cluster& cluster, const ConfigSearchOptions& o) {
   int64_t cap = o.max_devices > 0 ? std::min(o.max_devices, cluster.count) : cluster.count;
@@ -216,6 +255,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
         const Rung& r = ladder.back().back();
         cost::SimulateOptions so;
         so.train = o.train;
+        so.overlap = o.overlap;
         so.cache = cache;
         StrategySpec spec = spec_of(l, r, o.pins.sp);
         if (!model.rebuilds_batch) spec.micro_batch.reset();
@@ -254,6 +294,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
           }
           cost::SimulateOptions so;
           so.train = o.train;
+          so.overlap = o.overlap;
           so.cache = cache;
           StrategySpec spec = spec_of(l, r, o.pins.sp);
           // A model simulated as one graph takes its whole per-replica batch as one micro-batch.
@@ -280,6 +321,13 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
       if (o.progress) o.progress(visited, out.candidates);
     }
     if (feasible.empty() && early) feasible.push_back(*early);
+    // Sequence parallelism on the best tensor-parallel layouts, unless the pins set it.
+    if (!o.pins.sp && o.sp_layouts > 0 && !feasible.empty()) {
+      sort_by(feasible, o.objective);
+      auto sp = sequence_parallel_candidates(model, c, o, feasible, cache, out.evaluated,
+                                             [&] { return elapsed() > o.time_limit_s; });
+      feasible.insert(feasible.end(), sp.begin(), sp.end());
+    }
     // The most promising layouts, re-planned inside each stage by the intra-op ILP.
     std::optional<cost::SimulateOptions> ilp_options;
     if (o.intra_op && !feasible.empty()) {
@@ -287,6 +335,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
       auto so = intra_op_simulate_options(model, c, o.train,
                                           std::max(o.time_limit_s - elapsed(), 1.0), &out.ilp);
       so.cache = cache;
+      so.overlap = o.overlap;
       ilp_options = so;
       size_t k = std::min<size_t>(feasible.size(), static_cast<size_t>(o.intra_op_layouts));
       for (size_t i = 0; i < k && elapsed() <= o.time_limit_s; ++i) {
@@ -317,6 +366,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
         for (int64_t k : n) spec.layers.push_back(k * model.unit);
         cost::SimulateOptions so;
         so.train = o.train;
+        so.overlap = o.overlap;
         so.cache = cache;
         if (base.stage_planner != "tactics") {
           if (!ilp_options) continue;
@@ -344,6 +394,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
         ++tried;
         cost::SimulateOptions so;
         so.train = o.train;
+        so.overlap = o.overlap;
         so.cache = cache;
         // The base's stage count and its neighbours: a count the devices do not split into
         // equal stages may still take sub-meshes of different sizes.

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/RunCli.h"
@@ -30,9 +31,24 @@ TEST(SimulateCli, JsonKeysAndTrace) {
   auto t = nlohmann::json::parse(in);
   // 8 micro-batches x 4 stages x 2 chunks x (forward + backward) blocks.
   size_t blocks = 0, steps = 0, counters = 0;
+  std::map<std::string, double> spans;  // named breakdown spans: seconds per name
   for (const auto& e : t["traceEvents"]) {
-    if (e["ph"] == "X") (e["cat"] == "step" ? steps : blocks) += 1;
+    if (e["ph"] == "X" && e["cat"] == "breakdown")
+      spans[e["name"].get<std::string>()] += e["dur"].get<double>() / 1e6;
+    else if (e["ph"] == "X")
+      (e["cat"] == "step" ? steps : blocks) += 1;
     if (e["ph"] == "C") ++counters;
+  }
+  // Inside the blocks, the step's categories as named spans, the idle time as bubbles: summed
+  // over the 4 stages (dp=1, tp=8: one device each) they are the breakdown times 4.
+  for (const char* name : {"compute", "recompute", "tp/sp collectives", "pipeline sends", "bubble"}) {
+    ASSERT_TRUE(spans.count(name)) << name;
+    std::string key = std::string(name) == "tp/sp collectives" ? "tp_sp_collectives"
+                      : std::string(name) == "pipeline sends"  ? "pipeline_sends"
+                                                               : name;
+    EXPECT_NEAR(spans[name], 4 * j["breakdown"][key].get<double>(),
+                1e-6 * j["step_time_s"].get<double>() * 4)
+        << name;
   }
   EXPECT_EQ(blocks, 8u * 4 * 2 * 2);
   EXPECT_EQ(steps, 4u);                     // the optimizer step of each stage (dp=1: no reduction)
@@ -43,6 +59,46 @@ TEST(SimulateCli, JsonKeysAndTrace) {
                                j["strategy"].get<std::string>() + " --batch 8 --train --json");
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(again.out)["step_time_s"], j["step_time_s"]);
+}
+
+TEST(SimulateCli, BreakdownWorkloadAndMemory) {
+  CliResult r = run_heddle(
+      "simulate llama-tiny --cluster a100x8 --strategy dp=2,tp=2,pp=2,mb=1 --batch 8 --train "
+      "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  double step = j["step_time_s"].get<double>();
+  EXPECT_NEAR(j["breakdown"]["total"].get<double>(), step, 1e-9 * step);
+  for (const char* key : {"compute", "recompute", "tp_sp_collectives", "cp_ep_traffic",
+                          "pipeline_sends", "bubble", "gradient_reduction", "optimizer",
+                          "overlapped_pipeline_sends", "overlapped_gradient_reduction"})
+    EXPECT_TRUE(j["breakdown"].contains(key)) << key;
+  ASSERT_EQ(j["stages"].size(), 2u);
+  for (const auto& s : j["stages"])
+    EXPECT_NEAR(s["breakdown"]["total"].get<double>(), step, 1e-9 * step);
+  EXPECT_EQ(j["batch"], 8);
+  EXPECT_EQ(j["seq"], 32);
+  EXPECT_EQ(j["tokens_per_step"], 8 * 32);
+  EXPECT_NEAR(j["tokens_per_s_per_device"].get<double>(), 8 * 32 / step / 8, 1e-6);
+  EXPECT_EQ(j["micro_batches"], 4);
+  // The text restates the workload and says what the micro-batches are.
+  CliResult t = run_heddle(
+      "simulate llama-tiny --cluster a100x8 --strategy dp=2,tp=2,pp=2,mb=1 --batch 8 --train");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("batch 8 x seq 32 = 256 tokens per step"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("4 micro-batches of 1 sequence per data-parallel replica"),
+            std::string::npos)
+      << t.out;
+  EXPECT_NE(t.out.find("breakdown"), std::string::npos);
+  // --memory: the same step in less memory than it needs is infeasible, exit 1 saying so.
+  CliResult m = run_heddle(
+      "simulate llama-tiny --cluster a100x8 --strategy dp=2,tp=2,pp=2,mb=1 --batch 8 --train "
+      "--memory 1KiB --json");
+  EXPECT_EQ(m.exit_code, 1);
+  auto mj = nlohmann::json::parse(m.out);
+  EXPECT_EQ(mj["memory_limit_bytes"], 1024);
+  EXPECT_FALSE(mj["feasible"].get<bool>());
+  EXPECT_NE(m.err.find("but the device has 1.00 KiB"), std::string::npos) << m.err;
 }
 
 TEST(SimulateCli, BadInputExitsOne) {

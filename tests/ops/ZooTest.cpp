@@ -121,6 +121,77 @@ TEST(Zoo, TinyVisionPresetsKeepTheirStructure) {
   EXPECT_EQ(vt->type(vt->outputs()[0]).shape(), IVec({2, 10}));
 }
 
+TEST(Zoo, PublishedLlamaAndMixtralCounts) {
+  // Parameter counts Hugging Face reports for the released checkpoints (safetensors metadata of
+  // meta-llama/Llama-2-13b-hf, Meta-Llama-3-8B, Meta-Llama-3-70B, Llama-3.1-405B and
+  // mistralai/Mixtral-8x7B-v0.1): 13.0B, 8.03B, 70.6B, 406B and 46.7B.
+  const std::pair<const char*, int64_t> published[] = {{"llama2-13b", 13015864320},
+                                                       {"llama3-8b", 8030261248},
+                                                       {"llama3-70b", 70553706496},
+                                                       {"llama3-405b", 405853388800},
+                                                       {"mixtral-8x7b", 46702792704}};
+  for (auto [name, count] : published) {
+    SCOPED_TRACE(name);
+    auto g = zoo::build_zoo_model(name);
+    ASSERT_TRUE(g.ok()) << g.error().to_string();
+    EXPECT_EQ(params(*g), count);
+  }
+}
+
+TEST(Zoo, LlamaAndMoeOverrides) {
+  // Llama-2-13B described from llama2-7b by its sizes (the 11.29B without --ffn).
+  zoo::ZooOverrides o;
+  o.layers = 40;
+  o.hidden = 5120;
+  o.heads = 40;
+  auto no_ffn = zoo::build_zoo_model("llama2-7b", o);
+  ASSERT_TRUE(no_ffn.ok());
+  EXPECT_NE(params(*no_ffn), 13015864320);
+  o.ffn = 13824;
+  auto l13 = zoo::build_zoo_model("llama2-7b", o);
+  ASSERT_TRUE(l13.ok());
+  EXPECT_EQ(params(*l13), 13015864320);
+  // Llama-3-8B from llama2-7b: 8 KV heads, ffn 14336, vocab 128256.
+  zoo::ZooOverrides e;
+  e.kv_heads = 8;
+  e.ffn = 14336;
+  e.vocab = 128256;
+  auto l8 = zoo::build_zoo_model("llama2-7b", e);
+  ASSERT_TRUE(l8.ok());
+  EXPECT_EQ(params(*l8), 8030261248);
+  // Experts scale the expert weights: each expert is 3 h ffn (SwiGLU) per layer.
+  zoo::ZooOverrides x;
+  x.experts = 8;
+  auto tiny8 = zoo::build_zoo_model("mixtral-tiny", x);
+  auto tiny4 = zoo::build_zoo_model("mixtral-tiny");
+  ASSERT_TRUE(tiny8.ok() && tiny4.ok());
+  EXPECT_EQ(params(*tiny8) - params(*tiny4), 2 * (4 * 3 * 64 * 96 + 4 * 64));
+  zoo::ZooOverrides m;
+  m.experts = 6;
+  m.ffn = 128;
+  m.top_k = 2;
+  EXPECT_TRUE(zoo::build_zoo_model("moe-tiny", m).ok());
+  // Refused with the reason: top-k other than 2, kv heads that do not divide, experts on dense.
+  zoo::ZooOverrides k;
+  k.top_k = 1;
+  auto top1 = zoo::build_zoo_model("mixtral-tiny", k);
+  ASSERT_FALSE(top1.ok());
+  EXPECT_NE(top1.error().message.find("only --top-k 2"), std::string::npos);
+  zoo::ZooOverrides kv;
+  kv.kv_heads = 3;
+  auto bad_kv = zoo::build_zoo_model("llama-tiny", kv);
+  ASSERT_FALSE(bad_kv.ok());
+  EXPECT_NE(bad_kv.error().message.find("kv_heads"), std::string::npos) << bad_kv.error().message;
+  zoo::ZooOverrides dense;
+  dense.experts = 4;
+  auto d = zoo::build_zoo_model("llama2-7b", dense);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error().message.find("--experts does not apply"), std::string::npos);
+  zoo::ZooOverrides gpt_ffn;
+  gpt_ffn.ffn = 100;
+  EXPECT_FALSE(zoo::build_zoo_model("gpt-tiny", gpt_ffn).ok());
+}
+
 TEST(Zoo, OverridesAndBadConfigs) {
   zoo::ZooOverrides o;
   o.layers = 3;

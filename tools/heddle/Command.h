@@ -57,7 +57,8 @@ Result<cost::ModelSource> resolve_model_source(const std::string& model,
                                                const zoo::ZooOverrides& overrides,
                                                const std::map<std::string, int64_t>& dims = {});
 
-/// Registers --layers --hidden --heads --seq --vocab --batch on `app`, filling `o`.
+/// Registers --layers --hidden --heads --seq --vocab --batch --ffn --kv-heads --experts --top-k
+/// on `app`, filling `o`.
 void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o);
 
 /// `heddle show`: summary, shape table, text/DOT/JSON export of a model.

@@ -52,9 +52,11 @@ Result<LoadedModel> load_model(const std::string& model, const zoo::ZooOverrides
   if (!probe && !ends_with(model, ".onnx"))
     return graph_only(zoo::build_zoo_model(model, overrides, options));  // names the zoo
   if (overrides.layers || overrides.hidden || overrides.heads || overrides.seq || overrides.vocab ||
-      overrides.batch)
+      overrides.batch || overrides.ffn || overrides.kv_heads || overrides.experts ||
+      overrides.top_k)
     return Diagnostic(SourceLoc{model, 0, 0},
-                      "--layers/--hidden/--heads/--seq/--vocab/--batch apply to zoo models only");
+                      "--layers/--hidden/--heads/--seq/--vocab/--batch/--ffn/--kv-heads/"
+                      "--experts/--top-k apply to zoo models only");
   if (ends_with(model, ".onnx")) {
     auto imported = import_onnx_file(model, {.dims = dims, .base_dir = ""});
     HEDDLE_TRY(imported);
@@ -117,6 +119,10 @@ void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o) {
   opt("--seq", o.seq, "Zoo models: sequence length");
   opt("--vocab", o.vocab, "Zoo models: vocabulary size");
   opt("--batch", o.batch, "Zoo models: batch size");
+  opt("--ffn", o.ffn, "Zoo models (llama, mixtral, moe): MLP inner width");
+  opt("--kv-heads", o.kv_heads, "Zoo models (llama, mixtral): key/value heads");
+  opt("--experts", o.experts, "Zoo models (mixtral, moe): experts per MoE layer");
+  opt("--top-k", o.top_k, "Zoo models (mixtral, moe): experts per token (2)");
 }
 
 Result<cost::ModelSource> resolve_model_source(const std::string& model,

@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "Command.h"
+#include "PlanCompare.h"
+#include "StepReport.h"
 #include "heddle/ir/DotExport.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
@@ -52,7 +54,8 @@ struct PlanArgs {
   std::string model, cluster, strategy = "auto", memory, out_dir;
   zoo::ZooOverrides overrides;
   std::map<std::string, int64_t> dims;  ///< --dim: ONNX dynamic dims
-  bool train = false, json = false;
+  bool train = false, json = false, overlap = false;
+  std::vector<std::string> compare;  ///< --compare: the user's strategies, priced beside the plan
   double time_limit = 60, target_step_time = 0;
   std::string objective = "time";
   int64_t max_devices = 0;
@@ -68,6 +71,54 @@ nlohmann::json stage_meshes_json(const cost::SimulationResult& r) {
                    {"micro_batch", s.micro_batch},
                    {"layers", s.layers}});
   return out;
+}
+
+// What the plan assumes, restated: the workload, micro-batches, cluster and memory limit, and
+// the warnings about defaults.
+std::string assumptions_text(const cost::SimulationResult& r, const cost::ModelSource& src,
+                             const cost::Cluster& cluster, const PlanArgs& a) {
+  std::string out = fmt::format("workload   {}\n", workload_text(r, src));
+  out += fmt::format("batches    {}\n", micro_batches_text(r));
+  out += fmt::format("assumes    {} per device{}, cluster {} ({}){}\n",
+                     human_bytes(r.memory_limit_bytes), a.memory.empty() ? " (the device's)" : "",
+                     cluster.name, cluster.source,
+                     a.overlap ? ", gradient reduction and stage sends overlapped with compute"
+                               : ", no communication overlapped with compute");
+  for (const auto& w : workload_warnings(src, a.overrides.batch.has_value(), r.devices, a.train))
+    out += fmt::format("warning    {}\n", w);
+  return out;
+}
+
+// The pipeline, only as far as it applies: one stage has no schedule, a forward step runs its
+// micro-batches in order.
+std::string pipeline_text(const cost::SimulationResult& r, bool train) {
+  if (r.pp == 1) return "pipeline   none (one stage)\n";
+  return fmt::format("pipeline   {} stages, schedule {}, bubble {:.1f}%\n", r.pp,
+                     train ? r.schedule.to_string() : "forward micro-batches in order",
+                     100 * r.bubble_fraction);
+}
+
+// How much the search did: the space's size and the simulations, refinements included.
+std::string search_text(const search::ConfigSearch& found, const std::string& caveat) {
+  return fmt::format(
+      "search     {} configurations in the space (dominated ones skipped), {} simulations "
+      "including refinements (ILP stage plans, layer splits, sub-meshes), {} intra-op ILPs, in "
+      "{:.2f} s{}\n",
+      found.candidates, found.evaluated, found.ilp.solves, found.search_time_s, caveat);
+}
+
+// The JSON keys that explain the plan: its breakdown and workload, the ranking, the compared
+// strategies and the warnings.
+void add_explain_json(nlohmann::json& j, const search::ConfigSearch& found,
+                      const cost::ModelSource& src, const cost::Cluster& cluster, const PlanArgs& a,
+                      const std::vector<ComparedPlan>& compared,
+                      const std::vector<std::string>& warnings) {
+  add_step_json(j, found.best.sim, src, "stage_meshes");
+  j["ranking"] = ranking_json(found.ranking);
+  if (!a.compare.empty()) j["compare"] = compare_json(compared, found.best.sim);
+  j["warnings"] = warnings;
+  j["cluster"] = cluster.name;
+  j["overlap"] = a.overlap;
 }
 
 nlohmann::json sim_json(const search::ConfigResult& c) {
@@ -118,6 +169,7 @@ int run_plan(const PlanArgs& a) {
   o.max_devices = a.max_devices;
   o.target_step_time_s = a.target_step_time;
   o.train = a.train;
+  o.overlap = a.overlap;
   o.pins = *spec;
   if (!(a.time_limit >= 0))
     return user_error(Diagnostic("--time-limit must be zero or more seconds, not " +
@@ -142,11 +194,19 @@ int run_plan(const PlanArgs& a) {
   if (tty) std::fprintf(stderr, "\n");
   if (!found.ok()) return user_error(found.error());
   const auto& best = found->best;
+  auto compared = price_compared(a.compare, *src, *cluster, a.train, a.overlap);
+  if (!compared.ok()) return user_error(compared.error());
+  const auto warnings =
+      workload_warnings(*src, a.overrides.batch.has_value(), best.sim.devices, a.train);
+  if (a.json)  // the text restates them on stdout
+    for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (!a.out_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(a.out_dir, ec);
     if (ec) return user_error(Diagnostic(SourceLoc{a.out_dir, 0, 0}, "cannot create directory"));
     nlohmann::json plan = sim_json(best);
+    add_step_json(plan, best.sim, *src, "stage_meshes");
+    plan["ranking"] = ranking_json(found->ranking);
     plan["model"] = a.model;
     plan["cluster"] = cluster->name;
     plan["train"] = a.train;
@@ -158,6 +218,7 @@ int run_plan(const PlanArgs& a) {
     if (best.stage_planner != "tactics")  // trace the plan that won: the ILP's stages
       so = search::intra_op_simulate_options(*src, used, a.train, a.time_limit, nullptr);
     so.train = a.train;
+    so.overlap = a.overlap;
     so.trace = true;
     auto traced = cost::simulate(*src, used, best.spec, so);
     if (traced.ok()) std::ofstream(a.out_dir + "/trace.json") << traced->trace_json;
@@ -173,6 +234,7 @@ int run_plan(const PlanArgs& a) {
     j["fastest"] = sim_json(found->fastest);
     j["least_energy"] = sim_json(found->greenest);
     j["ilp_solves"] = found->ilp.solves;
+    add_explain_json(j, *found, *src, *cluster, a, *compared, warnings);
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -183,8 +245,8 @@ int run_plan(const PlanArgs& a) {
              100 * r.mfu, r.tflops_per_device);
   fmt::print("memory     {} peak per device of {}\n", human_bytes(r.peak_memory_bytes),
              human_bytes(r.memory_limit_bytes));
-  fmt::print("pipeline   {} stage(s), schedule {}, bubble {:.1f}%\n", r.pp, r.schedule.to_string(),
-             100 * r.bubble_fraction);
+  fmt::print("{}", assumptions_text(r, *src, *cluster, a));
+  fmt::print("{}", pipeline_text(r, a.train));
   if (r.heterogeneous) {
     std::vector<std::string> ms;
     for (const auto& s : r.stages)
@@ -219,14 +281,10 @@ int run_plan(const PlanArgs& a) {
     caveat = " (time limit reached: best found, not proven best)";
   else if (!found->ilp.optimal)
     caveat = " (an ILP hit its time limit: not proven optimal)";
-  fmt::print(
-      "search     {} configurations simulated (of {}; the rest dominated), {} intra-op "
-      "ILPs, in {:.2f} s{}\n",
-      found->evaluated, found->candidates, found->ilp.solves, found->search_time_s, caveat);
-  fmt::print("\n{:<74} {:>10} {:>7} {:>12}\n", "ranking", "step (s)", "MFU", "memory");
-  for (const auto& c : found->ranking)
-    fmt::print("{:<74} {:>10.4g} {:>6.1f}% {:>12}\n", c.sim.strategy, c.sim.step_time_s,
-               100 * c.sim.mfu, human_bytes(c.sim.peak_memory_bytes));
+  fmt::print("{}", search_text(*found, caveat));
+  fmt::print("{}", breakdown_text(r));
+  fmt::print("{}", compare_text(*compared, r));
+  fmt::print("{}", ranking_text(found->ranking));
   return 0;
 }
 
@@ -238,7 +296,9 @@ Command add_plan_command(CLI::App& root) {
       "plan",
       "Find the fastest plan that fits: parallel degrees, micro-batches, schedule, ZeRO "
       "and recomputation, each simulated on the cluster.");
-  app->add_option("MODEL", a->model, "A zoo name or a text-IR file")->required();
+  app->add_option("MODEL", a->model,
+                  "A zoo name (heddle show --list), an .onnx file or a text-IR file")
+      ->required();
   app->add_option("--cluster", a->cluster, "a100x64, h100x1024, v100x32, cpu, or a JSON file")
       ->required();
   app->add_option("--memory", a->memory, "Memory per device, e.g. 40GiB (default: the device's)");
@@ -252,6 +312,13 @@ Command add_plan_command(CLI::App& root) {
                   "The smallest device count whose plan reaches this step time (seconds)");
   app->add_option("--out", a->out_dir, "Write plan.json, trace.json and graph.dot to DIR");
   app->add_flag("--json", a->json, "Print one JSON object");
+  app->add_option("--compare", a->compare,
+                  "A strategy of yours (dp=..,tp=..,pp=..,...) priced beside the plan, with the "
+                  "step breakdown that explains the gap (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app->add_flag("--overlap", a->overlap,
+                "Overlap gradient reduction and stage sends with compute (as simulate --overlap)");
   add_zoo_overrides(app, a->overrides);
   add_dim_option(app, a->dims);
   return {app, [a] { return run_plan(*a); }};

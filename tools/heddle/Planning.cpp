@@ -1,11 +1,14 @@
 #include "Planning.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/IntraOp.h"
+#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 
@@ -26,6 +29,34 @@ Status runnable_strategy(StrategySpec& spec) {
   return {};
 }
 
+namespace {
+
+// A named `--mesh dp=2,tp=2` given with `--strategy`: every parallel degree the two both speak of
+// must agree (a degree one leaves out counts as 1), else the mesh would be silently ignored.
+Status check_mesh_agrees(const std::string& mesh_text, const StrategySpec& spec) {
+  if (mesh_text.find('=') == std::string::npos) return {};
+  if (!spec.dp && !spec.tp && !spec.pp && !spec.ep) return {};  // the mesh gives the axes
+  auto named = StrategySpec::parse(mesh_text);
+  if (!named.ok()) return {};  // axes other than dp/tp/pp/ep: the mesh's own check reports them
+  std::vector<std::string> clashes;
+  auto check = [&](const char* key, const std::optional<int64_t>& m,
+                   const std::optional<int64_t>& s) {
+    if (m.value_or(1) != s.value_or(1))
+      clashes.push_back(fmt::format("{}={} in --mesh but {}={} in --strategy", key, m.value_or(1),
+                                    key, s.value_or(1)));
+  };
+  check("dp", named->dp, spec.dp);
+  check("tp", named->tp, spec.tp);
+  check("pp", named->pp, spec.pp);
+  check("ep", named->ep, spec.ep);
+  if (clashes.empty()) return {};
+  return Diagnostic("--mesh " + mesh_text + " conflicts with --strategy " + spec.to_string() +
+                    ": " + join(clashes, ", ") +
+                    "; give the degrees once (--mesh N --strategy ...) or make them agree");
+}
+
+}  // namespace
+
 Result<StrategySpec> requested_strategy(const std::string& mesh_text,
                                         const std::string& strategy_text) {
   std::string text = strategy_text;
@@ -34,6 +65,7 @@ Result<StrategySpec> requested_strategy(const std::string& mesh_text,
   auto spec = StrategySpec::parse(text);
   if (!spec.ok()) return Diagnostic("--strategy: " + spec.error().message);
   HEDDLE_TRY(runnable_strategy(*spec));
+  if (text != mesh_text) HEDDLE_TRY(check_mesh_agrees(mesh_text, *spec));
   return spec;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "Command.h"
+#include "StepReport.h"
 #include "heddle/cost/Simulator.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
@@ -18,7 +19,7 @@ namespace heddle::cli {
 namespace {
 
 struct SimulateArgs {
-  std::string model, cluster, strategy, trace, stage_planner = "tactics";
+  std::string model, cluster, strategy, trace, stage_planner = "tactics", memory;
   zoo::ZooOverrides overrides;
   std::map<std::string, int64_t> dims;  ///< --dim: ONNX dynamic dims
   bool train = false, json = false, overlap = false, executor = false;
@@ -32,13 +33,19 @@ int infeasible(const cost::SimulationResult& r) {
   std::fprintf(stderr,
                "error: the plan needs %s on its fullest device but the device has %s; try a "
                "higher zero stage, recompute=selective or full, a smaller mb, or more tp/pp\n",
-               gib(r.peak_memory_bytes).c_str(), gib(r.memory_limit_bytes).c_str());
+               human_bytes(r.peak_memory_bytes).c_str(),
+               human_bytes(r.memory_limit_bytes).c_str());
   return 1;
 }
 
 int run_simulate(const SimulateArgs& a) {
   auto cluster = cost::resolve_cluster(a.cluster);
   if (!cluster.ok()) return user_error(cluster.error());
+  if (!a.memory.empty()) {
+    auto m = parse_bytes(a.memory);
+    if (!m.ok()) return user_error(m.error());
+    cluster->device.memory_bytes = *m;
+  }
   std::fprintf(stderr, "cluster %s: %s\n", cluster->name.c_str(), cluster->source.c_str());
   auto spec = StrategySpec::parse(a.strategy);
   if (!spec.ok()) return user_error(spec.error());
@@ -93,6 +100,7 @@ int run_simulate(const SimulateArgs& a) {
                         {"events", r->events},
                         {"feasible", r->feasible},
                         {"cluster_source", r->cluster_source}};
+    add_step_json(j, *r, *src, "stages");
     std::printf("%s\n", j.dump(2).c_str());
     return infeasible(*r);
   }
@@ -100,14 +108,8 @@ int run_simulate(const SimulateArgs& a) {
   out += fmt::format("model            {} ({}, {} devices)\n", a.model,
                      a.train ? "training step" : "forward", r->devices);
   out += fmt::format("strategy         {}\n", r->strategy);
-  if (r->heterogeneous) {
-    std::vector<std::string> per;
-    for (const auto& s : r->stages) per.push_back(std::to_string(s.micro_batch));
-    out += fmt::format("micro-batches    {}, per replica {} (by stage)\n", r->micro_batches,
-                       join(per, " | "));
-  } else {
-    out += fmt::format("micro-batches    {} of {}\n", r->micro_batches, r->micro_batch);
-  }
+  out += fmt::format("workload         {}\n", workload_text(*r, *src));
+  out += fmt::format("micro-batches    {}\n", micro_batches_text(*r));
   out += fmt::format("step time        {:.6g} s\n", r->step_time_s);
   out += fmt::format("TFLOP/s/device   {:.1f} (MFU {:.1f}%)\n", r->tflops_per_device, 100 * r->mfu);
   out += fmt::format("bubble fraction  {:.2f}%\n", 100 * r->bubble_fraction);
@@ -116,6 +118,7 @@ int run_simulate(const SimulateArgs& a) {
   out += fmt::format("comm per device  {}\n", gib(r->comm_bytes));
   for (const auto& [link, bytes] : r->link_bytes)
     out += fmt::format("  {:<14} {}\n", link, gib(bytes));
+  out += breakdown_text(*r);
   out += "stage  layers   busy s    idle s   states     activations  mesh\n";
   for (size_t i = 0; i < r->stages.size(); ++i) {
     const auto& s = r->stages[i];
@@ -135,7 +138,9 @@ Command add_simulate_command(CLI::App& root) {
       "simulate",
       "Predict one step of MODEL under a strategy on a cluster: step time, MFU, TFLOP/s per "
       "device, peak memory, bubble fraction, bytes per link.");
-  app->add_option("MODEL", args->model, "A zoo name or a text-IR file")->required();
+  app->add_option("MODEL", args->model,
+                  "A zoo name (heddle show --list), an .onnx file or a text-IR file")
+      ->required();
   app->add_option("--cluster", args->cluster,
                   "<device>x<count> (v100, a100-40gb, a100-80gb, a100, h100, h200), cpu, or a "
                   "JSON cluster file")
@@ -148,6 +153,9 @@ Command add_simulate_command(CLI::App& root) {
   add_zoo_overrides(app, args->overrides);
   add_dim_option(app, args->dims);
   app->add_flag("--train", args->train, "Simulate a training step (default: forward only)");
+  app->add_option("--memory", args->memory,
+                  "Memory per device, e.g. 40GiB (default: the device's); the step is "
+                  "infeasible (exit 1) when its peak exceeds it");
   app->add_flag("--overlap", args->overlap,
                 "Overlap gradient reduction and stage sends with compute");
   app->add_flag("--executor", args->executor,

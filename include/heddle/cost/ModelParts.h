@@ -14,6 +14,8 @@ namespace heddle::cost {
 struct PartCost {
   double compute_s = 0;    ///< roofline time of the ops
   double comm_s = 0;       ///< alpha-beta time of the reshards the ops need
+  double ep_comm_s = 0;    ///< the part of comm_s on an `ep` or `cp` mesh axis (expert/context)
+  double dp_comm_s = 0;    ///< the part of comm_s on the `dp` axis (ZeRO-3 parameter gathers)
   double flops = 0;        ///< local FLOPs
   double comm_bytes = 0;   ///< bytes the device sends for those reshards
   double attention_s = 0;  ///< compute time of ops producing sequence-quadratic values

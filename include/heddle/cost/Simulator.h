@@ -14,6 +14,7 @@
 #include "heddle/cost/Cluster.h"
 #include "heddle/cost/MemoryModel.h"
 #include "heddle/cost/ModelParts.h"
+#include "heddle/cost/StepBreakdown.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/sharding/Propagate.h"
 #include "heddle/sharding/StrategySpec.h"
@@ -29,6 +30,9 @@ struct ModelSource {
   int64_t layers = 0;  ///< total repeating layers; 0: not layered (built once, whole)
   int64_t unit = 1;    ///< layers per repeating unit (2 for MoE: dense + expert layer)
   int64_t batch = 1;   ///< global batch (sequences or samples per step)
+  /// Tokens per sequence (dim 1 of an integer token-id input `[batch, seq]`); 0: the model's
+  /// samples are not token sequences (images, features).
+  int64_t seq = 0;
   std::optional<zoo::GptConfig> gpt;  ///< set for GPT-style models: Megatron's model FLOPs
   bool rebuilds_batch = true;  ///< `build` honours `batch` (false: a fixed graph, one micro-batch)
   /// As `build`, with the model's loss as its single output (zoo models: `with_loss`); null when
@@ -88,6 +92,9 @@ struct StageResult {
   double activation_bytes = 0;  ///< peak activations under the schedule
   double peak_memory_bytes = 0;
   double parameters = 0;  ///< parameter elements on the device
+  /// Where the step's time goes on this stage's devices; its exposed total is the step time
+  /// (busy categories plus `bubble_s` = idle_s).
+  StepBreakdown breakdown;
 };
 
 /// What a simulated step achieves.
@@ -111,6 +118,9 @@ struct SimulationResult {
   std::map<std::string, double> link_bytes;  ///< per link class, bytes per device per step
   double dp_sync_s = 0;                      ///< exposed gradient reduction
   std::vector<StageResult> stages;
+  /// The stages' breakdowns averaged over devices (each stage weighted by its device count): what
+  /// a device spends the step on; its exposed total is the step time.
+  StepBreakdown breakdown;
   /// Per pipeline chunk (first to last), the layer units it holds and the seconds one
   /// micro-batch spends in it apart from those units (embedding, head, sends; forward, plus
   /// backward when training); `unit_s` is what each unit adds. A layer split's chunk time is

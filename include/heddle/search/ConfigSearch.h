@@ -21,7 +21,10 @@ enum class Objective : uint8_t {
 
 /// Options of search_configs().
 struct ConfigSearchOptions {
-  bool train = false;                      ///< plan a training step (default: inference)
+  bool train = false;  ///< plan a training step (default: inference)
+  /// Every simulation overlaps gradient reduction and stage sends with compute
+  /// (SimulateOptions::overlap); default off.
+  bool overlap = false;
   StrategySpec pins;                       ///< degrees and settings the user fixed (`auto,pp=8`)
   double time_limit_s = 60;                ///< stop and return the best so far; default 60 s
   Objective objective = Objective::kTime;  ///< default: time
@@ -41,6 +44,10 @@ struct ConfigSearchOptions {
   /// inter-op DP's per-stage sub-meshes and layer split (submesh_candidate()), kept when it
   /// simulates better and fits; default 2, 0: equal sub-meshes only.
   int64_t submesh_layouts = 2;
+  /// Try sequence parallelism (sp=on, at the layout's recomputation level or a lighter one) on
+  /// the `sp_layouts` best tensor-parallel layouts, kept when it simulates better and fits;
+  /// default 4, 0: sp only when pinned. Pinned `sp` is used everywhere instead.
+  int64_t sp_layouts = 4;
   /// Called after each simulated configuration with (done, total); default none.
   std::function<void(int64_t, int64_t)> progress;
 };

@@ -26,6 +26,26 @@ bool check_lm(Ops& ops, const char* m, int64_t layers, int64_t hidden, int64_t h
          check_divisible(ops, m, "hidden", hidden, "heads", heads);
 }
 
+// A Mixtral-style sparse MLP: a router picks the top 2 of `c.experts` SwiGLU experts per token
+// (tokens dispatched to expert slots of capacity ceil(2 T 1.25 / E), as the GShard layer).
+ValueId swiglu_experts(Ops& ops, ValueId h, const LlamaConfig& c, const std::string& p) {
+  const int64_t H = c.hidden, T = c.batch * c.seq, E = c.experts;
+  auto C =
+      static_cast<int64_t>(std::ceil(2.0 * static_cast<double>(T) * 1.25 / static_cast<double>(E)));
+  ValueId t = ops.reshape(h, {T, H});
+  ValueId probs = ops.softmax(dense(ops, t, H, E, p + ".router", false), -1);
+  auto gate = ops.top2_gating(probs, C);
+  if (gate.size() != 2) return h;
+  ValueId xin = ops.einsum("tec,th->ech", gate[1], t);
+  ValueId w1 = ops.param(p + ".experts.w1", f32({E, H, c.ffn}));
+  ValueId w3 = ops.param(p + ".experts.w3", f32({E, H, c.ffn}));
+  ValueId w2 = ops.param(p + ".experts.w2", f32({E, c.ffn, H}));
+  ValueId hid =
+      ops.mul(ops.silu(ops.einsum("ech,ehf->ecf", xin, w1)), ops.einsum("ech,ehf->ecf", xin, w3));
+  ValueId out = ops.einsum("ecf,efh->ech", hid, w2);
+  return ops.reshape(ops.einsum("tec,ech->th", gate[0], out), {c.batch, c.seq, H});
+}
+
 }  // namespace
 
 int64_t megatron_parameters(const GptConfig& c) {
@@ -83,6 +103,7 @@ Result<Graph> build_llama(const LlamaConfig& c, const ModelOptions& o) {
       check_min(ops, "llama", "kv_heads", c.kv_heads, 1) &&
       check_divisible(ops, "llama", "heads", c.heads, "kv_heads", c.kv_heads) &&
       check_min(ops, "llama", "ffn", c.ffn, 1) &&
+      (c.experts == 0 || check_min(ops, "llama", "experts", c.experts, 2)) &&
       check_divisible(ops, "llama", "head dim", c.hidden / c.heads, "rotary pair size", 2)) {
     int64_t H = c.hidden;
     ValueId ids = ops.input("ids", i64({c.batch, c.seq}));
@@ -93,6 +114,10 @@ Result<Graph> build_llama(const LlamaConfig& c, const ModelOptions& o) {
       ValueId h = ops.rmsnorm(x, ops.param(p + ".attn_norm.gamma", f32({H})), c.norm_eps);
       x = ops.add(x, attention(ops, h, a, p + ".attn"));
       h = ops.rmsnorm(x, ops.param(p + ".mlp_norm.gamma", f32({H})), c.norm_eps);
+      if (c.experts > 0) {
+        x = ops.add(x, swiglu_experts(ops, h, c, p));
+        continue;
+      }
       ValueId gate = ops.silu(dense(ops, h, H, c.ffn, p + ".mlp.gate", false));
       ValueId up = dense(ops, h, H, c.ffn, p + ".mlp.up", false);
       x = ops.add(x, dense(ops, ops.mul(gate, up), c.ffn, H, p + ".mlp.down", false));

@@ -1,6 +1,6 @@
 // The zoo's presets. Sources: GPT-3 sizes as in Alpa's benchmark suite (seq 1024, vocab 51200;
 // gpt3-175b from the GPT-3 paper, seq 2048, vocab 50257); Megatron rows from Narayanan et al.
-// SC'21 Table 1 (vocab 51,200, seq 2,048); Llama 2 / Llama 3 model cards.
+// SC'21 Table 1 (vocab 51,200, seq 2,048); Llama 2 / Llama 3 / Mixtral model cards.
 #include "heddle/ops/zoo/Zoo.h"
 
 #include <functional>
@@ -41,15 +41,24 @@ struct LlamaRow {
   const char* name;
   int64_t layers, hidden, heads, kv_heads, ffn, vocab, seq;
   double theta;
+  int64_t experts;  // 0: dense MLP
   const char* source;
 };
 
+// Sizes from the models' config.json files (Hugging Face) and model cards; parameter counts
+// are asserted in tests/ops/ZooTest.cpp.
 const LlamaRow kLlama[] = {
-    {"llama-tiny", 2, 64, 4, 2, 172, 128, 32, 10000.0, "small test size"},
-    {"llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096, 10000.0, "Llama 2 model card, 6.74B"},
-    {"llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096, 10000.0, "Llama 2 model card, 69.0B"},
-    {"llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, 500000.0,
+    {"llama-tiny", 2, 64, 4, 2, 172, 128, 32, 10000.0, 0, "small test size"},
+    {"llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096, 10000.0, 0, "Llama 2 model card, 6.74B"},
+    {"llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096, 10000.0, 0, "Llama 2 model card, 13.0B"},
+    {"llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096, 10000.0, 0, "Llama 2 model card, 69.0B"},
+    {"llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, 500000.0, 0, "Llama 3 model card, 8.03B"},
+    {"llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, 500000.0, 0, "Llama 3 model card, 70.6B"},
+    {"llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, 500000.0, 0,
      "Llama 3.1 model card, 405B"},
+    {"mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096, 1000000.0, 8,
+     "Mixtral 8x7B: 8 SwiGLU experts, top-2, 46.7B (seq 4096 of its 32k context)"},
+    {"mixtral-tiny", 2, 64, 4, 2, 96, 128, 32, 10000.0, 4, "small test size, 4 experts, top-2"},
 };
 
 std::vector<ZooEntry> make_entries() {
@@ -64,8 +73,9 @@ std::vector<ZooEntry> make_entries() {
     e.push_back({r.name, "llama",
                  "l=" + std::to_string(r.layers) + " h=" + std::to_string(r.hidden) +
                      " heads=" + std::to_string(r.heads) + "/" + std::to_string(r.kv_heads) +
-                     " kv ffn=" + std::to_string(r.ffn) + " V=" + std::to_string(r.vocab) + " (" +
-                     r.source + ")"});
+                     " kv ffn=" + std::to_string(r.ffn) + " V=" + std::to_string(r.vocab) +
+                     (r.experts ? " experts=" + std::to_string(r.experts) : "") + " (" + r.source +
+                     ")"});
   e.push_back({"resnet50", "resnet", "ResNet-50 v1.5, 224x224, 1000 classes (25.6M)"});
   e.push_back({"wide-resnet50-2", "resnet",
                "Wide ResNet-50-2 (torchvision), 224x224, 1000 classes (68.9M); --hidden widens"});
@@ -81,20 +91,32 @@ std::vector<ZooEntry> make_entries() {
   return e;
 }
 
+std::string join_flags(std::initializer_list<const char*> allowed) {
+  std::string out;
+  for (const char* a : allowed) out += (out.empty() ? "" : ", --") + std::string(a);
+  return out;
+}
+
 // Applies the overrides named in `allowed`; any other set override is an error.
 Status apply(const ZooOverrides& o, std::string_view model,
              std::initializer_list<const char*> allowed,
              std::initializer_list<std::pair<const char*, int64_t*>> fields) {
   const std::pair<const char*, const std::optional<int64_t>*> all[] = {
-      {"layers", &o.layers}, {"hidden", &o.hidden}, {"heads", &o.heads},
-      {"seq", &o.seq},       {"vocab", &o.vocab},   {"batch", &o.batch}};
+      {"layers", &o.layers}, {"hidden", &o.hidden},     {"heads", &o.heads},
+      {"seq", &o.seq},       {"vocab", &o.vocab},       {"batch", &o.batch},
+      {"ffn", &o.ffn},       {"kv-heads", &o.kv_heads}, {"experts", &o.experts},
+      {"top-k", &o.top_k}};
   for (auto [name, val] : all) {
     if (!val->has_value()) continue;
     bool ok = false;
     for (const char* a : allowed) ok = ok || std::string_view(a) == name;
     if (!ok)
       return Diagnostic("override --" + std::string(name) + " does not apply to model '" +
-                        std::string(model) + "'");
+                        std::string(model) + "' (it takes --" + join_flags(allowed) + ")");
+    if (std::string_view(name) == "top-k" && **val != 2)
+      return Diagnostic("--top-k " + std::to_string(**val) + ": model '" + std::string(model) +
+                        "' routes every token to its top 2 experts (the zoo's gating op is "
+                        "top-2, as GShard and Mixtral); only --top-k 2 is built");
     for (auto [f, dst] : fields)
       if (std::string_view(f) == name) *dst = **val;
   }
@@ -138,8 +160,6 @@ Result<GptConfig> gpt_preset(std::string_view name, const ZooOverrides& over) {
 
 Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
                               const ModelOptions& options) {
-  const std::initializer_list<const char*> kLm = {"layers", "hidden", "heads",
-                                                  "seq",    "vocab",  "batch"};
   if (name == "mlp") {
     MlpConfig c;
     HEDDLE_TRY(apply(over, name, {"layers", "hidden", "batch"},
@@ -163,15 +183,26 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
       c.vocab = r.vocab;
       c.seq = r.seq;
       c.rope_theta = r.theta;
-      c.batch = name == "llama-tiny" ? 2 : 1;
-      HEDDLE_TRY(apply(over, name, kLm,
-                       {{"layers", &c.layers},
-                        {"hidden", &c.hidden},
-                        {"heads", &c.heads},
-                        {"seq", &c.seq},
-                        {"vocab", &c.vocab},
-                        {"batch", &c.batch}}));
-      if (over.heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
+      c.experts = r.experts;
+      c.batch = name == "llama-tiny" || name == "mixtral-tiny" ? 2 : 1;
+      const bool sparse = r.experts > 0;
+      HEDDLE_TRY(apply(
+          over, name,
+          sparse
+              ? std::initializer_list<const char*>{"layers", "hidden", "heads", "seq", "vocab",
+                                                   "batch", "ffn", "kv-heads", "experts", "top-k"}
+              : std::initializer_list<const char*>{"layers", "hidden", "heads", "seq", "vocab",
+                                                   "batch", "ffn", "kv-heads"},
+          {{"layers", &c.layers},
+           {"hidden", &c.hidden},
+           {"heads", &c.heads},
+           {"seq", &c.seq},
+           {"vocab", &c.vocab},
+           {"batch", &c.batch},
+           {"ffn", &c.ffn},
+           {"kv-heads", &c.kv_heads},
+           {"experts", &c.experts}}));
+      if (over.heads && !over.kv_heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
       return build_llama(c, options);
     }
   if (name == "resnet50" || name == "wide-resnet50-2" || name == "resnet-tiny") {
@@ -218,13 +249,17 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
     } else {
       c.batch = 2;
     }
-    HEDDLE_TRY(apply(over, name, kLm,
-                     {{"layers", &c.layers},
-                      {"hidden", &c.hidden},
-                      {"heads", &c.heads},
-                      {"seq", &c.seq},
-                      {"vocab", &c.vocab},
-                      {"batch", &c.batch}}));
+    HEDDLE_TRY(
+        apply(over, name,
+              {"layers", "hidden", "heads", "seq", "vocab", "batch", "ffn", "experts", "top-k"},
+              {{"layers", &c.layers},
+               {"hidden", &c.hidden},
+               {"heads", &c.heads},
+               {"seq", &c.seq},
+               {"vocab", &c.vocab},
+               {"batch", &c.batch},
+               {"ffn", &c.ffn},
+               {"experts", &c.experts}}));
     return build_moe(c, options);
   }
   std::vector<std::string> names;

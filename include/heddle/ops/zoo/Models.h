@@ -51,6 +51,9 @@ struct LlamaConfig {
   int64_t batch = 1;
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
+  /// > 0: every layer's MLP is a sparse mixture of this many SwiGLU experts of width `ffn`, top-2
+  /// routed (Mixtral); default 0, a dense MLP.
+  int64_t experts = 0;
 };
 
 /// ResNet-50 v1.5 (torchvision layout; BatchNorm in inference form: per-channel scale and

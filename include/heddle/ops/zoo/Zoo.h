@@ -1,5 +1,5 @@
-// The zoo registry: named presets (mlp, gpt3-*, megatron-*, llama*, resnet50, vit-b16,
-// gshard-moe, small test sizes) with the overrides of `heddle show`.
+// The zoo registry: named presets (mlp, gpt3-*, megatron-*, llama*, mixtral-8x7b, resnet50,
+// vit-b16, gshard-moe, small test sizes) with the overrides of `heddle show`.
 #pragma once
 
 #include <optional>
@@ -21,6 +21,9 @@ struct ZooEntry {
 /// Overrides of a preset; unset fields keep the preset's value.
 struct ZooOverrides {
   std::optional<int64_t> layers, hidden, heads, seq, vocab, batch;
+  /// MLP inner width (llama, moe), key/value heads (llama), experts (moe, mixtral) and experts per
+  /// token (moe, mixtral: 2 only, the gating op is top-2).
+  std::optional<int64_t> ffn, kv_heads, experts, top_k;
 
   /// The batch and, where given, the hidden size, sequence length and layer count; the rest unset.
   static ZooOverrides sized(int64_t batch, std::optional<int64_t> hidden = {},

@@ -1,0 +1,115 @@
+#include "StepReport.h"
+
+#include <fmt/format.h>
+
+#include "heddle/support/Strings.h"
+
+namespace heddle::cli {
+
+namespace {
+
+// 3.1M, 12.3k, 512.
+std::string count_text(double n) {
+  if (n >= 1e9) return fmt::format("{:.3g}G", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.3g}M", n / 1e6);
+  if (n >= 1e4) return fmt::format("{:.3g}k", n / 1e3);
+  return fmt::format("{:.4g}", n);
+}
+
+double tokens_per_step(const cost::SimulationResult& r, const cost::ModelSource& src) {
+  (void)r;
+  return static_cast<double>(src.batch) * static_cast<double>(std::max<int64_t>(src.seq, 1));
+}
+
+}  // namespace
+
+nlohmann::json breakdown_json(const cost::StepBreakdown& b) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& e : b.entries()) j[e.key] = e.seconds;
+  j["total"] = b.total();
+  return j;
+}
+
+void add_step_json(nlohmann::json& j, const cost::SimulationResult& r, const cost::ModelSource& src,
+                   const std::string& stages_key) {
+  j["breakdown"] = breakdown_json(r.breakdown);
+  if (j.contains(stages_key) && j[stages_key].is_array() && j[stages_key].size() == r.stages.size())
+    for (size_t i = 0; i < r.stages.size(); ++i)
+      j[stages_key][i]["breakdown"] = breakdown_json(r.stages[i].breakdown);
+  j["batch"] = src.batch;
+  if (src.seq > 0) j["seq"] = src.seq;
+  const double tokens = tokens_per_step(r, src);
+  j["tokens_per_step"] = tokens;
+  j["tokens_per_s_per_device"] =
+      r.step_time_s > 0 ? tokens / r.step_time_s / static_cast<double>(r.devices) : 0.0;
+  j["micro_batches"] = r.micro_batches;
+  j["micro_batch"] = r.micro_batch;
+}
+
+std::string breakdown_text(const cost::SimulationResult& r) {
+  const double total = r.breakdown.total();
+  std::string out =
+      fmt::format("breakdown        seconds per device per step (sums to the step time{})\n",
+                  r.stages.size() > 1 ? "; mean over stages" : "");
+  std::vector<cost::StepBreakdown::Entry> rows;
+  for (const auto& e : r.breakdown.entries())
+    if (e.seconds > 0) rows.push_back(e);
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.overlapped != b.overlapped ? b.overlapped : a.seconds > b.seconds;
+  });
+  for (const auto& e : rows) {
+    if (e.overlapped)
+      out += fmt::format("  {:<30} {:>10.4g} s  hidden behind compute\n", e.name, e.seconds);
+    else
+      out += fmt::format("  {:<30} {:>10.4g} s  {:>5.1f}%\n", e.name, e.seconds,
+                         total > 0 ? 100 * e.seconds / total : 0.0);
+  }
+  // Per stage, runs of stages with the same breakdown on one line.
+  for (size_t i = 0; r.stages.size() > 1 && i < r.stages.size();) {
+    const std::string text = r.stages[i].breakdown.to_string();
+    size_t j = i + 1;
+    while (j < r.stages.size() && r.stages[j].breakdown.to_string() == text) ++j;
+    std::string which =
+        j - i == 1 ? fmt::format("stage {}", i) : fmt::format("stages {}-{}", i, j - 1);
+    out += fmt::format("  {:<12} {}\n", which, text);
+    i = j;
+  }
+  return out;
+}
+
+std::string workload_text(const cost::SimulationResult& r, const cost::ModelSource& src) {
+  const double tokens = tokens_per_step(r, src);
+  const double per_device =
+      r.step_time_s > 0 ? tokens / r.step_time_s / static_cast<double>(r.devices) : 0.0;
+  if (src.seq > 0)
+    return fmt::format("batch {} x seq {} = {} tokens per step, {} tokens/s per device", src.batch,
+                       src.seq, count_text(tokens), count_text(per_device));
+  return fmt::format("batch {} samples per step, {} samples/s per device", src.batch,
+                     count_text(per_device));
+}
+
+std::string micro_batches_text(const cost::SimulationResult& r) {
+  const std::string unit = r.micro_batches == 1 ? "micro-batch" : "micro-batches";
+  if (r.heterogeneous) {
+    std::vector<std::string> per;
+    for (const auto& s : r.stages) per.push_back(std::to_string(s.micro_batch));
+    return fmt::format("{} {} of {} sequences per data-parallel replica (by stage)",
+                       r.micro_batches, unit, join(per, " | "));
+  }
+  return fmt::format("{} {} of {} {} per data-parallel replica", r.micro_batches, unit,
+                     r.micro_batch, r.micro_batch == 1 ? "sequence" : "sequences");
+}
+
+std::vector<std::string> workload_warnings(const cost::ModelSource& src, bool batch_given,
+                                           int64_t devices, bool train) {
+  std::vector<std::string> out;
+  if (!batch_given && src.batch < devices)
+    out.push_back(fmt::format(
+        "the batch is {} (the model's default) for {} devices: most of them idle or split one "
+        "sequence, so step time, MFU and bubble say little about a real {}; give --batch (the "
+        "global batch, e.g. the sequences per optimizer step)",
+        src.batch, devices, train ? "training run" : "serving load"));
+  return out;
+}
+
+}  // namespace heddle::cli
