@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "SimulateZoo.h"
 #include "heddle/cost/Simulator.h"
 #include "heddle/cost/StepBreakdown.h"
 
@@ -14,18 +15,7 @@ namespace {
 SimulationResult sim(const std::string& model, const std::string& strategy, int64_t batch,
                      bool train = true, bool overlap = false,
                      const std::string& cluster = "a100x32") {
-  zoo::ZooOverrides o;
-  o.batch = batch;
-  auto src = zoo_model_source(model, o);
-  auto c = resolve_cluster(cluster);
-  auto s = StrategySpec::parse(strategy);
-  EXPECT_TRUE(src.ok() && c.ok() && s.ok());
-  SimulateOptions opts;
-  opts.train = train;
-  opts.overlap = overlap;
-  auto r = simulate(*src, *c, *s, opts);
-  EXPECT_TRUE(r.ok()) << r.error().to_string();
-  return r.ok() ? *r : SimulationResult{};
+  return simulate_zoo(model, cluster, strategy, batch, train, overlap);
 }
 
 void expect_sums_to_step(const SimulationResult& r) {

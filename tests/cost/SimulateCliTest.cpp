@@ -41,7 +41,8 @@ TEST(SimulateCli, JsonKeysAndTrace) {
   }
   // Inside the blocks, the step's categories as named spans, the idle time as bubbles: summed
   // over the 4 stages (dp=1, tp=8: one device each) they are the breakdown times 4.
-  for (const char* name : {"compute", "recompute", "tp/sp collectives", "pipeline sends", "bubble"}) {
+  for (const char* name :
+       {"compute", "recompute", "tp/sp collectives", "pipeline sends", "bubble"}) {
     ASSERT_TRUE(spans.count(name)) << name;
     std::string key = std::string(name) == "tp/sp collectives" ? "tp_sp_collectives"
                       : std::string(name) == "pipeline sends"  ? "pipeline_sends"

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "SimulateZoo.h"
 #include "heddle/cost/ModelParts.h"
 #include "heddle/cost/Simulator.h"
 #include "heddle/ops/Autodiff.h"
@@ -22,18 +23,7 @@ SimulateOptions training() {
 SimulationResult sim(const std::string& model, const std::string& cluster,
                      const std::string& strategy, int64_t batch, bool train = true,
                      bool overlap = false) {
-  zoo::ZooOverrides o;
-  o.batch = batch;
-  auto src = zoo_model_source(model, o);
-  auto c = resolve_cluster(cluster);
-  auto s = StrategySpec::parse(strategy);
-  EXPECT_TRUE(src.ok() && c.ok() && s.ok());
-  SimulateOptions opts;
-  opts.train = train;
-  opts.overlap = overlap;
-  auto r = simulate(*src, *c, *s, opts);
-  EXPECT_TRUE(r.ok()) << r.error().to_string();
-  return r.ok() ? *r : SimulationResult{};
+  return simulate_zoo(model, cluster, strategy, batch, train, overlap);
 }
 
 struct Row {

@@ -3,6 +3,8 @@
 // and forward plans that print only the keys that apply.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/RunCli.h"
@@ -13,7 +15,8 @@ namespace {
 using testing::run_heddle;
 
 TEST(PlanExplainCli, CompareSaysWhyThePlanWins) {
-  const std::string base = "plan megatron-7.5b --cluster a100x16 --train --batch 32 --time-limit 20";
+  const std::string base =
+      "plan megatron-7.5b --cluster a100x16 --train --batch 32 --time-limit 20";
   const std::string mine = "dp=16,zero=1,recompute=full";
   auto r = run_heddle(base + " --json --compare " + mine + " --compare dp=2,tp=8,pp=1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -41,9 +44,10 @@ TEST(PlanExplainCli, CompareSaysWhyThePlanWins) {
   EXPECT_GT(c["difference"]["recompute"].get<double>(), 0);
   EXPECT_NE(c["why"].get<std::string>().find("recompute +"), std::string::npos);
   // A compared strategy re-simulates to the same step.
-  auto sim = run_heddle("simulate megatron-7.5b --cluster a100x16 --train --batch 32 --json "
-                        "--strategy " +
-                        c["strategy"].get<std::string>());
+  auto sim = run_heddle(
+      "simulate megatron-7.5b --cluster a100x16 --train --batch 32 --json "
+      "--strategy " +
+      c["strategy"].get<std::string>());
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   EXPECT_EQ(nlohmann::json::parse(sim.out)["step_time_s"], c["step_time_s"]);
   // JSON carries the ranking and the workload.
@@ -57,8 +61,9 @@ TEST(PlanExplainCli, CompareSaysWhyThePlanWins) {
   // The text: the breakdowns side by side and one `why` line per strategy.
   auto t = run_heddle(base + " --compare " + mine);
   ASSERT_EQ(t.exit_code, 0) << t.err;
-  for (const char* needle : {"compare (seconds per device)", "yours #1", "why (yours minus the plan",
-                             "breakdown", "workload   batch 32 x seq 2048", "ranking"})
+  for (const char* needle :
+       {"compare (seconds per device)", "yours #1", "why (yours minus the plan", "breakdown",
+        "workload   batch 32 x seq 2048", "ranking"})
     EXPECT_NE(t.out.find(needle), std::string::npos) << needle << "\n" << t.out;
   // A strategy that cannot be priced names the --compare value.
   auto bad = run_heddle(base + " --compare dp=3");
@@ -67,8 +72,24 @@ TEST(PlanExplainCli, CompareSaysWhyThePlanWins) {
 }
 
 TEST(PlanExplainCli, TiesSayWhatDiffers) {
-  auto r = run_heddle("plan megatron-7.5b --cluster a100x16 --train --batch 32 --time-limit 20");
+  const std::string dir = "/tmp/heddle_plan_explain_out";
+  std::filesystem::remove_all(dir);
+  auto r = run_heddle(
+      "plan megatron-7.5b --cluster a100x16 --train --batch 32 --time-limit 20 "
+      "--out " +
+      dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // plan.json restates the workload and carries the breakdown (per stage too) and the ranking.
+  std::ifstream in(dir + "/plan.json");
+  ASSERT_TRUE(in.good());
+  auto plan = nlohmann::json::parse(in);
+  EXPECT_EQ(plan["batch"], 32);
+  EXPECT_EQ(plan["tokens_per_step"], 32 * 2048);
+  EXPECT_NEAR(plan["breakdown"]["total"].get<double>(), plan["step_time_s"].get<double>(),
+              1e-9 * plan["step_time_s"].get<double>());
+  EXPECT_TRUE(plan["stage_meshes"][0].contains("breakdown"));
+  EXPECT_GE(plan["ranking"].size(), 2u);
+  std::filesystem::remove_all(dir);
   // zero=1 and zero=2 price the same step here; the ranking says so and which needs less memory.
   size_t tie = r.out.find("ties with the row above: zero ");
   ASSERT_NE(tie, std::string::npos) << r.out;
@@ -83,8 +104,8 @@ TEST(PlanExplainCli, DefaultBatchWarnsAndForwardPlansHoldOnlyWhatApplies) {
   EXPECT_NE(j["warnings"][0].get<std::string>().find("give --batch"), std::string::npos);
   EXPECT_NE(one.err.find("warning: the batch is 1"), std::string::npos);
   // Given explicitly, batch 1 is the user's choice: no warning.
-  auto given = run_heddle(
-      "plan megatron-7.5b --cluster a100x16 --train --time-limit 20 --json --batch 1");
+  auto given =
+      run_heddle("plan megatron-7.5b --cluster a100x16 --train --time-limit 20 --json --batch 1");
   ASSERT_EQ(given.exit_code, 0) << given.err;
   EXPECT_TRUE(nlohmann::json::parse(given.out)["warnings"].empty());
   // A forward plan: no zero, recompute or schedule in the strategy or the text.
@@ -101,10 +122,12 @@ TEST(PlanExplainCli, DefaultBatchWarnsAndForwardPlansHoldOnlyWhatApplies) {
 }
 
 TEST(PlanExplainCli, OverlapIsAPlanOption) {
-  auto off = run_heddle("plan megatron-7.5b --cluster a100x16 --train --batch 32 --json "
-                        "--strategy auto,pp=4,tp=1 --time-limit 20");
-  auto on = run_heddle("plan megatron-7.5b --cluster a100x16 --train --batch 32 --json "
-                       "--strategy auto,pp=4,tp=1 --time-limit 20 --overlap");
+  auto off = run_heddle(
+      "plan megatron-7.5b --cluster a100x16 --train --batch 32 --json "
+      "--strategy auto,pp=4,tp=1 --time-limit 20");
+  auto on = run_heddle(
+      "plan megatron-7.5b --cluster a100x16 --train --batch 32 --json "
+      "--strategy auto,pp=4,tp=1 --time-limit 20 --overlap");
   ASSERT_EQ(off.exit_code, 0) << off.err;
   ASSERT_EQ(on.exit_code, 0) << on.err;
   auto a = nlohmann::json::parse(off.out), b = nlohmann::json::parse(on.out);
@@ -130,8 +153,9 @@ TEST(PlanExplainCli, HelpNamesEveryModelKindAndTheNewOptions) {
 }
 
 TEST(PlanExplainCli, SearchTriesSequenceParallel) {
-  auto r = run_heddle("plan megatron-7.5b --cluster a100x16 --train --batch 32 --json "
-                      "--time-limit 20");
+  auto r = run_heddle(
+      "plan megatron-7.5b --cluster a100x16 --train --batch 32 --json "
+      "--time-limit 20");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   std::string with_sp;
@@ -143,10 +167,14 @@ TEST(PlanExplainCli, SearchTriesSequenceParallel) {
   ASSERT_FALSE(with_sp.empty()) << j["ranking"].dump(1);
   // It is in the ranking because it beat the same layout without sp.
   std::string without = with_sp.substr(0, with_sp.find(",sp=on"));
-  auto a = run_heddle("simulate megatron-7.5b --cluster a100x16 --train --batch 32 --json "
-                      "--strategy " + with_sp);
-  auto b = run_heddle("simulate megatron-7.5b --cluster a100x16 --train --batch 32 --json "
-                      "--strategy " + without);
+  auto a = run_heddle(
+      "simulate megatron-7.5b --cluster a100x16 --train --batch 32 --json "
+      "--strategy " +
+      with_sp);
+  auto b = run_heddle(
+      "simulate megatron-7.5b --cluster a100x16 --train --batch 32 --json "
+      "--strategy " +
+      without);
   ASSERT_EQ(a.exit_code, 0) << a.err;
   auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
   EXPECT_LT(ja["step_time_s"].get<double>(), jb["step_time_s"].get<double>());

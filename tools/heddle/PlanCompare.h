@@ -24,7 +24,8 @@ Result<std::vector<ComparedPlan>> price_compared(const std::vector<std::string>&
                                                  const cost::Cluster& cluster, bool train,
                                                  bool overlap);
 
-/// The `compare` JSON array: per strategy its step figures, `breakdown`, `difference` (seconds
+/// The `compare` JSON array: per strategy `given`, `strategy`, `devices`, `step_time_s`,
+/// `feasible`, `peak_memory_bytes`, `mfu`, `breakdown`, `difference` (seconds
 /// per category, the strategy's minus the plan's), `slowdown` (its step over the plan's) and
 /// `why` (explain_difference()).
 nlohmann::json compare_json(const std::vector<ComparedPlan>& compared,

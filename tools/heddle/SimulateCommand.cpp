@@ -33,8 +33,7 @@ int infeasible(const cost::SimulationResult& r) {
   std::fprintf(stderr,
                "error: the plan needs %s on its fullest device but the device has %s; try a "
                "higher zero stage, recompute=selective or full, a smaller mb, or more tp/pp\n",
-               human_bytes(r.peak_memory_bytes).c_str(),
-               human_bytes(r.memory_limit_bytes).c_str());
+               human_bytes(r.peak_memory_bytes).c_str(), human_bytes(r.memory_limit_bytes).c_str());
   return 1;
 }
 

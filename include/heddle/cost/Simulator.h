@@ -1,7 +1,8 @@
 // The simulator: predicts one step of a model under a strategy on a cluster. It costs one
 // representative device per pipeline stage (one repeating layer costed once), builds the pipeline
 // schedule from those costs and runs it as a discrete-event simulation: step time, busy and idle
-// time, bubble, bytes per link, peak memory per device, model TFLOP/s and MFU.
+// time, bubble, bytes per link, peak memory per device, model TFLOP/s, MFU, and where the step's
+// time goes (StepBreakdown, per stage and on average).
 #pragma once
 
 #include <functional>

@@ -100,7 +100,7 @@ std::string join_flags(std::initializer_list<const char*> allowed) {
 // Applies the overrides named in `allowed`; any other set override is an error.
 Status apply(const ZooOverrides& o, std::string_view model,
              std::initializer_list<const char*> allowed,
-             std::initializer_list<std::pair<const char*, int64_t*>> fields) {
+             const std::vector<std::pair<const char*, int64_t*>>& fields) {
   const std::pair<const char*, const std::optional<int64_t>*> all[] = {
       {"layers", &o.layers}, {"hidden", &o.hidden},     {"heads", &o.heads},
       {"seq", &o.seq},       {"vocab", &o.vocab},       {"batch", &o.batch},
@@ -121,6 +121,17 @@ Status apply(const ZooOverrides& o, std::string_view model,
       if (std::string_view(f) == name) *dst = **val;
   }
   return {};
+}
+
+// The fields every language model takes (`--layers ... --batch`), then `more`.
+template <class Config>
+std::vector<std::pair<const char*, int64_t*>> lm_fields(
+    Config& c, std::initializer_list<std::pair<const char*, int64_t*>> more = {}) {
+  std::vector<std::pair<const char*, int64_t*>> f = {{"layers", &c.layers}, {"hidden", &c.hidden},
+                                                     {"heads", &c.heads},   {"seq", &c.seq},
+                                                     {"vocab", &c.vocab},   {"batch", &c.batch}};
+  f.insert(f.end(), more.begin(), more.end());
+  return f;
 }
 
 }  // namespace
@@ -146,13 +157,8 @@ Result<GptConfig> gpt_preset(std::string_view name, const ZooOverrides& over) {
     c.seq = r.seq;
     c.vocab = r.vocab;
     c.batch = name == "gpt-tiny" ? 2 : 1;
-    HEDDLE_TRY(apply(over, name, {"layers", "hidden", "heads", "seq", "vocab", "batch"},
-                     {{"layers", &c.layers},
-                      {"hidden", &c.hidden},
-                      {"heads", &c.heads},
-                      {"seq", &c.seq},
-                      {"vocab", &c.vocab},
-                      {"batch", &c.batch}}));
+    HEDDLE_TRY(
+        apply(over, name, {"layers", "hidden", "heads", "seq", "vocab", "batch"}, lm_fields(c)));
     return c;
   }
   return Diagnostic("'" + std::string(name) + "' is not a GPT preset");
@@ -193,15 +199,7 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
                                                    "batch", "ffn", "kv-heads", "experts", "top-k"}
               : std::initializer_list<const char*>{"layers", "hidden", "heads", "seq", "vocab",
                                                    "batch", "ffn", "kv-heads"},
-          {{"layers", &c.layers},
-           {"hidden", &c.hidden},
-           {"heads", &c.heads},
-           {"seq", &c.seq},
-           {"vocab", &c.vocab},
-           {"batch", &c.batch},
-           {"ffn", &c.ffn},
-           {"kv-heads", &c.kv_heads},
-           {"experts", &c.experts}}));
+          lm_fields(c, {{"ffn", &c.ffn}, {"kv-heads", &c.kv_heads}, {"experts", &c.experts}})));
       if (over.heads && !over.kv_heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
       return build_llama(c, options);
     }
@@ -252,14 +250,7 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
     HEDDLE_TRY(
         apply(over, name,
               {"layers", "hidden", "heads", "seq", "vocab", "batch", "ffn", "experts", "top-k"},
-              {{"layers", &c.layers},
-               {"hidden", &c.hidden},
-               {"heads", &c.heads},
-               {"seq", &c.seq},
-               {"vocab", &c.vocab},
-               {"batch", &c.batch},
-               {"ffn", &c.ffn},
-               {"experts", &c.experts}}));
+              lm_fields(c, {{"ffn", &c.ffn}, {"experts", &c.experts}})));
     return build_moe(c, options);
   }
   std::vector<std::string> names;
