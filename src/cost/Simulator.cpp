@@ -254,12 +254,7 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   // Equal per-stage meshes are the plain dp/tp form (one canonical string for one plan); the
   // stages are costed one by one below either way.
   const bool hetero = given.heterogeneous();
-  StrategySpec spec = given;
-  if (!hetero && !spec.meshes.empty()) {
-    spec.dp = spec.meshes.front().dp;
-    spec.tp = spec.meshes.front().tp;
-    spec.meshes.clear();
-  }
+  StrategySpec spec = given.without_equal_meshes();
   const int64_t pp = spec.pp.value_or(1), ep = spec.ep.value_or(1);
   const int64_t dp = hetero ? spec.meshes.front().dp : spec.dp.value_or(1),
                 tp = hetero ? spec.meshes.front().tp : spec.tp.value_or(1);

@@ -90,6 +90,32 @@ Result<LoadedModel> load_model(const ModelRequest& r) {
   return graph_only(parse_graph_file(source));
 }
 
+Result<LoadedModel> load_model_to_run(const ModelRequest& r) {
+  auto loaded = load_model(r);
+  HEDDLE_TRY(loaded);
+  if (loaded->from_onnx && r.options.with_loss)
+    return Diagnostic(SourceLoc{r.source, 0, 0},
+                      "--train applies to zoo and text-IR models; an imported ONNX model has no "
+                      "loss");
+  if (!loaded->missing_weights.empty())
+    return Diagnostic(
+        SourceLoc{r.source, 0, 0},
+        "weights are missing for " + std::to_string(loaded->missing_weights.size()) +
+            " parameter(s) (first: '" + loaded->missing_weights[0] +
+            "'); the file has no weight data (stripped, or external data not found). show, plan "
+            "and simulate work without weights; run needs them");
+  return loaded;
+}
+
+std::function<Result<Graph>(int64_t batch)> batch_rebuilder(const ModelRequest& r) {
+  if (!zoo::is_zoo_model(r.source)) return nullptr;
+  return [r](int64_t batch) {
+    zoo::ZooOverrides over = r.overrides;
+    over.batch = batch;
+    return zoo::build_zoo_model(r.source, over, r.options);
+  };
+}
+
 Result<Graph> load_graph(const ModelRequest& request) {
   auto m = load_model(request);
   HEDDLE_TRY(m);

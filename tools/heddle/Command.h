@@ -33,12 +33,6 @@ Result<double> parse_bytes(const std::string& text, const std::string& flag = "-
 /// Registers the repeatable `--dim NAME=VALUE` (ONNX dynamic dims) on `app`, filling `dims`.
 void add_dim_option(CLI::App* app, std::map<std::string, int64_t>& dims);
 
-/// MODEL for the simulator: a zoo preset it can rebuild at other sizes, else a fixed graph (a
-/// text-IR or ONNX file, dynamic dims bound by `dims`), verified.
-Result<cost::ModelSource> resolve_model_source(const std::string& model,
-                                               const zoo::ZooOverrides& overrides,
-                                               const std::map<std::string, int64_t>& dims = {});
-
 /// Registers --layers --hidden --heads --seq --vocab --batch on `app`, filling `o`.
 void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o);
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,6 +42,14 @@ struct LoadedModel {
 /// dims given to a source that does not take them, unknown dynamic dims, a graph without outputs,
 /// and whatever the text parser or the ONNX importer reports.
 Result<LoadedModel> load_model(const ModelRequest& request);
+
+/// load_model() for a run: the model must be runnable. Diagnostics: those of load_model(), a loss
+/// asked of an ONNX model (`options.with_loss`: it has none), parameters without weight data.
+Result<LoadedModel> load_model_to_run(const ModelRequest& request);
+
+/// The model of `request` rebuilt at another batch (zoo presets, with their overrides and
+/// options); null for files, which cannot be rebuilt.
+std::function<Result<Graph>(int64_t batch)> batch_rebuilder(const ModelRequest& request);
 
 /// load_model() for callers that need only the graph.
 Result<Graph> load_graph(const ModelRequest& request);

@@ -101,6 +101,87 @@ Status apply(const ZooOverrides& o, std::string_view model,
   return {};
 }
 
+bool is_gpt(std::string_view name) {
+  for (const auto& r : kGpt)
+    if (name == r.name) return true;
+  return false;
+}
+
+const LlamaRow* find_llama(std::string_view name) {
+  for (const auto& r : kLlama)
+    if (name == r.name) return &r;
+  return nullptr;
+}
+
+bool is_vit(std::string_view name) { return name == "vit-b16" || name == "vit-tiny"; }
+bool is_moe(std::string_view name) { return name == "gshard-moe" || name == "moe-tiny"; }
+
+const std::initializer_list<const char*> kLm = {"layers", "hidden", "heads",
+                                                "seq",    "vocab",  "batch"};
+
+Result<LlamaConfig> llama_config(const LlamaRow& r, const ZooOverrides& over) {
+  LlamaConfig c;
+  c.layers = r.layers;
+  c.hidden = r.hidden;
+  c.heads = r.heads;
+  c.kv_heads = r.kv_heads;
+  c.ffn = r.ffn;
+  c.vocab = r.vocab;
+  c.seq = r.seq;
+  c.rope_theta = r.theta;
+  c.batch = std::string_view(r.name) == "llama-tiny" ? 2 : 1;
+  HEDDLE_TRY(apply(over, r.name, kLm,
+                   {{"layers", &c.layers},
+                    {"hidden", &c.hidden},
+                    {"heads", &c.heads},
+                    {"seq", &c.seq},
+                    {"vocab", &c.vocab},
+                    {"batch", &c.batch}}));
+  if (over.heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
+  return c;
+}
+
+Result<VitConfig> vit_config(std::string_view name, const ZooOverrides& over) {
+  VitConfig c;
+  if (name == "vit-tiny") {
+    c.batch = 2;
+    c.image = 24;
+    c.patch = 8;
+    c.layers = 2;
+    c.hidden = 32;
+    c.heads = 4;
+    c.mlp = 64;
+    c.classes = 10;
+  }
+  HEDDLE_TRY(apply(
+      over, name, {"layers", "hidden", "heads", "batch"},
+      {{"layers", &c.layers}, {"hidden", &c.hidden}, {"heads", &c.heads}, {"batch", &c.batch}}));
+  return c;
+}
+
+Result<MoeConfig> moe_config(std::string_view name, const ZooOverrides& over) {
+  MoeConfig c;
+  if (name == "gshard-moe") {
+    c.layers = 12;
+    c.hidden = 768;
+    c.heads = 12;
+    c.experts = 8;
+    c.ffn = 3072;
+    c.seq = 1024;
+    c.vocab = 32000;
+  } else {
+    c.batch = 2;
+  }
+  HEDDLE_TRY(apply(over, name, kLm,
+                   {{"layers", &c.layers},
+                    {"hidden", &c.hidden},
+                    {"heads", &c.heads},
+                    {"seq", &c.seq},
+                    {"vocab", &c.vocab},
+                    {"batch", &c.batch}}));
+  return c;
+}
+
 }  // namespace
 
 const std::vector<ZooEntry>& zoo_entries() {
@@ -138,42 +219,22 @@ Result<GptConfig> gpt_preset(std::string_view name, const ZooOverrides& over) {
 
 Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
                               const ModelOptions& options) {
-  const std::initializer_list<const char*> kLm = {"layers", "hidden", "heads",
-                                                  "seq",    "vocab",  "batch"};
   if (name == "mlp") {
     MlpConfig c;
     HEDDLE_TRY(apply(over, name, {"layers", "hidden", "batch"},
                      {{"layers", &c.layers}, {"hidden", &c.hidden}, {"batch", &c.batch}}));
     return build_mlp(c, options);
   }
-  for (const auto& r : kGpt)
-    if (name == r.name) {
-      auto c = gpt_preset(name, over);
-      HEDDLE_TRY(c);
-      return build_gpt(*c, options);
-    }
-  for (const auto& r : kLlama)
-    if (name == r.name) {
-      LlamaConfig c;
-      c.layers = r.layers;
-      c.hidden = r.hidden;
-      c.heads = r.heads;
-      c.kv_heads = r.kv_heads;
-      c.ffn = r.ffn;
-      c.vocab = r.vocab;
-      c.seq = r.seq;
-      c.rope_theta = r.theta;
-      c.batch = name == "llama-tiny" ? 2 : 1;
-      HEDDLE_TRY(apply(over, name, kLm,
-                       {{"layers", &c.layers},
-                        {"hidden", &c.hidden},
-                        {"heads", &c.heads},
-                        {"seq", &c.seq},
-                        {"vocab", &c.vocab},
-                        {"batch", &c.batch}}));
-      if (over.heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
-      return build_llama(c, options);
-    }
+  if (is_gpt(name)) {
+    auto c = gpt_preset(name, over);
+    HEDDLE_TRY(c);
+    return build_gpt(*c, options);
+  }
+  if (const LlamaRow* r = find_llama(name)) {
+    auto c = llama_config(*r, over);
+    HEDDLE_TRY(c);
+    return build_llama(*c, options);
+  }
   if (name == "resnet50" || name == "wide-resnet50-2" || name == "resnet-tiny") {
     ResNetConfig c;
     if (name == "wide-resnet50-2") c.width = 128;
@@ -188,50 +249,47 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
     HEDDLE_TRY(apply(over, name, {"batch", "hidden"}, {{"batch", &c.batch}, {"hidden", &c.width}}));
     return build_resnet50(c, options);
   }
-  if (name == "vit-b16" || name == "vit-tiny") {
-    VitConfig c;
-    if (name == "vit-tiny") {
-      c.batch = 2;
-      c.image = 24;
-      c.patch = 8;
-      c.layers = 2;
-      c.hidden = 32;
-      c.heads = 4;
-      c.mlp = 64;
-      c.classes = 10;
-    }
-    HEDDLE_TRY(apply(
-        over, name, {"layers", "hidden", "heads", "batch"},
-        {{"layers", &c.layers}, {"hidden", &c.hidden}, {"heads", &c.heads}, {"batch", &c.batch}}));
-    return build_vit(c, options);
+  if (is_vit(name)) {
+    auto c = vit_config(name, over);
+    HEDDLE_TRY(c);
+    return build_vit(*c, options);
   }
-  if (name == "gshard-moe" || name == "moe-tiny") {
-    MoeConfig c;
-    if (name == "gshard-moe") {
-      c.layers = 12;
-      c.hidden = 768;
-      c.heads = 12;
-      c.experts = 8;
-      c.ffn = 3072;
-      c.seq = 1024;
-      c.vocab = 32000;
-    } else {
-      c.batch = 2;
-    }
-    HEDDLE_TRY(apply(over, name, kLm,
-                     {{"layers", &c.layers},
-                      {"hidden", &c.hidden},
-                      {"heads", &c.heads},
-                      {"seq", &c.seq},
-                      {"vocab", &c.vocab},
-                      {"batch", &c.batch}}));
-    return build_moe(c, options);
+  if (is_moe(name)) {
+    auto c = moe_config(name, over);
+    HEDDLE_TRY(c);
+    return build_moe(*c, options);
   }
   std::vector<std::string> names;
   for (const auto& e : zoo_entries()) names.push_back(e.name);
   return Diagnostic(
       "unknown model '" + std::string(name) +
       "': not a zoo name (heddle show --list) and not a file; zoo: " + join(names, ", "));
+}
+
+Result<ZooLayers> zoo_layers(std::string_view name, const ZooOverrides& over) {
+  if (is_gpt(name)) {
+    auto c = gpt_preset(name, over);
+    HEDDLE_TRY(c);
+    return ZooLayers{c->layers, 1};
+  }
+  if (const LlamaRow* r = find_llama(name)) {
+    auto c = llama_config(*r, over);
+    HEDDLE_TRY(c);
+    return ZooLayers{c->layers, 1};
+  }
+  if (is_vit(name)) {
+    auto c = vit_config(name, over);
+    HEDDLE_TRY(c);
+    return ZooLayers{c->layers, 1};
+  }
+  if (is_moe(name)) {  // dense and expert layers alternate: a unit is one of each
+    auto c = moe_config(name, over);
+    HEDDLE_TRY(c);
+    return ZooLayers{c->layers, 2};
+  }
+  auto g = build_zoo_model(name, over);  // unknown names and overrides the preset does not take
+  HEDDLE_TRY(g);
+  return ZooLayers{};
 }
 
 }  // namespace heddle::zoo

@@ -1,6 +1,5 @@
-// Where MODEL comes from: a zoo preset (with size overrides), an ONNX file, or a text-IR file.
+// The flags that say which MODEL to load: zoo size overrides and ONNX dynamic dims.
 #include "Command.h"
-#include "heddle/ir/Verifier.h"
 
 namespace heddle::cli {
 
@@ -34,22 +33,6 @@ void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o) {
   opt("--seq", o.seq, "Zoo models: sequence length");
   opt("--vocab", o.vocab, "Zoo models: vocabulary size");
   opt("--batch", o.batch, "Zoo models: batch size");
-}
-
-Result<cost::ModelSource> resolve_model_source(const std::string& model,
-                                               const zoo::ZooOverrides& overrides,
-                                               const std::map<std::string, int64_t>& dims) {
-  if (zoo::is_zoo_model(model)) {
-    if (!dims.empty())
-      return Diagnostic(SourceLoc{model, 0, 0}, "--dim applies to ONNX models only");
-    return cost::zoo_model_source(model, overrides);
-  }
-  auto g =
-      model::load_graph({.source = model, .overrides = overrides, .options = {}, .dims = dims});
-  HEDDLE_TRY(g);
-  auto diags = verify(*g);
-  if (!diags.empty()) return diags.front();
-  return cost::graph_model_source(std::move(*g));
 }
 
 }  // namespace heddle::cli
