@@ -130,6 +130,13 @@ bool set_output(Importer& im, const onnx::NodeProto& n, Tensor t) {
   return true;
 }
 
+// `x`'s elements in row-major order under another shape of as many elements.
+bool set_reshaped(Importer& im, const onnx::NodeProto& n, const Tensor& x, const IVec& shape) {
+  Tensor out(x.dtype(), shape);
+  for (int64_t i = 0; i < x.numel(); ++i) put(out, i, get(x, i));
+  return set_output(im, n, out);
+}
+
 // One op's folding: true when it set the node's output as a constant, false to import the node
 // as an op. `in`: per input its constant, null for an omitted optional input.
 using Folder = Result<bool> (*)(Importer& im, const onnx::NodeProto& n,
@@ -275,9 +282,7 @@ Result<bool> fold_squeeze(Importer& im, const onnx::NodeProto& n,
   std::vector<int64_t> axes = in.size() > 1 && in[1] ? to_ints(*in[1]) : attr_ints(n, "axes");
   auto s = squeezed_shape(im, n, x.shape(), axes);
   HEDDLE_TRY(s);
-  Tensor out(x.dtype(), IVec(*s));
-  for (int64_t i = 0; i < x.numel(); ++i) put(out, i, get(x, i));
-  return set_output(im, n, out);
+  return set_reshaped(im, n, x, IVec(*s));
 }
 
 Result<bool> fold_reshape(Importer& im, const onnx::NodeProto& n,
@@ -285,9 +290,7 @@ Result<bool> fold_reshape(Importer& im, const onnx::NodeProto& n,
   const Tensor& x = *in[0];
   auto s = reshape_target(im, n, x.shape());
   HEDDLE_TRY(s);
-  Tensor out(x.dtype(), IVec(*s));
-  for (int64_t i = 0; i < x.numel(); ++i) put(out, i, get(x, i));
-  return set_output(im, n, out);
+  return set_reshaped(im, n, x, IVec(*s));
 }
 
 Result<bool> fold_concat(Importer& im, const onnx::NodeProto& n,

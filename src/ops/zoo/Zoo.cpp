@@ -119,6 +119,18 @@ bool is_moe(std::string_view name) { return name == "gshard-moe" || name == "moe
 const std::initializer_list<const char*> kLm = {"layers", "hidden", "heads",
                                                 "seq",    "vocab",  "batch"};
 
+// The overrides of a language model (GPT, Llama, MoE): every size.
+template <typename Config>
+Status apply_lm(const ZooOverrides& over, std::string_view name, Config& c) {
+  return apply(over, name, kLm,
+               {{"layers", &c.layers},
+                {"hidden", &c.hidden},
+                {"heads", &c.heads},
+                {"seq", &c.seq},
+                {"vocab", &c.vocab},
+                {"batch", &c.batch}});
+}
+
 Result<LlamaConfig> llama_config(const LlamaRow& r, const ZooOverrides& over) {
   LlamaConfig c;
   c.layers = r.layers;
@@ -130,13 +142,7 @@ Result<LlamaConfig> llama_config(const LlamaRow& r, const ZooOverrides& over) {
   c.seq = r.seq;
   c.rope_theta = r.theta;
   c.batch = std::string_view(r.name) == "llama-tiny" ? 2 : 1;
-  HEDDLE_TRY(apply(over, r.name, kLm,
-                   {{"layers", &c.layers},
-                    {"hidden", &c.hidden},
-                    {"heads", &c.heads},
-                    {"seq", &c.seq},
-                    {"vocab", &c.vocab},
-                    {"batch", &c.batch}}));
+  HEDDLE_TRY(apply_lm(over, r.name, c));
   if (over.heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
   return c;
 }
@@ -172,13 +178,7 @@ Result<MoeConfig> moe_config(std::string_view name, const ZooOverrides& over) {
   } else {
     c.batch = 2;
   }
-  HEDDLE_TRY(apply(over, name, kLm,
-                   {{"layers", &c.layers},
-                    {"hidden", &c.hidden},
-                    {"heads", &c.heads},
-                    {"seq", &c.seq},
-                    {"vocab", &c.vocab},
-                    {"batch", &c.batch}}));
+  HEDDLE_TRY(apply_lm(over, name, c));
   return c;
 }
 
@@ -205,13 +205,7 @@ Result<GptConfig> gpt_preset(std::string_view name, const ZooOverrides& over) {
     c.seq = r.seq;
     c.vocab = r.vocab;
     c.batch = name == "gpt-tiny" ? 2 : 1;
-    HEDDLE_TRY(apply(over, name, {"layers", "hidden", "heads", "seq", "vocab", "batch"},
-                     {{"layers", &c.layers},
-                      {"hidden", &c.hidden},
-                      {"heads", &c.heads},
-                      {"seq", &c.seq},
-                      {"vocab", &c.vocab},
-                      {"batch", &c.batch}}));
+    HEDDLE_TRY(apply_lm(over, name, c));
     return c;
   }
   return Diagnostic("'" + std::string(name) + "' is not a GPT preset");
