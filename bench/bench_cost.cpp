@@ -44,7 +44,7 @@ int main() {
     auto cluster = cost::cluster_preset(fmt::format("a100x{}", r.t * r.p * r.d));
     zoo::ZooOverrides o;
     o.batch = r.batch;
-    auto src = cost::zoo_model_source(r.model, o);
+    auto src = model::zoo_scalable_model(r.model, o);
     double best = 1e30;
     int64_t events = 0, m = 0;
     for (int rep = 0; rep < 5; ++rep) {

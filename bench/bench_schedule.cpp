@@ -12,7 +12,7 @@
 
 #include "heddle/pipeline/Baselines.h"
 #include "heddle/pipeline/BuiltinPlacements.h"
-#include "heddle/pipeline/Search.h"
+#include "heddle/pipeline/ScheduleSearch.h"
 #include "heddle/pipeline/Validate.h"
 
 using namespace heddle::pipeline;

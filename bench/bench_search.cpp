@@ -40,7 +40,7 @@ struct Best {
 };
 
 // Every baseline configuration of one family, simulated with the tactics' stage plans.
-void baselines(const cost::ModelSource& m, const cost::Cluster& c, Best& dp, Best& zero,
+void baselines(const model::ScalableModel& m, const cost::Cluster& c, Best& dp, Best& zero,
                Best& megatron) {
   int64_t n = c.count;
   int64_t units = m.layers > 0 ? m.layers / m.unit : 0;
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   double worst_ratio = 0;
   std::vector<std::string> notes;
   for (const auto& c : cases) {
-    auto model = cost::zoo_model_source(c.model, c.over);
+    auto model = heddle::model::zoo_scalable_model(c.model, c.over);
     auto cluster = cost::resolve_cluster(c.cluster);
     if (!model.ok() || !cluster.ok()) {
       fmt::print("| {} | error: {} |\n", c.label,
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
   auto row = [](const std::string& cluster_name, std::optional<int64_t> layers) {
     zoo::ZooOverrides over = batch(1536);
     over.layers = layers;
-    auto model = cost::zoo_model_source("gpt3-175b", over);
+    auto model = heddle::model::zoo_scalable_model("gpt3-175b", over);
     auto cluster = cost::resolve_cluster(cluster_name);
     search::ConfigSearchOptions o;
     o.train = true;

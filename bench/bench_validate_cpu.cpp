@@ -264,7 +264,7 @@ int main(int argc, char** argv) {
     std::vector<double> errors, cpu_errors;
     for (const Case& c : cases) {
       if ((!only.empty() && c.model != only) || (train && !c.train_too)) continue;
-      auto src = cost::zoo_model_source(c.model, c.over);
+      auto src = model::zoo_scalable_model(c.model, c.over);
       auto g = executed_graph(c, train);
       if (!src.ok() || !g.ok()) {
         fmt::print("| {} | {} | | error: {} |\n", c.model, c.label,

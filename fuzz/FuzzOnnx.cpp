@@ -1,9 +1,9 @@
 // libFuzzer target: the ONNX importer on arbitrary bytes. Whatever imports must give a graph that
 // verifies cleanly (the importer builds with the op builders) and that prints and parses back.
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
+#include "FuzzCheck.h"
 #include "heddle/frontend/OnnxImport.h"
 #include "heddle/ir/TextParser.h"
 #include "heddle/ir/TextPrinter.h"
@@ -16,8 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.base_dir = "/nonexistent-fuzz-dir";  // external data never resolves
   auto m = heddle::import_onnx_bytes(bytes, "fuzz.onnx", options);
   if (!m.ok()) return 0;
-  if (!heddle::verify(m->graph).empty()) std::abort();
+  HEDDLE_FUZZ_CHECK(heddle::verify(m->graph).empty());
   std::string printed = heddle::print_graph(m->graph);
-  if (!heddle::parse_graph(printed, "printed.hd").ok()) std::abort();
+  HEDDLE_FUZZ_CHECK(heddle::parse_graph(printed, "printed.hd").ok());
   return 0;
 }

@@ -1,9 +1,9 @@
 // libFuzzer target: the pipeline placement JSON reader. Whatever it accepts must write back to
 // JSON that it accepts again.
 #include <cstdint>
-#include <cstdlib>
 #include <string_view>
 
+#include "FuzzCheck.h"
 #include "heddle/pipeline/PlacementJson.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -12,6 +12,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!p.ok()) return 0;
   std::string out = heddle::pipeline::placement_to_json(*p);
   auto again = heddle::pipeline::parse_placement_json(out, "again.json");
-  if (!again.ok()) std::abort();
+  HEDDLE_FUZZ_CHECK(again.ok());
   return 0;
 }

@@ -2,9 +2,9 @@
 // without crashing, and a graph that verifies must print to text that parses back to the same
 // text.
 #include <cstdint>
-#include <cstdlib>
 #include <string_view>
 
+#include "FuzzCheck.h"
 #include "heddle/ir/GraphStats.h"
 #include "heddle/ir/TextParser.h"
 #include "heddle/ir/TextPrinter.h"
@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto diags = heddle::verify(*g);
   std::string printed = heddle::print_graph(*g);
   auto again = heddle::parse_graph(printed, "printed.hd");
-  if (!again.ok() || heddle::print_graph(*again) != printed) std::abort();
+  HEDDLE_FUZZ_CHECK(again.ok() && heddle::print_graph(*again) == printed);
   if (diags.empty()) (void)heddle::graph_stats(*g);
   return 0;
 }

@@ -282,13 +282,8 @@ Status read_strategy(Sim& s, const StrategySpec& given) {
   // Equal per-stage meshes are the plain dp/tp form (one canonical string for one plan); the
   // stages are costed one by one below either way.
   s.hetero = given.heterogeneous();
-  s.spec = given;
+  s.spec = given.without_equal_meshes();
   StrategySpec& spec = s.spec;
-  if (!s.hetero && !spec.meshes.empty()) {
-    spec.dp = spec.meshes.front().dp;
-    spec.tp = spec.meshes.front().tp;
-    spec.meshes.clear();
-  }
   s.pp = spec.pp.value_or(1);
   s.ep = spec.ep.value_or(1);
   s.dp = s.hetero ? spec.meshes.front().dp : spec.dp.value_or(1);

@@ -11,7 +11,7 @@ namespace heddle::cost {
 namespace {
 
 // Forward, backward and optimizer cost of the step of the model built with `layers` layers.
-Result<std::array<PartCost, 3>> step_cost(const ModelSource& model, int64_t layers,
+Result<std::array<PartCost, 3>> step_cost(const model::ScalableModel& model, int64_t layers,
                                           const Mesh& mesh, const Cluster& cluster,
                                           const StrategySpec& spec, int64_t batch,
                                           bool executor_io) {
@@ -54,7 +54,7 @@ PartCost minus(const PartCost& a, const PartCost& b) {
 
 }  // namespace
 
-Result<TrainingParts> cost_training_parts(const ModelSource& model, const Mesh& mesh,
+Result<TrainingParts> cost_training_parts(const model::ScalableModel& model, const Mesh& mesh,
                                           const Cluster& cluster, const StrategySpec& spec,
                                           int64_t batch, bool layered, bool executor_io) {
   if (!model.build_loss)

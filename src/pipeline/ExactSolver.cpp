@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "heddle/pipeline/Search.h"
+#include "heddle/pipeline/ScheduleSearch.h"
 #include "heddle/pipeline/Validate.h"
 
 #pragma GCC diagnostic push

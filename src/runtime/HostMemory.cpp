@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "heddle/ir/GraphStats.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle {
@@ -113,6 +114,19 @@ Status check_host_memory(const HostMemoryNeed& need, int64_t available, bool fro
       need.to_string(), from_option ? "--host-memory allows" : "the host has",
       human_bytes(static_cast<double>(available)),
       from_option ? "" : ", or give --host-memory BYTES if the host really has more"));
+}
+
+int64_t model_feed_bytes(const Graph& g) {
+  int64_t n = 0;
+  for (const auto* ids : {&g.inputs(), &g.params()})
+    for (ValueId v : *ids)
+      n += tensor_storage_bytes(g.type(v).dtype(), g.type(v).shape().product());
+  return n;
+}
+
+int64_t reference_bytes(const Graph& g) {
+  GraphStats size = graph_stats(g);
+  return size.parameters * 4 + size.activation_bytes;
 }
 
 }  // namespace heddle

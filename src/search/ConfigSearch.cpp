@@ -37,7 +37,7 @@ struct Layout {
 
 // Every layout of `n` devices the model and the pins allow; widest tensor parallelism first (within
 // a node it is usually best for large models), so a time limit cuts off the less promising ones.
-std::vector<Layout> layouts_for(const cost::ModelSource& model, int64_t n, int64_t per_node,
+std::vector<Layout> layouts_for(const model::ScalableModel& model, int64_t n, int64_t per_node,
                                 const StrategySpec& pins, bool train) {
   int64_t units = model.layers > 0 ? model.layers / std::max<int64_t>(model.unit, 1) : 0;
   std::vector<Layout> out;
@@ -163,7 +163,7 @@ std::vector<int64_t> device_counts(const cost::Cluster& cluster, const ConfigSea
 
 }  // namespace
 
-cost::SimulateOptions intra_op_simulate_options(const cost::ModelSource& model,
+cost::SimulateOptions intra_op_simulate_options(const model::ScalableModel& model,
                                                 const cost::Cluster& cluster, bool train,
                                                 double time_limit_s, IlpStats* stats) {
   cost::SimulateOptions so;
@@ -204,7 +204,7 @@ cost::SimulateOptions intra_op_simulate_options(const cost::ModelSource& model,
   return so;
 }
 
-Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::Cluster& cluster,
+Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cost::Cluster& cluster,
                                     const ConfigSearchOptions& o) {
   if (!o.pins.meshes.empty())
     return Diagnostic(

@@ -7,7 +7,7 @@
 
 namespace heddle::search {
 
-std::optional<StrategySpec> submesh_candidate(const cost::ModelSource& model,
+std::optional<StrategySpec> submesh_candidate(const model::ScalableModel& model,
                                               const cost::Cluster& cluster,
                                               const StrategySpec& base,
                                               const cost::SimulationResult& base_sim,

@@ -147,6 +147,15 @@ bool StrategySpec::heterogeneous() const {
   return false;
 }
 
+StrategySpec StrategySpec::without_equal_meshes() const {
+  StrategySpec s = *this;
+  if (heterogeneous() || meshes.empty()) return s;
+  s.dp = meshes.front().dp;
+  s.tp = meshes.front().tp;
+  s.meshes.clear();
+  return s;
+}
+
 std::string StrategySpec::to_string() const {
   std::vector<std::string> parts;
   if (auto_search) parts.push_back("auto");

@@ -16,7 +16,7 @@ inline SimulationResult simulate_zoo(const std::string& model, const std::string
                                      bool overlap) {
   zoo::ZooOverrides o;
   o.batch = batch;
-  auto src = zoo_model_source(model, o);
+  auto src = model::zoo_scalable_model(model, o);
   auto c = resolve_cluster(cluster);
   auto s = StrategySpec::parse(strategy);
   EXPECT_TRUE(src.ok() && c.ok() && s.ok());

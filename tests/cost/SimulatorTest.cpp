@@ -135,7 +135,7 @@ TEST(Simulator, AutodiffStepMatchesTheWholeGraph) {
   zoo::ZooOverrides o;
   o.batch = 4;
   o.layers = 5;
-  auto src = zoo_model_source("gpt-tiny", o);
+  auto src = model::zoo_scalable_model("gpt-tiny", o);
   auto c = cluster_preset("h100x2");
   auto spec = StrategySpec::parse("tp=2");
   ASSERT_TRUE(src.ok() && c.ok() && spec.ok());
@@ -172,7 +172,7 @@ TEST(Simulator, AutodiffStepMatchesTheWholeGraph) {
 TEST(Simulator, Diagnostics) {
   zoo::ZooOverrides o;
   o.batch = 8;
-  auto src = zoo_model_source("megatron-1.7b", o);
+  auto src = model::zoo_scalable_model("megatron-1.7b", o);
   auto c = cluster_preset("a100x8");
   ASSERT_TRUE(src.ok() && c.ok());
   auto check = [&](const char* strategy, const char* needle) {
@@ -186,7 +186,7 @@ TEST(Simulator, Diagnostics) {
   check("dp=8,mb=3", "micro-batch");  // 1 sequence per replica, mb=3
   check("dp=1,tp=8,schedule=searched", "schedule");
   check("auto", "auto");
-  auto r50 = zoo_model_source("resnet50", o);
+  auto r50 = model::zoo_scalable_model("resnet50", o);
   ASSERT_TRUE(r50.ok());
   auto s = StrategySpec::parse("dp=4,pp=2");
   auto r = simulate(*r50, *c, *s, training());
@@ -195,12 +195,12 @@ TEST(Simulator, Diagnostics) {
 }
 
 // A GPT whose vocabulary makes the head heavy, on four pipeline stages of one V100 each.
-ModelSource heavy_head_gpt() {
+model::ScalableModel heavy_head_gpt() {
   zoo::ZooOverrides o;
   o.layers = 8;
   o.vocab = 250000;
   o.batch = 16;
-  return *zoo_model_source("gpt3-1.3b", o);
+  return *model::zoo_scalable_model("gpt3-1.3b", o);
 }
 
 TEST(Simulator, UnevenLayerSplitIsHonoured) {
@@ -265,13 +265,13 @@ TEST(Simulator, LayerSplitDiagnostics) {
   // A model without repeating layers has nothing to split.
   zoo::ZooOverrides o;
   o.batch = 8;
-  auto r50 = zoo_model_source("resnet50", o);
+  auto r50 = model::zoo_scalable_model("resnet50", o);
   ASSERT_TRUE(r50.ok());
   auto r = simulate(*r50, *c, *StrategySpec::parse("dp=4,layers=3"), training());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("has none"), std::string::npos) << r.error().message;
   // MoE layers come in units of two.
-  auto moe = zoo_model_source("moe-tiny", o);
+  auto moe = model::zoo_scalable_model("moe-tiny", o);
   ASSERT_TRUE(moe.ok());
   ASSERT_EQ(moe->unit, 2);
   std::string odd = "dp=2,pp=2,layers=1/" + std::to_string(moe->layers - 1);
@@ -284,7 +284,7 @@ TEST(Simulator, LayerSplitDiagnostics) {
 TEST(Simulator, Deterministic) {
   zoo::ZooOverrides o;
   o.batch = 16;
-  auto src = zoo_model_source("megatron-3.6b", o);
+  auto src = model::zoo_scalable_model("megatron-3.6b", o);
   auto c = cluster_preset("a100x16");
   auto s = StrategySpec::parse("dp=2,tp=2,pp=4,schedule=interleaved:2,recompute=full");
   SimulateOptions opts = training();
@@ -306,7 +306,7 @@ TEST(SubMeshes, EqualStagesGiveThePlainResult) {
   zoo::ZooOverrides over;
   over.layers = 6;
   over.batch = 16;
-  auto src = *zoo_model_source("gpt3-1.3b", over);
+  auto src = *model::zoo_scalable_model("gpt3-1.3b", over);
   auto c = *resolve_cluster("a100x16");
   SimulateOptions o = training();
   o.trace = true;
@@ -341,7 +341,7 @@ TEST(SubMeshes, EachStageIsPricedOnItsOwnMesh) {
   zoo::ZooOverrides over;
   over.layers = 4;
   over.batch = 32;
-  auto src = *zoo_model_source("gpt3-1.3b", over);
+  auto src = *model::zoo_scalable_model("gpt3-1.3b", over);
   auto c6 = *resolve_cluster("a100x6"), c4 = *resolve_cluster("a100x4"),
        c8 = *resolve_cluster("a100x8");
   std::map<bool, std::array<SimulationResult, 3>> runs;  // overlap -> hetero, dp=2, dp=4

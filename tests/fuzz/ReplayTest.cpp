@@ -1,5 +1,6 @@
 // The fuzz targets' seeds and regressions, replayed: each input goes through the same parse and
-// property checks as under libFuzzer (a violated property aborts, failing the binary). Every file
+// property checks as under libFuzzer (here a violated property makes the target return 1, which
+// fails the input's EXPECT_EQ below; fuzz/FuzzCheck.h). Every file
 // in fuzz/regressions/<target>/ is an input a fuzzer once crashed, hung or tripped a sanitizer on.
 #include <gtest/gtest.h>
 

@@ -56,10 +56,10 @@ void check_graph(const Graph& g, ValueId loss, double lo, double hi, std::mt1993
   std::vector<Tensor> inputs;
   for (ValueId v : g.inputs())
     inputs.push_back(
-        test::random_tensor(g.type(v), rng, -1, 1, g.type(v).dtype() == DType::kBool ? 2 : 5));
+        testing::random_tensor(g.type(v), rng, -1, 1, g.type(v).dtype() == DType::kBool ? 2 : 5));
   Interpreter fwd(g), bwd(gr->graph);
   for (ValueId p : g.params()) {
-    Tensor t = test::random_tensor(g.type(p), rng, lo, hi);
+    Tensor t = testing::random_tensor(g.type(p), rng, lo, hi);
     fwd.set_param(p, t);
     bwd.set_param(p, t);
   }

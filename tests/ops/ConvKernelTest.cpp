@@ -14,7 +14,7 @@
 namespace heddle {
 namespace {
 
-using test::for_all;
+using testing::for_all;
 
 struct Geo {
   int64_t s0, s1, p0, p1, d0 = 1, d1 = 1, k0 = 1, k1 = 1, groups = 1;
@@ -228,18 +228,18 @@ int check_all(const Built& b, std::mt19937& rng, int* differ = nullptr) {
     }
     SCOPED_TRACE(std::string(op_kind_name(op.kind)) + " " + op.space.to_string());
     std::vector<Tensor> in;
-    for (const auto& x : op.inputs) in.push_back(test::random_tensor(g.type(x.value), rng));
-    auto fast = test::run_whole(g, id, in);
-    EXPECT_LT(test::max_rel_diff(fast[0], naive(b.geo, op, g, in)), 2e-5);
+    for (const auto& x : op.inputs) in.push_back(testing::random_tensor(g.type(x.value), rng));
+    auto fast = testing::run_whole(g, id, in);
+    EXPECT_LT(testing::max_rel_diff(fast[0], naive(b.geo, op, g, in)), 2e-5);
     auto direct = run_direct(g, id, in);
-    EXPECT_LT(test::max_rel_diff(fast[0], direct[0]), 2e-5);
+    EXPECT_LT(testing::max_rel_diff(fast[0], direct[0]), 2e-5);
     if (differ && !(fast[0] == direct[0])) ++*differ;
     for (bool acc : {false, true}) {
-      auto parts = test::run_pieces(g, id, in, rng, acc);
+      auto parts = testing::run_pieces(g, id, in, rng, acc);
       // pool2d_grad sums windows too: oneDNN (whole planes) and the loops (sub-boxes) round
       // differently.
       if (op.space.has_reduce() || op.kind == OpKind::kPool2dGrad)
-        EXPECT_LT(test::max_rel_diff(parts[0], fast[0]), 2e-5) << "accumulate " << acc;
+        EXPECT_LT(testing::max_rel_diff(parts[0], fast[0]), 2e-5) << "accumulate " << acc;
       else
         EXPECT_TRUE(parts[0] == fast[0]) << "tiles differ bitwise, accumulate " << acc;
     }
@@ -280,9 +280,9 @@ TEST(ConvKernels, HaloTilesGiveTheWholeResult) {
   ValueId x = ops.input("x", TensorType(DType::kF32, IVec{2, 3, 10, 7}));
   ops.output(ops.conv2d(x, ops.input("w", TensorType(DType::kF32, IVec{4, 3, 3, 3})), o));
   const Op& op = g.op(0);
-  std::vector<Tensor> in = {test::random_tensor(g.type(op.inputs[0].value), rng),
-                            test::random_tensor(g.type(op.inputs[1].value), rng)};
-  auto whole = test::run_whole(g, 0, in);
+  std::vector<Tensor> in = {testing::random_tensor(g.type(op.inputs[0].value), rng),
+                            testing::random_tensor(g.type(op.inputs[1].value), rng)};
+  auto whole = testing::run_whole(g, 0, in);
   Tensor merged(g.type(op.results[0].value));
   Box all = op.space.box();
   int64_t oh = op.space.find("oh");
@@ -293,7 +293,7 @@ TEST(ConvKernels, HaloTilesGiveTheWholeResult) {
     ASSERT_TRUE(kernels::run(op, piece, {&xt, &in[1]}, {&yt}).ok());
     merged.copy_from(yt);
   }
-  EXPECT_LT(test::max_rel_diff(merged, whole[0]), 1e-6);
+  EXPECT_LT(testing::max_rel_diff(merged, whole[0]), 1e-6);
 }
 
 }  // namespace

@@ -85,7 +85,7 @@ Graph random_graph(std::mt19937& rng, bool pool) {
 std::vector<Tensor> random_inputs(const Graph& g, const Op& op, std::mt19937& rng, bool ties) {
   std::vector<Tensor> in;
   for (const auto& x : op.inputs) {
-    in.push_back(test::random_tensor(g.type(x.value), rng));
+    in.push_back(testing::random_tensor(g.type(x.value), rng));
     if (ties)
       for (int64_t i = 0; i < in.back().numel(); ++i)
         in.back().f32()[i] = std::round(in.back().f32()[i] * 2.0f) / 2.0f;
@@ -194,9 +194,9 @@ void check_graph(const Graph& g, std::mt19937& rng, bool ties, int* checked) {
     ko.threads = static_cast<int>(pick(rng, 1, 2));
     EXPECT_TRUE(kernels::run(op, op.space.box(), ip, {&got}, ko).ok());
     if (kernels::onednn_calls() == before) ADD_FAILURE() << "oneDNN did not serve the whole box";
-    EXPECT_LT(test::max_rel_diff(got, want), 1e-4) << "whole box";
+    EXPECT_LT(testing::max_rel_diff(got, want), 1e-4) << "whole box";
     for (bool acc : {false, true})
-      EXPECT_LT(test::max_rel_diff(run_pieces(g, op, in, rng, acc), want), 1e-4)
+      EXPECT_LT(testing::max_rel_diff(run_pieces(g, op, in, rng, acc), want), 1e-4)
           << "pieces, accumulate " << acc;
     ++*checked;
   }
@@ -244,9 +244,9 @@ TEST(DnnlKernels, ConcatCopiesMatchThePointwiseDefinition) {
     Tensor want(g.type(op.results[0].value));
     for (size_t i = 0; i < in.size(); ++i) {
       const IVec& off = op.inputs[i].proj.map().offset();
-      test::for_all(in[i].shape(), [&](const IVec& q) { want.set(q - off, in[i].at(q)); });
+      testing::for_all(in[i].shape(), [&](const IVec& q) { want.set(q - off, in[i].at(q)); });
     }
-    EXPECT_TRUE(test::run_whole(g, 0, in)[0] == want);
+    EXPECT_TRUE(testing::run_whole(g, 0, in)[0] == want);
     EXPECT_TRUE(run_pieces(g, op, in, rng, false) == want);
   }
 }

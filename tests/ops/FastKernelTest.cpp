@@ -85,7 +85,7 @@ bool check_op(const Graph& g, const Op& op, std::map<ValueId, Tensor>& full, std
   auto value = [&](ValueId v) -> Tensor& {
     auto it = full.find(v);
     if (it == full.end())
-      it = full.emplace(v, test::random_tensor(g.type(v), rng, -1.0, 1.0, 2)).first;
+      it = full.emplace(v, testing::random_tensor(g.type(v), rng, -1.0, 1.0, 2)).first;
     return it->second;
   };
   Box box = random_sub_box(op.space.box(), rng);
@@ -184,7 +184,7 @@ void check_chain(const Graph& g, const std::vector<kernels::ChainCall>& calls,
     if (auto it = ref.find(v); it != ref.end()) return &it->second;
     auto it = ext.find(v);
     if (it == ext.end())
-      it = ext.emplace(v, test::random_tensor(g.type(v), rng, -1.0, 1.0, 2)).first;
+      it = ext.emplace(v, testing::random_tensor(g.type(v), rng, -1.0, 1.0, 2)).first;
     return &it->second;
   };
   kernels::KernelOptions ro;

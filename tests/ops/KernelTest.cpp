@@ -15,7 +15,7 @@
 namespace heddle {
 namespace {
 
-using test::for_all;
+using testing::for_all;
 
 using Naive = std::function<Tensor(const std::vector<Tensor>&)>;
 
@@ -138,7 +138,7 @@ std::vector<Case> make_cases(std::mt19937& rng) {
                  int64_t int_hi = 2) {
     Case c{std::move(name), std::move(g), {}, std::move(naive), int_hi};
     for (ValueId v : c.g.inputs())
-      c.inputs.push_back(test::random_tensor(c.g.type(v), rng, lo, hi, int_hi));
+      c.inputs.push_back(testing::random_tensor(c.g.type(v), rng, lo, hi, int_hi));
     cases.push_back(std::move(c));
   };
   // --- einsum ---
@@ -551,13 +551,13 @@ TEST(Kernels, EveryCaseVerifiesAndMatchesNaiveAndSubBoxes) {
       auto diags = verify(c.g);
       ASSERT_TRUE(diags.empty()) << diags.front().to_string();
       ASSERT_EQ(c.g.num_ops(), 1);
-      auto whole = test::run_whole(c.g, 0, c.inputs);
+      auto whole = testing::run_whole(c.g, 0, c.inputs);
       Tensor want = c.naive(c.inputs);
-      EXPECT_LT(test::max_rel_diff(whole[0], want), 2e-5) << c.g.op(0).space.to_string();
+      EXPECT_LT(testing::max_rel_diff(whole[0], want), 2e-5) << c.g.op(0).space.to_string();
       for (bool acc : {false, true}) {
-        auto parts = test::run_pieces(c.g, 0, c.inputs, rng, acc);
+        auto parts = testing::run_pieces(c.g, 0, c.inputs, rng, acc);
         if (c.g.op(0).space.has_reduce())
-          EXPECT_LT(test::max_rel_diff(parts[0], whole[0]), 2e-5);
+          EXPECT_LT(testing::max_rel_diff(parts[0], whole[0]), 2e-5);
         else
           EXPECT_TRUE(parts[0] == whole[0]) << "tiles differ bitwise";
       }
@@ -581,9 +581,9 @@ TEST(Kernels, OptimizerUpdatesMatchTheirFormulas) {
   ASSERT_TRUE(ops.ok());
   ASSERT_TRUE(verify(g).empty());
   std::vector<Tensor> in;
-  for (ValueId x : g.inputs()) in.push_back(test::random_tensor(g.type(x), rng, 0.0, 1.0));
-  auto adam = test::run_whole(g, 0, in);
-  auto sgd = test::run_whole(g, 1, {in[0], in[1], in[2]});
+  for (ValueId x : g.inputs()) in.push_back(testing::random_tensor(g.type(x), rng, 0.0, 1.0));
+  auto adam = testing::run_whole(g, 0, in);
+  auto sgd = testing::run_whole(g, 1, {in[0], in[1], in[2]});
   for (int64_t i = 0; i < 12; ++i) {
     double P = in[0].f32()[i], G = in[1].f32()[i], M = in[2].f32()[i], V = in[3].f32()[i];
     double m1 = 0.9 * M + 0.1 * G, v1 = 0.999 * V + 0.001 * G * G;
@@ -612,7 +612,7 @@ TEST(Kernels, Top2GatingRespectsCapacity) {
       {0.6f, 0.3f, 0.1f}, {0.5f, 0.4f, 0.1f}, {0.7f, 0.1f, 0.2f}, {0.2f, 0.1f, 0.7f}};
   for (int s = 0; s < 4; ++s)
     for (int e = 0; e < 3; ++e) probs.f32()[s * 3 + e] = rows[s][e];
-  auto out = test::run_whole(g, 0, {probs});
+  auto out = testing::run_whole(g, 0, {probs});
   const Tensor& c = out[0];
   EXPECT_NEAR(c.at(IVec{0, 0, 0}), 0.6 / 0.9, 1e-6);
   EXPECT_NEAR(c.at(IVec{1, 0, 1}), 0.5 / 0.9, 1e-6);

@@ -7,7 +7,7 @@
 
 #include "heddle/ops/Kernel.h"
 
-namespace heddle::test {
+namespace heddle::testing {
 
 void for_all(const IVec& shape, const std::function<void(const IVec&)>& f) {
   int64_t r = shape.size();
@@ -144,4 +144,4 @@ double max_rel_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
-}  // namespace heddle::test
+}  // namespace heddle::testing

@@ -9,7 +9,7 @@
 #include "heddle/ir/Graph.h"
 #include "heddle/ops/Tensor.h"
 
-namespace heddle::test {
+namespace heddle::testing {
 
 /// Calls f(p) for every coordinate of `shape`.
 void for_all(const IVec& shape, const std::function<void(const IVec&)>& f);
@@ -31,4 +31,4 @@ std::vector<Tensor> run_pieces(const Graph& g, OpId id, const std::vector<Tensor
 /// Max |a - b| / (1 + |b|) over elements; infinity on shape mismatch. Equal infinities count 0.
 double max_rel_diff(const Tensor& a, const Tensor& b);
 
-}  // namespace heddle::test
+}  // namespace heddle::testing

@@ -4,7 +4,7 @@
 #include "BruteForce.h"
 #include "heddle/pipeline/BuiltinPlacements.h"
 #include "heddle/pipeline/ExactSolver.h"
-#include "heddle/pipeline/Search.h"
+#include "heddle/pipeline/ScheduleSearch.h"
 #include "heddle/pipeline/Validate.h"
 
 namespace heddle::pipeline {
@@ -48,7 +48,7 @@ TEST(Exact, SearchIsOptimalOnSmallCases) {
     auto e = solve_exact(p, m, memory);
     ASSERT_TRUE(e.ok()) << e.error().to_string();
     EXPECT_TRUE(e->optimal);
-    SearchOptions heuristic_only;  // no branch and bound: the heuristic against CBC
+    ScheduleSearchOptions heuristic_only;  // no branch and bound: the heuristic against CBC
     heuristic_only.exact_max_ops = 0;
     auto s = search_schedule(p, m, memory, heuristic_only);
     ASSERT_TRUE(s.ok());

@@ -1,12 +1,14 @@
 // Lowered programs do not change when lowering's machinery does: the text of every device's
 // program, for zoo models (forward and training steps) under the strategy language and for random
-// graphs under random strategies (halos, 1-3 axis meshes), hashed and compared with digests
-// recorded from the per-device lowering that lowered each device separately (tests/data/
-// lowered_programs.txt). To record new digests after an intended change of the programs:
+// graphs under random strategies (halos, 1-3 axis meshes), compared line by line with the text
+// recorded in tests/data/lowered/<case>.txt (first recorded from the per-device lowering that
+// lowered each device separately). A difference prints the first differing line of both. To
+// record new text after an intended change of the programs:
 // HEDDLE_UPDATE_GOLDEN=1 ./build/tests/runtime/test_runtime --gtest_filter='LowerGolden.*'
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -23,25 +25,41 @@
 namespace heddle {
 namespace {
 
-const char* kGolden = HEDDLE_SOURCE_DIR "/tests/data/lowered_programs.txt";
+const char* kGoldenDir = HEDDLE_SOURCE_DIR "/tests/data/lowered/";
 
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
+// Every device's program text, in device order.
+std::string text(const Graph& g, const Mesh& mesh, const std::vector<DeviceProgram>& progs) {
+  std::string t;
+  for (const auto& p : progs) t += p.to_string(g, mesh);
+  return t;
 }
 
-// Digest of every device's program text (device order), and the total line count.
-std::string digest(const Graph& g, const Mesh& mesh, const std::vector<DeviceProgram>& progs) {
-  uint64_t h = fnv1a("");
-  int64_t lines = 0;
-  for (const auto& p : progs) {
-    std::string t = p.to_string(g, mesh);
-    h = fnv1a(t, h);
-    for (char c : t) lines += c == '\n';
+// `gpt-tiny/train/dp=2,tp=2` as a file name: `gpt-tiny.train.dp=2,tp=2.txt`.
+std::string file_of(std::string name) {
+  for (char& c : name)
+    if (c == '/') c = '.';
+  return std::string(kGoldenDir) + name + ".txt";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Empty when `got` equals `want`; else where they first differ, with both lines.
+std::string first_difference(const std::string& want, const std::string& got) {
+  std::istringstream w(want), g(got);
+  std::string lw, lg;
+  for (int line = 1;; ++line) {
+    bool hw = static_cast<bool>(std::getline(w, lw)), hg = static_cast<bool>(std::getline(g, lg));
+    if (!hw && !hg) return want == got ? "" : "the texts differ in their final newline";
+    if (hw != hg || lw != lg)
+      return "line " + std::to_string(line) + ":\n  recorded: " + (hw ? lw : "<end of file>") +
+             "\n  lowered:  " + (hg ? lg : "<end of file>");
   }
-  std::ostringstream s;
-  s << std::hex << h << std::dec << " " << lines;
-  return s.str();
 }
 
 struct ZooCase {
@@ -83,7 +101,7 @@ std::map<std::string, std::string> compute() {
     EXPECT_TRUE(progs.ok()) << c.model << " " << c.strategy;
     if (!progs.ok()) continue;
     out[std::string(c.model) + (c.train ? "/train/" : "/forward/") + c.strategy] =
-        digest(graph, *mesh, *progs);
+        text(graph, *mesh, *progs);
   }
   const char* meshes[] = {"2", "4", "8", "2x2", "2x4", "2x2x2", "a=2,b=3", "3"};
   std::mt19937_64 rng(4242);
@@ -99,37 +117,31 @@ std::map<std::string, std::string> compute() {
     auto progs = lower(g, plan);
     EXPECT_TRUE(progs.ok()) << "seed " << seed;
     if (!progs.ok()) continue;
-    out["random/" + std::to_string(seed) + "/" + mesh.to_string()] = digest(g, mesh, *progs);
+    out["random/" + std::to_string(seed) + "/" + mesh.to_string()] = text(g, mesh, *progs);
     fetches += program_stats(g, *progs).fetches;
   }
   EXPECT_GT(fetches, 0) << "the random cases must cover halo fetches";
   return out;
 }
 
-TEST(LowerGolden, ProgramsMatchTheRecordedDigests) {
+TEST(LowerGolden, ProgramsMatchTheRecordedText) {
   auto got = compute();
-  if (std::getenv("HEDDLE_UPDATE_GOLDEN")) {
-    std::ofstream f(kGolden);
-    f << "# case digest lines: FNV-1a 64 of every device's program text (tests/runtime/"
-         "LowerGoldenTest.cpp)\n";
-    for (const auto& [k, v] : got) f << k << " " << v << "\n";
-    GTEST_SKIP() << "recorded " << got.size() << " digests in " << kGolden;
-  }
-  std::ifstream f(kGolden);
-  ASSERT_TRUE(f) << kGolden;
-  std::map<std::string, std::string> want;
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    auto sp = line.find(' ');
-    want[line.substr(0, sp)] = line.substr(sp + 1);
-  }
-  EXPECT_EQ(want.size(), got.size());
   EXPECT_GE(got.size(), 30u);
-  for (const auto& [k, v] : want) {
-    auto it = got.find(k);
-    ASSERT_NE(it, got.end()) << k;
-    EXPECT_EQ(it->second, v) << k << ": lowered programs differ from the recorded ones";
+  if (std::getenv("HEDDLE_UPDATE_GOLDEN")) {
+    std::filesystem::remove_all(kGoldenDir);
+    std::filesystem::create_directories(kGoldenDir);
+    for (const auto& [k, v] : got) std::ofstream(file_of(k), std::ios::binary) << v;
+    GTEST_SKIP() << "recorded " << got.size() << " programs in " << kGoldenDir;
+  }
+  size_t recorded = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kGoldenDir))
+    recorded += entry.path().extension() == ".txt";
+  EXPECT_EQ(recorded, got.size()) << "cases in " << kGoldenDir << " and in compute() differ";
+  for (const auto& [k, v] : got) {
+    std::string want = read_file(file_of(k));
+    ASSERT_FALSE(want.empty()) << file_of(k) << " is missing: record it (see the file comment)";
+    EXPECT_EQ(first_difference(want, v), "")
+        << k << ": lowered programs differ from " << file_of(k);
   }
 }
 

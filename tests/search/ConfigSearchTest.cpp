@@ -11,20 +11,20 @@ namespace heddle::search {
 namespace {
 
 // gpt3-1.3b with the overrides given.
-cost::ModelSource gpt13(int64_t layers, int64_t batch, std::optional<int64_t> seq,
-                        std::optional<int64_t> vocab) {
+model::ScalableModel gpt13(int64_t layers, int64_t batch, std::optional<int64_t> seq,
+                           std::optional<int64_t> vocab) {
   zoo::ZooOverrides over;
   over.layers = layers;
   over.batch = batch;
   over.seq = seq;
   over.vocab = vocab;
-  return *cost::zoo_model_source("gpt3-1.3b", over);
+  return *model::zoo_scalable_model("gpt3-1.3b", over);
 }
 
 // Cut to 8 layers with a 250k vocabulary (the head costs several layers), batch 16.
-cost::ModelSource heavy_head_gpt() { return gpt13(8, 16, std::nullopt, 250000); }
+model::ScalableModel heavy_head_gpt() { return gpt13(8, 16, std::nullopt, 250000); }
 
-cost::ModelSource small_gpt() { return gpt13(4, 32, 256, std::nullopt); }
+model::ScalableModel small_gpt() { return gpt13(4, 32, 256, std::nullopt); }
 
 TEST(ConfigSearch, NeverLosesToAGridOfLayoutsZeroStagesAndRecomputation) {
   auto model = small_gpt();
@@ -78,7 +78,7 @@ TEST(ConfigSearch, NeverLosesToAGridOfLayoutsZeroStagesAndRecomputation) {
 TEST(ConfigSearch, TimeLimitReturnsTheBestFoundNotProven) {
   zoo::ZooOverrides over;
   over.batch = 1536;
-  auto big = *cost::zoo_model_source("gpt3-175b", over);
+  auto big = *model::zoo_scalable_model("gpt3-175b", over);
   auto tight = *cost::cluster_preset("a100x64");
   tight.device.memory_bytes = 50.0 * (1 << 30);
   for (auto [model, cluster] :

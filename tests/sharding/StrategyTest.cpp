@@ -195,6 +195,10 @@ TEST(StrategySpec, PerStageMeshesParseRoundTripAndRefuseBadForms) {
   EXPECT_FALSE(eq->heterogeneous());
   ASSERT_TRUE(eq->mesh(8).ok());
   EXPECT_EQ(eq->mesh(8)->to_string(), StrategySpec::parse("dp=2,tp=2,pp=2")->mesh(8)->to_string());
+  // Equal sub-meshes collapse to the dp/tp form; different ones stay as they are.
+  EXPECT_EQ(eq->without_equal_meshes().to_string(), "dp=2,tp=2,pp=2");
+  EXPECT_TRUE(eq->without_equal_meshes().meshes.empty());
+  EXPECT_EQ(s->without_equal_meshes().to_string(), s->to_string());
   auto err = [](const char* text) {
     auto r = StrategySpec::parse(text);
     return r.ok() ? std::string() : r.error().message;

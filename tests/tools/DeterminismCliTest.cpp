@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,10 +16,14 @@ namespace {
 
 using testing::run_heddle;
 
+// The bytes of `path`, which the command must have written: a missing or empty file fails the
+// test (two files never written would otherwise compare equal).
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path << " was not written";
   std::stringstream ss;
   ss << in.rdbuf();
+  EXPECT_FALSE(ss.str().empty()) << path << " is empty";
   return ss.str();
 }
 
@@ -32,6 +37,7 @@ std::vector<std::string> outputs_per_threads(const std::string& args, const std:
     setenv("OPENBLAS_NUM_THREADS", threads[i], 1);
     setenv("OMP_NUM_THREADS", threads[i], 1);
     std::string target = out + std::to_string(i) + suffix;
+    std::filesystem::remove_all(target);  // what an earlier run wrote must not stand in
     auto r = run_heddle(args + " " + target);
     EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
     outs.push_back(target);

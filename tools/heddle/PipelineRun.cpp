@@ -1,76 +1,6 @@
 #include "PipelineRun.h"
 
-#include <fmt/format.h>
-
-#include <algorithm>
-
-#include "Command.h"
-#include "Planning.h"
-#include "heddle/ops/TileInit.h"
-#include "heddle/support/Assert.h"
-
 namespace heddle::cli {
-
-Result<PipelinePlan> plan_pipeline(const RunOptions& o, const Graph& full,
-                                   const StrategySpec& spec) {
-  auto given = Mesh::parse(o.mesh);
-  if (!given.ok()) return Diagnostic("--mesh: " + given.error().message);
-  auto mesh = spec.mesh(given->num_devices());
-  HEDDLE_TRY(mesh);
-  const int64_t pp = *spec.pp;
-  const bool zoo = zoo::is_zoo_model(o.model);
-  // Top-2 gating sizes expert capacity from the tokens it sees: split into micro-batches, the
-  // model drops other tokens than on the whole batch, a different computation.
-  bool gating = false;
-  for (const Op& op : full.ops()) gating |= op.kind == OpKind::kTop2Gating;
-  const int64_t B = full.inputs().empty() || full.type(full.inputs()[0]).rank() == 0
-                        ? 1
-                        : full.type(full.inputs()[0]).shape()[0];
-  // Micro-batches, as heddle simulate counts them (zoo models can be rebuilt at the
-  // micro-batch size).
-  auto batching = spec.micro_batching(B, zoo && !gating);
-  HEDDLE_TRY(batching);
-  const int64_t m = batching->count;
-  if (gating && m > 1)
-    return Diagnostic(fmt::format(
-        "{} has top-2 gating, whose expert capacity depends on the tokens of a batch: {} "
-        "micro-batches would route differently from the whole batch; use microbatches=1",
-        full.name(), m));
-  if (m > 1 && !zoo)
-    return Diagnostic(fmt::format(
-        "{} micro-batches need the model rebuilt at batch {}; only zoo models can be, so a model "
-        "from a file runs as one micro-batch (microbatches=1)",
-        m, B / m));
-  Graph micro = full;
-  if (m > 1) {
-    zoo::ZooOverrides over = o.overrides;
-    over.batch = B / m;
-    auto g = zoo::build_zoo_model(o.model, over, {.with_loss = o.train});
-    HEDDLE_TRY(g);
-    micro = std::move(*g);
-  }
-  PipelineOptions po;
-  po.stages = pp;
-  po.micro_batches = m;
-  po.schedule = spec.schedule.value_or(pipeline::PipelineSchedule{});
-  po.train = o.train;
-  po.inner = spec;
-  po.layers = spec.layers;
-  po.optimizer.optimizer = o.optimizer == "sgd" ? TrainStepOptions::Optimizer::kSgdMomentum
-                                                : TrainStepOptions::Optimizer::kAdamW;
-  po.optimizer.adamw.lr = o.lr;
-  po.optimizer.sgd.lr = o.lr;
-  auto program = build_pipeline(micro, po);
-  HEDDLE_TRY(program);
-  PipelinePlan plan{std::move(*program), *mesh, spec, ""};
-  plan.note = fmt::format(
-      "strategy {} on mesh {}: {} stages of {} device(s), {} chunks, {} micro-batches of {}, "
-      "schedule {}{}",
-      spec.to_string(), mesh->to_string(), pp, plan.program.stage_devices,
-      plan.program.chunks.size(), m, B / m, plan.program.schedule.to_string(),
-      o.train ? " (backward blocks recompute their chunk's forward, as recompute=full)" : "");
-  return plan;
-}
 
 Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunOptions& o, const Graph& full,
                                                       const StrategySpec& spec) {
@@ -79,7 +9,14 @@ Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunOptions& o, const
     return Diagnostic(
         "--emit writes the programs of runs without pipeline stages; drop pp from the strategy "
         "to see one stage's programs");
-  auto plan = plan_pipeline(o, full, spec);
+  auto given = Mesh::parse(o.mesh);
+  if (!given.ok()) return Diagnostic("--mesh: " + given.error().message);
+  auto plan = plan_pipeline_run({.full = &full,
+                                 .rebuild = model::batch_rebuilder(model_request(o)),
+                                 .spec = spec,
+                                 .devices = given->num_devices(),
+                                 .train = o.train,
+                                 .optimizer = train_step_options(o)});
   HEDDLE_TRY(plan);
   return std::optional<PipelinePlan>(std::move(*plan));
 }

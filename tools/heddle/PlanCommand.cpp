@@ -149,7 +149,8 @@ int run_plan(const PlanArgs& a) {
   }
   auto spec = StrategySpec::parse(a.strategy);
   if (!spec.ok()) return user_error(Diagnostic("--strategy: " + spec.error().message));
-  auto src = resolve_model_source(a.model, a.overrides, a.dims);
+  auto src = model::load_scalable_model(
+      {.source = a.model, .overrides = a.overrides, .options = {}, .dims = a.dims});
   if (!src.ok()) return user_error(src.error());
   search::ConfigSearchOptions o;
   if (a.objective == "energy") {

@@ -1,14 +1,11 @@
 // `heddle run`: plan a model for a mesh, lower it to per-device programs, execute them on
 // thread-devices, and (with --check) compare every output with the single-device interpreter.
+// The steps are library calls (model, search, runtime); this file wires them to the flags.
 #include "RunCommand.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <optional>
 
@@ -17,136 +14,47 @@
 #include "Planning.h"
 #include "RunReport.h"
 #include "heddle/frontend/Npy.h"
-#include "heddle/ir/GraphStats.h"
-#include "heddle/ir/TextPrinter.h"
-#include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
-#include "heddle/runtime/Executor.h"
-#include "heddle/runtime/HostMemory.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/Session.h"
-#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 
-Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g) {
+model::ModelRequest model_request(const RunOptions& o) {
+  model::ModelRequest r;
+  r.source = o.model;
+  r.overrides = o.overrides;
+  r.options.with_loss = o.train;
+  r.dims = o.dims;
+  return r;
+}
+
+TrainStepOptions train_step_options(const RunOptions& o) {
   TrainStepOptions to;
   to.optimizer = o.optimizer == "sgd" ? TrainStepOptions::Optimizer::kSgdMomentum
                                       : TrainStepOptions::Optimizer::kAdamW;
   to.adamw.lr = o.lr;
   to.sgd.lr = o.lr;
-  auto step = build_train_step(g, to);
+  return to;
+}
+
+Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g) {
+  auto step = build_train_step(g, train_step_options(o));
   HEDDLE_TRY(step);
   g = std::move(step->graph);
   return std::move(step->updates);
 }
 
-// Integer inputs must index something: the smallest table or class count they feed.
-int64_t integer_range(const Graph& g) {
-  int64_t hi = 0;
-  for (const Op& op : g.ops()) {
-    int64_t n = 0;
-    if (op.kind == OpKind::kEmbedding) n = g.type(op.inputs[1].value).shape()[0];
-    if (op.kind == OpKind::kCrossEntropy) {
-      const IVec& s = g.type(op.inputs[0].value).shape();
-      n = s[s.size() - 1];
-    }
-    if (n > 0) hi = hi == 0 ? n : std::min(hi, n);
-  }
-  return hi == 0 ? 2 : hi;
-}
-
-std::string output_digest(const Graph& g, const TensorMap& outputs) {
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i)
-      h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ULL;
-  };
-  for (ValueId v : g.outputs()) {
-    const Tensor& t = outputs.at(v);
-    if (t.is_int())
-      mix(t.i64(), static_cast<size_t>(t.numel()) * sizeof(int64_t));
-    else
-      mix(t.f32(), static_cast<size_t>(t.numel()) * sizeof(float));
-  }
-  return fmt::format("{:016x}", h);
-}
-
-namespace {
-
-// "NaN at [0, 5] (3 non-finite values)" for a float tensor with NaN or Inf; empty if all finite.
-std::string non_finite_report(const Tensor& t) {
-  if (t.is_int()) return "";
-  int64_t count = 0, first = -1;
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (!std::isfinite(t.f32()[i]) && count++ == 0) first = i;
-  if (count == 0) return "";
-  std::vector<int64_t> at(t.rank());
-  for (int64_t d = t.rank() - 1, rest = first; d >= 0; --d) {
-    at[d] = rest % t.shape()[d];
-    rest /= t.shape()[d];
-  }
-  float v = t.f32()[first];
-  return fmt::format("{} at element [{}] ({} non-finite value{})",
-                     std::isnan(v) ? "NaN"
-                     : v > 0       ? "+Inf"
-                                   : "-Inf",
-                     fmt::join(at, ", "), count, count == 1 ? "" : "s");
-}
-
-}  // namespace
-
 Result<std::vector<Tensor>> read_input_files(const Graph& g, const RunOptions& o) {
-  if (o.input_files.empty()) return std::vector<Tensor>{};
-  if (o.input_files.size() != g.inputs().size())
-    return Diagnostic("--input given " + std::to_string(o.input_files.size()) +
-                      " time(s), but the model has " + std::to_string(g.inputs().size()) +
-                      " input(s); give one .npy file per input, in order");
-  std::vector<Tensor> out;
-  for (size_t i = 0; i < o.input_files.size(); ++i) {
-    auto t = read_npy(o.input_files[i]);
-    HEDDLE_TRY(t);
-    const TensorType& want = g.type(g.inputs()[i]);
-    if (t->shape() != want.shape() || t->is_int() != !dtype_is_float(want.dtype()))
-      return Diagnostic(SourceLoc{o.input_files[i], 0, 0},
-                        "holds " + std::string(dtype_name(t->dtype())) + t->shape().to_string() +
-                            ", but input '" + g.value(g.inputs()[i]).name + "' is " +
-                            want.to_string());
-    if (auto bad = non_finite_report(*t); !bad.empty()) {
-      Diagnostic d(SourceLoc{o.input_files[i], 0, 0},
-                   "input '" + g.value(g.inputs()[i]).name + "' holds " + bad +
-                       (o.check ? "; --check compares finite values only: fix the input"
-                                : "; the outputs will not be finite"));
-      if (o.check) return d;
-      std::fprintf(stderr, "%s: warning: %s\n", d.loc.to_string().c_str(), d.message.c_str());
-    }
-    Tensor fixed(want);  // i32/bool files feed i64 inputs; storage is shared
-    if (fixed.is_int())
-      std::copy(t->i64(), t->i64() + t->numel(), fixed.i64());
-    else
-      std::copy(t->f32(), t->f32() + t->numel(), fixed.f32());
-    out.push_back(std::move(fixed));
-  }
-  return out;
+  auto files = heddle::read_input_files(g, o.input_files, o.check);
+  HEDDLE_TRY(files);
+  for (const Diagnostic& d : files->warnings)
+    std::fprintf(stderr, "%s: warning: %s\n", d.loc.to_string().c_str(), d.message.c_str());
+  return std::move(files->tensors);
 }
 
-Result<LoadedModel> load_runnable(const RunOptions& o) {
-  zoo::ModelOptions mo;
-  mo.with_loss = o.train;
-  auto loaded = load_model(o.model, o.overrides, mo, o.dims);
-  HEDDLE_TRY(loaded);
-  if (loaded->from_onnx && o.train)
-    return Diagnostic(SourceLoc{o.model, 0, 0},
-                      "--train applies to zoo and text-IR models; an imported ONNX model has no "
-                      "loss");
-  if (!loaded->missing_weights.empty())
-    return Diagnostic(
-        SourceLoc{o.model, 0, 0},
-        "weights are missing for " + std::to_string(loaded->missing_weights.size()) +
-            " parameter(s) (first: '" + loaded->missing_weights[0] +
-            "'); the file has no weight data (stripped, or external data not found). show, plan "
-            "and simulate work without weights; run needs them");
-  return loaded;
+Result<model::LoadedModel> load_runnable(const RunOptions& o) {
+  return model::load_model_to_run(model_request(o));
 }
 
 Status check_run_options(const RunOptions& o) {
@@ -157,19 +65,6 @@ Status check_run_options(const RunOptions& o) {
 }
 
 int run_steps_of(const RunOptions& o) { return o.steps != -1 ? o.steps : o.train ? 10 : 1; }
-
-int64_t model_feed_bytes(const Graph& g) {
-  int64_t n = 0;
-  for (const auto* ids : {&g.inputs(), &g.params()})
-    for (ValueId v : *ids)
-      n += tensor_storage_bytes(g.type(v).dtype(), g.type(v).shape().product());
-  return n;
-}
-
-int64_t reference_bytes(const Graph& g) {
-  GraphStats size = graph_stats(g);
-  return size.parameters * 4 + size.activation_bytes;
-}
 
 Result<int64_t> host_memory_limit(const RunOptions& o) {
   if (o.host_memory.empty()) return physical_memory_bytes();
@@ -186,70 +81,67 @@ Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
   return read_input_files(g, o);
 }
 
-int run(const RunOptions& o) {
-  if (o.backend == "mpi") return run_mpi(o);
-  if (o.backend != "threads")
-    return user_error(Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'"));
-  if (auto st = check_run_options(o); !st.ok()) return user_error(st.error());
-  auto loaded = load_runnable(o);
-  if (!loaded.ok()) return user_error(loaded.error());
-  Graph* model = &loaded->graph;
-  if (report_verify(*model)) return 1;
-  Graph g = std::move(*model);
+// What the run holds on the host, against what the host has, before anything is allocated.
+Status check_memory(const RunOptions& o, const Graph& g, const Session& session) {
+  HostMemoryNeed need{.feeds = model_feed_bytes(g), .reference = o.check ? reference_bytes(g) : 0};
+  for (int64_t p : session.peak_bytes_per_device()) need.devices += p;
+  auto limit = host_memory_limit(o);
+  HEDDLE_TRY(limit);
+  return check_host_memory(need, *limit, !o.host_memory.empty());
+}
+
+// The session of `g`: a pipeline when the strategy asks for one, else SPMD programs (written
+// to --emit DIR). Fills the summary's plan fields.
+Result<std::unique_ptr<Session>> make_session(const RunOptions& o, const Graph& g,
+                                              std::vector<ParamUpdate> updates,
+                                              std::optional<PipelinePlan> pipe,
+                                              const StrategySpec& spec, RunSummary& summary) {
+  if (pipe) {
+    summary.note = pipe->note;
+    summary.mesh = pipe->mesh;
+    summary.strategy = pipe->spec.to_string();
+    return std::make_unique<Session>(g, std::move(updates), std::move(pipe->program));
+  }
+  auto planned = plan_run(g, o.mesh, spec);
+  HEDDLE_TRY(planned);
+  auto programs = lower(g, planned->propagation.plan);
+  HEDDLE_TRY(programs);
+  if (!o.emit_dir.empty()) HEDDLE_TRY(write_programs(o.emit_dir, g, planned->mesh, *programs));
+  summary.note = planned->note;
+  summary.mesh = planned->mesh;
+  summary.strategy = planned->spec.to_string();
+  summary.reshards = planned->propagation.reshards.size();
+  return std::make_unique<Session>(g, std::move(updates), std::move(*programs));
+}
+
+// The run after loading: plan, session, memory check, feeds, steps, summary.
+Status run_threads(const RunOptions& o, const model::LoadedModel& loaded, Graph& g,
+                   RunSummary& summary, std::optional<ReferenceCheck>& reference) {
   auto spec = requested_strategy(o.mesh, o.strategy);  // the one parse of the strategy
-  if (!spec.ok()) return user_error(spec.error());
-  auto asked = pipeline_if_asked(o, g, *spec);
-  if (!asked.ok()) return user_error(asked.error());
-  std::optional<PipelinePlan> pipe = std::move(*asked);
+  HEDDLE_TRY(spec);
+  auto pipe = pipeline_if_asked(o, g, *spec);
+  HEDDLE_TRY(pipe);
   std::vector<ParamUpdate> updates;
   if (o.train) {
     auto step = make_train_step(o, g);
-    if (!step.ok()) return user_error(step.error());
+    HEDDLE_TRY(step);
     updates = std::move(*step);
     // Gradients become outputs too, so --check compares them directly.
     if (o.check)
       for (const auto& u : updates) g.add_output(u.grad);
   }
-  std::optional<PlannedRun> planned;
-  std::vector<DeviceProgram> programs;
-  if (!pipe) {
-    auto pr = plan_run(g, o.mesh, *spec);
-    if (!pr.ok()) return user_error(pr.error());
-    planned = std::move(*pr);
-    auto lowered = lower(g, planned->propagation.plan);
-    if (!lowered.ok()) return user_error(lowered.error());
-    programs = std::move(*lowered);
-    if (!o.emit_dir.empty())
-      if (auto s = write_programs(o.emit_dir, g, planned->mesh, programs); !s.ok())
-        return user_error(s.error());
-  }
+  auto session = make_session(o, g, updates, std::move(*pipe), *spec, summary);
+  HEDDLE_TRY(session);
   if (!o.output_file.empty() && g.outputs().size() != 1)
-    return user_error(Diagnostic("--output takes one file, but the model has " +
-                                 std::to_string(g.outputs().size()) + " outputs"));
-  Session session = pipe ? Session(g, updates, std::move(pipe->program))
-                         : Session(g, updates, std::move(programs));
-  // What the run holds on the host, against what the host has, before anything is allocated.
-  const std::vector<int64_t> peaks = session.peak_bytes_per_device();
-  HostMemoryNeed need{.feeds = model_feed_bytes(g), .reference = o.check ? reference_bytes(g) : 0};
-  for (int64_t p : peaks) need.devices += p;
-  auto limit = host_memory_limit(o);
-  if (!limit.ok()) return user_error(limit.error());
-  if (auto st = check_host_memory(need, *limit, !o.host_memory.empty()); !st.ok())
-    return user_error(st.error());
+    return Diagnostic("--output takes one file, but the model has " +
+                      std::to_string(g.outputs().size()) + " outputs");
+  HEDDLE_TRY(check_memory(o, g, **session));
   // The synthetic task: one fixed random batch (inputs and labels), learned by memorisation.
   // ONNX models bring their own weights; --input files replace the random batch.
-  TensorMap feeds;
-  auto read = read_inputs(g, o);
-  if (!read.ok()) return user_error(read.error());
-  std::vector<Tensor> inputs = std::move(*read);
-  for (size_t i = 0; i < g.inputs().size(); ++i) feeds.emplace(g.inputs()[i], inputs[i]);
-  for (ValueId p : g.params()) {
-    auto w = loaded->weights.find(p);
-    feeds.emplace(
-        p, w != loaded->weights.end() ? w->second : init_param(g.value(p).name, g.type(p), o.seed));
-  }
-  std::optional<ReferenceCheck> reference;
-  if (o.check) reference.emplace(make_reference(g, o, updates, feeds, inputs));
+  auto inputs = read_inputs(g, o);
+  HEDDLE_TRY(inputs);
+  TensorMap feeds = run_feeds(g, *inputs, loaded.weights, o.seed);
+  if (o.check) reference.emplace(make_reference(g, o, updates, feeds, std::move(*inputs)));
   StepLoopOptions loop;
   loop.steps = run_steps_of(o);
   loop.train = o.train;
@@ -258,33 +150,38 @@ int run(const RunOptions& o) {
     if (o.train && !o.json)
       fmt::print("step {:>4}  loss {:.6f}\n", s, got.at(g.outputs()[0]).f32()[0]);
   };
-  auto ran = session.run(std::move(feeds), loop);
-  if (!ran.ok()) return user_error(ran.error());
-  if (!o.output_file.empty())
-    if (auto w = write_npy(o.output_file, ran->outputs.at(g.outputs()[0])); !w.ok())
-      return user_error(w.error());
-  RunSummary summary;
+  auto ran = (*session)->run(std::move(feeds), loop);
+  HEDDLE_TRY(ran);
+  if (!o.output_file.empty()) HEDDLE_TRY(write_npy(o.output_file, ran->outputs.at(g.outputs()[0])));
   summary.digest = output_digest(g, ran->outputs);
   summary.result = std::move(*ran);
-  summary.peak_bytes_per_device = session.peak_bytes_per_device();  // the executor's plan
+  summary.peak_bytes_per_device = (*session)->peak_bytes_per_device();  // the executor's plan
   summary.check = reference ? &reference->errors() : nullptr;
-  if (pipe) {
-    summary.note = pipe->note;
-    summary.mesh = pipe->mesh;
-    summary.strategy = pipe->spec.to_string();
-    const PipelineProgram& P = *session.pipeline();
-    summary.stats = P.stats();
-    summary.stages = P.stages;
-    summary.micro_batches = P.micro_batches;
-    summary.schedule = P.schedule.to_string();
+  if (const auto& P = (*session)->pipeline()) {
+    summary.stats = P->stats();
+    summary.stages = P->stages;
+    summary.micro_batches = P->micro_batches;
+    summary.schedule = P->schedule.to_string();
   } else {
-    summary.note = planned->note;
-    summary.mesh = planned->mesh;
-    summary.strategy = planned->spec.to_string();
-    summary.stats = program_stats(g, session.programs());
-    summary.reshards = planned->propagation.reshards.size();
+    summary.stats = program_stats(g, (*session)->programs());
   }
   summary.devices_text = std::to_string(summary.mesh.num_devices()) + " threads";
+  return {};
+}
+
+int run(const RunOptions& o) {
+  if (o.backend == "mpi") return run_mpi(o);
+  if (o.backend != "threads")
+    return user_error(Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'"));
+  if (auto st = check_run_options(o); !st.ok()) return user_error(st.error());
+  auto loaded = load_runnable(o);
+  if (!loaded.ok()) return user_error(loaded.error());
+  if (report_verify(loaded->graph)) return 1;
+  Graph g = std::move(loaded->graph);
+  RunSummary summary;
+  std::optional<ReferenceCheck> reference;
+  if (auto st = run_threads(o, *loaded, g, summary, reference); !st.ok())
+    return user_error(st.error());
   return report_run(o, g, summary);
 }
 

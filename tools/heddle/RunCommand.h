@@ -11,6 +11,8 @@
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/Executor.h"
+#include "heddle/runtime/HostMemory.h"
+#include "heddle/runtime/RunInputs.h"
 
 namespace heddle::cli {
 
@@ -46,34 +48,25 @@ Status check_run_options(const RunOptions& o);
 /// The steps to run: --steps, or 10 with --train and 1 without.
 int run_steps_of(const RunOptions& o);
 
-/// Bytes of every parameter and input of `g` (whole).
-int64_t model_feed_bytes(const Graph& g);
-
-/// Bytes the single-device reference of `g` holds (--check): parameters and activations.
-int64_t reference_bytes(const Graph& g);
-
 /// The host memory a run may use: --host-memory, else the physical memory (0: unknown).
 /// Diagnostic: a --host-memory that is not a size.
 Result<int64_t> host_memory_limit(const RunOptions& o);
+
+/// The model `o` names, as the model layer takes it (with its loss for --train).
+model::ModelRequest model_request(const RunOptions& o);
+
+/// --optimizer and --lr as the training step takes them.
+TrainStepOptions train_step_options(const RunOptions& o);
 
 /// Replaces `g` (a model with a loss) by its training step with the optimizer `o` asks for and
 /// returns the parameter updates; diagnostics from the autodiff. Shared by both backends.
 Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g);
 
-/// Integer inputs must index something: the smallest table or class count they feed (2 if none).
-int64_t integer_range(const Graph& g);
+/// MODEL loaded to run (model::load_model_to_run). Both backends.
+Result<model::LoadedModel> load_runnable(const RunOptions& o);
 
-/// A hash (FNV-1a, hex) of the outputs' bytes in graph order: equal digests mean bit-identical
-/// results, across runs and backends. Precondition: `outputs` holds every graph output.
-std::string output_digest(const Graph& g, const TensorMap& outputs);
-
-/// MODEL loaded to run: its graph and, for an ONNX model, its weights. Diagnostics: those of
-/// load_model(), --train on an ONNX model (it has no loss), weights missing. Both backends.
-Result<LoadedModel> load_runnable(const RunOptions& o);
-
-/// The model inputs from the --input files, in graph-input order, checked against `g`'s inputs
-/// (count, shape, element kind; NaN/Inf an error with --check, else a warning on stderr); empty
-/// when no file was given. Both backends.
+/// The --input files read (runtime read_input_files(), non-finite values an error with
+/// --check), warnings printed to stderr. Both backends.
 Result<std::vector<Tensor>> read_input_files(const Graph& g, const RunOptions& o);
 
 /// `heddle run --backend mpi`, one process per device under mpirun (MpiRun.cpp).

@@ -13,7 +13,7 @@
 #include "heddle/pipeline/BuiltinPlacements.h"
 #include "heddle/pipeline/ChromeTrace.h"
 #include "heddle/pipeline/PlacementJson.h"
-#include "heddle/pipeline/Search.h"
+#include "heddle/pipeline/ScheduleSearch.h"
 #include "heddle/pipeline/Timeline.h"
 #include "heddle/pipeline/Validate.h"
 #include "heddle/support/Strings.h"
@@ -75,7 +75,7 @@ int run_schedule(const ScheduleArgs& a) {
     method = "baseline " + b->name;
     period = b->period;
   } else {
-    pl::SearchOptions opt;
+    pl::ScheduleSearchOptions opt;
     opt.time_limit_s = a.time_limit;
     auto r = pl::search_schedule(p, a.micro_batches, a.memory, opt);
     if (!r.ok()) return user_error(r.error());

@@ -48,7 +48,8 @@ int run_simulate(const SimulateArgs& a) {
   std::fprintf(stderr, "cluster %s: %s\n", cluster->name.c_str(), cluster->source.c_str());
   auto spec = StrategySpec::parse(a.strategy);
   if (!spec.ok()) return user_error(spec.error());
-  auto src = resolve_model_source(a.model, a.overrides, a.dims);
+  auto src = model::load_scalable_model(
+      {.source = a.model, .overrides = a.overrides, .options = {}, .dims = a.dims});
   if (!src.ok()) return user_error(src.error());
   cost::SimulateOptions opts;
   if (a.stage_planner == "ilp")  // the stages `heddle plan` re-planned with the intra-op ILP

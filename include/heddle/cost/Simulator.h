@@ -16,35 +16,16 @@
 #include "heddle/cost/MemoryModel.h"
 #include "heddle/cost/ModelParts.h"
 #include "heddle/cost/StepBreakdown.h"
+#include "heddle/model/ScalableModel.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/sharding/Propagate.h"
 #include "heddle/sharding/StrategySpec.h"
 
 namespace heddle::cost {
 
-/// A model the simulator can rebuild at other layer counts and batch sizes.
-struct ModelSource {
-  std::string name;
-  /// Builds the model with `layers` repeating layers (ignored when `layers` == 0 here) and batch
-  /// `batch`. Must be deterministic.
-  std::function<Result<Graph>(int64_t layers, int64_t batch)> build;
-  int64_t layers = 0;  ///< total repeating layers; 0: not layered (built once, whole)
-  int64_t unit = 1;    ///< layers per repeating unit (2 for MoE: dense + expert layer)
-  int64_t batch = 1;   ///< global batch (sequences or samples per step)
-  /// Tokens per sequence (dim 1 of an integer token-id input `[batch, seq]`); 0: the model's
-  /// samples are not token sequences (images, features).
-  int64_t seq = 0;
-  std::optional<zoo::GptConfig> gpt;  ///< set for GPT-style models: Megatron's model FLOPs
-  bool rebuilds_batch = true;  ///< `build` honours `batch` (false: a fixed graph, one micro-batch)
-  /// As `build`, with the model's loss as its single output (zoo models: `with_loss`); null when
-  /// the model has none. SimulateOptions::autodiff builds the training step from it.
-  std::function<Result<Graph>(int64_t layers, int64_t batch)> build_loss;
-};
-
-/// A zoo model as a source (overrides as in `heddle show`); the batch override is the global batch.
-Result<ModelSource> zoo_model_source(const std::string& name, const zoo::ZooOverrides& over);
-/// A fixed graph: one micro-batch, not layered; its batch is dim 0 of its first input.
-ModelSource graph_model_source(Graph g);
+/// The simulator's name for the model layer's description (model::ScalableModel); kept for
+/// Simulator.cpp until its split into steps lands, then to be dropped.
+using ModelSource = model::ScalableModel;
 
 /// Costed stages kept between simulate() calls (one search): the sharded two-layer graph's
 /// parts and FLOPs per model, cluster, stage mesh, micro-batch, ZeRO-3, sp and planner.
@@ -70,7 +51,7 @@ struct SimulateOptions {
   std::shared_ptr<SimulationCache> cache;
   std::string planner_key;  ///< names stage_planner in cache keys; default empty
   /// With `train`: cost backward and optimizer from the autodiff training step of
-  /// ModelSource::build_loss (forward with loss, backward, AdamW; each layer's share by
+  /// model::ScalableModel::build_loss (forward with loss, backward, AdamW; each layer's share by
   /// differencing the steps of one and two repeating units) instead of 2x the forward compute
   /// plus a closed-form all-reduce and optimizer pass. Ignored without build_loss. Default off
   /// (the Megatron validation uses the closed forms).
@@ -155,7 +136,7 @@ Result<Propagation> stage_plan(const Graph& g, const Mesh& mesh, const Cluster& 
 /// stages priced as the resharding it is (every receiver gets its tile, every sender sends its
 /// share). Equal sub-meshes give exactly the plain dp/tp result and strategy string. Not with
 /// `autodiff` or `executor_io`.
-Result<SimulationResult> simulate(const ModelSource& model, const Cluster& cluster,
+Result<SimulationResult> simulate(const model::ScalableModel& model, const Cluster& cluster,
                                   const StrategySpec& spec, const SimulateOptions& options = {});
 
 }  // namespace heddle::cost

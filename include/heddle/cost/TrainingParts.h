@@ -17,12 +17,12 @@ struct TrainingParts {
                                  ///< and, when asked for, the executor's loads and gathers
 };
 
-/// Costs the training step of `model` (ModelSource::build_loss at `batch`, build_train_step with
-/// AdamW) sharded by stage_plan() of `spec` on the stage mesh `mesh`. `layered`: difference the
-/// steps built with one and two units; else cost the model as built. `executor_io` adds
-/// cost_executor_io() of the step to the optimizer part. Diagnostics: no build_loss, and those
-/// of the builders, autodiff and propagation.
-Result<TrainingParts> cost_training_parts(const ModelSource& model, const Mesh& mesh,
+/// Costs the training step of `model` (model::ScalableModel::build_loss at `batch`,
+/// build_train_step with AdamW) sharded by stage_plan() of `spec` on the stage mesh `mesh`.
+/// `layered`: difference the steps built with one and two units; else cost the model as built.
+/// `executor_io` adds cost_executor_io() of the step to the optimizer part. Diagnostics: no
+/// build_loss, and those of the builders, autodiff and propagation.
+Result<TrainingParts> cost_training_parts(const model::ScalableModel& model, const Mesh& mesh,
                                           const Cluster& cluster, const StrategySpec& spec,
                                           int64_t batch, bool layered, bool executor_io);
 

@@ -41,6 +41,12 @@ struct HostMemoryNeed {
   std::string to_string() const;
 };
 
+/// Bytes of every parameter and input of `g` (whole): HostMemoryNeed::feeds.
+int64_t model_feed_bytes(const Graph& g);
+
+/// Bytes the single-device reference of `g` holds (a run's check): parameters and activations.
+int64_t reference_bytes(const Graph& g);
+
 /// The host's physical memory in bytes (sysconf), or 0 when it cannot be read.
 int64_t physical_memory_bytes();
 

@@ -84,7 +84,7 @@ struct ConfigSearch {
 /// model on `cluster` with the two-layer graph folded to the model's layers, then propagation with
 /// every op pinned to list the reshards the simulator charges. `stats` (may be null) counts the
 /// solves. `model`, `cluster` and `stats` must outlive the options.
-cost::SimulateOptions intra_op_simulate_options(const cost::ModelSource& model,
+cost::SimulateOptions intra_op_simulate_options(const model::ScalableModel& model,
                                                 const cost::Cluster& cluster, bool train,
                                                 double time_limit_s, IlpStats* stats);
 
@@ -97,7 +97,7 @@ cost::SimulateOptions intra_op_simulate_options(const cost::ModelSource& model,
 /// limit. Nothing fits: a diagnostic "no plan fits in X per device; the smallest found needs Y
 /// (strategy ...)"; a step-time target no device count reaches says the fastest found.
 /// Deterministic for equal inputs (up to the time limit).
-Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::Cluster& cluster,
+Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cost::Cluster& cluster,
                                     const ConfigSearchOptions& options = {});
 
 }  // namespace heddle::search

@@ -29,7 +29,7 @@ struct SubMeshOptions {
 /// units held (the DP checks them under the schedule; the simulation of the answer decides).
 /// nullopt when the base does not
 /// qualify or no stage shape other than the base's simulates. Deterministic.
-std::optional<StrategySpec> submesh_candidate(const cost::ModelSource& model,
+std::optional<StrategySpec> submesh_candidate(const model::ScalableModel& model,
                                               const cost::Cluster& cluster,
                                               const StrategySpec& base,
                                               const cost::SimulationResult& base_sim,

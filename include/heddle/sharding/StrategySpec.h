@@ -55,6 +55,9 @@ struct StrategySpec {
   int64_t devices() const;
   /// True when `meshes` gives stages of different shapes (equal ones are the plain dp/tp form).
   bool heterogeneous() const;
+  /// This strategy with equal per-stage `meshes` written in the plain dp/tp form (one canonical
+  /// form for one plan); heterogeneous or absent `meshes` are returned unchanged.
+  StrategySpec without_equal_meshes() const;
   /// The canonical text: keys in a fixed order, `auto` first.
   std::string to_string() const;
   /// The one micro-batch policy (simulate, plan and run): `mb` (per replica) or `microbatches`

@@ -134,6 +134,83 @@ std::vector<std::pair<const char*, int64_t*>> lm_fields(
   return f;
 }
 
+bool is_gpt(std::string_view name) {
+  for (const auto& r : kGpt)
+    if (name == r.name) return true;
+  return false;
+}
+
+const LlamaRow* find_llama(std::string_view name) {
+  for (const auto& r : kLlama)
+    if (name == r.name) return &r;
+  return nullptr;
+}
+
+bool is_vit(std::string_view name) { return name == "vit-b16" || name == "vit-tiny"; }
+bool is_moe(std::string_view name) { return name == "gshard-moe" || name == "moe-tiny"; }
+
+Result<LlamaConfig> llama_config(const LlamaRow& r, const ZooOverrides& over) {
+  LlamaConfig c;
+  c.layers = r.layers;
+  c.hidden = r.hidden;
+  c.heads = r.heads;
+  c.kv_heads = r.kv_heads;
+  c.ffn = r.ffn;
+  c.vocab = r.vocab;
+  c.seq = r.seq;
+  c.rope_theta = r.theta;
+  c.experts = r.experts;
+  const std::string_view name = r.name;
+  c.batch = name == "llama-tiny" || name == "mixtral-tiny" ? 2 : 1;
+  const bool sparse = r.experts > 0;
+  HEDDLE_TRY(apply(
+      over, name,
+      sparse ? std::initializer_list<const char*>{"layers", "hidden", "heads", "seq", "vocab",
+                                                  "batch", "ffn", "kv-heads", "experts", "top-k"}
+             : std::initializer_list<const char*>{"layers", "hidden", "heads", "seq", "vocab",
+                                                  "batch", "ffn", "kv-heads"},
+      lm_fields(c, {{"ffn", &c.ffn}, {"kv-heads", &c.kv_heads}, {"experts", &c.experts}})));
+  if (over.heads && !over.kv_heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
+  return c;
+}
+
+Result<VitConfig> vit_config(std::string_view name, const ZooOverrides& over) {
+  VitConfig c;
+  if (name == "vit-tiny") {
+    c.batch = 2;
+    c.image = 24;
+    c.patch = 8;
+    c.layers = 2;
+    c.hidden = 32;
+    c.heads = 4;
+    c.mlp = 64;
+    c.classes = 10;
+  }
+  HEDDLE_TRY(apply(
+      over, name, {"layers", "hidden", "heads", "batch"},
+      {{"layers", &c.layers}, {"hidden", &c.hidden}, {"heads", &c.heads}, {"batch", &c.batch}}));
+  return c;
+}
+
+Result<MoeConfig> moe_config(std::string_view name, const ZooOverrides& over) {
+  MoeConfig c;
+  if (name == "gshard-moe") {
+    c.layers = 12;
+    c.hidden = 768;
+    c.heads = 12;
+    c.experts = 8;
+    c.ffn = 3072;
+    c.seq = 1024;
+    c.vocab = 32000;
+  } else {
+    c.batch = 2;
+  }
+  HEDDLE_TRY(apply(over, name,
+                   {"layers", "hidden", "heads", "seq", "vocab", "batch", "ffn", "experts", "top-k"},
+                   lm_fields(c, {{"ffn", &c.ffn}, {"experts", &c.experts}})));
+  return c;
+}
+
 }  // namespace
 
 const std::vector<ZooEntry>& zoo_entries() {
@@ -172,37 +249,16 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
                      {{"layers", &c.layers}, {"hidden", &c.hidden}, {"batch", &c.batch}}));
     return build_mlp(c, options);
   }
-  for (const auto& r : kGpt)
-    if (name == r.name) {
-      auto c = gpt_preset(name, over);
-      HEDDLE_TRY(c);
-      return build_gpt(*c, options);
-    }
-  for (const auto& r : kLlama)
-    if (name == r.name) {
-      LlamaConfig c;
-      c.layers = r.layers;
-      c.hidden = r.hidden;
-      c.heads = r.heads;
-      c.kv_heads = r.kv_heads;
-      c.ffn = r.ffn;
-      c.vocab = r.vocab;
-      c.seq = r.seq;
-      c.rope_theta = r.theta;
-      c.experts = r.experts;
-      c.batch = name == "llama-tiny" || name == "mixtral-tiny" ? 2 : 1;
-      const bool sparse = r.experts > 0;
-      HEDDLE_TRY(apply(
-          over, name,
-          sparse
-              ? std::initializer_list<const char*>{"layers", "hidden", "heads", "seq", "vocab",
-                                                   "batch", "ffn", "kv-heads", "experts", "top-k"}
-              : std::initializer_list<const char*>{"layers", "hidden", "heads", "seq", "vocab",
-                                                   "batch", "ffn", "kv-heads"},
-          lm_fields(c, {{"ffn", &c.ffn}, {"kv-heads", &c.kv_heads}, {"experts", &c.experts}})));
-      if (over.heads && !over.kv_heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
-      return build_llama(c, options);
-    }
+  if (is_gpt(name)) {
+    auto c = gpt_preset(name, over);
+    HEDDLE_TRY(c);
+    return build_gpt(*c, options);
+  }
+  if (const LlamaRow* r = find_llama(name)) {
+    auto c = llama_config(*r, over);
+    HEDDLE_TRY(c);
+    return build_llama(*c, options);
+  }
   if (name == "resnet50" || name == "wide-resnet50-2" || name == "resnet-tiny") {
     ResNetConfig c;
     if (name == "wide-resnet50-2") c.width = 128;
@@ -217,47 +273,47 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over,
     HEDDLE_TRY(apply(over, name, {"batch", "hidden"}, {{"batch", &c.batch}, {"hidden", &c.width}}));
     return build_resnet50(c, options);
   }
-  if (name == "vit-b16" || name == "vit-tiny") {
-    VitConfig c;
-    if (name == "vit-tiny") {
-      c.batch = 2;
-      c.image = 24;
-      c.patch = 8;
-      c.layers = 2;
-      c.hidden = 32;
-      c.heads = 4;
-      c.mlp = 64;
-      c.classes = 10;
-    }
-    HEDDLE_TRY(apply(
-        over, name, {"layers", "hidden", "heads", "batch"},
-        {{"layers", &c.layers}, {"hidden", &c.hidden}, {"heads", &c.heads}, {"batch", &c.batch}}));
-    return build_vit(c, options);
+  if (is_vit(name)) {
+    auto c = vit_config(name, over);
+    HEDDLE_TRY(c);
+    return build_vit(*c, options);
   }
-  if (name == "gshard-moe" || name == "moe-tiny") {
-    MoeConfig c;
-    if (name == "gshard-moe") {
-      c.layers = 12;
-      c.hidden = 768;
-      c.heads = 12;
-      c.experts = 8;
-      c.ffn = 3072;
-      c.seq = 1024;
-      c.vocab = 32000;
-    } else {
-      c.batch = 2;
-    }
-    HEDDLE_TRY(
-        apply(over, name,
-              {"layers", "hidden", "heads", "seq", "vocab", "batch", "ffn", "experts", "top-k"},
-              lm_fields(c, {{"ffn", &c.ffn}, {"experts", &c.experts}})));
-    return build_moe(c, options);
+  if (is_moe(name)) {
+    auto c = moe_config(name, over);
+    HEDDLE_TRY(c);
+    return build_moe(*c, options);
   }
   std::vector<std::string> names;
   for (const auto& e : zoo_entries()) names.push_back(e.name);
   return Diagnostic(
       "unknown model '" + std::string(name) +
       "': not a zoo name (heddle show --list) and not a file; zoo: " + join(names, ", "));
+}
+
+Result<ZooLayers> zoo_layers(std::string_view name, const ZooOverrides& over) {
+  if (is_gpt(name)) {
+    auto c = gpt_preset(name, over);
+    HEDDLE_TRY(c);
+    return ZooLayers{c->layers, 1};
+  }
+  if (const LlamaRow* r = find_llama(name)) {
+    auto c = llama_config(*r, over);
+    HEDDLE_TRY(c);
+    return ZooLayers{c->layers, 1};
+  }
+  if (is_vit(name)) {
+    auto c = vit_config(name, over);
+    HEDDLE_TRY(c);
+    return ZooLayers{c->layers, 1};
+  }
+  if (is_moe(name)) {  // dense and expert layers alternate: a unit is one of each
+    auto c = moe_config(name, over);
+    HEDDLE_TRY(c);
+    return ZooLayers{c->layers, 2};
+  }
+  auto g = build_zoo_model(name, over);  // unknown names and overrides the preset does not take
+  HEDDLE_TRY(g);
+  return ZooLayers{};
 }
 
 }  // namespace heddle::zoo

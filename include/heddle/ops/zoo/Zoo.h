@@ -51,4 +51,15 @@ Result<Graph> build_zoo_model(std::string_view name, const ZooOverrides& over = 
 /// The GPT config of a gpt/megatron preset with overrides applied (for formula checks).
 Result<GptConfig> gpt_preset(std::string_view name, const ZooOverrides& over = {});
 
+/// How a preset repeats: `layers` identical layers, grouped in units of `unit` layers that a
+/// pipeline stage or a cost model may take or cost as one. `layers` == 0: the preset is not
+/// described as repeating (MLP, ResNet: built and costed whole).
+struct ZooLayers {
+  int64_t layers = 0;  ///< repeating layers after the overrides; default 0: not layered
+  int64_t unit = 1;    ///< layers per repeating unit; default 1 (2 for MoE: dense + expert layer)
+};
+
+/// The repeating layers of preset `name` with overrides applied. Diagnostics as build_zoo_model().
+Result<ZooLayers> zoo_layers(std::string_view name, const ZooOverrides& over = {});
+
 }  // namespace heddle::zoo

@@ -3,11 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "common/RunCli.h"
 
 namespace {
 
@@ -16,19 +17,13 @@ struct Ran {
   std::string out;
 };
 
+// `heddle ARGS` with stderr after stdout (the messages the tests look for are on either).
 Ran heddle(const std::string& args) {
-  std::string cmd = std::string(HEDDLE_CLI_PATH) + " " + args + " 2>&1";
-  Ran r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  auto r = heddle::testing::run_heddle(args);
+  return {r.exit_code, r.out + r.err};
 }
 
-TEST(CliTrain, LossFalls) {
+TEST(TrainCli, LossFalls) {
   for (const char* model : {"gpt-tiny", "mlp --batch 8", "llama-tiny"}) {
     SCOPED_TRACE(model);
     Ran r = heddle(std::string("run ") + model + " --mesh 1 --train --steps 8 --json");
@@ -43,7 +38,7 @@ TEST(CliTrain, LossFalls) {
 
 // Issue #23: every shipped example ends in a scalar loss and trains, on one thread-device and on
 // four, checked against the single-device reference; the loss falls.
-TEST(CliTrain, EveryShippedExampleTrainsOnOneAndFourDevices) {
+TEST(TrainCli, EveryShippedExampleTrainsOnOneAndFourDevices) {
   std::vector<std::string> examples;
   for (const auto& e : std::filesystem::directory_iterator(HEDDLE_SOURCE_DIR "/examples"))
     if (e.path().extension() == ".hd") examples.push_back(e.path().string());
@@ -64,7 +59,7 @@ TEST(CliTrain, EveryShippedExampleTrainsOnOneAndFourDevices) {
 
 // Issue #23: a conv2d without its optional attributes (stride, padding, dilation, groups) trains
 // like one that spells them out (autodiff used to fail with "map::at").
-TEST(CliTrain, ConvWithoutOptionalAttributesTrains) {
+TEST(TrainCli, ConvWithoutOptionalAttributesTrains) {
   std::string path = ::testing::TempDir() + "/conv_defaults.hd";
   FILE* f = std::fopen(path.c_str(), "w");
   ASSERT_NE(f, nullptr);
@@ -94,14 +89,14 @@ TEST(CliTrain, ConvWithoutOptionalAttributesTrains) {
   }
 }
 
-TEST(CliTrain, TextOutputPrintsEveryStep) {
+TEST(TrainCli, TextOutputPrintsEveryStep) {
   Ran r = heddle("run gpt-tiny --mesh 1 --train --steps 3");
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* s : {"step    1  loss", "step    2  loss", "step    3  loss"})
     EXPECT_NE(r.out.find(s), std::string::npos) << r.out;
 }
 
-TEST(CliTrain, BadRequestsExitOne) {
+TEST(TrainCli, BadRequestsExitOne) {
   Ran steps = heddle("run gpt-tiny --mesh 1 --train --steps 0");
   EXPECT_EQ(steps.code, 1);
   EXPECT_NE(steps.out.find("--steps must be >= 1"), std::string::npos);
@@ -124,7 +119,7 @@ TEST(CliTrain, BadRequestsExitOne) {
 
 // --steps repeats forward-only runs too; JSON reports every step's time, the median and each
 // device's peak bytes; the outputs equal a one-step run's.
-TEST(CliTrain, ForwardStepsAreTimedAndRepeatable) {
+TEST(TrainCli, ForwardStepsAreTimedAndRepeatable) {
   Ran three = heddle("run mlp --mesh 2 --steps 3 --check --json");
   ASSERT_EQ(three.code, 0) << three.out.substr(0, 400);
   auto j = nlohmann::json::parse(three.out);

@@ -4,7 +4,7 @@
 #include "BruteForce.h"
 #include "heddle/pipeline/Baselines.h"
 #include "heddle/pipeline/BuiltinPlacements.h"
-#include "heddle/pipeline/Search.h"
+#include "heddle/pipeline/ScheduleSearch.h"
 #include "heddle/pipeline/Validate.h"
 
 namespace heddle::pipeline {
@@ -13,7 +13,8 @@ namespace {
 const char* const kBuiltins[] = {"vshape", "interleaved:2", "vshape-zb", "xshape",
                                  "mshape", "kshape",        "nnshape"};
 
-SearchResult search(const Placement& p, int m, double memory, const SearchOptions& o = {}) {
+ScheduleSearchResult search(const Placement& p, int m, double memory,
+                            const ScheduleSearchOptions& o = {}) {
   auto r = search_schedule(p, m, memory, o);
   EXPECT_TRUE(r.ok()) << r.error().to_string();
   return *r;
@@ -29,7 +30,7 @@ TEST(Search, ValidAboveBoundsAndNeverWorseThanABaseline) {
         for (double memory : {min_mem, min_mem + 1, double(p), 2.0 * p, 1e6}) {
           if (memory < min_mem) continue;
           SCOPED_TRACE(fmt::format("{} p={} m={} memory={}", name, p, m, memory));
-          SearchResult r = search(*pl, m, memory);
+          ScheduleSearchResult r = search(*pl, m, memory);
           EXPECT_TRUE(validate_schedule(*pl, r.schedule, memory).ok());
           EXPECT_GE(r.makespan, r.lower_bound - 1e-9);
           EXPECT_GE(r.period, r.period_lower_bound - 1e-9);
@@ -51,7 +52,7 @@ TEST(Search, ReachesTheLowerBoundWhereItIsTight) {
   // unit's period is the busiest device's load.
   for (int p : {4, 8}) {
     for (int m : {8, 64}) {
-      SearchResult r = search(make_vshape(p), m, p);
+      ScheduleSearchResult r = search(make_vshape(p), m, p);
       EXPECT_EQ(r.makespan, 3 * (m + p - 1));
       EXPECT_EQ(r.period, 3);
     }
@@ -85,7 +86,7 @@ TEST(Search, MatchesBruteForceOnTinyCases) {
       {make_vshape(2), 2},       {make_vshape(2), 3},         {make_vshape(3), 2},
       {make_vshape(2, 1, 1), 3}, {make_vshape_zb(2), 2},      {make_mshape(2), 2},
       {make_kshape(2), 2},       {make_interleaved(2, 2), 2}, {make_xshape(2), 1}};
-  SearchOptions heuristic_only;
+  ScheduleSearchOptions heuristic_only;
   heuristic_only.exact_max_ops = 0;
   for (auto& [p, m] : cases) {
     for (double extra : {0.0, 1.0, 1e6}) {
@@ -110,7 +111,7 @@ TEST(Search, MatchesBruteForceOnTinyCases) {
 TEST(Search, IsDeterministic) {
   for (const char* name : kBuiltins) {
     auto pl = builtin_placement(name, 8);
-    SearchResult a = search(*pl, 32, 6), b = search(*pl, 32, 6);
+    ScheduleSearchResult a = search(*pl, 32, 6), b = search(*pl, 32, 6);
     EXPECT_EQ(a.schedule, b.schedule) << name;
     EXPECT_EQ(a.method, b.method);
     EXPECT_EQ(a.period, b.period);
@@ -119,7 +120,7 @@ TEST(Search, IsDeterministic) {
 
 TEST(Search, RealSpans) {
   Placement p = make_vshape(4, 0.7, 1.3);
-  SearchResult r = search(p, 16, 4);
+  ScheduleSearchResult r = search(p, 16, 4);
   EXPECT_TRUE(validate_schedule(p, r.schedule, 4).ok());
   EXPECT_NEAR(r.makespan, 2.0 * (16 + 3), 1e-9);  // 1F1B's (m + p - 1)(F + B)
 }

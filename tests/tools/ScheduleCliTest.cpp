@@ -1,14 +1,14 @@
 // `heddle schedule` end to end: output, JSON keys, trace file and the exit code of every kind of
 // bad input.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+
+#include "common/RunCli.h"
 
 namespace {
 
@@ -30,11 +30,8 @@ std::string tmp(const std::string& name) {
 }
 
 CliRun heddle(const std::string& args) {
-  const char* bin = std::getenv("HEDDLE_BINARY_DIR");
-  std::string exe = bin ? std::string(bin) + "/tools/heddle/heddle" : std::string(HEDDLE_EXE);
-  std::string out = tmp("out.txt"), err = tmp("err.txt");
-  int status = std::system((exe + " " + args + " >" + out + " 2>" + err).c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read(out), read(err)};
+  auto r = heddle::testing::run_heddle(args);
+  return {r.exit_code, r.out, r.err};
 }
 
 std::string write(const std::string& name, const std::string& text) {

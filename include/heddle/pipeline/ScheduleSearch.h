@@ -12,7 +12,7 @@
 namespace heddle::pipeline {
 
 /// Options of `search_schedule`.
-struct SearchOptions {
+struct ScheduleSearchOptions {
   /// Stop trying longer periods after this many seconds (default 10). Only when it is reached
   /// can the result depend on the machine's speed.
   double time_limit_s = 10.0;
@@ -30,7 +30,7 @@ struct SearchOptions {
 };
 
 /// The best schedule found and what is known about it.
-struct SearchResult {
+struct ScheduleSearchResult {
   Schedule schedule;
   std::string method;  ///< "unit", "unit+list", "list", "branch-and-bound" or a baseline name.
   double period = 0;   ///< Steady-state time per additional micro-batch.
@@ -53,7 +53,7 @@ Status check_request(const Placement& p, int m, double memory_limit);
 /// `memory_limit` on every device, minimizing the makespan. Never worse than any applicable
 /// baseline that fits the limit (when include_baselines). Deterministic unless the time limit is
 /// reached. A Diagnostic when check_request fails.
-Result<SearchResult> search_schedule(const Placement& p, int m, double memory_limit,
-                                     const SearchOptions& options = {});
+Result<ScheduleSearchResult> search_schedule(const Placement& p, int m, double memory_limit,
+                                             const ScheduleSearchOptions& options = {});
 
 }  // namespace heddle::pipeline

@@ -1,4 +1,4 @@
-#include "heddle/pipeline/Search.h"
+#include "heddle/pipeline/ScheduleSearch.h"
 
 #include <fmt/format.h>
 
@@ -91,7 +91,7 @@ class Best {
 
   bool has() const { return has_; }
   int count() const { return count_; }
-  SearchResult take() {
+  ScheduleSearchResult take() {
     if (slope_) result_.period = slope_();
     result_.makespan = makespan_;
     result_.candidates = count_;
@@ -104,7 +104,7 @@ class Best {
   bool has_ = false;
   int count_ = 0;
   double makespan_ = 0;
-  SearchResult result_;
+  ScheduleSearchResult result_;
   std::function<double()> slope_;
 };
 
@@ -215,8 +215,8 @@ Status check_request(const Placement& p, int m, double memory_limit) {
   return {};
 }
 
-Result<SearchResult> search_schedule(const Placement& p, int m, double memory_limit,
-                                     const SearchOptions& options) {
+Result<ScheduleSearchResult> search_schedule(const Placement& p, int m, double memory_limit,
+                                             const ScheduleSearchOptions& options) {
   const auto t0 = Clock::now();
   HEDDLE_TRY(check_request(p, m, memory_limit));
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
@@ -296,7 +296,7 @@ Result<SearchResult> search_schedule(const Placement& p, int m, double memory_li
     best.offer("sequential", seq.schedule, seq.period);
   }
   HEDDLE_ASSERT(best.has()) << "no valid schedule although the memory check passed";
-  SearchResult r = best.take();
+  ScheduleSearchResult r = best.take();
   // Tiny instances: try to close the gap to the optimum with a bounded branch and bound.
   if (m * static_cast<int>(p.blocks.size()) <= options.exact_max_ops) {
     const double lb = makespan_lower_bound(p, m);

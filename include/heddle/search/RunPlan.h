@@ -1,0 +1,43 @@
+// Planning a graph for a run: `--mesh SHAPE --strategy S` (degrees, `auto`, or neither) turned
+// into a mesh and a sharding plan. `heddle run` and `heddle show` call it; `auto` prices the
+// intra-op ILP for this machine's devices, which is why it lives in search.
+#pragma once
+
+#include <string>
+
+#include "heddle/sharding/Propagate.h"
+#include "heddle/sharding/StrategySpec.h"
+#include "heddle/support/Result.h"
+
+namespace heddle::search {
+
+/// Makes `spec` one the runtime executes: equal per-stage sub-meshes (`meshes=2x2/2x2`) become
+/// the plain dp/tp form; sub-meshes of different shapes are a diagnostic saying why run refuses
+/// them (the runtime lowers every pipeline stage on one stage mesh).
+Status runnable_strategy(StrategySpec& spec);
+
+/// A plan for a run: the mesh (axes named after the strategy's degrees), the parsed strategy and
+/// the propagated per-op strategies.
+struct PlannedRun {
+  Mesh mesh;
+  StrategySpec spec;
+  Propagation propagation;
+  std::string note;  ///< how the plan was made, for people
+};
+
+/// The strategy `--mesh` and `--strategy` ask for (a named mesh doubles as the strategy); a
+/// default StrategySpec when neither names one. Diagnostics name the option. The one parse of
+/// the strategy text for run and show.
+Result<StrategySpec> requested_strategy(const std::string& mesh_text,
+                                        const std::string& strategy_text);
+
+/// Plans `g` for `mesh_text` (`4`, `2x2`, `dp=2,tp=2`) and `strategy_text` (empty, `auto`, or the
+/// strategy language). With degrees, the mesh takes the strategy's axis names and must have as
+/// many devices; without them, propagation alone shards over the given axes.
+Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
+                            const std::string& strategy_text);
+
+/// plan_run() for a strategy already parsed by requested_strategy().
+Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const StrategySpec& spec);
+
+}  // namespace heddle::search

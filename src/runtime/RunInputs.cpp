@@ -1,0 +1,116 @@
+// A run's inputs and results as bytes: input files checked against the graph, the range of
+// integer inputs, the feeds of a run, the digest of its outputs.
+#include "heddle/runtime/RunInputs.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+#include "heddle/frontend/Npy.h"
+#include "heddle/ops/Interpreter.h"
+
+namespace heddle {
+
+// Integer inputs must index something: the smallest table or class count they feed.
+int64_t integer_range(const Graph& g) {
+  int64_t hi = 0;
+  for (const Op& op : g.ops()) {
+    int64_t n = 0;
+    if (op.kind == OpKind::kEmbedding) n = g.type(op.inputs[1].value).shape()[0];
+    if (op.kind == OpKind::kCrossEntropy) {
+      const IVec& s = g.type(op.inputs[0].value).shape();
+      n = s[s.size() - 1];
+    }
+    if (n > 0) hi = hi == 0 ? n : std::min(hi, n);
+  }
+  return hi == 0 ? 2 : hi;
+}
+
+std::string output_digest(const Graph& g, const TensorMap& outputs) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ULL;
+  };
+  for (ValueId v : g.outputs()) {
+    const Tensor& t = outputs.at(v);
+    if (t.is_int())
+      mix(t.i64(), static_cast<size_t>(t.numel()) * sizeof(int64_t));
+    else
+      mix(t.f32(), static_cast<size_t>(t.numel()) * sizeof(float));
+  }
+  return fmt::format("{:016x}", h);
+}
+
+namespace {
+
+// "NaN at [0, 5] (3 non-finite values)" for a float tensor with NaN or Inf; empty if all finite.
+std::string non_finite_report(const Tensor& t) {
+  if (t.is_int()) return "";
+  int64_t count = 0, first = -1;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(t.f32()[i]) && count++ == 0) first = i;
+  if (count == 0) return "";
+  std::vector<int64_t> at(t.rank());
+  for (int64_t d = t.rank() - 1, rest = first; d >= 0; --d) {
+    at[d] = rest % t.shape()[d];
+    rest /= t.shape()[d];
+  }
+  float v = t.f32()[first];
+  return fmt::format("{} at element [{}] ({} non-finite value{})",
+                     std::isnan(v) ? "NaN"
+                     : v > 0       ? "+Inf"
+                                   : "-Inf",
+                     fmt::join(at, ", "), count, count == 1 ? "" : "s");
+}
+
+}  // namespace
+
+Result<InputFiles> read_input_files(const Graph& g, const std::vector<std::string>& files,
+                                    bool finite_only) {
+  InputFiles out;
+  if (files.empty()) return out;
+  if (files.size() != g.inputs().size())
+    return Diagnostic("--input given " + std::to_string(files.size()) +
+                      " time(s), but the model has " + std::to_string(g.inputs().size()) +
+                      " input(s); give one .npy file per input, in order");
+  for (size_t i = 0; i < files.size(); ++i) {
+    auto t = read_npy(files[i]);
+    HEDDLE_TRY(t);
+    const TensorType& want = g.type(g.inputs()[i]);
+    if (t->shape() != want.shape() || t->is_int() != !dtype_is_float(want.dtype()))
+      return Diagnostic(SourceLoc{files[i], 0, 0}, "holds " + std::string(dtype_name(t->dtype())) +
+                                                       t->shape().to_string() + ", but input '" +
+                                                       g.value(g.inputs()[i]).name + "' is " +
+                                                       want.to_string());
+    if (auto bad = non_finite_report(*t); !bad.empty()) {
+      Diagnostic d(SourceLoc{files[i], 0, 0},
+                   "input '" + g.value(g.inputs()[i]).name + "' holds " + bad +
+                       (finite_only ? "; --check compares finite values only: fix the input"
+                                    : "; the outputs will not be finite"));
+      if (finite_only) return d;
+      out.warnings.push_back(std::move(d));
+    }
+    Tensor fixed(want);  // i32/bool files feed i64 inputs; storage is shared
+    if (fixed.is_int())
+      std::copy(t->i64(), t->i64() + t->numel(), fixed.i64());
+    else
+      std::copy(t->f32(), t->f32() + t->numel(), fixed.f32());
+    out.tensors.push_back(std::move(fixed));
+  }
+  return out;
+}
+
+TensorMap run_feeds(const Graph& g, const std::vector<Tensor>& inputs,
+                    const std::map<ValueId, Tensor>& weights, uint64_t seed) {
+  TensorMap feeds;
+  for (size_t i = 0; i < g.inputs().size(); ++i) feeds.emplace(g.inputs()[i], inputs[i]);
+  for (ValueId p : g.params()) {
+    auto w = weights.find(p);
+    feeds.emplace(p, w != weights.end() ? w->second : init_param(g.value(p).name, g.type(p), seed));
+  }
+  return feeds;
+}
+
+}  // namespace heddle
