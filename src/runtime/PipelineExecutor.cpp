@@ -1,5 +1,6 @@
 #include "heddle/runtime/PipelineExecutor.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -63,6 +64,7 @@ class PipelineRun {
       st.weight ? weight(st) : st.backward ? backward(st) : forward(st);
     if (P_.train) update();
     PipelineResult r;
+    r.counts = counts_;
     collect(r);
     if (!error_.ok()) return error_.error();
     if (P_.train)
@@ -115,7 +117,14 @@ class PipelineRun {
           if (auto it = params_.find(n); it != params_.end()) t = &it->second;
         if (t) feeds.emplace(v, *t);  // a missing feed fails the block with a diagnostic
       }
-    auto got = run_device(b.graph, b.programs[local_], comm_, feeds, o_);
+    const DeviceProgram& program = b.programs[local_];
+    for (const Instr& in : program.instrs)
+      for (const KernelCall& call : in.calls) {
+        ++counts_.kernel_calls;
+        if (std::binary_search(b.recomputed.begin(), b.recomputed.end(), call.op))
+          ++counts_.recompute_calls;
+      }
+    auto got = run_device(b.graph, program, comm_, feeds, o_);
     if (!got.ok()) fail(got.error());
     TensorMap out = got.ok() ? std::move(*got) : TensorMap{};
     for (ValueId v : b.graph.outputs())
@@ -138,7 +147,11 @@ class PipelineRun {
            out.at(*g.find_value(edge.value)).crop(edge_box(e, false)));
     });
     for (const auto& o : ch.outputs) outputs_[{st.micro, o}] = out.at(*g.find_value(o));
-    if (!P_.train) stash_.erase({st.micro, st.chunk});
+    if (!P_.train) {
+      stash_.erase({st.micro, st.chunk});
+      return;
+    }
+    for (const auto& v : ch.stashed) stash[v] = std::move(out.at(*g.find_value(v)));
   }
 
   // The element type of edge e's value.
@@ -147,15 +160,17 @@ class PipelineRun {
     return g.type(*g.find_value(P_.edges[e].value)).dtype();
   }
 
-  // Runs `block` (nothing when it has no programs) and names its outputs `named`.
+  // Runs `block` (nothing when it has no programs) and names its outputs `named`; its outputs
+  // named in `stash` go to `extra`.
   std::map<std::string, Tensor> run_named(const StageBlock& block,
                                           const std::vector<std::pair<std::string, ValueId>>& named,
-                                          const std::map<std::string, Tensor>& extra,
-                                          int64_t micro) {
+                                          std::map<std::string, Tensor>& extra, int64_t micro,
+                                          const std::vector<std::string>& stash = {}) {
     std::map<std::string, Tensor> out;
     if (block.programs.empty()) return out;
     TensorMap got = run_block(block, extra, micro);
-    for (const auto& [name, v] : named) out.emplace(name, std::move(got.at(v)));
+    for (const auto& [name, v] : named) out.emplace(name, got.at(v));
+    for (const auto& name : stash) extra[name] = std::move(got.at(*block.graph.find_value(name)));
     return out;
   }
 
@@ -182,7 +197,7 @@ class PipelineRun {
       auto [it, fresh] = extra.emplace(kGradPrefix + edge.value, t);
       if (!fresh) kernels::combine(Monoid::kSum, it->second, t);
     });
-    auto grads = run_named(ch.backward, ch.grads, extra, st.micro);
+    auto grads = run_named(ch.backward, ch.grads, extra, st.micro, ch.backward_stashed);
     if (!P_.split_backward) accumulate(ch, grads);
     each_edge(Into, st.chunk, [&](size_t e, const PipelineEdge& edge) {
       if (!P_.carries_grad(e)) return;
@@ -313,6 +328,7 @@ class PipelineRun {
   std::map<std::string, Tensor> params_, acc_;
   std::map<std::pair<int64_t, int64_t>, std::map<std::string, Tensor>> stash_;
   std::map<std::pair<int64_t, std::string>, Tensor> outputs_;
+  PipelineCounts counts_;
   Status error_;
 };
 
@@ -412,9 +428,15 @@ Result<PipelineResult> run_pipeline_threaded(
   for (int64_t d = 1; d < n; ++d) threads.emplace_back(body, d);
   body(0);
   for (auto& t : threads) t.join();
-  for (auto& r : results)
+  PipelineCounts counts;
+  for (auto& r : results) {
     if (!r->ok()) return r->error();
-  return std::move(*results[0]);
+    counts.kernel_calls += (*r)->counts.kernel_calls;
+    counts.recompute_calls += (*r)->counts.recompute_calls;
+  }
+  PipelineResult out = std::move(**results[0]);
+  out.counts = counts;
+  return out;
 }
 
 }  // namespace heddle

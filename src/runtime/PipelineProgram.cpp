@@ -8,6 +8,7 @@
 #include "heddle/ops/Ops.h"
 #include "heddle/pipeline/Baselines.h"
 #include "heddle/pipeline/BuiltinPlacements.h"
+#include "heddle/runtime/PipelineRecompute.h"
 #include "heddle/runtime/StageSplit.h"
 #include "heddle/sharding/Tactics.h"
 
@@ -63,23 +64,37 @@ Graph chunk_graph(const Graph& model, int64_t begin, int64_t end, const std::str
   return sub_graph(model, ops, name);
 }
 
-// `g` cut down to the ops the values `outputs` (by name) need, with those as its outputs; no
-// outputs: an empty graph.
-Graph pruned_to(const Graph& g, const std::vector<std::string>& outputs, const std::string& name) {
-  std::vector<bool> need(static_cast<size_t>(g.num_ops()), false);
+// A backward part of a chunk: the ops of `gg` (the chunk's forward, its first `forward_ops`
+// ops, then its loss and gradient ops) the values `outputs` (by name) need, with those as its
+// outputs, except ops marked in `stashed`: the values of those it reads become parameters
+// (integer ones inputs) of the same name, added to `taken`. Marks the ops it computes in
+// `stashed` (a later part reads them from this one); `recomputed` gets the ops of the part that
+// recompute a forward op.
+Graph backward_part(const Graph& gg, int64_t forward_ops, const std::vector<std::string>& outputs,
+                    const std::string& name, std::vector<bool>& stashed,
+                    std::set<std::string>& taken, std::vector<OpId>& recomputed) {
+  std::vector<bool> need(static_cast<size_t>(gg.num_ops()), false);
   std::vector<ValueId> stack;
-  for (const auto& n : outputs) stack.push_back(id_of(g, n));
+  for (const auto& n : outputs) stack.push_back(id_of(gg, n));
   while (!stack.empty()) {
-    const Value& v = g.value(stack.back());
+    const Value& v = gg.value(stack.back());
     stack.pop_back();
     if (v.role != ValueRole::kResult || need[static_cast<size_t>(v.producer)]) continue;
+    if (stashed[static_cast<size_t>(v.producer)]) {
+      taken.insert(v.name);
+      continue;
+    }
     need[static_cast<size_t>(v.producer)] = true;
-    for (const auto& in : g.op(v.producer).inputs) stack.push_back(in.value);
+    for (const auto& in : gg.op(v.producer).inputs) stack.push_back(in.value);
   }
   std::vector<OpId> ops;
-  for (OpId i = 0; i < g.num_ops(); ++i)
-    if (need[static_cast<size_t>(i)]) ops.push_back(i);
-  Graph out = sub_graph(g, ops, name);
+  for (OpId i = 0; i < gg.num_ops(); ++i)
+    if (need[static_cast<size_t>(i)]) {
+      if (i < forward_ops) recomputed.push_back(static_cast<OpId>(ops.size()));
+      ops.push_back(i);
+      stashed[static_cast<size_t>(i)] = true;
+    }
+  Graph out = sub_graph(gg, ops, name);
   for (const auto& n : outputs) out.add_output(id_of(out, n));
   return out;
 }
@@ -141,7 +156,7 @@ Result<StageBlock> lower_block(Graph g, const Mesh& mesh, const StrategySpec& in
   auto programs = lower(g, plan->plan);
   if (!programs.ok())
     return Diagnostic("pipeline chunk " + g.name() + ": " + programs.error().message);
-  return StageBlock{std::move(g), std::move(*programs)};
+  return StageBlock{std::move(g), std::move(*programs), {}};
 }
 
 // The optimizer step of `owned` parameters as a training step of the surrogate loss
@@ -181,7 +196,7 @@ Result<std::pair<StageBlock, std::vector<ParamUpdate>>> optimizer_block(
   HEDDLE_TRY(plan);
   auto programs = lower(step->graph, plan->plan);
   HEDDLE_TRY(programs);
-  return std::make_pair(StageBlock{std::move(step->graph), std::move(*programs)},
+  return std::make_pair(StageBlock{std::move(step->graph), std::move(*programs), {}},
                         std::move(step->updates));
 }
 
@@ -324,6 +339,7 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
   P.schedule = options.train ? options.schedule
                              : pipeline::PipelineSchedule{pipeline::ScheduleKind::kGpipe, 1};
   P.split_backward = P.schedule.split_backward();
+  P.recompute = options.recompute;
   const int64_t C = P.stages * v;
 
   StrategySpec inner = options.inner;
@@ -385,10 +401,14 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
     for (const auto& o : ch.outputs)
       if (std::find(sent.begin(), sent.end(), o) == sent.end()) fwd.add_output(id_of(fwd, o));
     std::set<std::string> activations = received[c];
-    auto f = lower_block(std::move(fwd), P.stage_mesh, inner, activations, batch, shardings);
-    HEDDLE_TRY(f);
-    ch.forward = std::move(*f);
-
+    // Training: the backward parts (whole, or B and W for zero-bubble), built before the forward
+    // is lowered since the forward outputs what they read of it (the stash).
+    struct Part {
+      Graph graph;
+      StageBlock* block;
+      std::vector<OpId> recomputed;
+    };
+    std::vector<Part> parts;
     if (P.train) {
       // The chunk's loss: its share of the model loss and the sum of v * dL/dv over its sends.
       Graph bwd = chunk_graph(model, (*starts)[c], (*starts)[c + 1], name + ".backward");
@@ -413,42 +433,69 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
       if (!o.ok()) return Diagnostic("pipeline chunk " + name + ": " + o.status().error().message);
       auto grads = build_gradients(bwd, total);
       if (!grads.ok()) return Diagnostic("pipeline chunk " + name + ": " + grads.error().message);
-      Graph gg = std::move(grads->graph);
-      // (name of the parameter or received value, name of its gradient): B's then W's.
-      std::vector<std::pair<std::string, std::string>> of_b, of_w;
+      const Graph& gg = grads->graph;
+      const int64_t forward_ops = (*starts)[c + 1] - (*starts)[c];
+      // Ops whose results a part reads instead of computing: the forward's, except those the
+      // recompute mode recomputes; then (zero-bubble) B's for W.
+      std::vector<bool> stashed(static_cast<size_t>(gg.num_ops()), false);
+      const std::vector<bool> recompute =
+          recomputed_forward_ops(gg, forward_ops, options.recompute);
+      for (int64_t i = 0; i < forward_ops; ++i) stashed[i] = !recompute[i];
+      // Gradient names: the whole backward's, or B's (received values) and W's (parameters).
+      std::vector<std::string> of_b, of_w;
+      std::vector<std::string> b_keys, w_keys;
       for (auto [p, grad] : grads->grads) {
         const std::string& pn = gg.value(p).name;
         if (pn.rfind(kGradPrefix, 0) == 0) continue;
-        if (!P.split_backward) {
-          gg.add_output(grad);
-          ch.grads.push_back({pn, grad});
-          continue;
-        }
-        (P.param_types.count(pn) ? of_w : of_b).push_back({pn, gg.value(grad).name});
+        const bool w = P.split_backward && P.param_types.count(pn);
+        (w ? w_keys : b_keys).push_back(pn);
+        (w ? of_w : of_b).push_back(gg.value(grad).name);
       }
-      if (!P.split_backward) {
-        auto b = lower_block(std::move(gg), P.stage_mesh, inner, activations, batch, shardings);
-        HEDDLE_TRY(b);
-        ch.backward = std::move(*b);
-      }
-      // Zero-bubble: each half keeps only the ops its gradients need.
-      auto half = [&](const std::vector<std::pair<std::string, std::string>>& of,
+      std::set<std::string> from_forward, from_b;
+      auto part = [&](const std::vector<std::string>& keys, const std::vector<std::string>& outs,
                       const std::string& suffix, StageBlock& block,
-                      std::vector<std::pair<std::string, ValueId>>& named) -> Status {
-        if (of.empty()) return {};
-        std::vector<std::string> outs;
-        for (const auto& [pn, gn] : of) outs.push_back(gn);
-        Graph part = pruned_to(gg, outs, name + suffix);
-        for (const auto& [pn, gn] : of) named.push_back({pn, id_of(part, gn)});
-        auto b = lower_block(std::move(part), P.stage_mesh, inner, activations, batch, shardings);
-        HEDDLE_TRY(b);
-        block = std::move(*b);
-        return {};
+                      std::vector<std::pair<std::string, ValueId>>& named) {
+        if (outs.empty()) return;  // a block with nothing to compute has no programs
+        Part pt{Graph(""), &block, {}};
+        std::set<std::string> taken;
+        pt.graph =
+            backward_part(gg, forward_ops, outs, name + suffix, stashed, taken, pt.recomputed);
+        for (size_t k = 0; k < keys.size(); ++k)
+          named.push_back({keys[k], id_of(pt.graph, outs[k])});
+        for (const auto& v : taken) {
+          const Value& val = gg.value(id_of(gg, v));
+          const bool forward = val.producer < forward_ops && !recompute[val.producer];
+          (forward ? from_forward : from_b).insert(v);
+        }
+        parts.push_back(std::move(pt));
       };
-      if (P.split_backward) {
-        HEDDLE_TRY(half(of_b, ".backward", ch.backward, ch.grads));
-        HEDDLE_TRY(half(of_w, ".weight", ch.weight, ch.weight_grads));
+      part(b_keys, of_b, ".backward", ch.backward, ch.grads);
+      part(w_keys, of_w, ".weight", ch.weight, ch.weight_grads);
+      for (const auto& v : from_forward) {
+        ch.stashed.push_back(v);
+        activations.insert(v);
+        if (std::find(fwd.outputs().begin(), fwd.outputs().end(), id_of(fwd, v)) ==
+            fwd.outputs().end())
+          fwd.add_output(id_of(fwd, v));
       }
+      // What W reads of B's results: B outputs it too.
+      for (const auto& v : from_b) {
+        HEDDLE_ASSERT(parts.size() == 2) << v;
+        Graph& bg = parts[0].graph;
+        ch.backward_stashed.push_back(v);
+        activations.insert(v);
+        if (std::find(bg.outputs().begin(), bg.outputs().end(), id_of(bg, v)) == bg.outputs().end())
+          bg.add_output(id_of(bg, v));
+      }
+    }
+    auto f = lower_block(std::move(fwd), P.stage_mesh, inner, received[c], batch, shardings);
+    HEDDLE_TRY(f);
+    ch.forward = std::move(*f);
+    for (Part& pt : parts) {
+      auto b = lower_block(std::move(pt.graph), P.stage_mesh, inner, activations, batch, shardings);
+      HEDDLE_TRY(b);
+      *pt.block = std::move(*b);
+      pt.block->recomputed = std::move(pt.recomputed);
     }
     P.chunks.push_back(std::move(ch));
   }

@@ -1,7 +1,8 @@
-// Pipeline programs: a model split into chunks, each a forward and (training) a recomputing
-// backward block lowered for its stage's sub-mesh (split into input- and weight-gradient blocks
-// for zero-bubble schedules), per-stage optimizer blocks, and every stage's order of blocks from
-// a pipeline schedule (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2).
+// Pipeline programs: a model split into chunks, each a forward and (training) a backward block
+// lowered for its stage's sub-mesh (split into input- and weight-gradient blocks for zero-bubble
+// schedules), the forward stashing the activations the backward reads unless `recompute=` says
+// to recompute them, per-stage optimizer blocks, and every stage's order of blocks from a
+// pipeline schedule (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2).
 #pragma once
 
 #include <map>
@@ -11,6 +12,7 @@
 #include "heddle/ops/Autodiff.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/Program.h"
+#include "heddle/sharding/Recompute.h"
 #include "heddle/sharding/StrategySpec.h"
 
 namespace heddle {
@@ -32,12 +34,18 @@ struct PipelineOptions {
   /// empty: as even as they divide.
   std::vector<int64_t> layers;
   TrainStepOptions optimizer;  ///< the optimizer of training pipelines. Default AdamW.
+  /// What backward blocks recompute of their chunk's forward (recomputed_forward_ops): kNone
+  /// (default) stashes every activation they read, kSelective recomputes attention's scores and
+  /// probabilities, kFull the whole chunk from the values it received.
+  Recompute recompute = Recompute::kNone;
 };
 
 /// A graph with the programs of every device of a stage, lowered from it.
 struct StageBlock {
   Graph graph;
   std::vector<DeviceProgram> programs;  ///< by device index within the stage
+  /// Backward and weight blocks: the ops of `graph` that recompute an op of the chunk's forward.
+  std::vector<OpId> recomputed;
 };
 
 /// One value crossing between chunks: produced by `from`, read by `to` (> from).
@@ -61,10 +69,15 @@ struct PipelineChunk {
   std::vector<std::pair<std::string, ValueId>> grads;
   /// Zero-bubble schedules only (PipelineProgram::split_backward): the backward block keeps
   /// only the gradients of values on edges into the chunk (B) and this block computes the
-  /// parameters' gradients (W), named in `weight_grads`; each recomputes only the ops its
-  /// outputs need. A block with nothing to compute has no programs.
+  /// parameters' gradients (W), named in `weight_grads`, from what B stashes for it
+  /// (`backward_stashed`) and the forward's stash. A block with nothing to compute has no programs.
   StageBlock weight;
   std::vector<std::pair<std::string, ValueId>> weight_grads;
+  /// Training: the forward block's results the backward and weight blocks read instead of
+  /// recomputing them (also outputs of the forward block), kept per micro-batch until then.
+  std::vector<std::string> stashed;
+  /// Zero-bubble: B's results W reads instead of recomputing them (also outputs of B).
+  std::vector<std::string> backward_stashed;
   std::vector<std::string> inputs, params, outputs;
 };
 
@@ -83,8 +96,9 @@ struct PipelineProgram {
   int64_t stage_devices = 1;  ///< devices per stage; device d is on stage d / stage_devices
   Mesh stage_mesh;            ///< the mesh inside each stage (axes dp, ep, tp)
   bool train = false;
-  bool split_backward = false;          ///< zero-bubble: backward blocks are B, weight blocks W
-  pipeline::PipelineSchedule schedule;  ///< the schedule whose order the stages follow
+  bool split_backward = false;             ///< zero-bubble: backward blocks are B, weight blocks W
+  Recompute recompute = Recompute::kNone;  ///< what backward blocks recompute (training)
+  pipeline::PipelineSchedule schedule;     ///< the schedule whose order the stages follow
   std::vector<PipelineChunk> chunks;
   std::vector<PipelineEdge> edges;
   std::vector<std::vector<PipelineStep>> order;  ///< per stage
