@@ -270,6 +270,27 @@ ProgramStats PipelineProgram::stats() const {
   return total;
 }
 
+PipelineCounts PipelineProgram::step_counts() const {
+  PipelineCounts n;
+  auto add = [&](const StageBlock& b) {
+    for (const DeviceProgram& p : b.programs)
+      for (const Instr& in : p.instrs)
+        for (const KernelCall& call : in.calls) {
+          ++n.kernel_calls;
+          if (std::binary_search(b.recomputed.begin(), b.recomputed.end(), call.op))
+            ++n.recompute_calls;
+        }
+  };
+  for (int64_t s = 0; s < stages; ++s) {
+    for (const PipelineStep& st : order[static_cast<size_t>(s)]) {
+      const PipelineChunk& c = chunks[static_cast<size_t>(st.chunk)];
+      add(st.weight ? c.weight : st.backward ? c.backward : c.forward);
+    }
+    if (train) add(optimizer[static_cast<size_t>(s)]);
+  }
+  return n;
+}
+
 std::map<std::string, Box> PipelineProgram::device_loads(int64_t device) const {
   const int64_t s = device / stage_devices, local = device % stage_devices;
   std::vector<std::string> held = stage_params(s);

@@ -109,6 +109,8 @@ double expect_pipeline_matches(const Graph& full, const Graph& micro, const std:
   EXPECT_TRUE(got.ok()) << got.error().to_string();
   if (!got.ok()) return held;
   if (counts) *counts = got->counts;
+  EXPECT_EQ(got->counts.kernel_calls, P->step_counts().kernel_calls);
+  EXPECT_EQ(got->counts.recompute_calls, P->step_counts().recompute_calls);
 
   Interpreter interp(ref, {.seed = 3, .blas_threads = 1});
   auto want = interp.run(inputs, 1);

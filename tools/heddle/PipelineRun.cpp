@@ -56,6 +56,12 @@ Result<PipelinePlan> plan_pipeline(const RunOptions& o, const Graph& full,
   po.train = o.train;
   po.inner = spec;
   po.layers = spec.layers;
+  po.recompute = spec.recompute.value_or(Recompute::kNone);
+  if (!o.train && spec.recompute && *spec.recompute != Recompute::kNone)
+    return Diagnostic(fmt::format(
+        "recompute={}: a forward-only run has no backward to recompute for; drop the key or "
+        "add --train",
+        to_string(*spec.recompute)));
   po.optimizer.optimizer = o.optimizer == "sgd" ? TrainStepOptions::Optimizer::kSgdMomentum
                                                 : TrainStepOptions::Optimizer::kAdamW;
   po.optimizer.adamw.lr = o.lr;
@@ -63,18 +69,60 @@ Result<PipelinePlan> plan_pipeline(const RunOptions& o, const Graph& full,
   auto program = build_pipeline(micro, po);
   HEDDLE_TRY(program);
   PipelinePlan plan{std::move(*program), *mesh, spec, ""};
+  std::string executed;
+  if (o.train) {
+    const PipelineCounts n = plan.program.step_counts();
+    size_t stashed = 0;
+    for (const auto& c : plan.program.chunks) stashed += c.stashed.size();
+    executed = fmt::format(
+        "; recompute={} executed: {} of {} kernel calls per step recompute the forward, "
+        "backward blocks read {} stashed activation(s)",
+        to_string(plan.program.recompute), n.recompute_calls, n.kernel_calls, stashed);
+  }
   plan.note = fmt::format(
       "strategy {} on mesh {}: {} stages of {} device(s), {} chunks, {} micro-batches of {}, "
       "schedule {}{}",
       spec.to_string(), mesh->to_string(), pp, plan.program.stage_devices,
-      plan.program.chunks.size(), m, B / m, plan.program.schedule.to_string(),
-      o.train ? " (backward blocks recompute their chunk's forward, as recompute=full)" : "");
+      plan.program.chunks.size(), m, B / m, plan.program.schedule.to_string(), executed);
   return plan;
+}
+
+Status check_unpipelined_keys(const Graph& full, const StrategySpec& spec) {
+  const std::string why = "heddle run does that only with pipeline stages (pp > 1)";
+  if (spec.recompute && *spec.recompute != Recompute::kNone)
+    return Diagnostic(fmt::format(
+        "recompute={}: {}; without pp it keeps every activation (recompute=none): drop the key "
+        "or add pp",
+        to_string(*spec.recompute), why));
+  if (spec.schedule)
+    return Diagnostic(fmt::format(
+        "schedule={} orders pipeline stages; without pp > 1 there are none to order: drop the key "
+        "or add pp",
+        spec.schedule->to_string()));
+  if (spec.micro_batch || spec.microbatches) {
+    const int64_t B = full.inputs().empty() || full.type(full.inputs()[0]).rank() == 0
+                          ? 1
+                          : full.type(full.inputs()[0]).shape()[0];
+    auto batching = spec.micro_batching(B, false);
+    HEDDLE_TRY(batching);
+    const int64_t count = batching->count;
+    if (count > 1)
+      return Diagnostic(fmt::format(
+          "{}: {} micro-batches of the batch of {}; {}, without it the batch runs whole: drop "
+          "the key or add pp",
+          spec.micro_batch ? fmt::format("mb={}", *spec.micro_batch)
+                           : fmt::format("microbatches={}", *spec.microbatches),
+          count, B, why));
+  }
+  return {};
 }
 
 Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunOptions& o, const Graph& full,
                                                       const StrategySpec& spec) {
-  if (spec.pp.value_or(1) <= 1) return std::optional<PipelinePlan>();
+  if (spec.pp.value_or(1) <= 1) {
+    HEDDLE_TRY(check_unpipelined_keys(full, spec));
+    return std::optional<PipelinePlan>();
+  }
   if (!o.emit_dir.empty())
     return Diagnostic(
         "--emit writes the programs of runs without pipeline stages; drop pp from the strategy "

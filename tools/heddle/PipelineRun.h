@@ -29,9 +29,16 @@ struct PipelinePlan {
 Result<PipelinePlan> plan_pipeline(const RunOptions& o, const Graph& full,
                                    const StrategySpec& spec);
 
+/// Without pipeline stages, keys a run cannot honour are diagnostics naming them: `recompute`
+/// other than none (the run keeps every activation), `schedule`, and `mb` / `microbatches`
+/// giving more than one micro-batch of `full`'s batch (no gradient accumulation without pp).
+Status check_unpipelined_keys(const Graph& full, const StrategySpec& spec);
+
 /// The pipeline `spec` (requested_strategy() of `o`) asks for (pp > 1), planned with
-/// plan_pipeline(); nothing when it asks for none. `--emit` with pp is a diagnostic (stage
-/// programs are not written).
+/// plan_pipeline(); nothing when it asks for none (after check_unpipelined_keys()). `--emit`
+/// with pp is a diagnostic (stage programs are not written). `recompute` is executed as given
+/// (default none: backward blocks read the forward's stash); with a forward-only run, recompute
+/// other than none is a diagnostic.
 Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunOptions& o, const Graph& full,
                                                       const StrategySpec& spec);
 

@@ -277,6 +277,10 @@ int run(const RunOptions& o) {
     summary.stages = P.stages;
     summary.micro_batches = P.micro_batches;
     summary.schedule = P.schedule.to_string();
+    if (P.train) {
+      summary.recompute = std::string(to_string(P.recompute));
+      summary.counts = P.step_counts();
+    }
   } else {
     summary.note = planned->note;
     summary.mesh = planned->mesh;

@@ -24,13 +24,6 @@ struct PipelineFeeds {
   std::vector<std::map<std::string, Tensor>> inputs;
 };
 
-/// What a pipeline run executed: kernel calls of every block it ran, and those of them that
-/// recomputed a forward op in a backward or weight block (zero under recompute=none).
-struct PipelineCounts {
-  int64_t kernel_calls = 0;
-  int64_t recompute_calls = 0;
-};
-
 /// What a pipeline run ends with.
 struct PipelineResult {
   /// Device 0: per micro-batch, every model output.
@@ -42,7 +35,8 @@ struct PipelineResult {
   /// reach stays as fed); device 0 all of them, every other device those its stage reads or
   /// updates.
   std::map<std::string, Tensor> updated;
-  /// What the device ran (run_pipeline_threaded: summed over every device).
+  /// What the device ran, counted as it ran (run_pipeline_threaded: summed over every device;
+  /// equal to PipelineProgram::step_counts()).
   PipelineCounts counts;
 };
 

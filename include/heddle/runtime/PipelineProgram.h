@@ -89,6 +89,13 @@ struct PipelineStep {
   bool weight = false;  ///< zero-bubble: the weight-gradient block W (then backward is true too)
 };
 
+/// Kernel calls of a pipeline step: all of them, and those that recompute a forward op in a
+/// backward or weight block (zero under recompute=none).
+struct PipelineCounts {
+  int64_t kernel_calls = 0;
+  int64_t recompute_calls = 0;
+};
+
 /// Everything a pipeline run executes.
 struct PipelineProgram {
   int64_t stages = 0;
@@ -120,6 +127,9 @@ struct PipelineProgram {
   int64_t stage_of(int64_t c) const { return chunks[static_cast<size_t>(c)].stage; }
   /// Statistics of every lowered program (all blocks, all devices).
   ProgramStats stats() const;
+  /// The kernel calls one step executes, summed over every device: each stage's order of
+  /// blocks, then its optimizer block.
+  PipelineCounts step_counts() const;
   /// What global device `device` must hold of the model: per parameter and optimizer state of
   /// its stage and per model input (at micro-batch size) its blocks read, the smallest box
   /// covering every tile its programs (all blocks of its stage) load, by name. Precondition:
