@@ -35,8 +35,8 @@ struct Report {
 class PipelineRun {
  public:
   PipelineRun(const PipelineProgram& P, int64_t device, Communicator& comm, Links& links,
-              const PipelineFeeds& feeds, const ExecOptions& o)
-      : P_(P), device_(device), comm_(comm), links_(links), feeds_(feeds), o_(o) {
+              const PipelineFeeds& feeds, const ExecOptions& o, PipelineDeviceCache& cache)
+      : P_(P), device_(device), comm_(comm), links_(links), feeds_(feeds), o_(o), cache_(cache) {
     stage_ = device / P.stage_devices;
     local_ = device % P.stage_devices;
     int64_t k = 0;
@@ -101,9 +101,11 @@ class PipelineRun {
   // needs; both sides compute the same box.
   const Box& edge_box(size_t e, bool grad) const { return edge_boxes_[2 * e + (grad ? 1 : 0)]; }
 
-  // Runs a block; on a failure the outputs are zeros of their types, so peers stay in step.
-  TensorMap run_block(const StageBlock& b, const std::map<std::string, Tensor>& extra,
-                      int64_t micro) {
+  // Runs a block with its feeds viewed, not copied; returns its outputs as views valid until
+  // the block runs again (on a failure zeros of their types, so peers stay in step).
+  using Outputs = std::map<ValueId, const Tensor*>;
+  Outputs run_block(const StageBlock& b, const std::map<std::string, Tensor>& extra,
+                    int64_t micro) {
     TensorMap feeds;
     for (const auto* ids : {&b.graph.inputs(), &b.graph.params()})
       for (ValueId v : *ids) {
@@ -115,7 +117,10 @@ class PipelineRun {
             t = &it->second;
         if (!t)
           if (auto it = params_.find(n); it != params_.end()) t = &it->second;
-        if (t) feeds.emplace(v, *t);  // a missing feed fails the block with a diagnostic
+        if (!t) continue;  // a missing feed fails the block with a diagnostic
+        void* data = t->is_int() ? static_cast<void*>(const_cast<int64_t*>(t->i64()))
+                                 : static_cast<void*>(const_cast<float*>(t->f32()));
+        feeds.emplace(v, Tensor::view(t->dtype(), t->region(), data));  // read only
       }
     const DeviceProgram& program = b.programs[local_];
     for (const Instr& in : program.instrs)
@@ -124,11 +129,15 @@ class PipelineRun {
         if (std::binary_search(b.recomputed.begin(), b.recomputed.end(), call.op))
           ++counts_.recompute_calls;
       }
-    auto got = run_device(b.graph, program, comm_, feeds, o_);
-    if (!got.ok()) fail(got.error());
-    TensorMap out = got.ok() ? std::move(*got) : TensorMap{};
+    DeviceExecutor& x = cache_.executor(b, local_);
+    Status st = x.run(comm_, feeds, o_, o_.threads > 0 ? o_.threads : 1);
+    Outputs out;
+    if (st.ok())
+      for (const auto& [v, t] : x.outputs()) out.emplace(v, t);
+    else
+      fail(st);
     for (ValueId v : b.graph.outputs())
-      if (!out.count(v)) out.emplace(v, Tensor(b.graph.type(v)));
+      if (!out.count(v)) out.emplace(v, &zeros_.emplace_back(b.graph.type(v)));
     return out;
   }
 
@@ -144,14 +153,14 @@ class PipelineRun {
     auto out = run_block(ch.forward, stash, st.micro);
     each_edge(OutOf, st.chunk, [&](size_t e, const PipelineEdge& edge) {
       send(device_of(P_.stage_of(edge.to)), tag_of(e),
-           out.at(*g.find_value(edge.value)).crop(edge_box(e, false)));
+           out.at(*g.find_value(edge.value))->crop(edge_box(e, false)));
     });
-    for (const auto& o : ch.outputs) outputs_[{st.micro, o}] = out.at(*g.find_value(o));
+    for (const auto& o : ch.outputs) outputs_[{st.micro, o}] = *out.at(*g.find_value(o));
     if (!P_.train) {
       stash_.erase({st.micro, st.chunk});
       return;
     }
-    for (const auto& v : ch.stashed) stash[v] = std::move(out.at(*g.find_value(v)));
+    for (const auto& v : ch.stashed) stash[v] = *out.at(*g.find_value(v));
   }
 
   // The element type of edge e's value.
@@ -168,9 +177,9 @@ class PipelineRun {
                                           const std::vector<std::string>& stash = {}) {
     std::map<std::string, Tensor> out;
     if (block.programs.empty()) return out;
-    TensorMap got = run_block(block, extra, micro);
-    for (const auto& [name, v] : named) out.emplace(name, got.at(v));
-    for (const auto& name : stash) extra[name] = std::move(got.at(*block.graph.find_value(name)));
+    Outputs got = run_block(block, extra, micro);
+    for (const auto& [name, v] : named) out.emplace(name, *got.at(v));
+    for (const auto& name : stash) extra[name] = *got.at(*block.graph.find_value(name));
     return out;
   }
 
@@ -247,8 +256,8 @@ class PipelineRun {
       auto out = run_block(P_.optimizer[stage_], extra, -1);
       const Graph& og = P_.optimizer[stage_].graph;
       for (const auto& u : P_.updates[stage_]) {
-        params_.insert_or_assign(og.value(u.param).name, out.at(u.updated));
-        for (const auto& [s, n] : u.state) params_.insert_or_assign(og.value(s).name, out.at(n));
+        params_.insert_or_assign(og.value(u.param).name, *out.at(u.updated));
+        for (const auto& [s, n] : u.state) params_.insert_or_assign(og.value(s).name, *out.at(n));
       }
     }
     for (const auto& p : P_.owned[stage_])
@@ -320,6 +329,7 @@ class PipelineRun {
   Links& links_;
   const PipelineFeeds& feeds_;
   const ExecOptions& o_;
+  PipelineDeviceCache& cache_;
   int64_t share_tag_ = 0, report_tag_ = 0;
   std::map<std::string, int64_t> param_index_;
   std::vector<Box> edge_boxes_;  // per edge: activation, gradient
@@ -329,6 +339,7 @@ class PipelineRun {
   std::map<std::pair<int64_t, int64_t>, std::map<std::string, Tensor>> stash_;
   std::map<std::pair<int64_t, std::string>, Tensor> outputs_;
   PipelineCounts counts_;
+  std::deque<Tensor> zeros_;  // outputs of failed blocks
   Status error_;
 };
 
@@ -397,22 +408,48 @@ Tensor concat_micro_batches(const std::vector<Tensor>& parts) {
   return out;
 }
 
+PipelineDeviceCache::PipelineDeviceCache() = default;
+PipelineDeviceCache::~PipelineDeviceCache() = default;
+
+DeviceExecutor& PipelineDeviceCache::executor(const StageBlock& block, int64_t local) {
+  auto& x = executors_[&block];
+  if (!x) x = std::make_unique<DeviceExecutor>(block.graph, block.programs[local]);
+  return *x;
+}
+
 Result<PipelineResult> run_pipeline_device(const PipelineProgram& program, int64_t device,
                                            Communicator& stage_comm, Links& links,
-                                           const PipelineFeeds& feeds, const ExecOptions& options) {
-  return PipelineRun(program, device, stage_comm, links, feeds, options).run();
+                                           const PipelineFeeds& feeds, const ExecOptions& options,
+                                           PipelineDeviceCache* cache) {
+  PipelineDeviceCache local;
+  return PipelineRun(program, device, stage_comm, links, feeds, options, cache ? *cache : local)
+      .run();
 }
 
 Result<PipelineResult> run_pipeline_threaded(const PipelineProgram& program,
                                              const PipelineFeeds& feeds,
                                              const ExecOptions& options) {
-  return run_pipeline_threaded(
-      program, [&](int64_t) -> const PipelineFeeds& { return feeds; }, options);
+  return PipelineRunner(program).run(feeds, options);
 }
 
 Result<PipelineResult> run_pipeline_threaded(
     const PipelineProgram& program, const std::function<const PipelineFeeds&(int64_t)>& feeds_of,
     const ExecOptions& options) {
+  return PipelineRunner(program).run(feeds_of, options);
+}
+
+PipelineRunner::PipelineRunner(const PipelineProgram& program) : program_(program) {
+  for (int64_t d = 0; d < program.stages * program.stage_devices; ++d)
+    caches_.push_back(std::make_unique<PipelineDeviceCache>());
+}
+
+Result<PipelineResult> PipelineRunner::run(const PipelineFeeds& feeds, const ExecOptions& options) {
+  return run([&](int64_t) -> const PipelineFeeds& { return feeds; }, options);
+}
+
+Result<PipelineResult> PipelineRunner::run(
+    const std::function<const PipelineFeeds&(int64_t)>& feeds_of, const ExecOptions& options) {
+  const PipelineProgram& program = program_;
   const int64_t k = program.stage_devices, n = program.stages * k;
   SingleThreadedBlas blas(n);
   std::vector<std::unique_ptr<ThreadedWorld>> worlds;
@@ -421,8 +458,8 @@ Result<PipelineResult> run_pipeline_threaded(
   std::vector<std::optional<Result<PipelineResult>>> results(static_cast<size_t>(n));
   auto body = [&](int64_t d) {
     Mailbox::End end(box, d);
-    results[d] =
-        run_pipeline_device(program, d, worlds[d / k]->endpoint(d % k), end, feeds_of(d), options);
+    results[d] = run_pipeline_device(program, d, worlds[d / k]->endpoint(d % k), end, feeds_of(d),
+                                     options, caches_[static_cast<size_t>(d)].get());
   };
   std::vector<std::thread> threads;
   for (int64_t d = 1; d < n; ++d) threads.emplace_back(body, d);
