@@ -270,6 +270,13 @@ ProgramStats PipelineProgram::stats() const {
   return total;
 }
 
+int64_t PipelineProgram::stage_of_device(int64_t d) const {
+  HEDDLE_ASSERT(d >= 0 && d < num_devices()) << "device " << d;
+  return static_cast<int64_t>(std::upper_bound(stage_first.begin(), stage_first.end(), d) -
+                              stage_first.begin()) -
+         1;
+}
+
 PipelineCounts PipelineProgram::step_counts() const {
   PipelineCounts n;
   auto add = [&](const StageBlock& b) {
@@ -292,7 +299,7 @@ PipelineCounts PipelineProgram::step_counts() const {
 }
 
 std::map<std::string, Box> PipelineProgram::device_loads(int64_t device) const {
-  const int64_t s = device / stage_devices, local = device % stage_devices;
+  const int64_t s = stage_of_device(device), local = device - stage_first[s];
   std::vector<std::string> held = stage_params(s);
   std::map<std::string, Box> boxes;
   auto add = [&](const StageBlock& b) {
@@ -363,13 +370,32 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
   P.recompute = options.recompute;
   const int64_t C = P.stages * v;
 
-  StrategySpec inner = options.inner;
-  inner.pp.reset();
-  inner.layers.clear();
-  P.stage_devices = inner.devices();
-  auto mesh = inner.mesh(P.stage_devices);
-  HEDDLE_TRY(mesh);
-  P.stage_mesh = *mesh;
+  // Each stage's strategy and sub-mesh.
+  if (!options.inner.meshes.empty() &&
+      static_cast<int64_t>(options.inner.meshes.size()) != P.stages)
+    return Diagnostic("meshes= gives " + std::to_string(options.inner.meshes.size()) +
+                      " stage meshes for " + std::to_string(P.stages) + " stages");
+  std::vector<StrategySpec> inners;
+  P.stage_first.push_back(0);
+  for (int64_t s = 0; s < P.stages; ++s) {
+    StrategySpec inner = options.inner;
+    inner.pp.reset();
+    inner.layers.clear();
+    if (!inner.meshes.empty()) {
+      inner.dp = inner.meshes[s].dp;
+      inner.tp = inner.meshes[s].tp;
+      inner.meshes.clear();
+    }
+    auto mesh = inner.mesh(inner.devices());
+    HEDDLE_TRY(mesh);
+    P.stage_meshes.push_back(*mesh);
+    P.stage_first.push_back(P.stage_first.back() + inner.devices());
+    inners.push_back(std::move(inner));
+  }
+  P.stage_mesh = P.stage_meshes[0];
+  P.stage_devices = P.devices_of(0);
+  for (int64_t s = 1; s < P.stages; ++s)
+    if (P.devices_of(s) != P.stage_devices) P.stage_devices = 0;
 
   auto starts = split_stages(model, C, options.layers);
   HEDDLE_TRY(starts);
@@ -509,11 +535,13 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
           bg.add_output(id_of(bg, v));
       }
     }
-    auto f = lower_block(std::move(fwd), P.stage_mesh, inner, received[c], batch, shardings);
+    const Mesh& mesh = P.stage_meshes[static_cast<size_t>(ch.stage)];
+    const StrategySpec& inner = inners[static_cast<size_t>(ch.stage)];
+    auto f = lower_block(std::move(fwd), mesh, inner, received[c], batch, shardings);
     HEDDLE_TRY(f);
     ch.forward = std::move(*f);
     for (Part& pt : parts) {
-      auto b = lower_block(std::move(pt.graph), P.stage_mesh, inner, activations, batch, shardings);
+      auto b = lower_block(std::move(pt.graph), mesh, inner, activations, batch, shardings);
       HEDDLE_TRY(b);
       *pt.block = std::move(*b);
       pt.block->recomputed = std::move(pt.recomputed);
@@ -535,8 +563,8 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
     }
     for (int64_t s = 0; s < P.stages; ++s) {
       if (P.owned[s].empty()) continue;
-      auto ob =
-          optimizer_block(P.owned[s], P.param_types, shardings, P.stage_mesh, options.optimizer, s);
+      auto ob = optimizer_block(P.owned[s], P.param_types, shardings, P.stage_meshes[s],
+                                options.optimizer, s);
       HEDDLE_TRY(ob);
       P.optimizer[s] = std::move(ob->first);
       P.updates[s] = std::move(ob->second);

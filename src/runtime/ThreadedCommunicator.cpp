@@ -1,5 +1,7 @@
 #include "heddle/runtime/ThreadedCommunicator.h"
 
+#include <algorithm>
+
 #include "heddle/ops/Kernel.h"
 #include "heddle/runtime/HostCores.h"
 
@@ -85,10 +87,10 @@ class ThreadedWorld::Endpoint : public Communicator {
   int64_t calls_ = 0;  // collectives so far (one-barrier mode: which slot set to use)
 };
 
-ThreadedWorld::ThreadedWorld(int64_t n, bool one_barrier)
+ThreadedWorld::ThreadedWorld(int64_t n, bool one_barrier, int64_t threads)
     : n_(n),
       one_barrier_(one_barrier),
-      barrier_(n, host_cores() >= n ? WaitBarrier::kDefaultSpin : 0),
+      barrier_(n, host_cores() >= std::max(n, threads) ? WaitBarrier::kDefaultSpin : 0),
       slots_(static_cast<size_t>(2 * n)) {
   HEDDLE_ASSERT(n >= 1) << "world of " << n;
   for (int64_t i = 0; i < n; ++i) endpoints_.push_back(std::make_unique<Endpoint>(*this, i));

@@ -83,7 +83,7 @@ double expect_pipeline_matches(const Graph& full, const Graph& micro, const std:
       feeds.inputs[k].emplace(full.value(full.inputs()[i]).name,
                               m == 1 ? inputs[i] : micro_batch_of(inputs[i], m, k));
   // Sharded: device d gets only its tiles (cropped from the whole tensors).
-  const int64_t n = P->stages * P->stage_devices;
+  const int64_t n = P->num_devices();
   std::vector<PipelineFeeds> tiles(static_cast<size_t>(sharded ? n : 0));
   double held = sharded ? 0 : 1, whole = 0;
   for (const auto& [name, t] : feeds.params) whole += static_cast<double>(t.numel());
@@ -299,6 +299,39 @@ TEST(Pipeline, RecomputeModesRunWhatTheySayAndMatchTheReference) {
       }
   }
   EXPECT_EQ(softmaxes, 4) << "one softmax per layer, recomputed once (W reads B's)";
+}
+
+TEST(Pipeline, StagesOnUnequalSubMeshesMatchTheReference) {
+  // What plan may choose: per-stage meshes of different sizes and shapes. Activations and
+  // gradients cross between stages of different dp and tp, shared parameters (gpt-tiny's tied
+  // embedding) between stages of different sizes.
+  const std::vector<std::pair<std::string, int64_t>> cases = {
+      {"meshes=2x1/1x1,schedule=1f1b", 2},
+      {"meshes=1x1/1x2,schedule=gpipe", 2},
+      {"meshes=1x2/2x1,schedule=zb-h1", 2},
+      {"meshes=2x1/1x1/1x2,schedule=1f1b,recompute=selective", 2},
+  };
+  for (const auto& [strategy, m] : cases) {
+    PipelineCounts counts;
+    for (const char* model : {"gpt-tiny", "llama-tiny"})
+      expect_pipeline_matches(zoo_model(model, 8, true), zoo_model(model, 8 / m, true), strategy, m,
+                              true, false, &counts);
+  }
+  auto spec = StrategySpec::parse("meshes=2x1/1x2/1x1");
+  ASSERT_TRUE(spec.ok());
+  PipelineOptions po;
+  po.stages = 3;
+  po.inner = *spec;
+  auto P = build_pipeline(zoo_model("gpt-tiny", 2, false), po);
+  ASSERT_TRUE(P.ok()) << P.error().to_string();
+  EXPECT_EQ(P->num_devices(), 5);
+  EXPECT_EQ(P->stage_devices, 0);
+  EXPECT_EQ(P->stage_of_device(2), 1);
+  EXPECT_EQ(P->stage_of_device(4), 2);
+  EXPECT_EQ(P->devices_of(1), 2);
+  // Forward only, each device fed only its tiles.
+  expect_pipeline_matches(zoo_model("llama-tiny", 4, false), zoo_model("llama-tiny", 2, false),
+                          "meshes=2x1/1x2", 2, false, true);
 }
 
 TEST(Pipeline, EachDeviceHoldsOnlyItsShardOfItsStage) {

@@ -1,6 +1,7 @@
 #include "PipelineRun.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -11,11 +12,36 @@
 
 namespace heddle::cli {
 
+namespace {
+
+// `2` when every stage has 2 devices, else each stage's: `2/1/2`.
+std::string stage_sizes(const PipelineProgram& P) {
+  if (P.stage_devices > 0) return std::to_string(P.stage_devices);
+  std::vector<std::string> n;
+  for (int64_t s = 0; s < P.stages; ++s) n.push_back(std::to_string(P.devices_of(s)));
+  return fmt::format("{}", fmt::join(n, "/"));
+}
+
+}  // namespace
+
 Result<PipelinePlan> plan_pipeline(const RunOptions& o, const Graph& full,
                                    const StrategySpec& spec) {
   auto given = Mesh::parse(o.mesh);
   if (!given.ok()) return Diagnostic("--mesh: " + given.error().message);
-  auto mesh = spec.mesh(given->num_devices());
+  // Stages on sub-meshes of different shapes have no one mesh: the summary shows the devices.
+  Result<Mesh> mesh = *given;
+  if (spec.heterogeneous()) {
+    if (spec.devices() != given->num_devices())
+      return Diagnostic(fmt::format("--strategy {} uses {} devices, but --mesh gives {}",
+                                    spec.to_string(), spec.devices(), given->num_devices()));
+    if (o.backend == "mpi")
+      return Diagnostic(fmt::format(
+          "--strategy {}: pipeline stages on sub-meshes of different shapes run on threads "
+          "(--backend threads); the MPI backend runs stages of one shape",
+          spec.to_string()));
+  } else {
+    mesh = spec.mesh(given->num_devices());
+  }
   HEDDLE_TRY(mesh);
   const int64_t pp = *spec.pp;
   const bool zoo = zoo::is_zoo_model(o.model);
@@ -82,7 +108,7 @@ Result<PipelinePlan> plan_pipeline(const RunOptions& o, const Graph& full,
   plan.note = fmt::format(
       "strategy {} on mesh {}: {} stages of {} device(s), {} chunks, {} micro-batches of {}, "
       "schedule {}{}",
-      spec.to_string(), mesh->to_string(), pp, plan.program.stage_devices,
+      spec.to_string(), mesh->to_string(), pp, stage_sizes(plan.program),
       plan.program.chunks.size(), m, B / m, plan.program.schedule.to_string(), executed);
   return plan;
 }

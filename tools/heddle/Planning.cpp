@@ -10,15 +10,9 @@
 namespace heddle::cli {
 
 Status runnable_strategy(StrategySpec& spec) {
-  if (spec.heterogeneous())
-    return Diagnostic(
-        "--strategy " + spec.to_string() +
-        ": pipeline stages on sub-meshes of different shapes (meshes=) are priced by plan and "
-        "simulate, but run executes pipelines whose stages share one dp x tp mesh (every "
-        "stage's program is lowered on the same stage mesh); simulate this plan, or run equal "
-        "stages such as dp=..,tp=..,pp=" +
-        std::to_string(spec.meshes.size()));
-  if (!spec.meshes.empty()) {
+  // Sub-meshes of different shapes stay per stage (run_pipeline executes them); equal ones are
+  // the plain dp x tp form.
+  if (!spec.meshes.empty() && !spec.heterogeneous()) {
     spec.dp = spec.meshes.front().dp;
     spec.tp = spec.meshes.front().tp;
     spec.meshes.clear();

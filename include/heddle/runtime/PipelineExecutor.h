@@ -93,7 +93,7 @@ class PipelineRunner {
   std::vector<std::unique_ptr<PipelineDeviceCache>> caches_;
 };
 
-/// Every device of `program` on its own thread (stage_devices * stages threads); returns device
+/// Every device of `program` on its own thread (num_devices() threads); returns device
 /// 0's result.
 Result<PipelineResult> run_pipeline_threaded(const PipelineProgram& program,
                                              const PipelineFeeds& feeds,

@@ -27,8 +27,9 @@ struct PipelineOptions {
   /// GPipe's order over the schedule's chunks.
   pipeline::PipelineSchedule schedule;
   bool train = false;  ///< build backward and optimizer blocks. Default false (forward only).
-  /// The strategy inside every stage (its pp is ignored); its degrees give the stage mesh.
-  /// Default: one device per stage.
+  /// The strategy inside every stage (its pp is ignored); its degrees give the stage mesh, or,
+  /// with per-stage `meshes`, stage s is meshes[s].dp x meshes[s].tp (sub-meshes may differ in
+  /// size). Default: one device per stage.
   StrategySpec inner;
   /// Repeating layer units per chunk (the strategy's `layers=`, see split_stages); default
   /// empty: as even as they divide.
@@ -100,8 +101,14 @@ struct PipelineCounts {
 struct PipelineProgram {
   int64_t stages = 0;
   int64_t micro_batches = 0;
-  int64_t stage_devices = 1;  ///< devices per stage; device d is on stage d / stage_devices
-  Mesh stage_mesh;            ///< the mesh inside each stage (axes dp, ep, tp)
+  /// Devices per stage when every stage has as many (then device d is on stage
+  /// d / stage_devices); 0 when the stages' sub-meshes differ in size (`meshes=`).
+  int64_t stage_devices = 1;
+  Mesh stage_mesh;  ///< the mesh inside stage 0 (axes dp, ep, tp); every stage's in stage_meshes
+  /// Per stage, its own sub-mesh; stage s holds global devices [stage_first[s],
+  /// stage_first[s + 1]) (stage_first has stages + 1 entries).
+  std::vector<Mesh> stage_meshes;
+  std::vector<int64_t> stage_first;
   bool train = false;
   bool split_backward = false;             ///< zero-bubble: backward blocks are B, weight blocks W
   Recompute recompute = Recompute::kNone;  ///< what backward blocks recompute (training)
@@ -123,6 +130,12 @@ struct PipelineProgram {
   /// True when edge `edge` carries a gradient back (training, float value). Precondition: edge
   /// indexes `edges`.
   bool carries_grad(size_t edge) const;
+  /// Devices of every stage together.
+  int64_t num_devices() const { return stage_first.back(); }
+  /// Devices of stage `s`. Precondition: 0 <= s < stages.
+  int64_t devices_of(int64_t s) const { return stage_first[s + 1] - stage_first[s]; }
+  /// The stage global device `d` is on. Precondition: 0 <= d < num_devices().
+  int64_t stage_of_device(int64_t d) const;
   /// The stage of chunk `c`.
   int64_t stage_of(int64_t c) const { return chunks[static_cast<size_t>(c)].stage; }
   /// Statistics of every lowered program (all blocks, all devices).

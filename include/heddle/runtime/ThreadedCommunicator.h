@@ -47,9 +47,10 @@ class ThreadedWorld {
   /// this world has returned, or until every device has finished (ThreadedRunner plans its tiles
   /// so). Slots alternate between two sets, so the next collective's publication never overwrites
   /// one a slow peer is still reading. Waiting peers spin WaitBarrier::kDefaultSpin rounds when
-  /// the host has a core per device (host_cores() >= n), else sleep at once: with more devices
-  /// than cores a spinning device only delays the peer it waits for.
-  explicit ThreadedWorld(int64_t n, bool one_barrier = false);
+  /// the host has a core per running thread (host_cores() >= max(n, `threads`), `threads` being
+  /// every device thread of the run, of this world or others), else sleep at once: with more
+  /// devices than cores a spinning device only delays the peer it waits for.
+  explicit ThreadedWorld(int64_t n, bool one_barrier = false, int64_t threads = 0);
   ~ThreadedWorld();
   int64_t size() const { return n_; }
   /// Device i's end. Precondition: 0 <= i < size(). Owned by the world.
