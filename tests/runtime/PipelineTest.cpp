@@ -236,6 +236,18 @@ TEST(Pipeline, ZeroBubbleSchedulesSplitTheBackwardAndMatchTheReference) {
       EXPECT_LT(z.weight.graph.num_ops(), ops);
     }
   }
+  // W reads what B computed: a zero-bubble step runs exactly 1F1B's kernel calls, whatever
+  // the recompute mode (B and W never both recompute the forward).
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    PipelineOptions a = po, b = po;
+    a.recompute = b.recompute = r;
+    a.schedule = {pipeline::ScheduleKind::k1f1b, 1};
+    auto pa = build_pipeline(zoo_model("gpt-tiny", 2, true), a);
+    auto pb = build_pipeline(zoo_model("gpt-tiny", 2, true), b);
+    ASSERT_TRUE(pa.ok() && pb.ok());
+    EXPECT_EQ(pa->step_counts().kernel_calls, pb->step_counts().kernel_calls) << to_string(r);
+    EXPECT_EQ(pa->step_counts().recompute_calls, pb->step_counts().recompute_calls);
+  }
   // Every stage runs one W per micro-batch, after that micro-batch's B.
   for (const auto& order : zb->order) {
     int64_t b = 0, w = 0;
