@@ -120,7 +120,8 @@ Status check_unpipelined_keys(const Graph& full, const StrategySpec& spec) {
         "recompute={}: {}; without pp it keeps every activation (recompute=none): drop the key "
         "or add pp",
         to_string(*spec.recompute), why));
-  if (spec.schedule)
+  // 1F1B is the default wherever it matters (what plan prints with pp=1): nothing to honour.
+  if (spec.schedule && spec.schedule->kind != pipeline::ScheduleKind::k1f1b)
     return Diagnostic(fmt::format(
         "schedule={} orders pipeline stages; without pp > 1 there are none to order: drop the key "
         "or add pp",

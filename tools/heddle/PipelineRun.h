@@ -30,7 +30,8 @@ Result<PipelinePlan> plan_pipeline(const RunOptions& o, const Graph& full,
                                    const StrategySpec& spec);
 
 /// Without pipeline stages, keys a run cannot honour are diagnostics naming them: `recompute`
-/// other than none (the run keeps every activation), `schedule`, and `mb` / `microbatches`
+/// other than none (the run keeps every activation), `schedule` other than the default 1f1b
+/// (which plan prints for pp=1), and `mb` / `microbatches`
 /// giving more than one micro-batch of `full`'s batch (no gradient accumulation without pp).
 Status check_unpipelined_keys(const Graph& full, const StrategySpec& spec);
 
