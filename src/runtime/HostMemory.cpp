@@ -77,10 +77,10 @@ std::vector<int64_t> peak_bytes_per_device(const Graph& g,
 }
 
 std::vector<int64_t> pipeline_peak_bytes(const PipelineProgram& P) {
-  std::vector<int64_t> out(static_cast<size_t>(P.stages * P.stage_devices), 0);
+  std::vector<int64_t> out(static_cast<size_t>(P.num_devices()), 0);
   auto take = [&](int64_t stage, const StageBlock& b) {
     for (size_t d = 0; d < b.programs.size(); ++d) {
-      int64_t& slot = out[static_cast<size_t>(stage * P.stage_devices) + d];
+      int64_t& slot = out[static_cast<size_t>(P.stage_first[stage]) + d];
       slot = std::max(slot, program_peak_bytes(b.graph, b.programs[d]));
     }
   };

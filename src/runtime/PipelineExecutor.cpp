@@ -1,5 +1,6 @@
 #include "heddle/runtime/PipelineExecutor.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -34,17 +35,28 @@ struct Report {
 class PipelineRun {
  public:
   PipelineRun(const PipelineProgram& P, int64_t device, Communicator& comm, Links& links,
-              const PipelineFeeds& feeds, const ExecOptions& o)
-      : P_(P), device_(device), comm_(comm), links_(links), feeds_(feeds), o_(o) {
-    stage_ = device / P.stage_devices;
-    local_ = device % P.stage_devices;
+              const PipelineFeeds& feeds, const ExecOptions& o, PipelineDeviceCache& cache)
+      : P_(P), device_(device), comm_(comm), links_(links), feeds_(feeds), o_(o), cache_(cache) {
+    stage_ = P.stage_of_device(device);
+    local_ = device - P.stage_first[stage_];
     int64_t k = 0;
     for (const auto& [name, type] : P.param_types) param_index_[name] = k++;
     share_tag_ = tag_of(P.edges.size());
-    for (size_t e = 0; e < P.edges.size(); ++e) {
-      edge_boxes_.push_back(P.receive_box(e, local_, false));
-      edge_boxes_.push_back(P.carries_grad(e) ? P.receive_box(e, local_, true) : Box());
-    }
+    // Per edge and direction (activation, gradient): the tile this device receives and the
+    // devices it sends to, each with the tile it needs.
+    edge_boxes_.resize(2 * P.edges.size());
+    edge_sends_.resize(2 * P.edges.size());
+    for (size_t e = 0; e < P.edges.size(); ++e)
+      for (bool grad : {false, true}) {
+        if (grad && !P.carries_grad(e)) continue;
+        int64_t from = P.stage_of(P.edges[e].from), to = P.stage_of(P.edges[e].to);
+        if (grad) std::swap(from, to);
+        const size_t i = 2 * e + (grad ? 1 : 0);
+        if (stage_ == to) edge_boxes_[i] = P.receive_box(e, local_, grad);
+        if (stage_ == from)
+          for (int64_t r : targets(to))
+            edge_sends_[i].push_back({P.stage_first[to] + r, P.receive_box(e, r, grad)});
+      }
     report_tag_ = share_tag_ + 2 * k;
     for (int64_t s = 0; s < P.stages; ++s) {
       std::set<std::string> reads;
@@ -63,6 +75,7 @@ class PipelineRun {
       st.weight ? weight(st) : st.backward ? backward(st) : forward(st);
     if (P_.train) update();
     PipelineResult r;
+    r.counts = counts_;
     collect(r);
     if (!error_.ok()) return error_.error();
     if (P_.train)
@@ -71,7 +84,21 @@ class PipelineRun {
   }
 
  private:
-  int64_t device_of(int64_t stage) const { return stage * P_.stage_devices + local_; }
+  // Stages of different sizes: device r of a receiving stage takes what a stage sends it from
+  // that stage's device r % (its size); every device holds the values sent whole (lowering
+  // replicates block outputs). The sender of what stage `from` sends this device:
+  int64_t source(int64_t from) const { return P_.stage_first[from] + local_ % P_.devices_of(from); }
+  // The devices (local indices) of stage `to` this device sends to.
+  std::vector<int64_t> targets(int64_t to) const {
+    std::vector<int64_t> out;
+    for (int64_t r = local_; r < P_.devices_of(to); r += P_.devices_of(stage_)) out.push_back(r);
+    return out;
+  }
+  // Sends `t`, cropped to each receiver's tile, to the receivers of edge e (`grad`: gradient).
+  void send_edge(size_t e, bool grad, const Tensor& t) {
+    for (const auto& [to, box] : edge_sends_[2 * e + (grad ? 1 : 0)])
+      send(to, tag_of(e) + (grad ? 1 : 0), t.crop(box));
+  }
   // Calls f(e, edge) for the edges into (out of) `chunk`, in edge order.
   enum Direction { Into, OutOf };
   template <class F>
@@ -99,9 +126,11 @@ class PipelineRun {
   // needs; both sides compute the same box.
   const Box& edge_box(size_t e, bool grad) const { return edge_boxes_[2 * e + (grad ? 1 : 0)]; }
 
-  // Runs a block; on a failure the outputs are zeros of their types, so peers stay in step.
-  TensorMap run_block(const StageBlock& b, const std::map<std::string, Tensor>& extra,
-                      int64_t micro) {
+  // Runs a block with its feeds viewed, not copied; returns its outputs as views valid until
+  // the block runs again (on a failure zeros of their types, so peers stay in step).
+  using Outputs = std::map<ValueId, const Tensor*>;
+  Outputs run_block(const StageBlock& b, const std::map<std::string, Tensor>& extra,
+                    int64_t micro) {
     TensorMap feeds;
     for (const auto* ids : {&b.graph.inputs(), &b.graph.params()})
       for (ValueId v : *ids) {
@@ -113,13 +142,27 @@ class PipelineRun {
             t = &it->second;
         if (!t)
           if (auto it = params_.find(n); it != params_.end()) t = &it->second;
-        if (t) feeds.emplace(v, *t);  // a missing feed fails the block with a diagnostic
+        if (!t) continue;  // a missing feed fails the block with a diagnostic
+        void* data = t->is_int() ? static_cast<void*>(const_cast<int64_t*>(t->i64()))
+                                 : static_cast<void*>(const_cast<float*>(t->f32()));
+        feeds.emplace(v, Tensor::view(t->dtype(), t->region(), data));  // read only
       }
-    auto got = run_device(b.graph, b.programs[local_], comm_, feeds, o_);
-    if (!got.ok()) fail(got.error());
-    TensorMap out = got.ok() ? std::move(*got) : TensorMap{};
+    const DeviceProgram& program = b.programs[local_];
+    for (const Instr& in : program.instrs)
+      for (const KernelCall& call : in.calls) {
+        ++counts_.kernel_calls;
+        if (std::binary_search(b.recomputed.begin(), b.recomputed.end(), call.op))
+          ++counts_.recompute_calls;
+      }
+    DeviceExecutor& x = cache_.executor(b, local_);
+    Status st = x.run(comm_, feeds, o_, o_.threads > 0 ? o_.threads : 1);
+    Outputs out;
+    if (st.ok())
+      for (const auto& [v, t] : x.outputs()) out.emplace(v, t);
+    else
+      fail(st);
     for (ValueId v : b.graph.outputs())
-      if (!out.count(v)) out.emplace(v, Tensor(b.graph.type(v)));
+      if (!out.count(v)) out.emplace(v, &zeros_.emplace_back(b.graph.type(v)));
     return out;
   }
 
@@ -129,16 +172,19 @@ class PipelineRun {
     auto& stash = stash_[{st.micro, st.chunk}];
     each_edge(Into, st.chunk, [&](size_t e, const PipelineEdge& edge) {
       stash[edge.value] =
-          recv(device_of(P_.stage_of(edge.from)), tag_of(e),
+          recv(source(P_.stage_of(edge.from)), tag_of(e),
                Tensor::tile(g.type(*g.find_value(edge.value)).dtype(), edge_box(e, false)));
     });
     auto out = run_block(ch.forward, stash, st.micro);
     each_edge(OutOf, st.chunk, [&](size_t e, const PipelineEdge& edge) {
-      send(device_of(P_.stage_of(edge.to)), tag_of(e),
-           out.at(*g.find_value(edge.value)).crop(edge_box(e, false)));
+      send_edge(e, false, *out.at(*g.find_value(edge.value)));
     });
-    for (const auto& o : ch.outputs) outputs_[{st.micro, o}] = out.at(*g.find_value(o));
-    if (!P_.train) stash_.erase({st.micro, st.chunk});
+    for (const auto& o : ch.outputs) outputs_[{st.micro, o}] = *out.at(*g.find_value(o));
+    if (!P_.train) {
+      stash_.erase({st.micro, st.chunk});
+      return;
+    }
+    for (const auto& v : ch.stashed) stash[v] = *out.at(*g.find_value(v));
   }
 
   // The element type of edge e's value.
@@ -147,15 +193,17 @@ class PipelineRun {
     return g.type(*g.find_value(P_.edges[e].value)).dtype();
   }
 
-  // Runs `block` (nothing when it has no programs) and names its outputs `named`.
+  // Runs `block` (nothing when it has no programs) and names its outputs `named`; its outputs
+  // named in `stash` go to `extra`.
   std::map<std::string, Tensor> run_named(const StageBlock& block,
                                           const std::vector<std::pair<std::string, ValueId>>& named,
-                                          const std::map<std::string, Tensor>& extra,
-                                          int64_t micro) {
+                                          std::map<std::string, Tensor>& extra, int64_t micro,
+                                          const std::vector<std::string>& stash = {}) {
     std::map<std::string, Tensor> out;
     if (block.programs.empty()) return out;
-    TensorMap got = run_block(block, extra, micro);
-    for (const auto& [name, v] : named) out.emplace(name, std::move(got.at(v)));
+    Outputs got = run_block(block, extra, micro);
+    for (const auto& [name, v] : named) out.emplace(name, *got.at(v));
+    for (const auto& name : stash) extra[name] = *got.at(*block.graph.find_value(name));
     return out;
   }
 
@@ -177,19 +225,22 @@ class PipelineRun {
     // The gradient of every value sent, summed over its readers in edge order.
     each_edge(OutOf, st.chunk, [&](size_t e, const PipelineEdge& edge) {
       if (!P_.carries_grad(e)) return;  // integer values carry no gradient
-      Tensor t = recv(device_of(P_.stage_of(edge.to)), tag_of(e) + 1,
+      Tensor t = recv(source(P_.stage_of(edge.to)), tag_of(e) + 1,
                       Tensor::tile(edge_dtype(e), edge_box(e, true)));
       auto [it, fresh] = extra.emplace(kGradPrefix + edge.value, t);
       if (!fresh) kernels::combine(Monoid::kSum, it->second, t);
     });
-    auto grads = run_named(ch.backward, ch.grads, extra, st.micro);
+    auto grads = run_named(ch.backward, ch.grads, extra, st.micro, ch.backward_stashed);
     if (!P_.split_backward) accumulate(ch, grads);
     each_edge(Into, st.chunk, [&](size_t e, const PipelineEdge& edge) {
       if (!P_.carries_grad(e)) return;
       auto it = grads.find(edge.value);
-      const Box& box = edge_box(e, true);
-      send(device_of(P_.stage_of(edge.from)), tag_of(e) + 1,
-           it != grads.end() ? it->second.crop(box) : Tensor::tile(edge_dtype(e), box));
+      if (it != grads.end()) {
+        send_edge(e, true, it->second);
+        return;
+      }
+      for (const auto& [to, box] : edge_sends_[2 * e + 1])
+        send(to, tag_of(e) + 1, Tensor::tile(edge_dtype(e), box));
     });
     if (!P_.split_backward) stash_.erase({st.micro, st.chunk});
   }
@@ -216,14 +267,15 @@ class PipelineRun {
     };
     for (const auto& p : reads_[stage_])
       if (owner(p) != stage_)
-        send(device_of(owner(p)), share_tag_ + 2 * param_index_.at(p), grad_of(p));
+        for (int64_t o : targets(owner(p)))
+          send(P_.stage_first[owner(p)] + o, share_tag_ + 2 * param_index_.at(p), grad_of(p));
     for (const auto& p : P_.owned[stage_]) {
       Tensor g = grad_of(p);
       for (int64_t s = 0; s < P_.stages; ++s)
         if (s != stage_ && reads_[s].count(p))
           kernels::combine(
               Monoid::kSum, g,
-              recv(device_of(s), share_tag_ + 2 * param_index_.at(p), P_.param_types.at(p)));
+              recv(source(s), share_tag_ + 2 * param_index_.at(p), P_.param_types.at(p)));
       acc_.insert_or_assign(p, std::move(g));
     }
     if (!P_.owned[stage_].empty()) {
@@ -232,18 +284,19 @@ class PipelineRun {
       auto out = run_block(P_.optimizer[stage_], extra, -1);
       const Graph& og = P_.optimizer[stage_].graph;
       for (const auto& u : P_.updates[stage_]) {
-        params_.insert_or_assign(og.value(u.param).name, out.at(u.updated));
-        for (const auto& [s, n] : u.state) params_.insert_or_assign(og.value(s).name, out.at(n));
+        params_.insert_or_assign(og.value(u.param).name, *out.at(u.updated));
+        for (const auto& [s, n] : u.state) params_.insert_or_assign(og.value(s).name, *out.at(n));
       }
     }
     for (const auto& p : P_.owned[stage_])
       for (int64_t s = 0; s < P_.stages; ++s)
         if (s != stage_ && reads_[s].count(p))
-          send(device_of(s), share_tag_ + 2 * param_index_.at(p) + 1, params_.at(p));
+          for (int64_t r : targets(s))
+            send(P_.stage_first[s] + r, share_tag_ + 2 * param_index_.at(p) + 1, params_.at(p));
     for (const auto& p : reads_[stage_])
       if (owner(p) != stage_)
-        params_[p] = recv(device_of(owner(p)), share_tag_ + 2 * param_index_.at(p) + 1,
-                          P_.param_types.at(p));
+        params_[p] =
+            recv(source(owner(p)), share_tag_ + 2 * param_index_.at(p) + 1, P_.param_types.at(p));
   }
 
   std::vector<Report> reports() const {
@@ -285,7 +338,8 @@ class PipelineRun {
         if (it.stage == stage_) send(0, tag, local_report(it.key));
         continue;
       }
-      Tensor t = it.stage == 0 ? local_report(it.key) : recv(device_of(it.stage), tag, it.type);
+      Tensor t =
+          it.stage == 0 ? local_report(it.key) : recv(P_.stage_first[it.stage], tag, it.type);
       if (it.key.rfind("grad:", 0) == 0) {
         r.grads[it.key.substr(5)] = std::move(t);
       } else if (it.key.rfind("upd:", 0) == 0) {
@@ -305,14 +359,18 @@ class PipelineRun {
   Links& links_;
   const PipelineFeeds& feeds_;
   const ExecOptions& o_;
+  PipelineDeviceCache& cache_;
   int64_t share_tag_ = 0, report_tag_ = 0;
   std::map<std::string, int64_t> param_index_;
-  std::vector<Box> edge_boxes_;  // per edge: activation, gradient
+  std::vector<Box> edge_boxes_;  // per edge: activation, gradient (received here)
+  std::vector<std::vector<std::pair<int64_t, Box>>> edge_sends_;  // the same: receivers, tiles
   std::vector<std::set<std::string>> reads_;
   std::map<std::string, int64_t> owner_;
   std::map<std::string, Tensor> params_, acc_;
   std::map<std::pair<int64_t, int64_t>, std::map<std::string, Tensor>> stash_;
   std::map<std::pair<int64_t, std::string>, Tensor> outputs_;
+  PipelineCounts counts_;
+  std::deque<Tensor> zeros_;  // outputs of failed blocks
   Status error_;
 };
 
@@ -381,40 +439,75 @@ Tensor concat_micro_batches(const std::vector<Tensor>& parts) {
   return out;
 }
 
+PipelineDeviceCache::PipelineDeviceCache() = default;
+PipelineDeviceCache::~PipelineDeviceCache() = default;
+
+DeviceExecutor& PipelineDeviceCache::executor(const StageBlock& block, int64_t local) {
+  auto& x = executors_[&block];
+  if (!x) x = std::make_unique<DeviceExecutor>(block.graph, block.programs[local]);
+  return *x;
+}
+
 Result<PipelineResult> run_pipeline_device(const PipelineProgram& program, int64_t device,
                                            Communicator& stage_comm, Links& links,
-                                           const PipelineFeeds& feeds, const ExecOptions& options) {
-  return PipelineRun(program, device, stage_comm, links, feeds, options).run();
+                                           const PipelineFeeds& feeds, const ExecOptions& options,
+                                           PipelineDeviceCache* cache) {
+  PipelineDeviceCache local;
+  return PipelineRun(program, device, stage_comm, links, feeds, options, cache ? *cache : local)
+      .run();
 }
 
 Result<PipelineResult> run_pipeline_threaded(const PipelineProgram& program,
                                              const PipelineFeeds& feeds,
                                              const ExecOptions& options) {
-  return run_pipeline_threaded(
-      program, [&](int64_t) -> const PipelineFeeds& { return feeds; }, options);
+  return PipelineRunner(program).run(feeds, options);
 }
 
 Result<PipelineResult> run_pipeline_threaded(
     const PipelineProgram& program, const std::function<const PipelineFeeds&(int64_t)>& feeds_of,
     const ExecOptions& options) {
-  const int64_t k = program.stage_devices, n = program.stages * k;
+  return PipelineRunner(program).run(feeds_of, options);
+}
+
+PipelineRunner::PipelineRunner(const PipelineProgram& program) : program_(program) {
+  for (int64_t d = 0; d < program.num_devices(); ++d)
+    caches_.push_back(std::make_unique<PipelineDeviceCache>());
+}
+
+Result<PipelineResult> PipelineRunner::run(const PipelineFeeds& feeds, const ExecOptions& options) {
+  return run([&](int64_t) -> const PipelineFeeds& { return feeds; }, options);
+}
+
+Result<PipelineResult> PipelineRunner::run(
+    const std::function<const PipelineFeeds&(int64_t)>& feeds_of, const ExecOptions& options) {
+  const PipelineProgram& program = program_;
+  const int64_t n = program.num_devices();
   SingleThreadedBlas blas(n);
   std::vector<std::unique_ptr<ThreadedWorld>> worlds;
-  for (int64_t s = 0; s < program.stages; ++s) worlds.push_back(std::make_unique<ThreadedWorld>(k));
+  for (int64_t s = 0; s < program.stages; ++s)
+    worlds.push_back(std::make_unique<ThreadedWorld>(program.devices_of(s), false, n));
   Mailbox box;
   std::vector<std::optional<Result<PipelineResult>>> results(static_cast<size_t>(n));
   auto body = [&](int64_t d) {
     Mailbox::End end(box, d);
-    results[d] =
-        run_pipeline_device(program, d, worlds[d / k]->endpoint(d % k), end, feeds_of(d), options);
+    const int64_t s = program.stage_of_device(d);
+    results[d] = run_pipeline_device(
+        program, d, worlds[static_cast<size_t>(s)]->endpoint(d - program.stage_first[s]), end,
+        feeds_of(d), options, caches_[static_cast<size_t>(d)].get());
   };
   std::vector<std::thread> threads;
   for (int64_t d = 1; d < n; ++d) threads.emplace_back(body, d);
   body(0);
   for (auto& t : threads) t.join();
-  for (auto& r : results)
+  PipelineCounts counts;
+  for (auto& r : results) {
     if (!r->ok()) return r->error();
-  return std::move(*results[0]);
+    counts.kernel_calls += (*r)->counts.kernel_calls;
+    counts.recompute_calls += (*r)->counts.recompute_calls;
+  }
+  PipelineResult out = std::move(**results[0]);
+  out.counts = counts;
+  return out;
 }
 
 }  // namespace heddle

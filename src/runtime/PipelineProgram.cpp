@@ -8,6 +8,7 @@
 #include "heddle/ops/Ops.h"
 #include "heddle/pipeline/Baselines.h"
 #include "heddle/pipeline/BuiltinPlacements.h"
+#include "heddle/runtime/PipelineRecompute.h"
 #include "heddle/runtime/StageSplit.h"
 #include "heddle/sharding/Tactics.h"
 
@@ -63,23 +64,37 @@ Graph chunk_graph(const Graph& model, int64_t begin, int64_t end, const std::str
   return sub_graph(model, ops, name);
 }
 
-// `g` cut down to the ops the values `outputs` (by name) need, with those as its outputs; no
-// outputs: an empty graph.
-Graph pruned_to(const Graph& g, const std::vector<std::string>& outputs, const std::string& name) {
-  std::vector<bool> need(static_cast<size_t>(g.num_ops()), false);
+// A backward part of a chunk: the ops of `gg` (the chunk's forward, its first `forward_ops`
+// ops, then its loss and gradient ops) the values `outputs` (by name) need, with those as its
+// outputs, except ops marked in `stashed`: the values of those it reads become parameters
+// (integer ones inputs) of the same name, added to `taken`. Marks the ops it computes in
+// `stashed` (a later part reads them from this one); `recomputed` gets the ops of the part that
+// recompute a forward op.
+Graph backward_part(const Graph& gg, int64_t forward_ops, const std::vector<std::string>& outputs,
+                    const std::string& name, std::vector<bool>& stashed,
+                    std::set<std::string>& taken, std::vector<OpId>& recomputed) {
+  std::vector<bool> need(static_cast<size_t>(gg.num_ops()), false);
   std::vector<ValueId> stack;
-  for (const auto& n : outputs) stack.push_back(id_of(g, n));
+  for (const auto& n : outputs) stack.push_back(id_of(gg, n));
   while (!stack.empty()) {
-    const Value& v = g.value(stack.back());
+    const Value& v = gg.value(stack.back());
     stack.pop_back();
     if (v.role != ValueRole::kResult || need[static_cast<size_t>(v.producer)]) continue;
+    if (stashed[static_cast<size_t>(v.producer)]) {
+      taken.insert(v.name);
+      continue;
+    }
     need[static_cast<size_t>(v.producer)] = true;
-    for (const auto& in : g.op(v.producer).inputs) stack.push_back(in.value);
+    for (const auto& in : gg.op(v.producer).inputs) stack.push_back(in.value);
   }
   std::vector<OpId> ops;
-  for (OpId i = 0; i < g.num_ops(); ++i)
-    if (need[static_cast<size_t>(i)]) ops.push_back(i);
-  Graph out = sub_graph(g, ops, name);
+  for (OpId i = 0; i < gg.num_ops(); ++i)
+    if (need[static_cast<size_t>(i)]) {
+      if (i < forward_ops) recomputed.push_back(static_cast<OpId>(ops.size()));
+      ops.push_back(i);
+      stashed[static_cast<size_t>(i)] = true;
+    }
+  Graph out = sub_graph(gg, ops, name);
   for (const auto& n : outputs) out.add_output(id_of(out, n));
   return out;
 }
@@ -141,7 +156,7 @@ Result<StageBlock> lower_block(Graph g, const Mesh& mesh, const StrategySpec& in
   auto programs = lower(g, plan->plan);
   if (!programs.ok())
     return Diagnostic("pipeline chunk " + g.name() + ": " + programs.error().message);
-  return StageBlock{std::move(g), std::move(*programs)};
+  return StageBlock{std::move(g), std::move(*programs), {}};
 }
 
 // The optimizer step of `owned` parameters as a training step of the surrogate loss
@@ -181,7 +196,7 @@ Result<std::pair<StageBlock, std::vector<ParamUpdate>>> optimizer_block(
   HEDDLE_TRY(plan);
   auto programs = lower(step->graph, plan->plan);
   HEDDLE_TRY(programs);
-  return std::make_pair(StageBlock{std::move(step->graph), std::move(*programs)},
+  return std::make_pair(StageBlock{std::move(step->graph), std::move(*programs), {}},
                         std::move(step->updates));
 }
 
@@ -255,8 +270,36 @@ ProgramStats PipelineProgram::stats() const {
   return total;
 }
 
+int64_t PipelineProgram::stage_of_device(int64_t d) const {
+  HEDDLE_ASSERT(d >= 0 && d < num_devices()) << "device " << d;
+  return static_cast<int64_t>(std::upper_bound(stage_first.begin(), stage_first.end(), d) -
+                              stage_first.begin()) -
+         1;
+}
+
+PipelineCounts PipelineProgram::step_counts() const {
+  PipelineCounts n;
+  auto add = [&](const StageBlock& b) {
+    for (const DeviceProgram& p : b.programs)
+      for (const Instr& in : p.instrs)
+        for (const KernelCall& call : in.calls) {
+          ++n.kernel_calls;
+          if (std::binary_search(b.recomputed.begin(), b.recomputed.end(), call.op))
+            ++n.recompute_calls;
+        }
+  };
+  for (int64_t s = 0; s < stages; ++s) {
+    for (const PipelineStep& st : order[static_cast<size_t>(s)]) {
+      const PipelineChunk& c = chunks[static_cast<size_t>(st.chunk)];
+      add(st.weight ? c.weight : st.backward ? c.backward : c.forward);
+    }
+    if (train) add(optimizer[static_cast<size_t>(s)]);
+  }
+  return n;
+}
+
 std::map<std::string, Box> PipelineProgram::device_loads(int64_t device) const {
-  const int64_t s = device / stage_devices, local = device % stage_devices;
+  const int64_t s = stage_of_device(device), local = device - stage_first[s];
   std::vector<std::string> held = stage_params(s);
   std::map<std::string, Box> boxes;
   auto add = [&](const StageBlock& b) {
@@ -309,242 +352,236 @@ bool PipelineProgram::carries_grad(size_t edge) const {
   return train && dtype_is_float(sender.type(id_of(sender, e.value)).dtype());
 }
 
-namespace {
-
-// What build_pipeline() works on, step by step: the model and options, the program it fills and
-// what the steps hand each other.
-struct PipelineBuild {
-  PipelineBuild(const Graph& m, const PipelineOptions& o) : model(m), options(o) {}
-  const Graph& model;
-  const PipelineOptions& options;
+Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions& options) {
+  HEDDLE_ASSERT(options.stages >= 1 && options.micro_batches >= 1);
   PipelineProgram P;
-  StrategySpec inner;           ///< the strategy inside every stage (no pp, no layers)
-  int64_t C = 0;                ///< chunks: stages x chunks per stage
-  std::vector<int64_t> starts;  ///< chunk c holds the model's ops [starts[c], starts[c + 1])
-  std::vector<std::set<std::string>> received;      ///< per chunk, the values it receives
-  std::map<std::string, int64_t> first_reader;      ///< parameter -> first chunk reading it
-  int64_t batch = 0;                                ///< dim 0 of the model's first input
-  std::map<std::string, TensorSharding> shardings;  ///< parameter -> placement where first read
-};
-
-// The schedule, its chunks per stage and whether the backward splits (zero-bubble).
-Status choose_schedule(PipelineBuild& b) {
-  const PipelineOptions& o = b.options;
-  if (o.schedule.kind == pipeline::ScheduleKind::kSearched)
+  P.stages = options.stages;
+  P.micro_batches = options.micro_batches;
+  P.train = options.train;
+  // The schedule and chunks per stage.
+  if (options.schedule.kind == pipeline::ScheduleKind::kSearched)
     return Diagnostic(
         "the runtime runs pipelines with schedule gpipe, 1f1b, interleaved:V, zb-h1 "
         "or zb-h2; 'searched' is for heddle simulate and heddle schedule");
-  b.P.schedule =
-      o.train ? o.schedule : pipeline::PipelineSchedule{pipeline::ScheduleKind::kGpipe, 1};
-  b.P.split_backward = b.P.schedule.split_backward();
-  b.C = b.P.stages * o.schedule.chunks;
-  return {};
-}
+  const int64_t v = options.schedule.chunks;
+  P.schedule = options.train ? options.schedule
+                             : pipeline::PipelineSchedule{pipeline::ScheduleKind::kGpipe, 1};
+  P.split_backward = P.schedule.split_backward();
+  P.recompute = options.recompute;
+  const int64_t C = P.stages * v;
 
-// The mesh every stage runs on, from the strategy inside a stage.
-Status make_stage_mesh(PipelineBuild& b) {
-  b.inner = b.options.inner;
-  b.inner.pp.reset();
-  b.inner.layers.clear();
-  b.P.stage_devices = b.inner.devices();
-  auto mesh = b.inner.mesh(b.P.stage_devices);
-  HEDDLE_TRY(mesh);
-  b.P.stage_mesh = *mesh;
-  return {};
-}
+  // Each stage's strategy and sub-mesh.
+  if (!options.inner.meshes.empty() &&
+      static_cast<int64_t>(options.inner.meshes.size()) != P.stages)
+    return Diagnostic("meshes= gives " + std::to_string(options.inner.meshes.size()) +
+                      " stage meshes for " + std::to_string(P.stages) + " stages");
+  std::vector<StrategySpec> inners;
+  P.stage_first.push_back(0);
+  for (int64_t s = 0; s < P.stages; ++s) {
+    StrategySpec inner = options.inner;
+    inner.pp.reset();
+    inner.layers.clear();
+    if (!inner.meshes.empty()) {
+      inner.dp = inner.meshes[s].dp;
+      inner.tp = inner.meshes[s].tp;
+      inner.meshes.clear();
+    }
+    auto mesh = inner.mesh(inner.devices());
+    HEDDLE_TRY(mesh);
+    P.stage_meshes.push_back(*mesh);
+    P.stage_first.push_back(P.stage_first.back() + inner.devices());
+    inners.push_back(std::move(inner));
+  }
+  P.stage_mesh = P.stage_meshes[0];
+  P.stage_devices = P.devices_of(0);
+  for (int64_t s = 1; s < P.stages; ++s)
+    if (P.devices_of(s) != P.stage_devices) P.stage_devices = 0;
 
-// The model cut into chunks: their op ranges, the values crossing between them, who first reads
-// each parameter, and the model's parameter, input and output names.
-Status cut_chunks(PipelineBuild& b) {
-  const Graph& model = b.model;
-  PipelineProgram& P = b.P;
-  auto starts = split_stages(model, b.C, b.options.layers);
+  auto starts = split_stages(model, C, options.layers);
   HEDDLE_TRY(starts);
-  b.starts = std::move(*starts);
   std::vector<int64_t> chunk_of(static_cast<size_t>(model.num_ops()));
-  for (int64_t c = 0; c < b.C; ++c)
-    for (int64_t i = b.starts[c]; i < b.starts[c + 1]; ++i) chunk_of[i] = c;
-  b.received.resize(static_cast<size_t>(b.C));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = (*starts)[c]; i < (*starts)[c + 1]; ++i) chunk_of[i] = c;
+  std::vector<std::set<std::string>> received(static_cast<size_t>(C));
   std::set<std::pair<ValueId, int64_t>> edge_seen;
+  std::map<std::string, int64_t> first_reader;  // parameter -> first chunk reading it
   for (OpId i = 0; i < model.num_ops(); ++i) {
     int64_t c = chunk_of[i];
     for (const auto& in : model.op(i).inputs) {
       const Value& val = model.value(in.value);
-      if (val.role == ValueRole::kParam) b.first_reader.emplace(val.name, c);
+      if (val.role == ValueRole::kParam) first_reader.emplace(val.name, c);
       if (val.role != ValueRole::kResult) continue;
       int64_t from = chunk_of[val.producer];
       if (from == c || !edge_seen.insert({in.value, c}).second) continue;
       P.edges.push_back({val.name, from, c});
-      b.received[c].insert(val.name);
+      received[c].insert(val.name);
     }
   }
-  std::sort(P.edges.begin(), P.edges.end(), [](const PipelineEdge& x, const PipelineEdge& y) {
-    return std::tie(x.from, x.to, x.value) < std::tie(y.from, y.to, y.value);
+  std::sort(P.edges.begin(), P.edges.end(), [](const PipelineEdge& a, const PipelineEdge& b) {
+    return std::tie(a.from, a.to, a.value) < std::tie(b.from, b.to, b.value);
   });
   for (ValueId p : model.params()) P.param_types.emplace(model.value(p).name, model.type(p));
   for (ValueId x : model.inputs()) P.input_types.emplace(model.value(x).name, model.type(x));
   for (ValueId o : model.outputs()) P.output_names.push_back(model.value(o).name);
-  b.batch = model.inputs().empty() || model.type(model.inputs()[0]).rank() == 0
-                ? 0
-                : model.type(model.inputs()[0]).shape()[0];
-  return {};
-}
+  const int64_t batch = model.inputs().empty() || model.type(model.inputs()[0]).rank() == 0
+                            ? 0
+                            : model.type(model.inputs()[0]).shape()[0];
 
-// Chunk `c`'s forward block: its inputs, parameters and outputs, the values it sends (`sent`).
-Status lower_forward(PipelineBuild& b, int64_t c, PipelineChunk& ch,
-                     std::vector<std::string>& sent) {
-  const PipelineProgram& P = b.P;
-  std::string name = b.model.name() + ".chunk" + std::to_string(c);
-  Graph fwd = chunk_graph(b.model, b.starts[c], b.starts[c + 1], name);
-  for (ValueId x : fwd.inputs())
-    if (P.input_types.count(fwd.value(x).name)) ch.inputs.push_back(fwd.value(x).name);
-  for (ValueId p : fwd.params())
-    if (P.param_types.count(fwd.value(p).name)) ch.params.push_back(fwd.value(p).name);
-  for (const auto& o : P.output_names)
-    if (auto id = fwd.find_value(o); id && fwd.value(*id).role == ValueRole::kResult)
-      ch.outputs.push_back(o);
-  for (const auto& e : P.edges)
-    if (e.from == c && std::find(sent.begin(), sent.end(), e.value) == sent.end())
-      sent.push_back(e.value);
-  for (const auto& s : sent) fwd.add_output(id_of(fwd, s));
-  for (const auto& o : ch.outputs)
-    if (std::find(sent.begin(), sent.end(), o) == sent.end()) fwd.add_output(id_of(fwd, o));
-  auto f = lower_block(std::move(fwd), P.stage_mesh, b.inner, b.received[c], b.batch, b.shardings);
-  HEDDLE_TRY(f);
-  ch.forward = std::move(*f);
-  return {};
-}
-
-// Chunk `c`'s backward block(s): the chunk's loss is its share of the model loss and the sum of
-// v * dL/dv over its sends; zero-bubble schedules split it into input- and weight-gradient halves.
-Status lower_backward(PipelineBuild& b, int64_t c, PipelineChunk& ch,
-                      const std::vector<std::string>& sent) {
-  const PipelineProgram& P = b.P;
-  std::set<std::string> activations = b.received[c];
-  std::string name = b.model.name() + ".chunk" + std::to_string(c);
-  Graph bwd = chunk_graph(b.model, b.starts[c], b.starts[c + 1], name + ".backward");
-  Ops o(bwd);
-  ValueId total = kNoValue;
-  auto add = [&](ValueId t) { total = total == kNoValue ? t : o.add(total, t); };
-  for (const auto& s : sent) {
-    ValueId x = id_of(bwd, s);
-    const TensorType t = bwd.type(x);  // a copy: adding the parameter below grows the values
-    if (!dtype_is_float(t.dtype())) continue;
-    activations.insert(kGradPrefix + s);
-    ValueId prod = o.mul(x, o.param(kGradPrefix + s, t));
-    std::vector<int64_t> axes(static_cast<size_t>(t.rank()));
-    std::iota(axes.begin(), axes.end(), 0);
-    add(t.rank() > 0 ? o.reduce(OpKind::kReduceSum, prod, axes) : prod);
-  }
-  for (const auto& out : ch.outputs)
-    add(o.scale(id_of(bwd, out), 1.0 / static_cast<double>(P.micro_batches)));
-  if (total == kNoValue)
-    return Diagnostic("pipeline chunk " + name + " contributes nothing to the loss");
-  o.output(total);
-  if (!o.ok()) return Diagnostic("pipeline chunk " + name + ": " + o.status().error().message);
-  auto grads = build_gradients(bwd, total);
-  if (!grads.ok()) return Diagnostic("pipeline chunk " + name + ": " + grads.error().message);
-  Graph gg = std::move(grads->graph);
-  // (name of the parameter or received value, name of its gradient): B's then W's.
-  std::vector<std::pair<std::string, std::string>> of_b, of_w;
-  for (auto [p, grad] : grads->grads) {
-    const std::string& pn = gg.value(p).name;
-    if (pn.rfind(kGradPrefix, 0) == 0) continue;
-    if (!P.split_backward) {
-      gg.add_output(grad);
-      ch.grads.push_back({pn, grad});
-      continue;
+  std::map<std::string, TensorSharding> shardings;  // parameter -> placement where first read
+  for (int64_t c = 0; c < C; ++c) {
+    PipelineChunk ch;
+    ch.stage = c % P.stages;
+    std::string name = model.name() + ".chunk" + std::to_string(c);
+    Graph fwd = chunk_graph(model, (*starts)[c], (*starts)[c + 1], name);
+    for (ValueId x : fwd.inputs())
+      if (P.input_types.count(fwd.value(x).name)) ch.inputs.push_back(fwd.value(x).name);
+    for (ValueId p : fwd.params())
+      if (P.param_types.count(fwd.value(p).name)) ch.params.push_back(fwd.value(p).name);
+    for (const auto& o : P.output_names)
+      if (auto id = fwd.find_value(o); id && fwd.value(*id).role == ValueRole::kResult)
+        ch.outputs.push_back(o);
+    std::vector<std::string> sent;
+    for (const auto& e : P.edges)
+      if (e.from == c && std::find(sent.begin(), sent.end(), e.value) == sent.end())
+        sent.push_back(e.value);
+    for (const auto& s : sent) fwd.add_output(id_of(fwd, s));
+    for (const auto& o : ch.outputs)
+      if (std::find(sent.begin(), sent.end(), o) == sent.end()) fwd.add_output(id_of(fwd, o));
+    std::set<std::string> activations = received[c];
+    // Training: the backward parts (whole, or B and W for zero-bubble), built before the forward
+    // is lowered since the forward outputs what they read of it (the stash).
+    struct Part {
+      Graph graph;
+      StageBlock* block;
+      std::vector<OpId> recomputed;
+    };
+    std::vector<Part> parts;
+    if (P.train) {
+      // The chunk's loss: its share of the model loss and the sum of v * dL/dv over its sends.
+      Graph bwd = chunk_graph(model, (*starts)[c], (*starts)[c + 1], name + ".backward");
+      Ops o(bwd);
+      ValueId total = kNoValue;
+      auto add = [&](ValueId t) { total = total == kNoValue ? t : o.add(total, t); };
+      for (const auto& s : sent) {
+        ValueId x = id_of(bwd, s);
+        const TensorType t = bwd.type(x);  // a copy: adding the parameter below grows the values
+        if (!dtype_is_float(t.dtype())) continue;
+        activations.insert(kGradPrefix + s);
+        ValueId prod = o.mul(x, o.param(kGradPrefix + s, t));
+        std::vector<int64_t> axes(static_cast<size_t>(t.rank()));
+        std::iota(axes.begin(), axes.end(), 0);
+        add(t.rank() > 0 ? o.reduce(OpKind::kReduceSum, prod, axes) : prod);
+      }
+      for (const auto& out : ch.outputs)
+        add(o.scale(id_of(bwd, out), 1.0 / static_cast<double>(P.micro_batches)));
+      if (total == kNoValue)
+        return Diagnostic("pipeline chunk " + name + " contributes nothing to the loss");
+      o.output(total);
+      if (!o.ok()) return Diagnostic("pipeline chunk " + name + ": " + o.status().error().message);
+      auto grads = build_gradients(bwd, total);
+      if (!grads.ok()) return Diagnostic("pipeline chunk " + name + ": " + grads.error().message);
+      const Graph& gg = grads->graph;
+      const int64_t forward_ops = (*starts)[c + 1] - (*starts)[c];
+      // Ops whose results a part reads instead of computing: the forward's, except those the
+      // recompute mode recomputes; then (zero-bubble) B's for W.
+      std::vector<bool> stashed(static_cast<size_t>(gg.num_ops()), false);
+      const std::vector<bool> recompute =
+          recomputed_forward_ops(gg, forward_ops, options.recompute);
+      for (int64_t i = 0; i < forward_ops; ++i) stashed[i] = !recompute[i];
+      // Gradient names: the whole backward's, or B's (received values) and W's (parameters).
+      std::vector<std::string> of_b, of_w;
+      std::vector<std::string> b_keys, w_keys;
+      for (auto [p, grad] : grads->grads) {
+        const std::string& pn = gg.value(p).name;
+        if (pn.rfind(kGradPrefix, 0) == 0) continue;
+        const bool w = P.split_backward && P.param_types.count(pn);
+        (w ? w_keys : b_keys).push_back(pn);
+        (w ? of_w : of_b).push_back(gg.value(grad).name);
+      }
+      std::set<std::string> from_forward, from_b;
+      auto part = [&](const std::vector<std::string>& keys, const std::vector<std::string>& outs,
+                      const std::string& suffix, StageBlock& block,
+                      std::vector<std::pair<std::string, ValueId>>& named) {
+        if (outs.empty()) return;  // a block with nothing to compute has no programs
+        Part pt{Graph(""), &block, {}};
+        std::set<std::string> taken;
+        pt.graph =
+            backward_part(gg, forward_ops, outs, name + suffix, stashed, taken, pt.recomputed);
+        for (size_t k = 0; k < keys.size(); ++k)
+          named.push_back({keys[k], id_of(pt.graph, outs[k])});
+        for (const auto& v : taken) {
+          const Value& val = gg.value(id_of(gg, v));
+          const bool forward = val.producer < forward_ops && !recompute[val.producer];
+          (forward ? from_forward : from_b).insert(v);
+        }
+        parts.push_back(std::move(pt));
+      };
+      part(b_keys, of_b, ".backward", ch.backward, ch.grads);
+      part(w_keys, of_w, ".weight", ch.weight, ch.weight_grads);
+      for (const auto& v : from_forward) {
+        ch.stashed.push_back(v);
+        activations.insert(v);
+        if (std::find(fwd.outputs().begin(), fwd.outputs().end(), id_of(fwd, v)) ==
+            fwd.outputs().end())
+          fwd.add_output(id_of(fwd, v));
+      }
+      // What W reads of B's results: B outputs it too.
+      for (const auto& v : from_b) {
+        HEDDLE_ASSERT(parts.size() == 2) << v;
+        Graph& bg = parts[0].graph;
+        ch.backward_stashed.push_back(v);
+        activations.insert(v);
+        if (std::find(bg.outputs().begin(), bg.outputs().end(), id_of(bg, v)) == bg.outputs().end())
+          bg.add_output(id_of(bg, v));
+      }
     }
-    (P.param_types.count(pn) ? of_w : of_b).push_back({pn, gg.value(grad).name});
+    const Mesh& mesh = P.stage_meshes[static_cast<size_t>(ch.stage)];
+    const StrategySpec& inner = inners[static_cast<size_t>(ch.stage)];
+    auto f = lower_block(std::move(fwd), mesh, inner, received[c], batch, shardings);
+    HEDDLE_TRY(f);
+    ch.forward = std::move(*f);
+    for (Part& pt : parts) {
+      auto b = lower_block(std::move(pt.graph), mesh, inner, activations, batch, shardings);
+      HEDDLE_TRY(b);
+      *pt.block = std::move(*b);
+      pt.block->recomputed = std::move(pt.recomputed);
+    }
+    P.chunks.push_back(std::move(ch));
   }
-  if (!P.split_backward) {
-    auto blk = lower_block(std::move(gg), P.stage_mesh, b.inner, activations, b.batch, b.shardings);
-    HEDDLE_TRY(blk);
-    ch.backward = std::move(*blk);
-    return {};
-  }
-  // Zero-bubble: each half keeps only the ops its gradients need.
-  auto half = [&](const std::vector<std::pair<std::string, std::string>>& of,
-                  const std::string& suffix, StageBlock& block,
-                  std::vector<std::pair<std::string, ValueId>>& named) -> Status {
-    if (of.empty()) return {};
-    std::vector<std::string> outs;
-    for (const auto& [pn, gn] : of) outs.push_back(gn);
-    Graph part = pruned_to(gg, outs, name + suffix);
-    for (const auto& [pn, gn] : of) named.push_back({pn, id_of(part, gn)});
-    auto blk =
-        lower_block(std::move(part), P.stage_mesh, b.inner, activations, b.batch, b.shardings);
-    HEDDLE_TRY(blk);
-    block = std::move(*blk);
-    return {};
-  };
-  HEDDLE_TRY(half(of_b, ".backward", ch.backward, ch.grads));
-  HEDDLE_TRY(half(of_w, ".weight", ch.weight, ch.weight_grads));
-  return {};
-}
 
-// Training: each stage owns the parameters it first reads (those the loss reaches, as the whole
-// model's training step has them) and runs their optimizer block.
-Status lower_optimizers(PipelineBuild& b) {
-  PipelineProgram& P = b.P;
-  P.owned.resize(static_cast<size_t>(P.stages));
-  P.optimizer.resize(static_cast<size_t>(P.stages));
-  P.updates.resize(static_cast<size_t>(P.stages));
-  auto whole = build_gradients(b.model, b.model.outputs()[0]);
-  if (!whole.ok()) return whole.error();
-  for (auto [p, grad] : whole->grads) {
-    const std::string& n = b.model.value(p).name;
-    if (auto it = b.first_reader.find(n); it != b.first_reader.end())
-      P.owned[static_cast<size_t>(P.stage_of(it->second))].push_back(n);
+  if (P.train) {
+    P.owned.resize(static_cast<size_t>(P.stages));
+    P.optimizer.resize(static_cast<size_t>(P.stages));
+    P.updates.resize(static_cast<size_t>(P.stages));
+    // The parameters the loss reaches, as the whole model's training step has them.
+    auto whole = build_gradients(model, model.outputs()[0]);
+    if (!whole.ok()) return whole.error();
+    for (auto [p, grad] : whole->grads) {
+      const std::string& n = model.value(p).name;
+      if (auto it = first_reader.find(n); it != first_reader.end())
+        P.owned[static_cast<size_t>(P.stage_of(it->second))].push_back(n);
+    }
+    for (int64_t s = 0; s < P.stages; ++s) {
+      if (P.owned[s].empty()) continue;
+      auto ob = optimizer_block(P.owned[s], P.param_types, shardings, P.stage_meshes[s],
+                                options.optimizer, s);
+      HEDDLE_TRY(ob);
+      P.optimizer[s] = std::move(ob->first);
+      P.updates[s] = std::move(ob->second);
+    }
   }
-  for (int64_t s = 0; s < P.stages; ++s) {
-    if (P.owned[s].empty()) continue;
-    auto ob = optimizer_block(P.owned[s], P.param_types, b.shardings, P.stage_mesh,
-                              b.options.optimizer, s);
-    HEDDLE_TRY(ob);
-    P.optimizer[s] = std::move(ob->first);
-    P.updates[s] = std::move(ob->second);
-  }
-  return {};
-}
 
-// The order of blocks per stage: training runs forward-backward V-shapes (interleaved: V passes
-// over the stages); forward-only runs the chain of forward blocks.
-Status order_blocks(PipelineBuild& b) {
-  PipelineProgram& P = b.P;
+  // The schedule: training runs forward-backward V-shapes (interleaved: V passes over the
+  // stages); forward-only runs the chain of forward blocks.
   const pipeline::Placement pl =
-      pipeline::schedule_placement(b.options.schedule, static_cast<int>(P.stages), P.train);
+      pipeline::schedule_placement(options.schedule, static_cast<int>(P.stages), P.train);
   auto sched =
       pipeline::build_baseline(P.schedule.baseline(), pl, static_cast<int>(P.micro_batches));
   if (!sched.ok())
     return Diagnostic("schedule " + P.schedule.to_string() + " with " +
                       std::to_string(P.micro_batches) + " micro-batches: " + sched.error().message);
-  P.order = stage_orders(pl, sched->schedule, b.C, P.stages);
-  return {};
-}
-
-}  // namespace
-
-Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions& options) {
-  HEDDLE_ASSERT(options.stages >= 1 && options.micro_batches >= 1);
-  PipelineBuild b(model, options);
-  b.P.stages = options.stages;
-  b.P.micro_batches = options.micro_batches;
-  b.P.train = options.train;
-  HEDDLE_TRY(choose_schedule(b));
-  HEDDLE_TRY(make_stage_mesh(b));
-  HEDDLE_TRY(cut_chunks(b));
-  for (int64_t c = 0; c < b.C; ++c) {
-    PipelineChunk ch;
-    ch.stage = c % b.P.stages;
-    std::vector<std::string> sent;
-    HEDDLE_TRY(lower_forward(b, c, ch, sent));
-    if (b.P.train) HEDDLE_TRY(lower_backward(b, c, ch, sent));
-    b.P.chunks.push_back(std::move(ch));
-  }
-  if (b.P.train) HEDDLE_TRY(lower_optimizers(b));
-  HEDDLE_TRY(order_blocks(b));
-  return std::move(b.P);
+  P.order = stage_orders(pl, sched->schedule, C, P.stages);
+  return P;
 }
 
 }  // namespace heddle

@@ -56,7 +56,8 @@ Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_ste
     if (!runner_) runner_ = std::make_unique<ThreadedRunner>(g_, programs_);
     return runner_->run(feeds, eo);
   }
-  auto r = run_pipeline_threaded(*pipeline_, pack_pipeline_feeds(*pipeline_, g_, feeds), eo);
+  if (!pipeline_runner_) pipeline_runner_ = std::make_unique<PipelineRunner>(*pipeline_);
+  auto r = pipeline_runner_->run(pack_pipeline_feeds(*pipeline_, g_, feeds), eo);
   HEDDLE_TRY(r);
   return unpack_pipeline_result(*pipeline_, g_, updates_, *r);
 }

@@ -40,14 +40,8 @@ Status check_mesh_agrees(const std::string& mesh_text, const StrategySpec& spec)
 }  // namespace
 
 Status runnable_strategy(StrategySpec& spec) {
-  if (spec.heterogeneous())
-    return Diagnostic(
-        "--strategy " + spec.to_string() +
-        ": pipeline stages on sub-meshes of different shapes (meshes=) are priced by plan and "
-        "simulate, but run executes pipelines whose stages share one dp x tp mesh (every "
-        "stage's program is lowered on the same stage mesh); simulate this plan, or run equal "
-        "stages such as dp=..,tp=..,pp=" +
-        std::to_string(spec.meshes.size()));
+  // Sub-meshes of different shapes stay per stage (the pipeline runtime executes them); equal
+  // ones are the plain dp x tp form.
   spec = spec.without_equal_meshes();
   return {};
 }

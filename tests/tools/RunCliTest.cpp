@@ -177,6 +177,26 @@ TEST(RunCli, PipelinesTrainAndInferLikeTheReference) {
       << bad.err;
 }
 
+TEST(RunCli, PipelinesRunTheRecomputeTheyPrint) {
+  std::map<std::string, nlohmann::json> by;
+  for (std::string r : {"none", "selective", "full"}) {
+    auto run = run_heddle("run gpt-tiny --mesh 2 --strategy pp=2,schedule=zb-h1,recompute=" + r +
+                          " --train --steps 2 --check --json");
+    ASSERT_EQ(run.exit_code, 0) << r << "\n" << run.err;
+    by[r] = nlohmann::json::parse(run.out);
+    EXPECT_TRUE(by[r]["ok"].get<bool>()) << r;
+    EXPECT_EQ(by[r]["pipeline"]["recompute"], r);
+  }
+  EXPECT_EQ(by["none"]["pipeline"]["recompute_kernel_calls"].get<int64_t>(), 0);
+  EXPECT_GT(by["selective"]["pipeline"]["recompute_kernel_calls"].get<int64_t>(), 0);
+  EXPECT_GT(by["full"]["pipeline"]["recompute_kernel_calls"].get<int64_t>(),
+            by["selective"]["pipeline"]["recompute_kernel_calls"].get<int64_t>());
+  auto text = run_heddle("run gpt-tiny --mesh 2 --strategy pp=2 --train --steps 1");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("recompute=none executed: 0 of "), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("recompute=full"), std::string::npos) << text.out;
+}
+
 TEST(RunCli, ShowPrintsPlacementsAndEmitsOneProgramPerDevice) {
   std::string dir = ::testing::TempDir() + "/emit";
   auto r = run_heddle("show gpt-tiny --mesh 4 --strategy dp=2,tp=2 --emit " + dir);

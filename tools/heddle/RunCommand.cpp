@@ -162,6 +162,10 @@ Status run_threads(const RunOptions& o, const model::LoadedModel& loaded, Graph&
     summary.stages = P->stages;
     summary.micro_batches = P->micro_batches;
     summary.schedule = P->schedule.to_string();
+    if (P->train) {
+      summary.recompute = std::string(to_string(P->recompute));
+      summary.counts = P->step_counts();
+    }
   } else {
     summary.stats = program_stats(g, (*session)->programs());
   }

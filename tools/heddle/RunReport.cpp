@@ -28,9 +28,15 @@ int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {
                         {"reshards", s.reshards},
                         {"backend", o.backend},
                         {"output_digest", s.digest}};
-    if (s.stages > 0)
+    if (s.stages > 0) {
       j["pipeline"] = {
           {"stages", s.stages}, {"micro_batches", s.micro_batches}, {"schedule", s.schedule}};
+      if (!s.recompute.empty()) {
+        j["pipeline"]["recompute"] = s.recompute;
+        j["pipeline"]["recompute_kernel_calls"] = s.counts.recompute_calls;
+        j["pipeline"]["kernel_calls"] = s.counts.kernel_calls;
+      }
+    }
     if (s.feed_bytes) {
       j["rank_feed_bytes_max"] = s.feed_bytes->first;
       j["model_feed_bytes"] = s.feed_bytes->second;

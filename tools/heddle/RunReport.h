@@ -36,6 +36,11 @@ struct RunSummary {
   /// Pipelines: stages, micro-batches per step and the schedule followed (JSON `pipeline`).
   int64_t stages = 0, micro_batches = 0;
   std::string schedule;
+  /// Training pipelines: the recompute mode executed and the kernel calls per step that
+  /// recompute the forward, of all (JSON `pipeline.recompute`, `recompute_kernel_calls`,
+  /// `kernel_calls`).
+  std::string recompute;
+  PipelineCounts counts;
   /// MPI: the most bytes of parameters and inputs one rank holds (generated, or cut from the
   /// weights and input files), and the model's total.
   std::optional<std::pair<int64_t, int64_t>> feed_bytes;

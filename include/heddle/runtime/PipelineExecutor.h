@@ -5,10 +5,12 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "heddle/runtime/Communicator.h"
+#include "heddle/runtime/DeviceExecutor.h"
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/PipelineProgram.h"
 
@@ -35,6 +37,9 @@ struct PipelineResult {
   /// reach stays as fed); device 0 all of them, every other device those its stage reads or
   /// updates.
   std::map<std::string, Tensor> updated;
+  /// What the device ran, counted as it ran (run_pipeline_threaded: summed over every device;
+  /// equal to PipelineProgram::step_counts()).
+  PipelineCounts counts;
 };
 
 /// Micro-batch `k` of `m` of a whole tensor: rows [k * n / m, (k + 1) * n / m) of dim 0, as a
@@ -45,16 +50,50 @@ Tensor micro_batch_of(const Tensor& t, int64_t m, int64_t k);
 /// Precondition: non-empty, same dtype and trailing dims.
 Tensor concat_micro_batches(const std::vector<Tensor>& parts);
 
+/// One device's blocks compiled for many steps: each block's program becomes a DeviceExecutor
+/// (its arena planned once) the first time the device runs it. Not thread-safe: one device.
+class PipelineDeviceCache {
+ public:
+  PipelineDeviceCache();
+  ~PipelineDeviceCache();
+  PipelineDeviceCache(const PipelineDeviceCache&) = delete;
+  PipelineDeviceCache& operator=(const PipelineDeviceCache&) = delete;
+  /// The executor of `block`'s program of device `local` of its stage, compiled on first use.
+  /// Precondition: the same `local` on every call; `block` outlives the cache.
+  DeviceExecutor& executor(const StageBlock& block, int64_t local);
+
+ private:
+  std::map<const StageBlock*, std::unique_ptr<DeviceExecutor>> executors_;
+};
+
 /// Runs global device `device`'s part of `program`: `stage_comm` runs the collectives of its
 /// stage's programs (device ids within the stage), `links` carries what crosses stages. Kernel
 /// errors keep the device in step with its peers and are reported at the end.
+/// `cache` (optional) keeps the device's compiled blocks from step to step.
 /// Precondition: every device of the mesh runs this with the same program and feeds.
 Result<PipelineResult> run_pipeline_device(const PipelineProgram& program, int64_t device,
                                            Communicator& stage_comm, Links& links,
                                            const PipelineFeeds& feeds,
-                                           const ExecOptions& options = {});
+                                           const ExecOptions& options = {},
+                                           PipelineDeviceCache* cache = nullptr);
 
-/// Every device of `program` on its own thread (stage_devices * stages threads); returns device
+/// Runs a pipeline program step after step on threads (one per device, per run), its devices'
+/// compiled blocks kept between steps. One run at a time; `program` must outlive the runner.
+class PipelineRunner {
+ public:
+  explicit PipelineRunner(const PipelineProgram& program);
+  /// One step, as run_pipeline_threaded().
+  Result<PipelineResult> run(const std::function<const PipelineFeeds&(int64_t)>& feeds_of,
+                             const ExecOptions& options = {});
+  /// The same with one set of feeds for every device.
+  Result<PipelineResult> run(const PipelineFeeds& feeds, const ExecOptions& options = {});
+
+ private:
+  const PipelineProgram& program_;
+  std::vector<std::unique_ptr<PipelineDeviceCache>> caches_;
+};
+
+/// Every device of `program` on its own thread (num_devices() threads); returns device
 /// 0's result.
 Result<PipelineResult> run_pipeline_threaded(const PipelineProgram& program,
                                              const PipelineFeeds& feeds,

@@ -1,7 +1,8 @@
-// Pipeline programs: a model split into chunks, each a forward and (training) a recomputing
-// backward block lowered for its stage's sub-mesh (split into input- and weight-gradient blocks
-// for zero-bubble schedules), per-stage optimizer blocks, and every stage's order of blocks from
-// a pipeline schedule (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2).
+// Pipeline programs: a model split into chunks, each a forward and (training) a backward block
+// lowered for its stage's sub-mesh (split into input- and weight-gradient blocks for zero-bubble
+// schedules), the forward stashing the activations the backward reads unless `recompute=` says
+// to recompute them, per-stage optimizer blocks, and every stage's order of blocks from a
+// pipeline schedule (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2).
 #pragma once
 
 #include <map>
@@ -11,6 +12,7 @@
 #include "heddle/ops/Autodiff.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/Program.h"
+#include "heddle/sharding/Recompute.h"
 #include "heddle/sharding/StrategySpec.h"
 
 namespace heddle {
@@ -25,19 +27,26 @@ struct PipelineOptions {
   /// GPipe's order over the schedule's chunks.
   pipeline::PipelineSchedule schedule;
   bool train = false;  ///< build backward and optimizer blocks. Default false (forward only).
-  /// The strategy inside every stage (its pp is ignored); its degrees give the stage mesh.
-  /// Default: one device per stage.
+  /// The strategy inside every stage (its pp is ignored); its degrees give the stage mesh, or,
+  /// with per-stage `meshes`, stage s is meshes[s].dp x meshes[s].tp (sub-meshes may differ in
+  /// size). Default: one device per stage.
   StrategySpec inner;
   /// Repeating layer units per chunk (the strategy's `layers=`, see split_stages); default
   /// empty: as even as they divide.
   std::vector<int64_t> layers;
   TrainStepOptions optimizer;  ///< the optimizer of training pipelines. Default AdamW.
+  /// What backward blocks recompute of their chunk's forward (recomputed_forward_ops): kNone
+  /// (default) stashes every activation they read, kSelective recomputes attention's scores and
+  /// probabilities, kFull the whole chunk from the values it received.
+  Recompute recompute = Recompute::kNone;
 };
 
 /// A graph with the programs of every device of a stage, lowered from it.
 struct StageBlock {
   Graph graph;
   std::vector<DeviceProgram> programs;  ///< by device index within the stage
+  /// Backward and weight blocks: the ops of `graph` that recompute an op of the chunk's forward.
+  std::vector<OpId> recomputed;
 };
 
 /// One value crossing between chunks: produced by `from`, read by `to` (> from).
@@ -61,10 +70,15 @@ struct PipelineChunk {
   std::vector<std::pair<std::string, ValueId>> grads;
   /// Zero-bubble schedules only (PipelineProgram::split_backward): the backward block keeps
   /// only the gradients of values on edges into the chunk (B) and this block computes the
-  /// parameters' gradients (W), named in `weight_grads`; each recomputes only the ops its
-  /// outputs need. A block with nothing to compute has no programs.
+  /// parameters' gradients (W), named in `weight_grads`, from what B stashes for it
+  /// (`backward_stashed`) and the forward's stash. A block with nothing to compute has no programs.
   StageBlock weight;
   std::vector<std::pair<std::string, ValueId>> weight_grads;
+  /// Training: the forward block's results the backward and weight blocks read instead of
+  /// recomputing them (also outputs of the forward block), kept per micro-batch until then.
+  std::vector<std::string> stashed;
+  /// Zero-bubble: B's results W reads instead of recomputing them (also outputs of B).
+  std::vector<std::string> backward_stashed;
   std::vector<std::string> inputs, params, outputs;
 };
 
@@ -76,15 +90,29 @@ struct PipelineStep {
   bool weight = false;  ///< zero-bubble: the weight-gradient block W (then backward is true too)
 };
 
+/// Kernel calls of a pipeline step: all of them, and those that recompute a forward op in a
+/// backward or weight block (zero under recompute=none).
+struct PipelineCounts {
+  int64_t kernel_calls = 0;
+  int64_t recompute_calls = 0;
+};
+
 /// Everything a pipeline run executes.
 struct PipelineProgram {
   int64_t stages = 0;
   int64_t micro_batches = 0;
-  int64_t stage_devices = 1;  ///< devices per stage; device d is on stage d / stage_devices
-  Mesh stage_mesh;            ///< the mesh inside each stage (axes dp, ep, tp)
+  /// Devices per stage when every stage has as many (then device d is on stage
+  /// d / stage_devices); 0 when the stages' sub-meshes differ in size (`meshes=`).
+  int64_t stage_devices = 1;
+  Mesh stage_mesh;  ///< the mesh inside stage 0 (axes dp, ep, tp); every stage's in stage_meshes
+  /// Per stage, its own sub-mesh; stage s holds global devices [stage_first[s],
+  /// stage_first[s + 1]) (stage_first has stages + 1 entries).
+  std::vector<Mesh> stage_meshes;
+  std::vector<int64_t> stage_first;
   bool train = false;
-  bool split_backward = false;          ///< zero-bubble: backward blocks are B, weight blocks W
-  pipeline::PipelineSchedule schedule;  ///< the schedule whose order the stages follow
+  bool split_backward = false;             ///< zero-bubble: backward blocks are B, weight blocks W
+  Recompute recompute = Recompute::kNone;  ///< what backward blocks recompute (training)
+  pipeline::PipelineSchedule schedule;     ///< the schedule whose order the stages follow
   std::vector<PipelineChunk> chunks;
   std::vector<PipelineEdge> edges;
   std::vector<std::vector<PipelineStep>> order;  ///< per stage
@@ -102,10 +130,19 @@ struct PipelineProgram {
   /// True when edge `edge` carries a gradient back (training, float value). Precondition: edge
   /// indexes `edges`.
   bool carries_grad(size_t edge) const;
+  /// Devices of every stage together.
+  int64_t num_devices() const { return stage_first.back(); }
+  /// Devices of stage `s`. Precondition: 0 <= s < stages.
+  int64_t devices_of(int64_t s) const { return stage_first[s + 1] - stage_first[s]; }
+  /// The stage global device `d` is on. Precondition: 0 <= d < num_devices().
+  int64_t stage_of_device(int64_t d) const;
   /// The stage of chunk `c`.
   int64_t stage_of(int64_t c) const { return chunks[static_cast<size_t>(c)].stage; }
   /// Statistics of every lowered program (all blocks, all devices).
   ProgramStats stats() const;
+  /// The kernel calls one step executes, summed over every device: each stage's order of
+  /// blocks, then its optimizer block.
+  PipelineCounts step_counts() const;
   /// What global device `device` must hold of the model: per parameter and optimizer state of
   /// its stage and per model input (at micro-batch size) its blocks read, the smallest box
   /// covering every tile its programs (all blocks of its stage) load, by name. Precondition:

@@ -10,6 +10,7 @@
 
 #include "heddle/ops/Autodiff.h"
 #include "heddle/runtime/Executor.h"
+#include "heddle/runtime/PipelineExecutor.h"
 #include "heddle/runtime/PipelineProgram.h"
 #include "heddle/runtime/ReferenceCheck.h"
 #include "heddle/runtime/ThreadedRunner.h"
@@ -84,6 +85,7 @@ class Session {
   std::optional<PipelineProgram> pipeline_;
   /// The SPMD programs' executor, built by the first run and kept (threads, memory plans).
   std::unique_ptr<ThreadedRunner> runner_;
+  std::unique_ptr<PipelineRunner> pipeline_runner_;  // made at the first step, kept after
 };
 
 }  // namespace heddle

@@ -12,8 +12,8 @@
 namespace heddle::search {
 
 /// Makes `spec` one the runtime executes: equal per-stage sub-meshes (`meshes=2x2/2x2`) become
-/// the plain dp/tp form; sub-meshes of different shapes are a diagnostic saying why run refuses
-/// them (the runtime lowers every pipeline stage on one stage mesh).
+/// the plain dp/tp form; sub-meshes of different shapes stay per stage (the pipeline runtime
+/// lowers each stage on its own sub-mesh).
 Status runnable_strategy(StrategySpec& spec);
 
 /// A plan for a run: the mesh (axes named after the strategy's degrees), the parsed strategy and
