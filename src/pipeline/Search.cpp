@@ -13,6 +13,7 @@
 #include "heddle/pipeline/ListScheduler.h"
 #include "heddle/pipeline/RepeatingUnit.h"
 #include "heddle/pipeline/Validate.h"
+#include "heddle/support/Cancel.h"
 
 namespace heddle::pipeline {
 
@@ -247,7 +248,8 @@ Result<SearchResult> search_schedule(const Placement& p, int m, double memory_li
       std::max(period_lb, std::min(total_span, options.max_period_factor * period_lb)));
   int extra = -1;
   for (double period : periods) {
-    if (extra >= options.extra_periods || elapsed() > options.time_limit_s) break;
+    if (extra >= options.extra_periods || elapsed() > options.time_limit_s || cancel_requested())
+      break;
     if (extra >= 0) ++extra;
     // Every unit is tried directly; the list schedules start from the unit with the shortest
     // latency (one micro-batch's span), which keeps the least memory in flight.

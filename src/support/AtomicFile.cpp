@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <utility>
 
 namespace heddle {
@@ -15,6 +17,22 @@ namespace heddle {
 namespace {
 
 std::atomic<unsigned> g_serial{0};
+
+// Temporaries not yet renamed or removed, for remove_pending_atomic_files().
+std::mutex g_pending_mu;
+std::set<std::string>& pending() {
+  static auto* s = new std::set<std::string>;  // never destroyed: usable during exit
+  return *s;
+}
+void track(const std::string& temp) {
+  std::lock_guard<std::mutex> lock(g_pending_mu);
+  pending().insert(temp);
+}
+void untrack(const std::string& temp) {
+  if (temp.empty()) return;
+  std::lock_guard<std::mutex> lock(g_pending_mu);
+  pending().erase(temp);
+}
 
 // The directory part of `path` ("." when it has none) and the file name.
 std::pair<std::string, std::string> split_path(const std::string& path) {
@@ -51,6 +69,7 @@ Result<AtomicFile> AtomicFile::open(const std::string& path) {
     int err = errno;
     return file_error(path, "cannot write: " + reason(err) + " (creating a file in " + dir + ")");
   }
+  track(temp);
   return AtomicFile(path, std::move(temp), fd);
 }
 
@@ -75,12 +94,14 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!temp_.empty()) ::unlink(temp_.c_str());
+  untrack(temp_);
 }
 
 Diagnostic AtomicFile::fail(const std::string& what, int err) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   if (!temp_.empty()) ::unlink(temp_.c_str());
+  untrack(temp_);
   temp_.clear();
   return file_error(path_, "cannot write: " + what + ": " + reason(err));
 }
@@ -109,6 +130,7 @@ Status AtomicFile::commit() {
   }
   fd_ = -1;
   if (::rename(temp_.c_str(), path_.c_str()) != 0) return fail("renaming into place", errno);
+  untrack(temp_);
   temp_.clear();
   // The rename is durable once the directory is synced; a failure here loses nothing written.
   int dfd = ::open(split_path(path_).first.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -117,6 +139,12 @@ Status AtomicFile::commit() {
     ::close(dfd);
   }
   return {};
+}
+
+void remove_pending_atomic_files() noexcept {
+  std::lock_guard<std::mutex> lock(g_pending_mu);
+  for (const auto& t : pending()) ::unlink(t.c_str());
+  pending().clear();
 }
 
 Status write_file_atomic(const std::string& path, std::string_view bytes) {

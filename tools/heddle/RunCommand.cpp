@@ -325,6 +325,8 @@ Command add_run_command(CLI::App& root) {
   app->add_option("--lr", opts->lr, "Learning rate (default 0.01)");
   app->add_option("--optimizer", opts->optimizer, "adamw (default) or sgd (with momentum)");
   app->add_option("--seed", opts->seed, "Seed of inputs and parameters (default 0)");
+  app->add_option("--rtol", opts->rtol, "Relative tolerance of --check (default 1e-3)");
+  app->add_option("--atol", opts->atol, "Absolute tolerance of --check (default 1e-4)");
   app->add_flag("--json", opts->json, "Print one JSON object");
   return {app, [opts] { return run(*opts); }};
 }

@@ -53,6 +53,11 @@ class AtomicFile {
 /// the file and the system's reason; on failure `path` is left as it was.
 Status write_file_atomic(const std::string& path, std::string_view bytes);
 
+/// Removes the temporaries of every AtomicFile not yet committed or destroyed, for a process about
+/// to end without unwinding (a second Ctrl-C, a watchdog's _exit). Not async-signal-safe: call it
+/// from a thread, not a signal handler.
+void remove_pending_atomic_files() noexcept;
+
 /// Checks, without writing anything, that a file can be created or replaced at `path`: its
 /// directory exists, is a directory and is writable, and `path` is not a directory. For
 /// validating `--output`, `--trace` and the like before long work starts. `flag` names the
