@@ -12,6 +12,8 @@
 
 #include "heddle/ir/OpKind.h"
 #include "heddle/support/Hash.h"
+#include "heddle/support/BoundedRead.h"
+#include "heddle/support/Limits.h"
 
 namespace heddle::cost {
 
@@ -285,11 +287,10 @@ Result<Cluster> resolve_cluster(std::string_view spec) {
   if (spec == "cpu") return cpu_cluster();
   std::string s(spec);
   if (s.size() > 5 && s.substr(s.size() - 5) == ".json") {
-    std::ifstream in(s);
-    if (!in) return Diagnostic(SourceLoc{s, 0, 0}, "cannot read the cluster file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return cluster_from_json(ss.str(), s);
+    auto text = read_file_bounded(
+        s, {.max_bytes = limits::kMaxJsonBytes, .what = "cluster file", .raise_with = ""});
+    HEDDLE_TRY(text);
+    return cluster_from_json(*text, s);
   }
   return cluster_preset(spec);
 }

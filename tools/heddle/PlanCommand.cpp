@@ -16,6 +16,7 @@
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
 #include "heddle/support/Strings.h"
+#include "heddle/support/AtomicFile.h"
 
 namespace heddle::cli {
 
@@ -89,6 +90,9 @@ nlohmann::json sim_json(const search::ConfigResult& c) {
 }
 
 int run_plan(const PlanArgs& a) {
+  // The output directory before the search: a long search must not end in "cannot write".
+  if (!a.out_dir.empty())
+    if (auto st = check_writable_dir(a.out_dir, "--out"); !st.ok()) return user_error(st.error());
   auto cluster = cost::resolve_cluster(a.cluster);
   if (!cluster.ok()) return user_error(cluster.error());
   if (!a.memory.empty()) {
@@ -143,15 +147,14 @@ int run_plan(const PlanArgs& a) {
   if (!found.ok()) return user_error(found.error());
   const auto& best = found->best;
   if (!a.out_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(a.out_dir, ec);
-    if (ec) return user_error(Diagnostic(SourceLoc{a.out_dir, 0, 0}, "cannot create directory"));
+    if (auto st = make_dirs(a.out_dir); !st.ok()) return user_error(st.error());
     nlohmann::json plan = sim_json(best);
     plan["model"] = a.model;
     plan["cluster"] = cluster->name;
     plan["train"] = a.train;
     plan["cluster_devices"] = cluster->count;
-    std::ofstream(a.out_dir + "/plan.json") << plan.dump(2) << "\n";
+    if (auto st = write_file_atomic(a.out_dir + "/plan.json", plan.dump(2) + "\n"); !st.ok())
+      return user_error(st.error());
     cost::Cluster used = *cluster;
     used.count = best.sim.devices;
     cost::SimulateOptions so;
@@ -160,9 +163,12 @@ int run_plan(const PlanArgs& a) {
     so.train = a.train;
     so.trace = true;
     auto traced = cost::simulate(*src, used, best.spec, so);
-    if (traced.ok()) std::ofstream(a.out_dir + "/trace.json") << traced->trace_json;
+    if (traced.ok())
+      if (auto st = write_file_atomic(a.out_dir + "/trace.json", traced->trace_json); !st.ok())
+        return user_error(st.error());
     if (auto g = src->build(src->layers > 0 ? src->unit : 0, src->batch); g.ok())
-      std::ofstream(a.out_dir + "/graph.dot") << to_dot(*g);
+      if (auto st = write_file_atomic(a.out_dir + "/graph.dot", to_dot(*g)); !st.ok())
+        return user_error(st.error());
   }
   if (a.json) {
     nlohmann::json j = sim_json(best);

@@ -6,6 +6,7 @@
 
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/IntraOp.h"
+#include "heddle/support/AtomicFile.h"
 
 namespace heddle::cli {
 
@@ -87,21 +88,12 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
 
 namespace {
 
-Status make_dir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Diagnostic(SourceLoc{dir, 0, 0}, "cannot create directory: " + ec.message());
-  return {};
-}
+Status make_dir(const std::string& dir) { return make_dirs(dir); }
 
 Status write_program(const std::string& dir, const Graph& g, const Mesh& mesh,
                      const DeviceProgram& p) {
-  std::string path = dir + "/device" + std::to_string(p.device) + ".txt";
-  std::ofstream out(path);
-  out << p.to_string(g, mesh);
-  out.close();
-  if (!out) return Diagnostic(SourceLoc{path, 0, 0}, "cannot write file");
-  return {};
+  return write_file_atomic(dir + "/device" + std::to_string(p.device) + ".txt",
+                           p.to_string(g, mesh));
 }
 
 }  // namespace

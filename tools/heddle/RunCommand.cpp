@@ -25,6 +25,9 @@
 #include "heddle/runtime/HostMemory.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/Session.h"
+#include "heddle/runtime/MpiEnvironment.h"
+#include "heddle/support/AtomicFile.h"
+#include "heddle/support/Log.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
@@ -153,6 +156,34 @@ Status check_run_options(const RunOptions& o) {
   if (o.steps != -1 && o.steps < 1) return Diagnostic("--steps must be >= 1");
   if (o.optimizer != "adamw" && o.optimizer != "sgd")
     return Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'");
+  if (!(o.rtol >= 0) || !(o.atol >= 0)) return Diagnostic("--rtol and --atol must be >= 0");
+  if (o.train && !o.output_file.empty())
+    return Diagnostic(
+        "--output writes the single output of a forward run; a --train run's outputs are the loss "
+        "and every updated parameter. Drop --output, or --train");
+  // Output locations before any work: a long run must not end in "cannot write".
+  if (!o.output_file.empty()) HEDDLE_TRY(check_writable_file(o.output_file, "--output"));
+  if (!o.emit_dir.empty()) HEDDLE_TRY(check_writable_dir(o.emit_dir, "--emit"));
+  return {};
+}
+
+Status choose_backend(RunOptions& o) {
+  const int64_t ranks = MpiEnvironment::launcher_size();
+  if (o.backend.empty()) {
+    o.backend = ranks > 1 ? "mpi" : "threads";
+    if (ranks > 1)
+      log(LogLevel::kInfo, "backend",
+          "started by an MPI launcher with " + std::to_string(ranks) +
+              " ranks: running as --backend mpi");
+    return {};
+  }
+  if (o.backend != "threads" && o.backend != "mpi")
+    return Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'");
+  if (o.backend == "threads" && ranks > 1)
+    return Diagnostic("--backend threads was given, but an MPI launcher started " +
+                      std::to_string(ranks) +
+                      " ranks: each would run the whole job and write the same files. Use "
+                      "--backend mpi (one rank per device), or start one process");
   return {};
 }
 
@@ -186,10 +217,9 @@ Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
   return read_input_files(g, o);
 }
 
-int run(const RunOptions& o) {
+int run(RunOptions o) {
+  if (auto st = choose_backend(o); !st.ok()) return user_error(st.error());
   if (o.backend == "mpi") return run_mpi(o);
-  if (o.backend != "threads")
-    return user_error(Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'"));
   if (auto st = check_run_options(o); !st.ok()) return user_error(st.error());
   auto loaded = load_runnable(o);
   if (!loaded.ok()) return user_error(loaded.error());
@@ -257,6 +287,7 @@ int run(const RunOptions& o) {
   loop.on_step = [&](int s, const TensorMap& got) {
     if (o.train && !o.json)
       fmt::print("step {:>4}  loss {:.6f}\n", s, got.at(g.outputs()[0]).f32()[0]);
+    log(LogLevel::kInfo, "step", "step done", {{"step", s}});
   };
   auto ran = session.run(std::move(feeds), loop);
   if (!ran.ok()) return user_error(ran.error());
@@ -310,7 +341,8 @@ Command add_run_command(CLI::App& root) {
   app->add_option("--strategy", opts->strategy,
                   "dp=N,tp=N,sp=on,zero=K (see CLI.md); default: propagation over the mesh");
   app->add_option("--backend", opts->backend,
-                  "threads (default) or mpi (one process per device under mpirun; docs/mpi.md)");
+                  "threads or mpi (one process per device under mpirun; docs/mpi.md); default: "
+                  "mpi when an MPI launcher started several ranks, else threads");
   app->add_option("--timeout", opts->timeout_s,
                   "MPI backend: seconds a collective may wait for its peers (default 60)");
   app->add_flag("--check", opts->check,
