@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "heddle/ir/OpKind.h"
-#include "heddle/support/Hash.h"
 #include "heddle/support/BoundedRead.h"
+#include "heddle/support/Hash.h"
 #include "heddle/support/Limits.h"
 
 namespace heddle::cost {
@@ -136,6 +136,11 @@ Result<Cluster> cluster_preset(std::string_view spec) {
   }
   if (count < 1)
     return Diagnostic(fmt::format("cluster '{}': the device count must be >= 1", spec));
+  if (count > limits::kMaxClusterDevices)
+    return Diagnostic(fmt::format(
+        "cluster '{}': {} devices is more than the {} heddle plans and simulates (a simulation "
+        "costs about 0.2 ms of CPU per device)",
+        spec, count, limits::kMaxClusterDevices));
   Cluster c;
   c.name = s;
   c.device = *dev;
@@ -290,7 +295,14 @@ Result<Cluster> resolve_cluster(std::string_view spec) {
     auto text = read_file_bounded(
         s, {.max_bytes = limits::kMaxJsonBytes, .what = "cluster file", .raise_with = ""});
     HEDDLE_TRY(text);
-    return cluster_from_json(*text, s);
+    auto c = cluster_from_json(*text, s);
+    HEDDLE_TRY(c);
+    if (c->count > limits::kMaxClusterDevices)
+      return Diagnostic(SourceLoc{s, 0, 0},
+                        fmt::format("'count' {} is more than the {} devices heddle plans and "
+                                    "simulates",
+                                    c->count, limits::kMaxClusterDevices));
+    return c;
   }
   return cluster_preset(spec);
 }

@@ -1,15 +1,15 @@
 // .npy reading and writing (format: numpy.lib.format, versions 1.0 to 3.0, little-endian hosts).
 #include "heddle/frontend/Npy.h"
 
-#include "heddle/support/AtomicFile.h"
-
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
-#include "heddle/support/Numeric.h"
+#include "heddle/support/AtomicFile.h"
 #include "heddle/support/BoundedRead.h"
 #include "heddle/support/Limits.h"
+#include "heddle/support/Numeric.h"
 
 namespace heddle {
 
@@ -142,9 +142,10 @@ Result<Tensor> parse_npy(const std::string& bytes, const std::string& path) {
   return t;
 }
 
-Result<Tensor> read_npy(const std::string& path) {
-  auto bytes = read_file_bounded(
-      path, {.max_bytes = limits::kMaxNpyBytes, .what = ".npy file", .raise_with = ""});
+Result<Tensor> read_npy(const std::string& path, int64_t max_bytes) {
+  auto bytes = read_file_bounded(path, {.max_bytes = std::min(max_bytes, limits::kMaxNpyBytes),
+                                        .what = ".npy file",
+                                        .raise_with = ""});
   HEDDLE_TRY(bytes);
   return parse_npy(*bytes, path);
 }

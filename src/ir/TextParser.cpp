@@ -6,9 +6,9 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "heddle/support/Strings.h"
 #include "heddle/support/BoundedRead.h"
 #include "heddle/support/Limits.h"
+#include "heddle/support/Strings.h"
 
 namespace heddle {
 

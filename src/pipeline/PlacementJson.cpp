@@ -1,6 +1,4 @@
 #include "heddle/pipeline/PlacementJson.h"
-#include "heddle/support/BoundedRead.h"
-#include "heddle/support/Limits.h"
 
 #include <fmt/format.h>
 
@@ -8,6 +6,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "heddle/support/BoundedRead.h"
+#include "heddle/support/Limits.h"
 
 namespace heddle::pipeline {
 

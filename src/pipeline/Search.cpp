@@ -14,6 +14,7 @@
 #include "heddle/pipeline/RepeatingUnit.h"
 #include "heddle/pipeline/Validate.h"
 #include "heddle/support/Cancel.h"
+#include "heddle/support/Limits.h"
 
 namespace heddle::pipeline {
 
@@ -204,6 +205,18 @@ Status check_request(const Placement& p, int m, double memory_limit) {
   if (m < 1) {
     return Diagnostic(fmt::format("the micro-batch count must be at least 1, got {}", m));
   }
+  // Bounds before anything is allocated: the schedulers hold every block of every micro-batch.
+  if (p.num_devices > limits::kMaxScheduleDevices)
+    return Diagnostic(fmt::format("{} devices is more than the {} a schedule search handles",
+                                  p.num_devices, limits::kMaxScheduleDevices));
+  if (m > limits::kMaxMicroBatches)
+    return Diagnostic(fmt::format("{} micro-batches is more than the {} a schedule search handles",
+                                  m, limits::kMaxMicroBatches));
+  if (static_cast<int64_t>(p.blocks.size()) * m > limits::kMaxScheduleBlocks)
+    return Diagnostic(fmt::format(
+        "{} blocks per micro-batch times {} micro-batches is {} blocks, more than the {} a "
+        "schedule search holds in memory; use fewer micro-batches",
+        p.blocks.size(), m, static_cast<int64_t>(p.blocks.size()) * m, limits::kMaxScheduleBlocks));
   auto st = compute_stats(p, sequential_schedule(p, m).schedule);
   for (int d = 0; d < p.num_devices; ++d) {
     if (st.peak_memory[d] > memory_limit + kTimeEpsilon) {

@@ -12,7 +12,8 @@ constexpr size_t kMaxLaunchParts = 32;
 
 std::string rank_list(const std::vector<int64_t>& ranks) {
   std::string s;
-  for (size_t i = 0; i < ranks.size() && i < 8; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  for (size_t i = 0; i < ranks.size() && i < 8; ++i)
+    s += (i ? ", " : "") + std::to_string(ranks[i]);
   if (ranks.size() > 8) s += " and " + std::to_string(ranks.size() - 8) + " more";
   return s;
 }
@@ -40,7 +41,8 @@ Status agree_on_launch(MpiCommunicator& mpi, const std::vector<LaunchPart>& part
     for (int64_t q = 1; q < mpi.size(); ++q)
       if (at(q, i) != at(0, i)) differ.push_back(q);
     if (differ.empty()) continue;
-    std::string what = i == 0 ? "the kind of run (a different heddle command line)" : parts[i - 1].name;
+    std::string what =
+        i == 0 ? "the kind of run (a different heddle command line)" : parts[i - 1].name;
     text += (text.empty() ? "" : "; ") + what + ": rank(s) " + rank_list(differ) +
             " differ from rank 0";
     if (i > 0 && !parts[i - 1].detail.empty() && mpi.rank() == 0)
@@ -50,8 +52,9 @@ Status agree_on_launch(MpiCommunicator& mpi, const std::vector<LaunchPart>& part
       text += " (this rank has " + parts[i - 1].detail + ")";
   }
   if (text.empty()) return {};
-  return Diagnostic("the ranks were started differently, so their results would not be one run's: " +
-                    text + ". Start every rank with the same arguments, files and heddle binary");
+  return Diagnostic(
+      "the ranks were started differently, so their results would not be one run's: " + text +
+      ". Start every rank with the same arguments, files and heddle binary");
 }
 
 Result<std::vector<int64_t>> share_from_root(MpiCommunicator& mpi,

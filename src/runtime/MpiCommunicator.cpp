@@ -15,8 +15,8 @@
 #include <utility>
 
 #include "heddle/ops/Kernel.h"
-#include "heddle/support/ExitCode.h"
 #include "heddle/support/Assert.h"
+#include "heddle/support/ExitCode.h"
 
 namespace heddle {
 
@@ -95,7 +95,7 @@ Box get_box(const int64_t* p, int64_t rank) {
 constexpr int kMaxWatched = 4096;
 pid_t g_pids[kMaxWatched];  // 0: a peer on another host (not watched)
 int g_rank = -1, g_size = 0;
-char g_host[64] = {};  // this rank's host name, for the SIGTERM message
+char g_host[64] = {};                  // this rank's host name, for the SIGTERM message
 volatile sig_atomic_t g_reported = 0;  // this rank already said why it stops
 
 // The first watched peer whose process is gone, or -1.
@@ -242,7 +242,8 @@ struct MpiCommunicator::Impl {
     const size_t len = mine.size();
     const int n = static_cast<int>(self.size_);
     std::vector<int64_t> all(len * static_cast<size_t>(n));
-    std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(len * self.rank_));
+    std::copy(mine.begin(), mine.end(),
+              all.begin() + static_cast<std::ptrdiff_t>(len * self.rank_));
     std::vector<int64_t> send = mine;
     std::vector<MPI_Request> reqs;
     std::vector<int> from;  // the rank each request waits for
@@ -256,10 +257,10 @@ struct MpiCommunicator::Impl {
     } else {
       reqs.resize(2);
       from = {0, 0};
-      MPI_Isend(send.data(), count_of(static_cast<int64_t>(len)), MPI_INT64_T, 0, kTagGather,
-                comm, &reqs[0]);
-      MPI_Irecv(all.data(), count_of(static_cast<int64_t>(all.size())), MPI_INT64_T, 0,
-                kTagVerdict, comm, &reqs[1]);
+      MPI_Isend(send.data(), count_of(static_cast<int64_t>(len)), MPI_INT64_T, 0, kTagGather, comm,
+                &reqs[0]);
+      MPI_Irecv(all.data(), count_of(static_cast<int64_t>(all.size())), MPI_INT64_T, 0, kTagVerdict,
+                comm, &reqs[1]);
     }
     auto t0 = Clock::now();
     double next_look = 1;
@@ -275,9 +276,9 @@ struct MpiCommunicator::Impl {
       if (seconds_since(t0) > next_look) {
         next_look += 1;
         if (int dead = dead_peer(); dead >= 0) {
-          self.failure_ = Diagnostic("rank " + std::to_string(dead) +
-                                     " failed: its process is gone (killed or crashed) before " +
-                                     what);
+          self.failure_ =
+              Diagnostic("rank " + std::to_string(dead) +
+                         " failed: its process is gone (killed or crashed) before " + what);
           self.failure_kind_ = FailureKind::kPeerLost;
           return *self.failure_;
         }

@@ -111,9 +111,9 @@ std::optional<MpiRunFailure> completion_failure(MpiCommunicator& mpi, bool ok, i
     text += " did not complete";
   }
   for (const auto& [r, s] : v.other_steps)
-    text += (text.empty() ? "" : "; ") + ("rank " + std::to_string(r) + " ran " +
-                                          std::to_string(s) + " steps, this rank " +
-                                          std::to_string(steps));
+    text +=
+        (text.empty() ? "" : "; ") + ("rank " + std::to_string(r) + " ran " + std::to_string(s) +
+                                      " steps, this rank " + std::to_string(steps));
   return MpiRunFailure{Diagnostic("the ranks do not agree that the run completed: " + text),
                        ok ? FailureKind::kPeerLost : FailureKind::kUser};
 }

@@ -159,6 +159,9 @@ Status check_writable_file(const std::string& path, const std::string& flag) {
   if (is_dir(path))
     return file_error(path, with_flag(flag, "cannot write: it is a directory; give a file name"));
   auto dir = split_path(path).first;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    return file_error(path, with_flag(flag, "cannot write: " + dir + " is not a directory"));
   if (!is_dir(dir))
     return file_error(path,
                       with_flag(flag, "cannot write: the directory " + dir + " does not exist"));

@@ -4,6 +4,8 @@
 // device's program (heddle/runtime/MpiRun.h). Rank 0 writes --output and reports, after every
 // rank agreed that the run completed. Every rank reports its own errors, prefixed with its rank
 // and host (support/Log.h).
+#include "heddle/runtime/MpiRun.h"
+
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -19,7 +21,6 @@
 #include "heddle/runtime/BlasThreads.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/MpiEnvironment.h"
-#include "heddle/runtime/MpiRun.h"
 #include "heddle/support/BoundedRead.h"
 #include "heddle/support/Log.h"
 
@@ -66,9 +67,8 @@ uint64_t tensor_digest(const Tensor& t, uint64_t h) {
 // What the ranks compare before any work.
 std::vector<LaunchPart> launch_parts(const RunOptions& o, const Prepared& p) {
   std::vector<LaunchPart> parts;
-  auto model_bytes = read_file_bounded(o.model, {.max_bytes = int64_t{1} << 32,
-                                                 .what = "model file",
-                                                 .raise_with = ""});
+  auto model_bytes = read_file_bounded(
+      o.model, {.max_bytes = int64_t{1} << 32, .what = "model file", .raise_with = ""});
   const bool is_file = model_bytes.ok();
   const std::string args = arguments_text(o, is_file);
   parts.push_back({"the arguments", fnv1a(args), args.size() <= 600 ? "'" + args + "'" : ""});
@@ -81,11 +81,9 @@ std::vector<LaunchPart> launch_parts(const RunOptions& o, const Prepared& p) {
   parts.push_back({"the --input files", in, ""});
   uint64_t graph = fnv1a(print_graph(p.g));
   parts.push_back({"the model as built", graph, ""});
-  auto exe = read_file_bounded("/proc/self/exe", {.max_bytes = int64_t{1} << 31,
-                                                  .what = "heddle binary",
-                                                  .raise_with = ""});
-  parts.push_back({"the heddle binary (another build or version)", exe.ok() ? fnv1a(*exe) : 0,
-                   ""});
+  auto exe = read_file_bounded(
+      "/proc/self/exe", {.max_bytes = int64_t{1} << 31, .what = "heddle binary", .raise_with = ""});
+  parts.push_back({"the heddle binary (another build or version)", exe.ok() ? fnv1a(*exe) : 0, ""});
   return parts;
 }
 
@@ -139,9 +137,9 @@ bool all_ranks_ok(MpiCommunicator& mpi, bool ok, const char* stage) {
   if (ok) {
     std::string list;
     for (int64_t q : failed) list += (list.empty() ? "" : ", ") + std::to_string(q);
-    report_failure(Diagnostic(fmt::format("rank(s) {} failed {} (see their messages); stopping",
-                                          list, stage)),
-                   FailureKind::kPeerLost);
+    report_failure(
+        Diagnostic(fmt::format("rank(s) {} failed {} (see their messages); stopping", list, stage)),
+        FailureKind::kPeerLost);
   }
   return false;
 }
@@ -256,7 +254,8 @@ int run_mpi(const RunOptions& o) {
         "(mpirun -np {} heddle run ...)",
         o.mesh, mesh.num_devices(), env.size(), mesh.num_devices())));
   if (r == 0 && !o.emit_dir.empty() && p.programs)
-    if (auto s = write_programs(o.emit_dir, p.g, *p.programs); !s.ok()) return user_error(s.error());
+    if (auto s = write_programs(o.emit_dir, p.g, *p.programs); !s.ok())
+      return user_error(s.error());
 
   const int64_t int_hi = integer_range(p.g);
   // Only rank 0 checks, and only it builds the whole model for that.
@@ -283,10 +282,9 @@ int run_mpi(const RunOptions& o) {
   ro.seed = o.seed;
   ro.int_hi = int_hi;
   ro.fault = FaultPlan::from_environment();
-  MpiOutcome out =
-      p.pipe ? run_pipeline_rank(mpi, p.g, p.updates, p.pipe->program, mesh, ro)
-             : run_spmd_rank(mpi, p.g, p.updates, mesh,
-                             instantiate(p.g, *p.programs, r), std::move(p.host), ro);
+  MpiOutcome out = p.pipe ? run_pipeline_rank(mpi, p.g, p.updates, p.pipe->program, mesh, ro)
+                          : run_spmd_rank(mpi, p.g, p.updates, mesh,
+                                          instantiate(p.g, *p.programs, r), std::move(p.host), ro);
   if (out.failure) return report_failure(out.failure->error, out.failure->kind);
   if (r != 0) return 0;
   return report_rank0(o, p, mpi, std::move(*out.run), reference);

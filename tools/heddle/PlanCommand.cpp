@@ -15,8 +15,8 @@
 #include "heddle/ir/DotExport.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
-#include "heddle/support/Strings.h"
 #include "heddle/support/AtomicFile.h"
+#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 

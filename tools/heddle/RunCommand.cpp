@@ -24,9 +24,10 @@
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/HostMemory.h"
 #include "heddle/runtime/Lower.h"
-#include "heddle/runtime/Session.h"
 #include "heddle/runtime/MpiEnvironment.h"
+#include "heddle/runtime/Session.h"
 #include "heddle/support/AtomicFile.h"
+#include "heddle/support/Limits.h"
 #include "heddle/support/Log.h"
 #include "heddle/support/Strings.h"
 
@@ -107,7 +108,9 @@ Result<std::vector<Tensor>> read_input_files(const Graph& g, const RunOptions& o
                       " input(s); give one .npy file per input, in order");
   std::vector<Tensor> out;
   for (size_t i = 0; i < o.input_files.size(); ++i) {
-    auto t = read_npy(o.input_files[i]);
+    // An .npy of this input holds at most 8 bytes per element (int64, float64) and its header.
+    const int64_t elements = g.type(g.inputs()[i]).shape().product();
+    auto t = read_npy(o.input_files[i], elements * 8 + (int64_t{1} << 16));
     HEDDLE_TRY(t);
     const TensorType& want = g.type(g.inputs()[i]);
     if (t->shape() != want.shape() || t->is_int() != !dtype_is_float(want.dtype()))
@@ -161,6 +164,16 @@ Status check_run_options(const RunOptions& o) {
     return Diagnostic(
         "--output writes the single output of a forward run; a --train run's outputs are the loss "
         "and every updated parameter. Drop --output, or --train");
+  // Device bounds before planning: a thread or a process per device.
+  if (auto mesh = Mesh::parse(o.mesh); mesh.ok()) {
+    const bool mpi = o.backend == "mpi";
+    const int64_t cap = mpi ? limits::kMaxMpiRanks : limits::kMaxThreadDevices;
+    if (mesh->num_devices() > cap)
+      return Diagnostic(
+          fmt::format("--mesh {} has {} devices, more than the {} the {} backend runs ({})", o.mesh,
+                      mesh->num_devices(), cap, mpi ? "mpi" : "threads",
+                      mpi ? "one process each" : "one thread and one arena each on this machine"));
+  }
   // Output locations before any work: a long run must not end in "cannot write".
   if (!o.output_file.empty()) HEDDLE_TRY(check_writable_file(o.output_file, "--output"));
   if (!o.emit_dir.empty()) HEDDLE_TRY(check_writable_dir(o.emit_dir, "--emit"));

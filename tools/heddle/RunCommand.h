@@ -26,10 +26,10 @@ struct RunOptions {
   /// --backend threads|mpi (default empty: mpi when an MPI launcher started several ranks, else
   /// threads; choose_backend()).
   std::string backend;
-  std::string emit_dir;                  ///< --emit DIR (default none)
-  bool check = false;                    ///< --check (default off)
-  bool json = false;                     ///< --json (default off)
-  bool train = false;                    ///< --train (default off)
+  std::string emit_dir;  ///< --emit DIR (default none)
+  bool check = false;    ///< --check (default off)
+  bool json = false;     ///< --json (default off)
+  bool train = false;    ///< --train (default off)
   /// --steps: total steps, forward-only runs too (default -1: 10 with --train, else 1).
   int steps = -1;
   /// --host-memory BYTES: what the run may hold on the host (default empty: physical memory).

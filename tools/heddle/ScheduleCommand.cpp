@@ -16,8 +16,9 @@
 #include "heddle/pipeline/Search.h"
 #include "heddle/pipeline/Timeline.h"
 #include "heddle/pipeline/Validate.h"
-#include "heddle/support/Strings.h"
 #include "heddle/support/AtomicFile.h"
+#include "heddle/support/Limits.h"
+#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 
@@ -56,6 +57,10 @@ int run_schedule(const ScheduleArgs& a) {
           "--devices is required for the built-in placement '{}' (a positive device count)",
           a.placement)));
     }
+    if (a.devices > limits::kMaxScheduleDevices)
+      return user_error(
+          Diagnostic(fmt::format("--devices {} is more than the {} a schedule search handles",
+                                 a.devices, limits::kMaxScheduleDevices)));
     placement = pl::builtin_placement(a.placement, a.devices);
   } else {
     placement = pl::load_placement_file(a.placement, a.devices);

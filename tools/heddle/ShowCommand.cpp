@@ -18,8 +18,8 @@
 #include "heddle/ops/OpCost.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/Lower.h"
-#include "heddle/support/Strings.h"
 #include "heddle/support/AtomicFile.h"
+#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 

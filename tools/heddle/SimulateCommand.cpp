@@ -11,8 +11,8 @@
 #include "heddle/cost/Simulator.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
-#include "heddle/support/Strings.h"
 #include "heddle/support/AtomicFile.h"
+#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 

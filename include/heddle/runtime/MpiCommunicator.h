@@ -44,8 +44,9 @@ struct MpiOptions {
 /// under the same kernel boot (not merely the same host name: containers share that) whose
 /// process is gone (killed, crashed) is noticed within about a second of waiting and named the
 /// same way; the launcher's SIGTERM after such a death prints which peer is gone and exits 5
-/// (peer lost); a SIGTERM with no peer gone (scancel, preemption) exits 143. A wait longer than the timeout returns a diagnostic too. After any
-/// failure every later collective returns the same diagnostic at once.
+/// (peer lost); a SIGTERM with no peer gone (scancel, preemption) exits 143. A wait longer than the
+/// timeout returns a diagnostic too. After any failure every later collective returns the same
+/// diagnostic at once.
 class MpiCommunicator : public Communicator, public Links {
  public:
   /// Precondition: an MpiEnvironment is alive (and outlives this object).
@@ -101,10 +102,11 @@ class MpiCommunicator : public Communicator, public Links {
   /// wait past the timeout. Meaningful only when failure() is set.
   FailureKind failure_kind() const { return failure_kind_; }
 
-  /// Ends the whole job with exit code `exit_code` (support/ExitCode.h); never returns. When this rank is the first to fail (no failure() yet),
-  /// first tells every other rank `message` so each can report which rank failed, and waits up to
-  /// a few seconds for them to acknowledge. When a peer failed first, acknowledges its notice and
-  /// waits for the launcher to stop this process (which the failed rank's MPI_Abort triggers).
+  /// Ends the whole job with exit code `exit_code` (support/ExitCode.h); never returns. When this
+  /// rank is the first to fail (no failure() yet), first tells every other rank `message` so each
+  /// can report which rank failed, and waits up to a few seconds for them to acknowledge. When a
+  /// peer failed first, acknowledges its notice and waits for the launcher to stop this process
+  /// (which the failed rank's MPI_Abort triggers).
   [[noreturn]] void abort_job(const std::string& message, int exit_code);
 
  private:

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "heddle/sharding/Mesh.h"
 #include "heddle/ops/Autodiff.h"
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/MpiCommunicator.h"
 #include "heddle/runtime/PipelineProgram.h"
 #include "heddle/runtime/Session.h"
+#include "heddle/sharding/Mesh.h"
 #include "heddle/sharding/ShardingPlan.h"
 
 namespace heddle {
@@ -63,9 +63,9 @@ struct MpiRunOptions {
   /// Steps, training, the reference (rank 0 only; not owned) and the per-step callback (called on
   /// rank 0 only). Default: one forward step.
   StepLoopOptions loop;
-  uint64_t seed = 0;    ///< parameters from seed, inputs from seed + 1 (default 0)
-  int64_t int_hi = 2;   ///< integer inputs are drawn below this (integer_range of the graph)
-  FaultPlan fault;      ///< test-only fault injection (default none)
+  uint64_t seed = 0;   ///< parameters from seed, inputs from seed + 1 (default 0)
+  int64_t int_hi = 2;  ///< integer inputs are drawn below this (integer_range of the graph)
+  FaultPlan fault;     ///< test-only fault injection (default none)
 };
 
 /// What one rank's run gives back.

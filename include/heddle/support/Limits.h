@@ -9,7 +9,7 @@
 namespace heddle::limits {
 
 /// Text IR files (the parser holds the text and ~1.2 KB per op: a 10^6-op graph is 67 MB).
-inline constexpr int64_t kMaxTextIrBytes = int64_t{256} << 20;
+inline constexpr int64_t kMaxTextIrBytes = int64_t{128} << 20;
 /// Cluster and placement JSON files.
 inline constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;
 /// ONNX models read whole (protobuf's own message limit is 2 GiB; larger weights go in external
