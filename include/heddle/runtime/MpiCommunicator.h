@@ -102,12 +102,13 @@ class MpiCommunicator : public Communicator, public Links {
   /// wait past the timeout. Meaningful only when failure() is set.
   FailureKind failure_kind() const { return failure_kind_; }
 
-  /// Ends the whole job with exit code `exit_code` (support/ExitCode.h); never returns. When this
+  /// Ends the whole job with exit code `exit_code` (support/ExitCode.h; default 2, an internal
+  /// error); never returns. When this
   /// rank is the first to fail (no failure() yet), first tells every other rank `message` so each
   /// can report which rank failed, and waits up to a few seconds for them to acknowledge. When a
   /// peer failed first, acknowledges its notice and waits for the launcher to stop this process
   /// (which the failed rank's MPI_Abort triggers).
-  [[noreturn]] void abort_job(const std::string& message, int exit_code);
+  [[noreturn]] void abort_job(const std::string& message, int exit_code = 2);
 
  private:
   struct Impl;  // MPI handles stay out of this header, so users need no MPI include path
