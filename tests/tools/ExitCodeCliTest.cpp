@@ -66,7 +66,7 @@ TEST(ExitCodeCli, ACheckMismatchExits3) {
 }
 
 TEST(ExitCodeCli, JsonRunsStreamProgressAndFailureRecordsOnStderr) {
-  auto ok = run_heddle("run mlp --train --steps 3 --json");
+  auto ok = run_heddle("run mlp --train --steps 3 --json --log-level info");
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   int steps = 0;
   std::istringstream lines(ok.err);
