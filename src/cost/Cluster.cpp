@@ -11,8 +11,10 @@
 #include <thread>
 
 #include "heddle/ir/OpKind.h"
+#include "heddle/support/BoundedRead.h"
 #include "heddle/support/Hash.h"
 #include "heddle/support/Keys.h"
+#include "heddle/support/Limits.h"
 
 namespace heddle::cost {
 
@@ -142,6 +144,11 @@ Result<Cluster> cluster_preset(std::string_view spec) {
   }
   if (count < 1)
     return Diagnostic(fmt::format("cluster '{}': the device count must be >= 1", spec));
+  if (count > limits::kMaxClusterDevices)
+    return Diagnostic(fmt::format(
+        "cluster '{}': {} devices is more than the {} heddle plans and simulates (a simulation "
+        "costs about 0.2 ms of CPU per device)",
+        spec, count, limits::kMaxClusterDevices));
   Cluster c;
   c.name = s;
   c.device = *dev;
@@ -302,11 +309,17 @@ Result<Cluster> resolve_cluster(std::string_view spec) {
   if (spec == "cpu") return cpu_cluster();
   std::string s(spec);
   if (s.size() > 5 && s.substr(s.size() - 5) == ".json") {
-    std::ifstream in(s);
-    if (!in) return Diagnostic(SourceLoc{s, 0, 0}, "cannot read the cluster file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return cluster_from_json(ss.str(), s);
+    auto text = read_file_bounded(
+        s, {.max_bytes = limits::kMaxJsonBytes, .what = "cluster file", .raise_with = ""});
+    HEDDLE_TRY(text);
+    auto c = cluster_from_json(*text, s);
+    HEDDLE_TRY(c);
+    if (c->count > limits::kMaxClusterDevices)
+      return Diagnostic(SourceLoc{s, 0, 0},
+                        fmt::format("'count' {} is more than the {} devices heddle plans and "
+                                    "simulates",
+                                    c->count, limits::kMaxClusterDevices));
+    return c;
   }
   return cluster_preset(spec);
 }

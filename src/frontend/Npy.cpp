@@ -1,10 +1,14 @@
 // .npy reading and writing (format: numpy.lib.format, versions 1.0 to 3.0, little-endian hosts).
 #include "heddle/frontend/Npy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "heddle/support/AtomicFile.h"
+#include "heddle/support/BoundedRead.h"
+#include "heddle/support/Limits.h"
 #include "heddle/support/Numeric.h"
 
 namespace heddle {
@@ -138,12 +142,12 @@ Result<Tensor> parse_npy(const std::string& bytes, const std::string& path) {
   return t;
 }
 
-Result<Tensor> read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Diagnostic(SourceLoc{path, 0, 0}, "cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_npy(ss.str(), path);
+Result<Tensor> read_npy(const std::string& path, int64_t max_bytes) {
+  auto bytes = read_file_bounded(path, {.max_bytes = std::min(max_bytes, limits::kMaxNpyBytes),
+                                        .what = ".npy file",
+                                        .raise_with = ""});
+  HEDDLE_TRY(bytes);
+  return parse_npy(*bytes, path);
 }
 
 Status write_npy(const std::string& path, const Tensor& t) {
@@ -170,11 +174,7 @@ Status write_npy(const std::string& path, const Tensor& t) {
     else
       out.append(reinterpret_cast<const char*>(&t.i64()[i]), 8);
   }
-  std::ofstream f(path, std::ios::binary);
-  f << out;
-  f.close();
-  if (!f) return Diagnostic(SourceLoc{path, 0, 0}, "cannot write file");
-  return {};
+  return write_file_atomic(path, out);  // whole or not at all
 }
 
 }  // namespace heddle

@@ -6,6 +6,8 @@
 
 #include "OnnxImporter.h"
 #include "heddle/ir/Verifier.h"
+#include "heddle/support/BoundedRead.h"
+#include "heddle/support/Limits.h"
 
 namespace heddle {
 
@@ -202,10 +204,11 @@ Result<ImportedModel> import_onnx_bytes(const std::string& bytes, const std::str
 }
 
 Result<ImportedModel> import_onnx_file(const std::string& path, const OnnxImportOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Diagnostic(SourceLoc{path, 0, 0}, "cannot open file");
+  auto bytes = read_file_bounded(
+      path, {.max_bytes = limits::kMaxOnnxBytes, .what = "ONNX file", .raise_with = ""});
+  HEDDLE_TRY(bytes);
   onnx::ModelProto model;
-  if (!model.ParseFromIstream(&in))
+  if (!model.ParseFromString(*bytes))
     return Diagnostic(SourceLoc{path, 0, 0},
                       "not a valid ONNX file: the protobuf does not parse (truncated or not an "
                       "ONNX model)");

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "heddle/support/BoundedRead.h"
+#include "heddle/support/Limits.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle {
@@ -608,12 +610,10 @@ Result<Graph> parse_graph_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     return Diagnostic(SourceLoc{path, 0, 0}, "is a directory, not a graph file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Diagnostic(SourceLoc{path, 0, 0}, "cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Diagnostic(SourceLoc{path, 0, 0}, "cannot read file");
-  return parse_graph(ss.str(), path);
+  auto text = read_file_bounded(
+      path, {.max_bytes = limits::kMaxTextIrBytes, .what = "text-IR file", .raise_with = ""});
+  HEDDLE_TRY(text);
+  return parse_graph(*text, path);
 }
 
 Result<IndexProjection> parse_projection(std::string_view text,

@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "heddle/support/BoundedRead.h"
 #include "heddle/support/Keys.h"
+#include "heddle/support/Limits.h"
 
 namespace heddle::pipeline {
 
@@ -140,11 +142,10 @@ Result<Placement> parse_placement_json(std::string_view text, const std::string&
 }
 
 Result<Placement> load_placement_file(const std::string& path, int devices) {
-  std::ifstream in(path);
-  if (!in) return Diagnostic(SourceLoc{path, 0, 0}, "cannot open the placement file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_placement_json(ss.str(), path, devices);
+  auto text = read_file_bounded(
+      path, {.max_bytes = limits::kMaxJsonBytes, .what = "placement file", .raise_with = ""});
+  HEDDLE_TRY(text);
+  return parse_placement_json(*text, path, devices);
 }
 
 std::string placement_to_json(const Placement& p) {

@@ -13,6 +13,8 @@
 #include "heddle/pipeline/ListScheduler.h"
 #include "heddle/pipeline/RepeatingUnit.h"
 #include "heddle/pipeline/Validate.h"
+#include "heddle/support/Cancel.h"
+#include "heddle/support/Limits.h"
 
 namespace heddle::pipeline {
 
@@ -203,6 +205,18 @@ Status check_request(const Placement& p, int m, double memory_limit) {
   if (m < 1) {
     return Diagnostic(fmt::format("the micro-batch count must be at least 1, got {}", m));
   }
+  // Bounds before anything is allocated: the schedulers hold every block of every micro-batch.
+  if (p.num_devices > limits::kMaxScheduleDevices)
+    return Diagnostic(fmt::format("{} devices is more than the {} a schedule search handles",
+                                  p.num_devices, limits::kMaxScheduleDevices));
+  if (m > limits::kMaxMicroBatches)
+    return Diagnostic(fmt::format("{} micro-batches is more than the {} a schedule search handles",
+                                  m, limits::kMaxMicroBatches));
+  if (static_cast<int64_t>(p.blocks.size()) * m > limits::kMaxScheduleBlocks)
+    return Diagnostic(fmt::format(
+        "{} blocks per micro-batch times {} micro-batches is {} blocks, more than the {} a "
+        "schedule search holds in memory; use fewer micro-batches",
+        p.blocks.size(), m, static_cast<int64_t>(p.blocks.size()) * m, limits::kMaxScheduleBlocks));
   auto st = compute_stats(p, sequential_schedule(p, m).schedule);
   for (int d = 0; d < p.num_devices; ++d) {
     if (st.peak_memory[d] > memory_limit + kTimeEpsilon) {
@@ -247,7 +261,8 @@ Result<ScheduleSearchResult> search_schedule(const Placement& p, int m, double m
       std::max(period_lb, std::min(total_span, options.max_period_factor * period_lb)));
   int extra = -1;
   for (double period : periods) {
-    if (extra >= options.extra_periods || elapsed() > options.time_limit_s) break;
+    if (extra >= options.extra_periods || elapsed() > options.time_limit_s || cancel_requested())
+      break;
     if (extra >= 0) ++extra;
     // Every unit is tried directly; the list schedules start from the unit with the shortest
     // latency (one micro-batch's span), which keeps the least memory in flight.

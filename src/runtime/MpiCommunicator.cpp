@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "heddle/ops/Kernel.h"
 #include "heddle/support/Assert.h"
+#include "heddle/support/ExitCode.h"
 
 namespace heddle {
 
@@ -25,6 +27,11 @@ constexpr int kTagAck = 2;     // a survivor's acknowledgement of a notice
 constexpr int kNoticeBytes = 1024;
 constexpr double kAckWaitS = 5;    // how long a failing rank waits for acknowledgements
 constexpr double kKillWaitS = 10;  // how long a survivor waits to be stopped by the launcher
+constexpr int kTagGather = 3;      // a rank's contribution to an exchange (agree comm)
+constexpr int kTagVerdict = 4;     // the root's answer to an exchange
+// Exit codes (support/ExitCode.h) of a rank the launcher stops.
+constexpr int kExitPeerLost = 5;
+constexpr int kExitTerminated = 143;
 
 using Clock = std::chrono::steady_clock;
 
@@ -81,11 +88,14 @@ Box get_box(const int64_t* p, int64_t rank) {
   return Box(IVec(std::move(s)), IVec(std::move(e)));
 }
 
-// Peers' process ids, for telling a killed peer from a slow one. Plain arrays, read by the
-// SIGTERM handler (which may only make async-signal-safe calls).
+// Peers' process ids, for telling a killed peer from a slow one: watched only when the peer runs
+// under the same kernel boot and in the same PID namespace as this process (a host name alone is
+// not enough: containers on host networking share it but not their process ids). Plain arrays,
+// read by the SIGTERM handler (which may only make async-signal-safe calls).
 constexpr int kMaxWatched = 4096;
 pid_t g_pids[kMaxWatched];  // 0: a peer on another host (not watched)
 int g_rank = -1, g_size = 0;
+char g_host[64] = {};                  // this rank's host name, for the SIGTERM message
 volatile sig_atomic_t g_reported = 0;  // this rank already said why it stops
 
 // The first watched peer whose process is gone, or -1.
@@ -110,26 +120,47 @@ void append_int(char* buf, size_t& n, size_t cap, int v) {
 }
 
 // The launcher stops the surviving ranks with SIGTERM when one dies: say so, naming the dead
-// rank when it ran on this host, unless this rank already reported the failure.
+// rank when it ran on this host, unless this rank already reported the failure. Exit 5 (peer
+// lost) when a peer is known gone, else 143 (stopped by SIGTERM: scancel, preemption).
 extern "C" void on_terminate(int) {
+  const int dead_rank = dead_peer();
   if (!g_reported) {
-    char buf[200];
+    char buf[300];
     size_t n = 0;
     append(buf, n, sizeof buf, "heddle: rank ");
     append_int(buf, n, sizeof buf, g_rank);
-    append(buf, n, sizeof buf, ": error: stopped by the launcher");
-    int dead = dead_peer();
-    if (dead >= 0) {
+    append(buf, n, sizeof buf, " (");
+    append(buf, n, sizeof buf, g_host);
+    append(buf, n, sizeof buf, "): error: stopped by the launcher");
+    if (dead_rank >= 0) {
       append(buf, n, sizeof buf, ": rank ");
-      append_int(buf, n, sizeof buf, dead);
+      append_int(buf, n, sizeof buf, dead_rank);
       append(buf, n, sizeof buf, " failed (its process is gone)\n");
     } else {
-      append(buf, n, sizeof buf, " (another rank failed or the job was cancelled)\n");
+      append(buf, n, sizeof buf, " (SIGTERM: another rank failed or the job was cancelled)\n");
     }
     ssize_t ignored = write(STDERR_FILENO, buf, n);
     (void)ignored;
   }
-  _exit(1);
+  _exit(dead_rank >= 0 || g_reported ? kExitPeerLost : kExitTerminated);
+}
+
+// What identifies the kernel and PID namespace a process runs in: equal on two ranks exactly
+// when a process id of one means the same process on the other.
+struct ProcessSpace {
+  char boot_id[40] = {};
+  uint64_t pid_ns = 0;
+};
+
+ProcessSpace this_process_space() {
+  ProcessSpace s;
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    if (!std::fgets(s.boot_id, sizeof s.boot_id, f)) s.boot_id[0] = '\0';
+    std::fclose(f);
+  }
+  struct stat st {};
+  if (stat("/proc/self/ns/pid", &st) == 0) s.pid_ns = static_cast<uint64_t>(st.st_ino);
+  return s;
 }
 
 }  // namespace
@@ -141,6 +172,8 @@ struct MpiCommunicator::Impl {
   MPI_Comm world = MPI_COMM_NULL;    // a dup of the world for the final agreement
   MPI_Comm control = MPI_COMM_NULL;  // a dup of the world for failure notices and acks
   MPI_Comm p2p = MPI_COMM_NULL;      // a dup of the world for point-to-point messages
+  MPI_Comm agree = MPI_COMM_NULL;    // a dup of the world for exchanges (launch agreement)
+  MPI_Comm done = MPI_COMM_NULL;     // a dup of the world for the completion agreement only
   // Sends not yet known to be delivered, with their buffers.
   std::vector<MPI_Request> send_reqs;
   std::vector<std::vector<char>> send_bufs;
@@ -151,6 +184,7 @@ struct MpiCommunicator::Impl {
   // Buffers of requests abandoned by a failure: MPI may still touch them until the job ends.
   std::vector<std::vector<char>> graveyard;
   std::vector<Tensor> dead_tensors;
+  std::vector<std::vector<int64_t>> dead_ints;
 
   // True (and failure_ set) once a peer's failure notice has arrived.
   bool poll_notice() {
@@ -162,9 +196,11 @@ struct MpiCommunicator::Impl {
     if (!flag) return false;
     failed_peer = st.MPI_SOURCE;
     notice_buf.back() = '\0';
-    if (!self.failure_)
+    if (!self.failure_) {
       self.failure_ =
           Diagnostic("rank " + std::to_string(failed_peer) + " failed: " + notice_buf.data());
+      self.failure_kind_ = FailureKind::kPeerLost;
+    }
     return true;
   }
 
@@ -182,6 +218,7 @@ struct MpiCommunicator::Impl {
           self.failure_ = Diagnostic("rank " + std::to_string(dead) +
                                      " failed: its process is gone (killed or crashed) while " +
                                      what + " waited for it");
+          self.failure_kind_ = FailureKind::kPeerLost;
           return *self.failure_;
         }
       }
@@ -190,10 +227,89 @@ struct MpiCommunicator::Impl {
             Diagnostic(what + " did not complete within " + fmt_seconds(self.options_.timeout_s) +
                        " s on rank " + std::to_string(self.rank_) +
                        ": a peer is stuck or gone (raise --timeout if it is only slow)");
+        self.failure_kind_ = FailureKind::kTimeout;
         return *self.failure_;
       }
       pause(t0);
     }
+  }
+
+  // Every rank's `mine` (all of length `len`), in rank order, through rank 0 (point to point on
+  // `comm`), so that a wait past the timeout names the ranks that never arrived.
+  Result<std::vector<int64_t>> gather_via_root(MPI_Comm comm, const std::vector<int64_t>& mine,
+                                               const std::string& what) {
+    if (self.failure_) return *self.failure_;
+    const size_t len = mine.size();
+    const int n = static_cast<int>(self.size_);
+    std::vector<int64_t> all(len * static_cast<size_t>(n));
+    std::copy(mine.begin(), mine.end(),
+              all.begin() + static_cast<std::ptrdiff_t>(len * self.rank_));
+    std::vector<int64_t> send = mine;
+    std::vector<MPI_Request> reqs;
+    std::vector<int> from;  // the rank each request waits for
+    if (self.rank_ == 0) {
+      for (int q = 1; q < n; ++q) {
+        reqs.emplace_back();
+        from.push_back(q);
+        MPI_Irecv(all.data() + len * static_cast<size_t>(q), count_of(static_cast<int64_t>(len)),
+                  MPI_INT64_T, q, kTagGather, comm, &reqs.back());
+      }
+    } else {
+      reqs.resize(2);
+      from = {0, 0};
+      MPI_Isend(send.data(), count_of(static_cast<int64_t>(len)), MPI_INT64_T, 0, kTagGather, comm,
+                &reqs[0]);
+      MPI_Irecv(all.data(), count_of(static_cast<int64_t>(all.size())), MPI_INT64_T, 0, kTagVerdict,
+                comm, &reqs[1]);
+    }
+    auto t0 = Clock::now();
+    double next_look = 1;
+    for (;;) {
+      bool all_done = true;
+      for (auto& r : reqs) {
+        int flag = 1;
+        if (r != MPI_REQUEST_NULL) MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+        all_done = all_done && flag;
+      }
+      if (all_done) break;
+      if (poll_notice()) return *self.failure_;
+      if (seconds_since(t0) > next_look) {
+        next_look += 1;
+        if (int dead = dead_peer(); dead >= 0) {
+          self.failure_ =
+              Diagnostic("rank " + std::to_string(dead) +
+                         " failed: its process is gone (killed or crashed) before " + what);
+          self.failure_kind_ = FailureKind::kPeerLost;
+          return *self.failure_;
+        }
+      }
+      if (seconds_since(t0) > self.options_.timeout_s) {
+        std::string missing;
+        for (size_t i = 0; i < reqs.size(); ++i)
+          if (reqs[i] != MPI_REQUEST_NULL && (self.rank_ == 0 || i == 1))
+            missing += (missing.empty() ? "" : ", ") + std::to_string(from[i]);
+        self.failure_ = Diagnostic(
+            what + " did not complete within " + fmt_seconds(self.options_.timeout_s) +
+            " s on rank " + std::to_string(self.rank_) + ": rank(s) " + missing +
+            " never arrived (stuck, gone, or running different steps; raise --timeout if only "
+            "slow)");
+        self.failure_kind_ = FailureKind::kTimeout;
+        dead_ints.push_back(std::move(all));  // MPI may still write into them
+        dead_ints.push_back(std::move(send));
+        return *self.failure_;
+      }
+      pause(t0);
+    }
+    if (self.rank_ == 0) {  // everyone's contributions, back to everyone
+      reqs.clear();
+      for (int q = 1; q < n; ++q) {
+        reqs.emplace_back();
+        MPI_Isend(all.data(), count_of(static_cast<int64_t>(all.size())), MPI_INT64_T, q,
+                  kTagVerdict, comm, &reqs.back());
+      }
+      if (auto st = wait(reqs, what); !st.ok()) return st.error();
+    }
+    return all;
   }
 
   Result<MPI_Comm> comm_for(const std::vector<int64_t>& group) {
@@ -223,23 +339,32 @@ MpiCommunicator::MpiCommunicator(MpiOptions options)
   MPI_Comm_dup(MPI_COMM_WORLD, &impl_->world);
   MPI_Comm_dup(MPI_COMM_WORLD, &impl_->control);
   MPI_Comm_dup(MPI_COMM_WORLD, &impl_->p2p);
+  MPI_Comm_dup(MPI_COMM_WORLD, &impl_->agree);
+  MPI_Comm_dup(MPI_COMM_WORLD, &impl_->done);
   MPI_Irecv(impl_->notice_buf.data(), kNoticeBytes, MPI_CHAR, MPI_ANY_SOURCE, kTagNotice,
             impl_->control, &impl_->notice_req);
   // Every rank's pid and host, so a peer on this host that vanishes can be named.
   struct Id {
     int64_t pid;
     char host[64];
+    ProcessSpace space;
   };
-  Id me{static_cast<int64_t>(getpid()), {}};
+  Id me{static_cast<int64_t>(getpid()), {}, this_process_space()};
   gethostname(me.host, sizeof me.host - 1);
   std::vector<Id> all(static_cast<size_t>(n));
   MPI_Allgather(&me, sizeof(Id), MPI_BYTE, all.data(), sizeof(Id), MPI_BYTE, impl_->world);
   g_rank = r;
   g_size = std::min(n, kMaxWatched);
-  for (int q = 0; q < g_size; ++q)
-    g_pids[q] = std::strncmp(all[q].host, me.host, sizeof me.host) == 0
-                    ? static_cast<pid_t>(all[q].pid)
-                    : 0;
+  std::memcpy(g_host, me.host, sizeof g_host - 1);
+  hosts_.clear();
+  for (const Id& id : all) hosts_.emplace_back(id.host);
+  for (int q = 0; q < g_size; ++q) {
+    const ProcessSpace& o = all[q].space;
+    const bool same_space = me.space.boot_id[0] != '\0' && me.space.pid_ns != 0 &&
+                            std::strncmp(o.boot_id, me.space.boot_id, sizeof o.boot_id) == 0 &&
+                            o.pid_ns == me.space.pid_ns;
+    g_pids[q] = same_space ? static_cast<pid_t>(all[q].pid) : 0;
+  }
   struct sigaction sa {};
   sa.sa_handler = on_terminate;
   sigemptyset(&sa.sa_mask);
@@ -259,6 +384,8 @@ MpiCommunicator::~MpiCommunicator() {
       if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
     for (auto& b : impl_->send_bufs) impl_->graveyard.push_back(std::move(b));
   }
+  MPI_Comm_free(&impl_->done);
+  MPI_Comm_free(&impl_->agree);
   MPI_Comm_free(&impl_->p2p);
   MPI_Comm_free(&impl_->control);
   MPI_Comm_free(&impl_->world);
@@ -540,7 +667,28 @@ Result<int64_t> MpiCommunicator::max_over_ranks(int64_t value) {
   return result;
 }
 
-void MpiCommunicator::abort_job(const std::string& message) {
+Result<std::vector<int64_t>> MpiCommunicator::exchange(const std::vector<int64_t>& mine,
+                                                       const std::string& what) {
+  return impl_->gather_via_root(impl_->agree, mine, what);
+}
+
+Result<CompletionVerdict> MpiCommunicator::agree_on_completion(bool ok, int64_t steps) {
+  auto all = impl_->gather_via_root(impl_->done, {ok ? 1 : 0, steps}, "the completion agreement");
+  if (!all.ok()) return all.error();
+  CompletionVerdict v;
+  for (int64_t q = 0; q < size_; ++q) {
+    const int64_t q_ok = (*all)[2 * q], q_steps = (*all)[2 * q + 1];
+    if (!q_ok) v.failed.push_back(q);
+    if (q_steps != steps) v.other_steps.emplace_back(q, q_steps);
+  }
+  return v;
+}
+
+std::string MpiCommunicator::host_of(int64_t rank) const {
+  return rank >= 0 && rank < static_cast<int64_t>(hosts_.size()) ? hosts_[rank] : "";
+}
+
+void MpiCommunicator::abort_job(const std::string& message, int exit_code) {
   g_reported = 1;  // the launcher's SIGTERM, if it comes, needs no second message
   Impl& s = *impl_;
   auto t0 = Clock::now();
@@ -563,7 +711,7 @@ void MpiCommunicator::abort_job(const std::string& message) {
       if (done) break;
       pause(t0);
     }
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
   } else if (s.failed_peer >= 0) {
     // A peer failed first: acknowledge, then let its MPI_Abort stop this process.
     int one = 1;
@@ -574,9 +722,9 @@ void MpiCommunicator::abort_job(const std::string& message) {
       MPI_Test(&req, &done, MPI_STATUS_IGNORE);
       pause(t0);
     }
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
   } else {
-    MPI_Abort(MPI_COMM_WORLD, 1);  // a timeout: nobody to wait for
+    MPI_Abort(MPI_COMM_WORLD, exit_code);  // a timeout: nobody to wait for
   }
   std::abort();  // MPI_Abort does not return
 }

@@ -76,7 +76,9 @@ Result<InputFiles> read_input_files(const Graph& g, const std::vector<std::strin
                       " time(s), but the model has " + std::to_string(g.inputs().size()) +
                       " input(s); give one .npy file per input, in order");
   for (size_t i = 0; i < files.size(); ++i) {
-    auto t = read_npy(files[i]);
+    // An .npy of this input holds at most 8 bytes per element (int64, float64) and its header.
+    const int64_t elements = g.type(g.inputs()[i]).shape().product();
+    auto t = read_npy(files[i], elements * 8 + (int64_t{1} << 16));
     HEDDLE_TRY(t);
     const TensorType& want = g.type(g.inputs()[i]);
     if (t->shape() != want.shape() || t->is_int() != !dtype_is_float(want.dtype()))

@@ -15,6 +15,7 @@
 #include "heddle/search/IntraOp.h"
 #include "heddle/search/SubMeshes.h"
 #include "heddle/sharding/Tactics.h"
+#include "heddle/support/Cancel.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::search {
@@ -252,6 +253,7 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
     std::optional<ConfigResult> early;
     if (!ladder.empty() && !ladder.back().empty())
       for (const Layout& l : layouts) {
+        if (cancel_requested()) break;
         const Rung& r = ladder.back().back();
         cost::SimulateOptions so;
         so.train = o.train;
@@ -273,6 +275,7 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
     // The layouts get most of the time; the intra-op ILP keeps a share for the best of them.
     const double layouts_limit = o.intra_op ? 0.85 * o.time_limit_s : o.time_limit_s;
     auto out_of_time = [&] {
+      if (cancel_requested()) return true;  // SIGINT/SIGTERM: the best so far, or nothing
       // the answer needs one simulated plan
       if (feasible.empty() && !smallest && !early) return false;
       double e = elapsed();
@@ -389,7 +392,7 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
            i < feasible.size() && tried < static_cast<size_t>(o.submesh_layouts); ++i) {
         const ConfigResult& base = feasible[i];
         if (base.stage_planner != "tactics" || base.sim.heterogeneous || !o.train ||
-            elapsed() > o.time_limit_s)
+            elapsed() > o.time_limit_s || cancel_requested())
           continue;
         ++tried;
         cost::SimulateOptions so;

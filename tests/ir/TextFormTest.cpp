@@ -165,7 +165,9 @@ TEST(TextForm, ParseErrorsCarryPositionsAndSayWhatIsWrong) {
 TEST(TextForm, MissingFileAndDirectoryAreDiagnostics) {
   auto g = parse_graph_file("/nonexistent/model.hd");
   ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.error().to_string(), "/nonexistent/model.hd: error: cannot open file");
+  EXPECT_EQ(
+      g.error().to_string(),
+      "/nonexistent/model.hd: error: cannot open the text-IR file: No such file or directory");
   auto d = parse_graph_file("/tmp");
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.error().message.find("directory"), std::string::npos);

@@ -170,7 +170,9 @@ TEST(PlacementJson, ReportsEachMistake) {
 TEST(PlacementJson, MissingFile) {
   auto p = load_placement_file("/nonexistent/p.json", 2);
   ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error().to_string(), "/nonexistent/p.json: error: cannot open the placement file");
+  EXPECT_EQ(
+      p.error().to_string(),
+      "/nonexistent/p.json: error: cannot open the placement file: No such file or directory");
 }
 
 }  // namespace

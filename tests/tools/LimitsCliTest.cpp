@@ -65,5 +65,32 @@ TEST(LimitsCli, PlansAndSimulatesOnAFourThousandDeviceCluster) {
   EXPECT_LE(s["peak_memory_bytes"].get<double>(), s["memory_limit_bytes"].get<double>());
 }
 
+// Requests beyond a bound (docs/reliability.md, "Limits") end at once with exit 1 naming the bound,
+// never in a crash, an allocation failure or a process the kernel kills.
+TEST(LimitsCli, RequestsBeyondABoundAreRefusedNamingIt) {
+  struct Case {
+    const char* args;
+    const char* message;
+  };
+  for (const Case& c : {
+           Case{"plan /dev/zero --cluster a100x8", "the limit is 128.00 MiB"},
+           Case{"run mlp --input /dev/zero", "the limit is"},
+           Case{"run mlp --mesh 100000", "more than the 1024 the threads backend runs"},
+           Case{"schedule --placement vshape --devices 100000 --micro-batches 100000 --memory 4",
+                "more than the 4096 a schedule search handles"},
+           Case{"schedule --placement vshape --devices 8 --micro-batches 100000 --memory 4",
+                "more than the 65536 a schedule search handles"},
+           Case{"plan gpt3-1.3b --cluster a100x99999999999", "more than the 131072"},
+       }) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = run_heddle(c.args, "", /*timeout_s=*/60);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    // Reading 128 MiB of /dev/zero takes ~0.1 s idle; the machine running the tests may be loaded.
+    EXPECT_LT(s, kStartupSeconds + 20) << c.args;
+  }
+}
+
 }  // namespace
 }  // namespace heddle

@@ -2,7 +2,8 @@
 // outputs and training losses bit for bit (and the reference's within tolerance), reruns are
 // bit-identical, a rank
 // that throws, is killed or hangs stops every rank within 30 s naming it, bad input is reported
-// once. Fault injection uses the test-only HEDDLE_TEST_FAIL_* variables (tools/heddle/MpiRun.cpp).
+// by every rank with its prefix. Fault injection uses the test-only HEDDLE_TEST_FAIL_*
+// variables (heddle/runtime/MpiRun.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,55 +13,23 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "common/RunCli.h"
+#include "common/RunMpi.h"
 
 namespace heddle {
 namespace {
 
 using testing::CliResult;
 
-struct Timed {
-  CliResult r;
-  double seconds = 0;
-};
-
-// `env mpirun -np N heddle ARGS` through the shell; loopback only, shared-memory transport. When a
-// rank dies the launcher sends the survivors SIGTERM and, odls_base_sigkill_timeout seconds later
-// (default 1), SIGKILL: on a loaded machine a survivor may not run its SIGTERM message within 1 s,
-// so the tests give it 10 (docs/mpi.md).
-Timed mpirun(int n, const std::string& args, const std::string& env = "") {
-  char tmpl[] = "/tmp/heddle_mpi_XXXXXX";
-  int fd = mkstemp(tmpl);
-  if (fd >= 0) close(fd);
-  std::string err_file = tmpl;
-  std::string cmd = "env OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " + env +
-                    " mpirun --oversubscribe --allow-run-as-root --mca btl self,vader "
-                    "--mca odls_base_sigkill_timeout 10 -np " +
-                    std::to_string(n) + " " + testing::heddle_binary() + " " + args + " 2>" +
-                    err_file;
-  Timed t;
-  auto t0 = std::chrono::steady_clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return t;
-  char buf[4096];
-  size_t k;
-  while ((k = fread(buf, 1, sizeof buf, p)) > 0) t.r.out.append(buf, k);
-  int status = pclose(p);
-  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  t.r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream in(err_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  t.r.err = ss.str();
-  std::remove(err_file.c_str());
-  return t;
+std::string host() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
 }
 
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
+using testing::mpirun;
+using testing::Timed;
+
+size_t count(const std::string& s, const std::string& what) { return testing::count_of(s, what); }
 
 nlohmann::json json_of(const CliResult& r, const std::string& what) {
   EXPECT_EQ(r.exit_code, 0) << what << "\n" << r.err;
@@ -197,7 +166,7 @@ TEST(MpiCli, ARankThatThrowsStopsEveryRankNamingIt) {
                   "HEDDLE_TEST_FAIL_RANK=1 HEDDLE_TEST_FAIL_AT=2");
   EXPECT_NE(t.r.exit_code, 0);
   EXPECT_LT(t.seconds, 30);
-  EXPECT_EQ(count(t.r.err, "rank 1: error: injected failure"), 1u) << t.r.err;
+  EXPECT_EQ(count(t.r.err, "rank 1 (" + host() + "): error: injected failure"), 1u) << t.r.err;
   // Each of the other three ranks says which rank failed.
   EXPECT_EQ(count(t.r.err, ": error: rank 1 failed"), 3u) << t.r.err;
 }
@@ -212,7 +181,7 @@ TEST(MpiCli, AKilledRankStopsEveryRankNamingIt) {
   // Every survivor names the killed rank itself: it saw the process vanish while waiting, or
   // the launcher's SIGTERM came first.
   for (int r : {0, 1, 3}) {
-    std::string line = "heddle: rank " + std::to_string(r) + ": error: ";
+    std::string line = "heddle: rank " + std::to_string(r) + " (" + host() + "): error: ";
     size_t at = t.r.err.find(line);
     ASSERT_NE(at, std::string::npos) << t.r.err;
     std::string rest = t.r.err.substr(at, t.r.err.find('\n', at) - at);
@@ -234,7 +203,7 @@ TEST(MpiCli, AHungRankTimesOutTheOthers) {
                   "HEDDLE_TEST_FAIL_RANK=1 HEDDLE_TEST_FAIL_MODE=hang");
   EXPECT_NE(t.r.exit_code, 0);
   EXPECT_LT(t.seconds, 30);
-  EXPECT_NE(t.r.err.find("rank 0: error:"), std::string::npos) << t.r.err;
+  EXPECT_NE(t.r.err.find("rank 0 (" + host() + "): error:"), std::string::npos) << t.r.err;
   EXPECT_NE(t.r.err.find("did not complete within 2"), std::string::npos) << t.r.err;
 }
 
@@ -268,23 +237,29 @@ TEST(MpiCli, OnnxWeightsAndNpyFilesRunOnRanksLikeOnThreads) {
   auto pipe = mpirun(2, "run " + data + "mlp.onnx --dim batch=4 --mesh 2 --strategy pp=2 " +
                             "--backend mpi --input " + data + "mlp.in.npy");
   EXPECT_EQ(pipe.r.exit_code, 1);
-  EXPECT_EQ(count(pipe.r.err, "need pp=1 there"), 1u) << pipe.r.err;
+  EXPECT_EQ(count(pipe.r.err, "need pp=1 there"), 2u) << pipe.r.err;
 }
 
-TEST(MpiCli, BadInputIsReportedOnceBeforeAnyCommunication) {
+// Every rank reports its own mistakes, prefixed with its rank and host, and exits 1; no rank
+// starts work.
+TEST(MpiCli, BadInputIsReportedByEveryRankBeforeAnyWork) {
   auto model = mpirun(4, "run no-such-model --mesh 4 --backend mpi");
-  EXPECT_NE(model.r.exit_code, 0);
-  EXPECT_EQ(count(model.r.err, "no-such-model"), 1u) << model.r.err;
+  EXPECT_EQ(model.r.exit_code, 1);
+  EXPECT_EQ(count(model.r.err, "no-such-model"), 4u) << model.r.err;
+  for (int r = 0; r < 4; ++r)
+    EXPECT_NE(model.r.err.find("heddle: rank " + std::to_string(r) + " (" + host() + "): "),
+              std::string::npos)
+        << model.r.err;
   auto strategy = mpirun(2, "run mlp --mesh 2 --strategy dp=3 --backend mpi");
-  EXPECT_NE(strategy.r.exit_code, 0);
-  EXPECT_EQ(count(strategy.r.err, "error:"), 1u) << strategy.r.err;
+  EXPECT_EQ(strategy.r.exit_code, 1);
+  EXPECT_EQ(count(strategy.r.err, "error:"), 2u) << strategy.r.err;
   auto schedule =
       mpirun(2, "run gpt-tiny --mesh 2 --strategy pp=2,schedule=searched --backend mpi");
   EXPECT_EQ(schedule.r.exit_code, 1);
-  EXPECT_EQ(count(schedule.r.err, "'searched' is for heddle simulate"), 1u) << schedule.r.err;
+  EXPECT_EQ(count(schedule.r.err, "'searched' is for heddle simulate"), 2u) << schedule.r.err;
   auto ranks = mpirun(2, "run mlp --mesh 4 --strategy dp=4 --backend mpi");
-  EXPECT_NE(ranks.r.exit_code, 0);
-  EXPECT_EQ(count(ranks.r.err, "4 devices but 2 MPI ranks"), 1u) << ranks.r.err;
+  EXPECT_EQ(ranks.r.exit_code, 1);
+  EXPECT_EQ(count(ranks.r.err, "4 devices but 2 MPI ranks"), 2u) << ranks.r.err;
 }
 
 }  // namespace

@@ -62,7 +62,10 @@ TEST(ShowCli, WritesTextThatRoundTripsAndDotThatGraphvizReads) {
 TEST(ShowCli, UnwritableOutputIsAUserError) {
   auto r = run_heddle("show " + src() + "/examples/mlp.hd --dot /nonexistent/dir/g.dot");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "/nonexistent/dir/g.dot: error: cannot open file for writing\n");
+  EXPECT_EQ(
+      r.err,
+      "/nonexistent/dir/g.dot: error: cannot write: No such file or directory (creating a file "
+      "in /nonexistent/dir)\n");
 }
 
 TEST(ShowCli, HelpListsOnlyWorkingCommandsAndUsageErrorsExitOne) {

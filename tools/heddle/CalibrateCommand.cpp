@@ -8,6 +8,7 @@
 
 #include "Command.h"
 #include "heddle/cost/Calibrate.h"
+#include "heddle/support/AtomicFile.h"
 
 namespace heddle::cli {
 
@@ -20,15 +21,12 @@ struct CalibrateArgs {
 
 int run_calibrate(const CalibrateArgs& a) {
   std::string path = a.out.empty() ? cost::cpu_profile_path() : a.out;
-  // Open the profile before measuring: an unwritable path fails at once, not after the run.
-  std::error_code ec;
-  auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  bool existed = std::filesystem::exists(path, ec);
-  std::ofstream f(path, std::ios::app);
-  if (!f) return user_error(Diagnostic(SourceLoc{path, 0, 0}, "cannot write the profile"));
-  f.close();
-  if (!existed) std::filesystem::remove(path, ec);  // no empty profile if measuring is cut short
+  // Check the profile's location before measuring: an unwritable path fails at once, not after
+  // the run. Only the default location's directories are created.
+  auto parent = std::filesystem::path(path).parent_path().string();
+  if (a.out.empty() && !parent.empty())
+    if (auto st = make_dirs(parent); !st.ok()) return user_error(st.error());
+  if (auto st = check_writable_file(path, "--out"); !st.ok()) return user_error(st.error());
   std::fprintf(stderr,
                "calibrating (GEMM, memory bandwidth, kernel rates per op kind, threaded "
                "all-reduce)...\n");
@@ -59,9 +57,8 @@ int run_calibrate(const CalibrateArgs& a) {
   out += fmt::format("GEMM fit           {:.2f} of {:.2f} GFLOP/s, knee {:.1f}\n",
                      cal.cluster.device.gemm_efficiency, cal.cluster.device.peak_flops / 1e9,
                      cal.cluster.device.gemm_knee);
-  f.open(path, std::ios::trunc);
-  if (!f) return user_error(Diagnostic(SourceLoc{path, 0, 0}, "cannot write the profile"));
-  f << cost::cluster_to_json(cal.cluster);
+  if (auto st = write_file_atomic(path, cost::cluster_to_json(cal.cluster)); !st.ok())
+    return user_error(st.error());
   out += fmt::format("wrote {}\n", path);
   std::fputs(out.c_str(), stdout);
   return 0;

@@ -1,5 +1,5 @@
 // The subcommands of the `heddle` CLI: each file registers one with CLI11 and returns how to run
-// it. Runners return the process exit code: 0 ok, 1 user error, 2 internal error.
+// it. Runners return the process exit code (support/ExitCode.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -14,6 +14,7 @@
 #include "heddle/ops/Tensor.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/support/Diagnostic.h"
+#include "heddle/support/ExitCode.h"
 #include "heddle/support/Result.h"
 
 namespace heddle::cli {
@@ -24,8 +25,12 @@ struct Command {
   std::function<int()> run;
 };
 
-/// Prints a user error to stderr in the `file:line:col: error: ...` form and returns exit code 1.
+/// Prints a user error to stderr in the `file:line:col: error: ...` form (as a log record with
+/// the rank's prefix under MPI, a JSON line with --json) and returns exit code 1.
 int user_error(const Diagnostic& d);
+
+/// user_error() for a failure of class `kind`; returns its exit code (support/ExitCode.h).
+int report_failure(const Diagnostic& d, FailureKind kind);
 
 /// `80GiB`, `16GB`, `1.5e9`: a positive number of bytes; a diagnostic naming `flag` otherwise.
 Result<double> parse_bytes(const std::string& text, const std::string& flag = "--memory");

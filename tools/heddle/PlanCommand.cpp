@@ -17,6 +17,7 @@
 #include "heddle/ir/DotExport.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
+#include "heddle/support/AtomicFile.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
@@ -140,6 +141,9 @@ nlohmann::json sim_json(const search::ConfigResult& c) {
 }
 
 int run_plan(const PlanArgs& a) {
+  // The output directory before the search: a long search must not end in "cannot write".
+  if (!a.out_dir.empty())
+    if (auto st = check_writable_dir(a.out_dir, "--out"); !st.ok()) return user_error(st.error());
   auto cluster = cost::resolve_cluster(a.cluster);
   if (!cluster.ok()) return user_error(cluster.error());
   if (!a.memory.empty()) {
@@ -202,9 +206,7 @@ int run_plan(const PlanArgs& a) {
   if (a.json)  // the text restates them on stdout
     for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (!a.out_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(a.out_dir, ec);
-    if (ec) return user_error(Diagnostic(SourceLoc{a.out_dir, 0, 0}, "cannot create directory"));
+    if (auto st = make_dirs(a.out_dir); !st.ok()) return user_error(st.error());
     nlohmann::json plan = sim_json(best);
     add_step_json(plan, best.sim, *src, "stage_meshes");
     plan["ranking"] = ranking_json(found->ranking);
@@ -212,7 +214,8 @@ int run_plan(const PlanArgs& a) {
     plan["cluster"] = cluster->name;
     plan["train"] = a.train;
     plan["cluster_devices"] = cluster->count;
-    std::ofstream(a.out_dir + "/plan.json") << plan.dump(2) << "\n";
+    if (auto st = write_file_atomic(a.out_dir + "/plan.json", plan.dump(2) + "\n"); !st.ok())
+      return user_error(st.error());
     cost::Cluster used = *cluster;
     used.count = best.sim.devices;
     cost::SimulateOptions so;
@@ -222,9 +225,12 @@ int run_plan(const PlanArgs& a) {
     so.overlap = a.overlap;
     so.trace = true;
     auto traced = cost::simulate(*src, used, best.spec, so);
-    if (traced.ok()) std::ofstream(a.out_dir + "/trace.json") << traced->trace_json;
+    if (traced.ok())
+      if (auto st = write_file_atomic(a.out_dir + "/trace.json", traced->trace_json); !st.ok())
+        return user_error(st.error());
     if (auto g = src->build(src->layers > 0 ? src->unit : 0, src->batch); g.ok())
-      std::ofstream(a.out_dir + "/graph.dot") << to_dot(*g);
+      if (auto st = write_file_atomic(a.out_dir + "/graph.dot", to_dot(*g)); !st.ok())
+        return user_error(st.error());
   }
   if (a.json) {
     nlohmann::json j = sim_json(best);

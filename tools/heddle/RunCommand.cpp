@@ -16,7 +16,12 @@
 #include "heddle/frontend/Npy.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/runtime/Lower.h"
+#include "heddle/runtime/MpiEnvironment.h"
 #include "heddle/runtime/Session.h"
+#include "heddle/support/AtomicFile.h"
+#include "heddle/support/Limits.h"
+#include "heddle/support/Log.h"
+#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 
@@ -61,6 +66,44 @@ Status check_run_options(const RunOptions& o) {
   if (o.steps != -1 && o.steps < 1) return Diagnostic("--steps must be >= 1");
   if (o.optimizer != "adamw" && o.optimizer != "sgd")
     return Diagnostic("--optimizer must be adamw or sgd, got '" + o.optimizer + "'");
+  if (!(o.rtol >= 0) || !(o.atol >= 0)) return Diagnostic("--rtol and --atol must be >= 0");
+  if (o.train && !o.output_file.empty())
+    return Diagnostic(
+        "--output writes the single output of a forward run; a --train run's outputs are the loss "
+        "and every updated parameter. Drop --output, or --train");
+  // Device bounds before planning: a thread or a process per device.
+  if (auto mesh = Mesh::parse(o.mesh); mesh.ok()) {
+    const bool mpi = o.backend == "mpi";
+    const int64_t cap = mpi ? limits::kMaxMpiRanks : limits::kMaxThreadDevices;
+    if (mesh->num_devices() > cap)
+      return Diagnostic(
+          fmt::format("--mesh {} has {} devices, more than the {} the {} backend runs ({})", o.mesh,
+                      mesh->num_devices(), cap, mpi ? "mpi" : "threads",
+                      mpi ? "one process each" : "one thread and one arena each on this machine"));
+  }
+  // Output locations before any work: a long run must not end in "cannot write".
+  if (!o.output_file.empty()) HEDDLE_TRY(check_writable_file(o.output_file, "--output"));
+  if (!o.emit_dir.empty()) HEDDLE_TRY(check_writable_dir(o.emit_dir, "--emit"));
+  return {};
+}
+
+Status choose_backend(RunOptions& o) {
+  const int64_t ranks = MpiEnvironment::launcher_size();
+  if (o.backend.empty()) {
+    o.backend = ranks > 1 ? "mpi" : "threads";
+    if (ranks > 1)
+      log(LogLevel::kInfo, "backend",
+          "started by an MPI launcher with " + std::to_string(ranks) +
+              " ranks: running as --backend mpi");
+    return {};
+  }
+  if (o.backend != "threads" && o.backend != "mpi")
+    return Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'");
+  if (o.backend == "threads" && ranks > 1)
+    return Diagnostic("--backend threads was given, but an MPI launcher started " +
+                      std::to_string(ranks) +
+                      " ranks: each would run the whole job and write the same files. Use "
+                      "--backend mpi (one rank per device), or start one process");
   return {};
 }
 
@@ -149,6 +192,7 @@ Status run_threads(const RunOptions& o, const model::LoadedModel& loaded, Graph&
   loop.on_step = [&](int s, const TensorMap& got) {
     if (o.train && !o.json)
       fmt::print("step {:>4}  loss {:.6f}\n", s, got.at(g.outputs()[0]).f32()[0]);
+    log(LogLevel::kInfo, "step", "step done", {{"step", s}});
   };
   auto ran = (*session)->run(std::move(feeds), loop);
   HEDDLE_TRY(ran);
@@ -173,10 +217,9 @@ Status run_threads(const RunOptions& o, const model::LoadedModel& loaded, Graph&
   return {};
 }
 
-int run(const RunOptions& o) {
+int run(RunOptions o) {
+  if (auto st = choose_backend(o); !st.ok()) return user_error(st.error());
   if (o.backend == "mpi") return run_mpi(o);
-  if (o.backend != "threads")
-    return user_error(Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'"));
   if (auto st = check_run_options(o); !st.ok()) return user_error(st.error());
   auto loaded = load_runnable(o);
   if (!loaded.ok()) return user_error(loaded.error());
@@ -211,7 +254,8 @@ Command add_run_command(CLI::App& root) {
   app->add_option("--strategy", opts->strategy,
                   "dp=N,tp=N,sp=on,zero=K (see CLI.md); default: propagation over the mesh");
   app->add_option("--backend", opts->backend,
-                  "threads (default) or mpi (one process per device under mpirun; docs/mpi.md)");
+                  "threads or mpi (one process per device under mpirun; docs/mpi.md); default: "
+                  "mpi when an MPI launcher started several ranks, else threads");
   app->add_option("--timeout", opts->timeout_s,
                   "MPI backend: seconds a collective may wait for its peers (default 60)");
   app->add_flag("--check", opts->check,
@@ -226,6 +270,8 @@ Command add_run_command(CLI::App& root) {
   app->add_option("--lr", opts->lr, "Learning rate (default 0.01)");
   app->add_option("--optimizer", opts->optimizer, "adamw (default) or sgd (with momentum)");
   app->add_option("--seed", opts->seed, "Seed of inputs and parameters (default 0)");
+  app->add_option("--rtol", opts->rtol, "Relative tolerance of --check (default 1e-3)");
+  app->add_option("--atol", opts->atol, "Absolute tolerance of --check (default 1e-4)");
   app->add_flag("--json", opts->json, "Print one JSON object");
   return {app, [opts] { return run(*opts); }};
 }

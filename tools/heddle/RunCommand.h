@@ -25,11 +25,13 @@ struct RunOptions {
   std::string output_file;               ///< --output FILE.npy (default none)
   std::string mesh = "1";                ///< --mesh (default 1)
   std::string strategy;                  ///< --strategy (default empty: propagation over the mesh)
-  std::string backend = "threads";       ///< --backend threads|mpi (default threads)
-  std::string emit_dir;                  ///< --emit DIR (default none)
-  bool check = false;                    ///< --check (default off)
-  bool json = false;                     ///< --json (default off)
-  bool train = false;                    ///< --train (default off)
+  /// --backend threads|mpi (default empty: mpi when an MPI launcher started several ranks, else
+  /// threads; choose_backend()).
+  std::string backend;
+  std::string emit_dir;  ///< --emit DIR (default none)
+  bool check = false;    ///< --check (default off)
+  bool json = false;     ///< --json (default off)
+  bool train = false;    ///< --train (default off)
   /// --steps: total steps, forward-only runs too (default -1: 10 with --train, else 1).
   int steps = -1;
   /// --host-memory BYTES: what the run may hold on the host (default empty: physical memory).
@@ -42,8 +44,14 @@ struct RunOptions {
   double atol = 1e-4;               ///< absolute tolerance of --check (default 1e-4)
 };
 
-/// The options both backends check before loading: --steps, --optimizer.
+/// The options both backends check before loading: --steps, --optimizer, the tolerances,
+/// --train with --output, and that --output and --emit can be written.
 Status check_run_options(const RunOptions& o);
+
+/// Settles `o.backend`: the one asked for, else mpi under an MPI launcher with several ranks
+/// (said at --log-level info), else threads. Diagnostics: an unknown backend; `threads` under a
+/// launcher with several ranks (each would run the whole job).
+Status choose_backend(RunOptions& o);
 
 /// The steps to run: --steps, or 10 with --train and 1 without.
 int run_steps_of(const RunOptions& o);

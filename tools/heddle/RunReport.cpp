@@ -93,13 +93,12 @@ int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {
                                           : std::string("MISMATCH"));
     }
   }
-  if (c && !c->ok) {
-    std::fprintf(stderr,
-                 "error: outputs differ from the reference beyond tolerance "
-                 "(max abs %.3g, max rel %.3g)\n",
-                 c->max_abs, c->max_rel);
-    return 1;
-  }
+  if (c && !c->ok)
+    return report_failure(Diagnostic(fmt::format(
+                              "outputs differ from the reference beyond tolerance (max abs {:.3g}, "
+                              "max rel {:.3g})",
+                              c->max_abs, c->max_rel)),
+                          FailureKind::kCheckMismatch);
   return 0;
 }
 

@@ -46,7 +46,7 @@ struct RunSummary {
   std::optional<std::pair<int64_t, int64_t>> feed_bytes;
 };
 
-/// Prints the summary of a run of `g` (text, or JSON with --json); returns 0, or 1 after a
+/// Prints the summary of a run of `g` (text, or JSON with --json); returns 0, or 3 after a
 /// mismatch (also reported on stderr).
 int report_run(const RunOptions& o, const Graph& g, const RunSummary& s);
 

@@ -16,6 +16,8 @@
 #include "heddle/pipeline/ScheduleSearch.h"
 #include "heddle/pipeline/Timeline.h"
 #include "heddle/pipeline/Validate.h"
+#include "heddle/support/AtomicFile.h"
+#include "heddle/support/Limits.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
@@ -43,6 +45,8 @@ std::string num(double v) {
 }
 
 int run_schedule(const ScheduleArgs& a) {
+  if (!a.trace.empty())
+    if (auto st = check_writable_file(a.trace, "--trace"); !st.ok()) return user_error(st.error());
   Result<pl::Placement> placement = Diagnostic("");
   // A name without '/' or ".json" is a built-in (the error lists them); anything else a file.
   const bool file = a.placement.find('/') != std::string::npos ||
@@ -53,6 +57,10 @@ int run_schedule(const ScheduleArgs& a) {
           "--devices is required for the built-in placement '{}' (a positive device count)",
           a.placement)));
     }
+    if (a.devices > limits::kMaxScheduleDevices)
+      return user_error(
+          Diagnostic(fmt::format("--devices {} is more than the {} a schedule search handles",
+                                 a.devices, limits::kMaxScheduleDevices)));
     placement = pl::builtin_placement(a.placement, a.devices);
   } else {
     placement = pl::load_placement_file(a.placement, a.devices);
@@ -93,9 +101,8 @@ int run_schedule(const ScheduleArgs& a) {
   const double lb = pl::makespan_lower_bound(p, a.micro_batches);
 
   if (!a.trace.empty()) {
-    std::ofstream out(a.trace);
-    if (!out) return user_error(Diagnostic(SourceLoc{a.trace, 0, 0}, "cannot write the trace"));
-    out << pl::chrome_trace_json(p, schedule) << "\n";
+    if (auto st = write_file_atomic(a.trace, pl::chrome_trace_json(p, schedule) + "\n"); !st.ok())
+      return user_error(st.error());
   }
   if (a.json) {
     nlohmann::json j = {{"makespan", stats.makespan},

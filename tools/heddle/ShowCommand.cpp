@@ -18,6 +18,7 @@
 #include "heddle/ops/OpCost.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/Lower.h"
+#include "heddle/support/AtomicFile.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
@@ -65,12 +66,7 @@ void print_zoo_list() {
 }
 
 Status write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) return Diagnostic(SourceLoc{path, 0, 0}, "cannot open file for writing");
-  out << text;
-  out.close();
-  if (!out) return Diagnostic(SourceLoc{path, 0, 0}, "cannot write file");
-  return {};
+  return write_file_atomic(path, text);
 }
 
 nlohmann::json value_list(const Graph& g, const std::vector<ValueId>& ids) {

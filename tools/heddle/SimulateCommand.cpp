@@ -12,6 +12,7 @@
 #include "heddle/cost/Simulator.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
+#include "heddle/support/AtomicFile.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
@@ -38,6 +39,8 @@ int infeasible(const cost::SimulationResult& r) {
 }
 
 int run_simulate(const SimulateArgs& a) {
+  if (!a.trace.empty())
+    if (auto st = check_writable_file(a.trace, "--trace"); !st.ok()) return user_error(st.error());
   auto cluster = cost::resolve_cluster(a.cluster);
   if (!cluster.ok()) return user_error(cluster.error());
   if (!a.memory.empty()) {
@@ -65,9 +68,8 @@ int run_simulate(const SimulateArgs& a) {
   auto r = cost::simulate(*src, *cluster, *spec, opts);
   if (!r.ok()) return user_error(r.error());
   if (!a.trace.empty()) {
-    std::ofstream out(a.trace);
-    if (!out) return user_error(Diagnostic(SourceLoc{a.trace, 0, 0}, "cannot write the trace"));
-    out << r->trace_json;
+    if (auto st = write_file_atomic(a.trace, r->trace_json); !st.ok())
+      return user_error(st.error());
   }
   if (a.json) {
     nlohmann::json stages = nlohmann::json::array();

@@ -11,8 +11,10 @@ namespace heddle {
 
 /// Reads a version 1.0-3.0 `.npy` file holding a C-order array of float32, float64 (narrowed to
 /// f32), int64, int32 or bool (widened to heddle's int64 storage). Diagnostics name the file and
-/// the header field at fault (magic, descr, fortran_order, shape, data size).
-Result<Tensor> read_npy(const std::string& path);
+/// the header field at fault (magic, descr, fortran_order, shape, data size). A file (or stream)
+/// larger than `max_bytes` is refused naming the bound, before it is read whole (default
+/// limits::kMaxNpyBytes; callers that know the array they expect pass a tighter bound).
+Result<Tensor> read_npy(const std::string& path, int64_t max_bytes = int64_t{4} << 30);
 
 /// Parses the bytes of an `.npy` file; `path` only names it in diagnostics.
 Result<Tensor> parse_npy(const std::string& bytes, const std::string& path);

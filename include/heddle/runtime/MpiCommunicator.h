@@ -6,11 +6,22 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "heddle/runtime/Communicator.h"
+#include "heddle/support/ExitCode.h"
 
 namespace heddle {
+
+/// What the ranks said at the end of a run (MpiCommunicator::agree_on_completion).
+struct CompletionVerdict {
+  std::vector<int64_t> failed;  ///< ranks that reported failure, ascending
+  /// Ranks whose step count differs from this rank's, with theirs.
+  std::vector<std::pair<int64_t, int64_t>> other_steps;
+  /// True when every rank succeeded after the same number of steps.
+  bool ok() const { return failed.empty() && other_steps.empty(); }
+};
 
 /// Options of MpiCommunicator.
 struct MpiOptions {
@@ -29,11 +40,13 @@ struct MpiOptions {
 /// members' tile and target regions (a few integers).
 ///
 /// Failures: a rank that fails calls abort_job(), which tells every other rank; their pending and
-/// later collectives then return a diagnostic naming it. A peer on this host whose process is gone
-/// (killed, crashed) is noticed within about a second of waiting and named the same way; the
-/// launcher's SIGTERM after such a death prints which peer is gone and exits 1 (unless this rank
-/// already reported a failure). A wait longer than the timeout returns a diagnostic too. After any
-/// failure every later collective returns the same diagnostic at once.
+/// later collectives then return a diagnostic naming it. A peer in this process's PID namespace
+/// under the same kernel boot (not merely the same host name: containers share that) whose
+/// process is gone (killed, crashed) is noticed within about a second of waiting and named the
+/// same way; the launcher's SIGTERM after such a death prints which peer is gone and exits 5
+/// (peer lost); a SIGTERM with no peer gone (scancel, preemption) exits 143. A wait longer than the
+/// timeout returns a diagnostic too. After any failure every later collective returns the same
+/// diagnostic at once.
 class MpiCommunicator : public Communicator, public Links {
  public:
   /// Precondition: an MpiEnvironment is alive (and outlives this object).
@@ -69,14 +82,33 @@ class MpiCommunicator : public Communicator, public Links {
   Result<int64_t> max_over_ranks(int64_t value);
   Result<int64_t> min_over_ranks(int64_t value);
 
+  /// Collective over all ranks: every rank's `mine` (each of the same length), in rank order.
+  /// Goes through rank 0 point to point, on a communicator of its own, so a wait past the timeout
+  /// names the ranks that never arrived (`what` names the exchange in messages). For the launch
+  /// agreement (digests of arguments, model, inputs and plan).
+  Result<std::vector<int64_t>> exchange(const std::vector<int64_t>& mine, const std::string& what);
+
+  /// The completion agreement, on a communicator used for nothing else (so no other collective can
+  /// satisfy it): every rank says whether it succeeded and after how many steps; each learns which
+  /// ranks failed or ran a different number of steps. Fails like exchange().
+  Result<CompletionVerdict> agree_on_completion(bool ok, int64_t steps);
+
+  /// The host name rank `rank` reported at construction (empty when unknown).
+  std::string host_of(int64_t rank) const;
+
   /// The failure seen so far (a peer's notice, a timeout), if any.
   const std::optional<Diagnostic>& failure() const { return failure_; }
+  /// The class of failure(): kPeerLost for a peer's notice or a vanished process, kTimeout for a
+  /// wait past the timeout. Meaningful only when failure() is set.
+  FailureKind failure_kind() const { return failure_kind_; }
 
-  /// Ends the whole job; never returns. When this rank is the first to fail (no failure() yet),
-  /// first tells every other rank `message` so each can report which rank failed, and waits up to
-  /// a few seconds for them to acknowledge. When a peer failed first, acknowledges its notice and
-  /// waits for the launcher to stop this process (which the failed rank's MPI_Abort triggers).
-  [[noreturn]] void abort_job(const std::string& message);
+  /// Ends the whole job with exit code `exit_code` (support/ExitCode.h; default 2, an internal
+  /// error); never returns. When this
+  /// rank is the first to fail (no failure() yet), first tells every other rank `message` so each
+  /// can report which rank failed, and waits up to a few seconds for them to acknowledge. When a
+  /// peer failed first, acknowledges its notice and waits for the launcher to stop this process
+  /// (which the failed rank's MPI_Abort triggers).
+  [[noreturn]] void abort_job(const std::string& message, int exit_code = 2);
 
  private:
   struct Impl;  // MPI handles stay out of this header, so users need no MPI include path
@@ -87,6 +119,8 @@ class MpiCommunicator : public Communicator, public Links {
   int64_t size_ = 1;
   std::unique_ptr<Impl> impl_;
   std::optional<Diagnostic> failure_;
+  FailureKind failure_kind_ = FailureKind::kUser;
+  std::vector<std::string> hosts_;  ///< every rank's host name
 };
 
 }  // namespace heddle

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace heddle {
 
@@ -23,6 +24,13 @@ class MpiEnvironment {
   /// The rank the launcher put in the environment (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK),
   /// readable before MPI is initialised; 0 when none is set (not started by a launcher).
   static int64_t launcher_rank();
+  /// The number of ranks the launcher announced (OMPI_COMM_WORLD_SIZE, PMIX_SIZE, PMI_SIZE,
+  /// SLURM_NTASKS under srun); 1 when none is set.
+  static int64_t launcher_size();
+  /// True when a launcher (mpirun, srun) started this process: one of its rank variables is set.
+  static bool launched_by_mpi();
+  /// This machine's host name (gethostname), for messages naming where a rank runs.
+  static std::string host_name();
 
  private:
   int64_t rank_ = 0;

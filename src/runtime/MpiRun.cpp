@@ -1,0 +1,304 @@
+// The rank step loops, feeds and fault injection behind MpiRun.h; the agreements are in
+// MpiAgreement.cpp.
+#include "heddle/runtime/MpiRun.h"
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+#include "heddle/ops/Interpreter.h"
+#include "heddle/ops/TileInit.h"
+#include "heddle/runtime/DeviceExecutor.h"
+#include "heddle/runtime/HostMemory.h"
+#include "heddle/runtime/PipelineExecutor.h"
+#include "heddle/runtime/PipelineFeeds.h"
+#include "heddle/support/Assert.h"
+#include "heddle/support/Cancel.h"
+#include "heddle/support/Log.h"
+
+namespace heddle {
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+// Fails on purpose before the n-th collective (FaultPlan); forwards otherwise.
+class FaultInjector : public Communicator {
+ public:
+  FaultInjector(Communicator& inner, const FaultPlan& plan) : inner_(inner), plan_(plan) {}
+  int64_t rank() const override { return inner_.rank(); }
+  int64_t size() const override { return inner_.size(); }
+  Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
+                    Tensor& out, Monoid monoid) override {
+    if (++count_ == plan_.at) {
+      switch (plan_.mode) {
+        case FaultPlan::Mode::kKill:
+          std::raise(SIGKILL);
+          break;
+        case FaultPlan::Mode::kHang:
+          for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+        case FaultPlan::Mode::kStall:
+          std::this_thread::sleep_for(std::chrono::duration<double>(plan_.stall_s));
+          break;
+        case FaultPlan::Mode::kThrow:
+          throw std::runtime_error("injected failure before collective " +
+                                   std::to_string(plan_.at) + " (HEDDLE_TEST_FAIL_RANK)");
+      }
+    }
+    return inner_.collective(c, group, mine, out, monoid);
+  }
+
+ private:
+  Communicator& inner_;
+  FaultPlan plan_;
+  int64_t count_ = 0;
+};
+
+// The communicator the programs use: MPI, or the fault injector in front of it.
+Communicator& maybe_injected(MpiCommunicator& mpi, const FaultPlan& plan,
+                             std::optional<FaultInjector>& injector) {
+  if (plan.rank != mpi.rank()) return mpi;
+  injector.emplace(mpi, plan);
+  return *injector;
+}
+
+// Ends the job after a failure of the communicator itself (a peer gone, a timeout).
+[[noreturn]] void fail_from_comm(MpiCommunicator& mpi, const Diagnostic& d) {
+  fail_job(mpi, d, mpi.failure() ? mpi.failure_kind() : FailureKind::kUser);
+}
+
+template <class T>
+T or_fail(MpiCommunicator& mpi, Result<T> r) {
+  if (!r.ok()) fail_from_comm(mpi, r.error());
+  return std::move(*r);
+}
+
+// After a step every rank learns the first rank whose step failed in step with the others (a
+// kernel's diagnostic) or that was asked to stop (SIGINT/SIGTERM): the failure, or nothing.
+std::optional<MpiRunFailure> step_failure(MpiCommunicator& mpi, const Status& st) {
+  if (mpi.failure()) fail_from_comm(mpi, *mpi.failure());
+  const bool cancelled = cancel_requested();
+  const int64_t failed = or_fail(mpi, mpi.agree_on_failure(st.ok() && !cancelled));
+  if (failed < 0) return std::nullopt;
+  if (failed == mpi.rank())
+    return MpiRunFailure{st.ok() ? Diagnostic("stopped by a signal") : st.error(),
+                         st.ok() ? FailureKind::kCancelled : FailureKind::kUser};
+  return MpiRunFailure{Diagnostic("rank " + std::to_string(failed) + " (" + mpi.host_of(failed) +
+                                  ") failed; stopping"),
+                       FailureKind::kPeerLost};
+}
+
+// The most of `bytes` over all ranks (collective).
+int64_t largest_over_ranks(MpiCommunicator& mpi, int64_t bytes) {
+  return or_fail(mpi, mpi.max_over_ranks(bytes));
+}
+
+// The completion agreement after `ran` (this rank's loop result): a failure when any rank failed
+// or ran another number of steps.
+std::optional<MpiRunFailure> completion_failure(MpiCommunicator& mpi, bool ok, int64_t steps) {
+  CompletionVerdict v = or_fail(mpi, mpi.agree_on_completion(ok, steps));
+  if (v.ok()) return std::nullopt;
+  std::string text;
+  if (!v.failed.empty()) {
+    text = "rank(s)";
+    for (int64_t r : v.failed) text += " " + std::to_string(r);
+    text += " did not complete";
+  }
+  for (const auto& [r, s] : v.other_steps)
+    text +=
+        (text.empty() ? "" : "; ") + ("rank " + std::to_string(r) + " ran " + std::to_string(s) +
+                                      " steps, this rank " + std::to_string(steps));
+  return MpiRunFailure{Diagnostic("the ranks do not agree that the run completed: " + text),
+                       ok ? FailureKind::kPeerLost : FailureKind::kUser};
+}
+
+}  // namespace
+
+FaultPlan FaultPlan::from_environment() {
+  FaultPlan p;
+  p.rank = std::atoll(env_or("HEDDLE_TEST_FAIL_RANK", "-1").c_str());
+  p.at = std::atoll(env_or("HEDDLE_TEST_FAIL_AT", "1").c_str());
+  const std::string mode = env_or("HEDDLE_TEST_FAIL_MODE", "throw");
+  if (mode == "kill") p.mode = Mode::kKill;
+  if (mode == "hang") p.mode = Mode::kHang;
+  if (mode.rfind("stall:", 0) == 0) {
+    p.mode = Mode::kStall;
+    p.stall_s = std::atof(mode.c_str() + 6);
+  }
+  return p;
+}
+
+std::vector<std::vector<std::vector<int64_t>>> mesh_partitions(const Mesh& mesh) {
+  std::vector<std::vector<std::vector<int64_t>>> partitions;
+  const int64_t k = mesh.rank();
+  for (int64_t axes = 1; axes < (int64_t{1} << k); ++axes) {
+    std::map<std::vector<int64_t>, std::vector<int64_t>> groups;  // fixed coordinates -> members
+    for (int64_t d = 0; d < mesh.num_devices(); ++d) {
+      IVec c = mesh.coords(d);
+      std::vector<int64_t> fixed;
+      for (int64_t a = 0; a < k; ++a)
+        if (!(axes >> a & 1)) fixed.push_back(c[a]);
+      groups[fixed].push_back(d);
+    }
+    std::vector<std::vector<int64_t>> partition;
+    for (auto& [fixed, members] : groups)
+      if (members.size() > 1) partition.push_back(std::move(members));
+    if (!partition.empty()) partitions.push_back(std::move(partition));
+  }
+  return partitions;
+}
+
+Tensor HostData::param(const Graph& g, ValueId v, uint64_t seed) const {
+  auto it = weights.find(v);
+  return it != weights.end() ? it->second : init_param(g.value(v).name, g.type(v), seed);
+}
+
+std::vector<Tensor> HostData::model_inputs(const Graph& g, uint64_t seed, int64_t int_hi) const {
+  return inputs.empty() ? random_inputs(g, seed + 1, int_hi) : inputs;
+}
+
+TensorMap shard_feeds(const Graph& g, const DeviceProgram& p, uint64_t seed, int64_t int_hi,
+                      const HostData& host) {
+  TensorMap feeds;
+  for (const auto& [v, box] : load_hulls(p)) {
+    const Value& val = g.value(v);
+    if (val.role == ValueRole::kParam) {
+      auto w = host.weights.find(v);
+      feeds.emplace(v, w != host.weights.end() ? w->second.crop(box)
+                                               : init_param_tile(val.name, g.type(v), seed, box));
+      continue;
+    }
+    auto at = std::find(g.inputs().begin(), g.inputs().end(), v) - g.inputs().begin();
+    feeds.emplace(v, host.inputs.empty()
+                         ? random_input_tile(val.name, g.type(v), seed + 1, int_hi, box)
+                         : host.inputs[static_cast<size_t>(at)].crop(box));
+  }
+  return feeds;
+}
+
+void fail_job(MpiCommunicator& mpi, const Diagnostic& d, FailureKind kind) {
+  const int code = to_int(exit_code_of(kind));
+  log_failure(d, code);
+  mpi.abort_job(d.message, code);
+}
+
+MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
+                         const std::vector<ParamUpdate>& updates, const Mesh& mesh,
+                         const DeviceProgram& own, HostData host, const MpiRunOptions& o) {
+  const int64_t r = mpi.rank();
+  HEDDLE_ASSERT(own.device == r) << "rank " << r << " holds the program of device " << own.device;
+  if (auto st = mpi.prepare(mesh_partitions(mesh)); !st.ok()) fail_from_comm(mpi, st.error());
+  std::optional<FaultInjector> injector;
+  Communicator& comm = maybe_injected(mpi, o.fault, injector);
+  TensorMap feeds = shard_feeds(g, own, o.seed, o.int_hi, host);
+  host = HostData{};  // the whole weights and files are no longer needed: keep only the tiles
+  int64_t bytes = 0;
+  for (const auto& [v, t] : feeds) bytes += tensor_storage_bytes(t.dtype(), t.numel());
+  MpiRankRun out;
+  out.feed_bytes_max = largest_over_ranks(mpi, bytes);
+  // Compiled once: the arena plan and kernels serve every step.
+  DeviceExecutor exec(g, own);
+  // Start together, so rank 0's wall time is the run's.
+  or_fail(mpi, mpi.agree_on_failure(true));
+  std::optional<MpiRunFailure> failure;
+  TensorMap got;
+  StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
+    Status st;
+    try {
+      st = exec.run(comm, feeds, {.optimizer_step = o.loop.train ? s : 0}, 1);
+    } catch (const std::exception& e) {
+      fail_job(mpi, Diagnostic(e.what()), FailureKind::kInternal);
+    }
+    if ((failure = step_failure(mpi, st))) return failure->error;
+    exec.copy_outputs(got);
+    // Outputs are whole on every rank (lowering replicates them): keep this rank's tiles of the
+    // updated parameters and optimizer state for the next step.
+    auto keep = [&](ValueId param, ValueId updated) {
+      if (auto it = feeds.find(param); it != feeds.end())
+        it->second = got.at(updated).crop(it->second.region());
+    };
+    if (o.loop.train)
+      for (const auto& u : updates) {
+        keep(u.param, u.updated);
+        for (const auto& state : u.state) keep(state.first, state.second);
+      }
+    return std::optional<TensorMap>(got);
+  };
+  StepLoopOptions loop = o.loop;
+  if (r != 0) {
+    loop.reference = nullptr;
+    loop.on_step = nullptr;
+  }
+  auto ran = run_steps(g, step, loop);
+  if (failure) return {std::nullopt, failure};
+  const int64_t steps = ran.ok() ? static_cast<int64_t>(ran->step_times_s.size()) : 0;
+  auto agreed = completion_failure(mpi, ran.ok(), steps);
+  if (!ran.ok()) return {std::nullopt, MpiRunFailure{ran.error(), FailureKind::kUser}};
+  if (agreed) return {std::nullopt, agreed};
+  auto peaks = or_fail(mpi, mpi.exchange({exec.peak_bytes()}, "gathering per-rank peaks"));
+  out.peak_bytes_per_device = std::move(peaks);
+  out.result = std::move(*ran);
+  return {std::move(out), std::nullopt};
+}
+
+MpiOutcome run_pipeline_rank(MpiCommunicator& mpi, const Graph& g,
+                             const std::vector<ParamUpdate>& updates, const PipelineProgram& P,
+                             const Mesh& mesh, const MpiRunOptions& o) {
+  const int64_t r = mpi.rank();
+  if (auto st = mpi.prepare(mesh_partitions(mesh)); !st.ok()) fail_from_comm(mpi, st.error());
+  std::optional<FaultInjector> injector;
+  OffsetCommunicator stage_comm(maybe_injected(mpi, o.fault, injector),
+                                r / P.stage_devices * P.stage_devices, P.stage_devices);
+  // Only this rank's tiles of its stage's parameters and state and of the micro-batches its
+  // stage reads.
+  PipelineFeeds feeds = device_pipeline_feeds(P, g, r, o.seed, o.int_hi);
+  int64_t bytes = 0;
+  for (const auto& [n, t] : feeds.params) bytes += tensor_storage_bytes(t.dtype(), t.numel());
+  for (const auto& micro : feeds.inputs)
+    for (const auto& [n, t] : micro) bytes += tensor_storage_bytes(t.dtype(), t.numel());
+  MpiRankRun out;
+  out.feed_bytes_max = largest_over_ranks(mpi, bytes);
+  or_fail(mpi, mpi.agree_on_failure(true));
+  std::optional<MpiRunFailure> failure;
+  StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
+    Result<PipelineResult> res = Diagnostic("not run");
+    try {
+      res = run_pipeline_device(P, r, stage_comm, mpi, feeds,
+                                {.optimizer_step = o.loop.train ? s : 0});
+      if (auto st = mpi.flush_sends(); !st.ok()) fail_from_comm(mpi, st.error());
+    } catch (const std::exception& e) {
+      fail_job(mpi, Diagnostic(e.what()), FailureKind::kInternal);
+    }
+    if ((failure = step_failure(mpi, res.ok() ? Status{} : Status(res.error()))))
+      return failure->error;
+    for (auto& [name, t] : feeds.params)  // the next step starts from this rank's updated tiles
+      if (auto it = res->updated.find(name); it != res->updated.end())
+        t = it->second.crop(t.region());
+    if (r != 0) return std::optional<TensorMap>();
+    auto got = unpack_pipeline_result(P, g, updates, *res);
+    HEDDLE_TRY(got);
+    return std::optional<TensorMap>(std::move(*got));
+  };
+  StepLoopOptions loop = o.loop;
+  if (r != 0) {
+    loop.reference = nullptr;
+    loop.on_step = nullptr;
+  }
+  auto ran = run_steps(g, step, loop);
+  if (failure) return {std::nullopt, failure};
+  const int64_t steps = ran.ok() ? static_cast<int64_t>(ran->step_times_s.size()) : 0;
+  auto agreed = completion_failure(mpi, ran.ok(), steps);
+  if (!ran.ok()) return {std::nullopt, MpiRunFailure{ran.error(), FailureKind::kUser}};
+  if (agreed) return {std::nullopt, agreed};
+  out.peak_bytes_per_device = pipeline_peak_bytes(P);
+  out.result = std::move(*ran);
+  return {std::move(out), std::nullopt};
+}
+
+}  // namespace heddle
