@@ -172,6 +172,9 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
         "meshes= is not a pin: plan chooses per-stage sub-meshes itself; pin pp=, "
         "tp= or dp=, or simulate the strategy " +
         o.pins.to_string());
+  auto admitted = [&o](const StrategySpec& spec, bool intra_op_stages) {
+    return !o.admits || o.admits(spec, intra_op_stages);
+  };
   auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   ConfigSearch out;
@@ -219,6 +222,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
         so.cache = cache;
         StrategySpec spec = spec_of(l, r, o.pins.sp);
         if (!model.rebuilds_batch) spec.micro_batch.reset();
+        if (!admitted(spec, false)) continue;
         auto sim = cost::simulate(model, c, spec, so);
         ++out.evaluated;
         if (!sim.ok()) continue;
@@ -258,6 +262,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
           StrategySpec spec = spec_of(l, r, o.pins.sp);
           // A model simulated as one graph takes its whole per-replica batch as one micro-batch.
           if (!model.rebuilds_batch) spec.micro_batch.reset();
+          if (!admitted(spec, false)) continue;
           auto t_sim = Clock::now();
           auto sim = cost::simulate(model, c, spec, so);
           slowest = std::max(slowest, std::chrono::duration<double>(Clock::now() - t_sim).count());
@@ -292,6 +297,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
       for (size_t i = 0; i < k && elapsed() <= o.time_limit_s; ++i) {
         const ConfigResult& base = feasible[i];
         if (base.sim.tp == 1 && !base.spec.ep) continue;  // the batch on dp: nothing to choose
+        if (!admitted(base.spec, true)) continue;
         auto sim = cost::simulate(model, c, base.spec, so);
         if (!sim.ok() || !sim->feasible) continue;
         ConfigResult res{base.spec, std::move(*sim), "intra-op ILP"};
@@ -315,6 +321,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
         StrategySpec spec = base.spec;
         spec.layers.clear();
         for (int64_t k : n) spec.layers.push_back(k * model.unit);
+        if (!admitted(spec, base.stage_planner != "tactics")) continue;
         cost::SimulateOptions so;
         so.train = o.train;
         so.cache = cache;
@@ -350,7 +357,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
         for (int64_t stages : {base.sim.pp, base.sim.pp - 1, base.sim.pp + 1}) {
           if (stages < 2 || (o.pins.pp && *o.pins.pp != stages)) continue;
           auto spec = submesh_candidate(model, c, base.spec, base.sim, so, stages);
-          if (!spec) continue;
+          if (!spec || !admitted(*spec, false)) continue;
           auto sim = cost::simulate(model, c, *spec, so);
           ++out.evaluated;
           if (!sim.ok() || !sim->feasible) continue;

@@ -10,8 +10,10 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "Command.h"
+#include "PlanTarget.h"
 #include "heddle/ir/DotExport.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
@@ -56,6 +58,7 @@ struct PlanArgs {
   double time_limit = 60, target_step_time = 0;
   std::string objective = "time";
   int64_t max_devices = 0;
+  TargetFlags target;  ///< --target, --export, --memory-reserve
 };
 
 // Per pipeline stage: its sub-mesh, micro-batch per replica and layers.
@@ -119,6 +122,8 @@ int run_plan(const PlanArgs& a) {
   o.target_step_time_s = a.target_step_time;
   o.train = a.train;
   o.pins = *spec;
+  auto target = apply_target_flags(a.target, *cluster, o);
+  if (!target.ok()) return user_error(target.error());
   if (!(a.time_limit >= 0))
     return user_error(Diagnostic("--time-limit must be zero or more seconds, not " +
                                  fmt::format("{:g}", a.time_limit)));
@@ -140,8 +145,18 @@ int run_plan(const PlanArgs& a) {
   };
   auto found = search::search_configs(*src, *cluster, o);
   if (tty) std::fprintf(stderr, "\n");
+  if (!found.ok() && target->target != exporting::Target::kAny)
+    return user_error(Diagnostic(found.error().message + " (--target " + exporting::to_string(target->target) +
+                                 ": only strategies it runs were tried)"));
   if (!found.ok()) return user_error(found.error());
   const auto& best = found->best;
+  const auto best_export = exporting::export_plan_of(*src, *cluster, best, a.train);
+  std::optional<exporting::Export> exported;
+  if (target->export_to) {
+    auto e = exporting::export_plan(*target->export_to, best_export);
+    if (!e.ok()) return user_error(e.error());
+    exported = std::move(*e);
+  }
   if (!a.out_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(a.out_dir, ec);
@@ -151,6 +166,8 @@ int run_plan(const PlanArgs& a) {
     plan["cluster"] = cluster->name;
     plan["train"] = a.train;
     plan["cluster_devices"] = cluster->count;
+    add_target_json(plan, *target, best_export);
+    if (exported) std::ofstream(a.out_dir + "/" + exported->file_name) << exported->text;
     std::ofstream(a.out_dir + "/plan.json") << plan.dump(2) << "\n";
     cost::Cluster used = *cluster;
     used.count = best.sim.devices;
@@ -173,7 +190,14 @@ int run_plan(const PlanArgs& a) {
     j["fastest"] = sim_json(found->fastest);
     j["least_energy"] = sim_json(found->greenest);
     j["ilp_solves"] = found->ilp.solves;
+    add_target_json(j, *target, best_export);
+    if (exported) j["export"] = exported->text;
     fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  if (exported) {  // stdout holds the export alone: `heddle plan ... --export deepspeed > ds.json`
+    for (const auto& n : exported->notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+    fmt::print("{}", exported->text);
     return 0;
   }
   const auto& r = best.sim;
@@ -181,10 +205,12 @@ int run_plan(const PlanArgs& a) {
              cluster->count, a.train ? ", training step" : "");
   fmt::print("step time  {:.4g} s   MFU {:.1f}%   {:.1f} TFLOP/s per device\n", r.step_time_s,
              100 * r.mfu, r.tflops_per_device);
-  fmt::print("memory     {} peak per device of {}\n", human_bytes(r.peak_memory_bytes),
-             human_bytes(r.memory_limit_bytes));
+  fmt::print("memory     {} peak per device of {} ({} reserved)\n",
+             human_bytes(r.peak_memory_bytes), human_bytes(r.memory_limit_bytes),
+             human_bytes(target->reserve_bytes));
   fmt::print("pipeline   {} stage(s), schedule {}, bubble {:.1f}%\n", r.pp, r.schedule.to_string(),
              100 * r.bubble_fraction);
+  fmt::print("runs on    {}\n", runnable_text(best_export));
   if (r.heterogeneous) {
     std::vector<std::string> ms;
     for (const auto& s : r.stages)
@@ -252,6 +278,7 @@ Command add_plan_command(CLI::App& root) {
                   "The smallest device count whose plan reaches this step time (seconds)");
   app->add_option("--out", a->out_dir, "Write plan.json, trace.json and graph.dot to DIR");
   app->add_flag("--json", a->json, "Print one JSON object");
+  add_target_flags(app, a->target);
   add_zoo_overrides(app, a->overrides);
   add_dim_option(app, a->dims);
   return {app, [a] { return run_plan(*a); }};

@@ -41,6 +41,10 @@ struct ConfigSearchOptions {
   /// inter-op DP's per-stage sub-meshes and layer split (submesh_candidate()), kept when it
   /// simulates better and fits; default 2, 0: equal sub-meshes only.
   int64_t submesh_layouts = 2;
+  /// Keeps the search to strategies a stack can execute (`plan --target`): called with each
+  /// candidate's strategy and whether the intra-op ILP plans its stages, before it is simulated;
+  /// false drops it. Default null: every strategy.
+  std::function<bool(const StrategySpec& spec, bool intra_op_stages)> admits;
   /// Called after each simulated configuration with (done, total); default none.
   std::function<void(int64_t, int64_t)> progress;
 };
