@@ -10,6 +10,7 @@
 
 #include "heddle/cost/Simulator.h"
 #include "heddle/ir/Graph.h"
+#include "heddle/model/LoadModel.h"
 #include "heddle/ops/Tensor.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/support/Diagnostic.h"
@@ -25,25 +26,6 @@ struct Command {
 
 /// Prints a user error to stderr in the `file:line:col: error: ...` form and returns exit code 1.
 int user_error(const Diagnostic& d);
-
-/// A model with, for ONNX files, the data of its parameters.
-struct LoadedModel {
-  Graph graph;
-  bool from_onnx = false;                    ///< weights below are the model's own
-  std::map<ValueId, Tensor> weights;         ///< ONNX parameter data
-  std::vector<std::string> missing_weights;  ///< ONNX parameters without data
-};
-
-/// MODEL as a zoo name (with overrides and options), a path ending in `.onnx` (dynamic dims bound
-/// by `dims`), else a text-IR file.
-Result<LoadedModel> load_model(const std::string& model, const zoo::ZooOverrides& overrides,
-                               const zoo::ModelOptions& options,
-                               const std::map<std::string, int64_t>& dims = {});
-
-/// load_model() for commands that need only the graph.
-Result<Graph> resolve_model(const std::string& model, const zoo::ZooOverrides& overrides,
-                            const zoo::ModelOptions& options,
-                            const std::map<std::string, int64_t>& dims = {});
 
 /// `80GiB`, `16GB`, `1.5e9`: a positive number of bytes; a diagnostic naming `flag` otherwise.
 Result<double> parse_bytes(const std::string& text, const std::string& flag = "--memory");

@@ -1,91 +1,8 @@
 // Where MODEL comes from: a zoo preset (with size overrides), an ONNX file, or a text-IR file.
-#include <algorithm>
-#include <fstream>
-
 #include "Command.h"
-#include "heddle/frontend/OnnxImport.h"
-#include "heddle/ir/TextParser.h"
 #include "heddle/ir/Verifier.h"
-#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
-
-namespace {
-
-// A user's graph without outputs computes nothing observable: every pass would delete it all.
-Status check_has_outputs(const Graph& g) {
-  if (g.num_ops() == 0 || !g.outputs().empty()) return {};
-  return Diagnostic(
-      SourceLoc{g.source_file(), 0, 0},
-      "graph '" + g.name() + "' has no outputs; mark what it computes with 'output %NAME'");
-}
-
-// `--dim` binds ONNX dims only: an error for any other MODEL it was given with.
-Status no_dims(const std::string& model, const std::map<std::string, int64_t>& dims) {
-  if (dims.empty()) return {};
-  return Diagnostic(SourceLoc{model, 0, 0}, "--dim applies to ONNX models only");
-}
-
-Result<LoadedModel> graph_only(Result<Graph> g) {
-  HEDDLE_TRY(g);
-  HEDDLE_TRY(check_has_outputs(*g));
-  LoadedModel m;
-  m.graph = std::move(*g);
-  return m;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
-
-Result<LoadedModel> load_model(const std::string& model, const zoo::ZooOverrides& overrides,
-                               const zoo::ModelOptions& options,
-                               const std::map<std::string, int64_t>& dims) {
-  if (zoo::is_zoo_model(model)) {
-    HEDDLE_TRY(no_dims(model, dims));
-    return graph_only(zoo::build_zoo_model(model, overrides, options));
-  }
-  std::ifstream probe(model);
-  if (!probe && !ends_with(model, ".onnx"))
-    return graph_only(zoo::build_zoo_model(model, overrides, options));  // names the zoo
-  if (overrides.layers || overrides.hidden || overrides.heads || overrides.seq || overrides.vocab ||
-      overrides.batch)
-    return Diagnostic(SourceLoc{model, 0, 0},
-                      "--layers/--hidden/--heads/--seq/--vocab/--batch apply to zoo models only");
-  if (ends_with(model, ".onnx")) {
-    auto imported = import_onnx_file(model, {.dims = dims, .base_dir = ""});
-    HEDDLE_TRY(imported);
-    HEDDLE_TRY(check_has_outputs(imported->graph));
-    for (const auto& [name, value] : dims) {
-      const auto& known = imported->dynamic_dims;
-      if (!std::binary_search(known.begin(), known.end(), name))
-        return Diagnostic(SourceLoc{model, 0, 0},
-                          "--dim " + name + "=" + std::to_string(value) +
-                              ": the model has no dynamic dim named '" + name + "'" +
-                              (known.empty() ? "; all its input dims are fixed"
-                                             : "; its dynamic dims are: " + join(known, ", ")));
-    }
-    LoadedModel m;
-    m.graph = std::move(imported->graph);
-    m.from_onnx = true;
-    m.weights = std::move(imported->weights);
-    m.missing_weights = std::move(imported->missing_weights);
-    return m;
-  }
-  HEDDLE_TRY(no_dims(model, dims));
-  return graph_only(parse_graph_file(model));
-}
-
-Result<Graph> resolve_model(const std::string& model, const zoo::ZooOverrides& overrides,
-                            const zoo::ModelOptions& options,
-                            const std::map<std::string, int64_t>& dims) {
-  auto m = load_model(model, overrides, options, dims);
-  HEDDLE_TRY(m);
-  return std::move(m->graph);
-}
 
 void add_dim_option(CLI::App* app, std::map<std::string, int64_t>& dims) {
   app->add_option_function<std::vector<std::string>>(
@@ -123,10 +40,12 @@ Result<cost::ModelSource> resolve_model_source(const std::string& model,
                                                const zoo::ZooOverrides& overrides,
                                                const std::map<std::string, int64_t>& dims) {
   if (zoo::is_zoo_model(model)) {
-    HEDDLE_TRY(no_dims(model, dims));
+    if (!dims.empty())
+      return Diagnostic(SourceLoc{model, 0, 0}, "--dim applies to ONNX models only");
     return cost::zoo_model_source(model, overrides);
   }
-  auto g = resolve_model(model, overrides, {}, dims);
+  auto g =
+      model::load_graph({.source = model, .overrides = overrides, .options = {}, .dims = dims});
   HEDDLE_TRY(g);
   auto diags = verify(*g);
   if (!diags.empty()) return diags.front();

@@ -130,10 +130,11 @@ Result<std::vector<Tensor>> read_input_files(const Graph& g, const RunOptions& o
   return out;
 }
 
-Result<LoadedModel> load_runnable(const RunOptions& o) {
+Result<model::LoadedModel> load_runnable(const RunOptions& o) {
   zoo::ModelOptions mo;
   mo.with_loss = o.train;
-  auto loaded = load_model(o.model, o.overrides, mo, o.dims);
+  auto loaded = model::load_model(
+      {.source = o.model, .overrides = o.overrides, .options = mo, .dims = o.dims});
   HEDDLE_TRY(loaded);
   if (loaded->from_onnx && o.train)
     return Diagnostic(SourceLoc{o.model, 0, 0},

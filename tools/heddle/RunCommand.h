@@ -69,7 +69,7 @@ std::string output_digest(const Graph& g, const TensorMap& outputs);
 
 /// MODEL loaded to run: its graph and, for an ONNX model, its weights. Diagnostics: those of
 /// load_model(), --train on an ONNX model (it has no loss), weights missing. Both backends.
-Result<LoadedModel> load_runnable(const RunOptions& o);
+Result<model::LoadedModel> load_runnable(const RunOptions& o);
 
 /// The model inputs from the --input files, in graph-input order, checked against `g`'s inputs
 /// (count, shape, element kind; NaN/Inf an error with --check, else a warning on stderr); empty

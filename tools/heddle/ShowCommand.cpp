@@ -146,7 +146,8 @@ int run_show(const ShowOptions& o) {
     return user_error(Diagnostic("give a MODEL (a zoo name or a file), or --list"));
   zoo::ModelOptions mo;
   mo.with_loss = o.train;
-  auto parsed = resolve_model(o.model, o.overrides, mo, o.dims);
+  auto parsed = model::load_graph(
+      {.source = o.model, .overrides = o.overrides, .options = mo, .dims = o.dims});
   if (!parsed.ok()) return user_error(parsed.error());
   if (o.train) {
     auto step = build_train_step(*parsed);

@@ -1,0 +1,48 @@
+// Loading a model: a zoo preset (with size overrides and options), a text-IR file or an ONNX file
+// (with its dynamic dims bound) into a graph and, for ONNX, the data of its parameters. Every front
+// end (the CLI, the Python module) calls this instead of telling the three sources apart itself.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "heddle/ir/Graph.h"
+#include "heddle/ops/Tensor.h"
+#include "heddle/ops/zoo/Zoo.h"
+#include "heddle/support/Result.h"
+
+namespace heddle::model {
+
+/// What to load, as a front end received it.
+struct ModelRequest {
+  /// A zoo preset name, a path ending in `.onnx`, else a text-IR file. A name that is neither a
+  /// preset nor an existing file is reported against the zoo (the diagnostic lists the presets).
+  std::string source;
+  /// Zoo models only: sizes replacing the preset's; default none. An error for files.
+  zoo::ZooOverrides overrides;
+  /// Zoo models only: how the preset is built (e.g. `with_loss`); default the preset's forward.
+  zoo::ModelOptions options;
+  /// ONNX models only: values of the model's dynamic input dims by name; default none. An error
+  /// for other sources, and for a name the model does not have.
+  std::map<std::string, int64_t> dims;
+};
+
+/// A loaded model with, for ONNX files, the data of its parameters.
+struct LoadedModel {
+  Graph graph;
+  bool from_onnx = false;                    ///< weights below are the model's own
+  std::map<ValueId, Tensor> weights;         ///< ONNX parameter data
+  std::vector<std::string> missing_weights;  ///< ONNX parameters without data
+};
+
+/// Loads `request.source`. Diagnostics (located at the source): unknown zoo names, overrides or
+/// dims given to a source that does not take them, unknown dynamic dims, a graph without outputs,
+/// and whatever the text parser or the ONNX importer reports.
+Result<LoadedModel> load_model(const ModelRequest& request);
+
+/// load_model() for callers that need only the graph.
+Result<Graph> load_graph(const ModelRequest& request);
+
+}  // namespace heddle::model
