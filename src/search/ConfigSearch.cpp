@@ -14,6 +14,7 @@
 #include "heddle/search/IntraOp.h"
 #include "heddle/search/SubMeshes.h"
 #include "heddle/sharding/Tactics.h"
+#include "heddle/support/Cancel.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::search {
@@ -216,6 +217,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
     std::optional<ConfigResult> early;
     if (!ladder.empty() && !ladder.back().empty())
       for (const Layout& l : layouts) {
+        if (cancel_requested()) break;
         const Rung& r = ladder.back().back();
         cost::SimulateOptions so;
         so.train = o.train;
@@ -237,6 +239,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
     // The layouts get most of the time; the intra-op ILP keeps a share for the best of them.
     const double layouts_limit = o.intra_op ? 0.85 * o.time_limit_s : o.time_limit_s;
     auto out_of_time = [&] {
+      if (cancel_requested()) return true;  // SIGINT/SIGTERM: the best so far, or nothing
       // the answer needs one simulated plan
       if (feasible.empty() && !smallest && !early) return false;
       double e = elapsed();
@@ -294,7 +297,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
       so.cache = cache;
       ilp_options = so;
       size_t k = std::min<size_t>(feasible.size(), static_cast<size_t>(o.intra_op_layouts));
-      for (size_t i = 0; i < k && elapsed() <= o.time_limit_s; ++i) {
+      for (size_t i = 0; i < k && elapsed() <= o.time_limit_s && !cancel_requested(); ++i) {
         const ConfigResult& base = feasible[i];
         if (base.sim.tp == 1 && !base.spec.ep) continue;  // the batch on dp: nothing to choose
         if (!admitted(base.spec, true)) continue;
@@ -312,7 +315,8 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
       for (size_t i = 0, tried = 0;
            i < feasible.size() && tried < static_cast<size_t>(o.split_layouts); ++i) {
         const ConfigResult& base = feasible[i];
-        if (base.sim.chunk_units.size() < 2 || elapsed() > o.time_limit_s) continue;
+        if (base.sim.chunk_units.size() < 2 || elapsed() > o.time_limit_s || cancel_requested())
+          continue;
         ++tried;
         int64_t units = 0;
         for (int64_t n : base.sim.chunk_units) units += n;
@@ -346,7 +350,7 @@ Result<ConfigSearch> search_configs(const cost::ModelSource& model, const cost::
            i < feasible.size() && tried < static_cast<size_t>(o.submesh_layouts); ++i) {
         const ConfigResult& base = feasible[i];
         if (base.stage_planner != "tactics" || base.sim.heterogeneous || !o.train ||
-            elapsed() > o.time_limit_s)
+            elapsed() > o.time_limit_s || cancel_requested())
           continue;
         ++tried;
         cost::SimulateOptions so;

@@ -146,7 +146,8 @@ int run_plan(const PlanArgs& a) {
   auto found = search::search_configs(*src, *cluster, o);
   if (tty) std::fprintf(stderr, "\n");
   if (!found.ok() && target->target != exporting::Target::kAny)
-    return user_error(Diagnostic(found.error().message + " (--target " + exporting::to_string(target->target) +
+    return user_error(Diagnostic(found.error().message + " (--target " +
+                                 exporting::to_string(target->target) +
                                  ": only strategies it runs were tried)"));
   if (!found.ok()) return user_error(found.error());
   const auto& best = found->best;
@@ -257,6 +258,8 @@ int run_plan(const PlanArgs& a) {
 }
 
 }  // namespace
+
+nlohmann::json plan_json(const search::ConfigResult& c) { return sim_json(c); }
 
 Command add_plan_command(CLI::App& root) {
   auto a = std::make_shared<PlanArgs>();

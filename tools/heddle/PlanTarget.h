@@ -37,6 +37,9 @@ Result<PlanTarget> apply_target_flags(const TargetFlags& flags, cost::Cluster& c
 /// Adds `target`, `memory_reserve_bytes`, `runnable_by` and `rank_groups` of `best` to `j`.
 void add_target_json(nlohmann::json& j, const PlanTarget& t, const exporting::ExportPlan& best);
 
+/// A plan's keys as `heddle plan --json` prints them (strategy, step_time_s, mfu, ...).
+nlohmann::json plan_json(const search::ConfigResult& c);
+
 /// The stacks that can run `best`, comma-separated (`none` when none can).
 std::string runnable_text(const exporting::ExportPlan& best);
 
