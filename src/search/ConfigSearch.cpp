@@ -212,6 +212,9 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
         "meshes= is not a pin: plan chooses per-stage sub-meshes itself; pin pp=, "
         "tp= or dp=, or simulate the strategy " +
         o.pins.to_string());
+  auto admitted = [&o](const StrategySpec& spec, bool intra_op_stages) {
+    return !o.admits || o.admits(spec, intra_op_stages);
+  };
   auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   ConfigSearch out;
@@ -261,6 +264,7 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
         so.cache = cache;
         StrategySpec spec = spec_of(l, r, o.pins.sp);
         if (!model.rebuilds_batch) spec.micro_batch.reset();
+        if (!admitted(spec, false)) continue;
         auto sim = cost::simulate(model, c, spec, so);
         ++out.evaluated;
         if (!sim.ok()) continue;
@@ -302,6 +306,7 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
           StrategySpec spec = spec_of(l, r, o.pins.sp);
           // A model simulated as one graph takes its whole per-replica batch as one micro-batch.
           if (!model.rebuilds_batch) spec.micro_batch.reset();
+          if (!admitted(spec, false)) continue;
           auto t_sim = Clock::now();
           auto sim = cost::simulate(model, c, spec, so);
           slowest = std::max(slowest, std::chrono::duration<double>(Clock::now() - t_sim).count());
@@ -341,9 +346,10 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
       so.overlap = o.overlap;
       ilp_options = so;
       size_t k = std::min<size_t>(feasible.size(), static_cast<size_t>(o.intra_op_layouts));
-      for (size_t i = 0; i < k && elapsed() <= o.time_limit_s; ++i) {
+      for (size_t i = 0; i < k && elapsed() <= o.time_limit_s && !cancel_requested(); ++i) {
         const ConfigResult& base = feasible[i];
         if (base.sim.tp == 1 && !base.spec.ep) continue;  // the batch on dp: nothing to choose
+        if (!admitted(base.spec, true)) continue;
         auto sim = cost::simulate(model, c, base.spec, so);
         if (!sim.ok() || !sim->feasible) continue;
         ConfigResult res{base.spec, std::move(*sim), "intra-op ILP"};
@@ -358,7 +364,8 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
       for (size_t i = 0, tried = 0;
            i < feasible.size() && tried < static_cast<size_t>(o.split_layouts); ++i) {
         const ConfigResult& base = feasible[i];
-        if (base.sim.chunk_units.size() < 2 || elapsed() > o.time_limit_s) continue;
+        if (base.sim.chunk_units.size() < 2 || elapsed() > o.time_limit_s || cancel_requested())
+          continue;
         ++tried;
         int64_t units = 0;
         for (int64_t n : base.sim.chunk_units) units += n;
@@ -367,6 +374,7 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
         StrategySpec spec = base.spec;
         spec.layers.clear();
         for (int64_t k : n) spec.layers.push_back(k * model.unit);
+        if (!admitted(spec, base.stage_planner != "tactics")) continue;
         cost::SimulateOptions so;
         so.train = o.train;
         so.overlap = o.overlap;
@@ -404,7 +412,7 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
         for (int64_t stages : {base.sim.pp, base.sim.pp - 1, base.sim.pp + 1}) {
           if (stages < 2 || (o.pins.pp && *o.pins.pp != stages)) continue;
           auto spec = submesh_candidate(model, c, base.spec, base.sim, so, stages);
-          if (!spec) continue;
+          if (!spec || !admitted(*spec, false)) continue;
           auto sim = cost::simulate(model, c, *spec, so);
           ++out.evaluated;
           if (!sim.ok() || !sim->feasible) continue;

@@ -10,10 +10,12 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "Command.h"
 #include "PlanCompare.h"
 #include "StepReport.h"
+#include "PlanTarget.h"
 #include "heddle/ir/DotExport.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
@@ -60,6 +62,7 @@ struct PlanArgs {
   double time_limit = 60, target_step_time = 0;
   std::string objective = "time";
   int64_t max_devices = 0;
+  TargetFlags target;  ///< --target, --export, --memory-reserve
 };
 
 // Per pipeline stage: its sub-mesh, micro-batch per replica and layers.
@@ -176,6 +179,8 @@ int run_plan(const PlanArgs& a) {
   o.train = a.train;
   o.overlap = a.overlap;
   o.pins = *spec;
+  auto target = apply_target_flags(a.target, *cluster, o);
+  if (!target.ok()) return user_error(target.error());
   if (!(a.time_limit >= 0))
     return user_error(Diagnostic("--time-limit must be zero or more seconds, not " +
                                  fmt::format("{:g}", a.time_limit)));
@@ -197,6 +202,10 @@ int run_plan(const PlanArgs& a) {
   };
   auto found = search::search_configs(*src, *cluster, o);
   if (tty) std::fprintf(stderr, "\n");
+  if (!found.ok() && target->target != exporting::Target::kAny)
+    return user_error(Diagnostic(found.error().message + " (--target " +
+                                 exporting::to_string(target->target) +
+                                 ": only strategies it runs were tried)"));
   if (!found.ok()) return user_error(found.error());
   const auto& best = found->best;
   auto compared = price_compared(a.compare, *src, *cluster, a.train, a.overlap);
@@ -205,6 +214,13 @@ int run_plan(const PlanArgs& a) {
       workload_warnings(*src, a.overrides.batch.has_value(), best.sim.devices, a.train);
   if (a.json)  // the text restates them on stdout
     for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const auto best_export = exporting::export_plan_of(*src, *cluster, best, a.train);
+  std::optional<exporting::Export> exported;
+  if (target->export_to) {
+    auto e = exporting::export_plan(*target->export_to, best_export);
+    if (!e.ok()) return user_error(e.error());
+    exported = std::move(*e);
+  }
   if (!a.out_dir.empty()) {
     if (auto st = make_dirs(a.out_dir); !st.ok()) return user_error(st.error());
     nlohmann::json plan = sim_json(best);
@@ -214,6 +230,11 @@ int run_plan(const PlanArgs& a) {
     plan["cluster"] = cluster->name;
     plan["train"] = a.train;
     plan["cluster_devices"] = cluster->count;
+    add_target_json(plan, *target, best_export);
+    if (exported)
+      if (auto st = write_file_atomic(a.out_dir + "/" + exported->file_name, exported->text);
+          !st.ok())
+        return user_error(st.error());
     if (auto st = write_file_atomic(a.out_dir + "/plan.json", plan.dump(2) + "\n"); !st.ok())
       return user_error(st.error());
     cost::Cluster used = *cluster;
@@ -242,7 +263,14 @@ int run_plan(const PlanArgs& a) {
     j["least_energy"] = sim_json(found->greenest);
     j["ilp_solves"] = found->ilp.solves;
     add_explain_json(j, *found, *src, *cluster, a, *compared, warnings);
+    add_target_json(j, *target, best_export);
+    if (exported) j["export"] = exported->text;
     fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  if (exported) {  // stdout holds the export alone: `heddle plan ... --export deepspeed > ds.json`
+    for (const auto& n : exported->notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+    fmt::print("{}", exported->text);
     return 0;
   }
   const auto& r = best.sim;
@@ -250,10 +278,12 @@ int run_plan(const PlanArgs& a) {
              cluster->count, a.train ? ", training step" : "");
   fmt::print("step time  {:.4g} s   MFU {:.1f}%   {:.1f} TFLOP/s per device\n", r.step_time_s,
              100 * r.mfu, r.tflops_per_device);
-  fmt::print("memory     {} peak per device of {}\n", human_bytes(r.peak_memory_bytes),
-             human_bytes(r.memory_limit_bytes));
+  fmt::print("memory     {} peak per device of {} ({} reserved)\n",
+             human_bytes(r.peak_memory_bytes), human_bytes(r.memory_limit_bytes),
+             human_bytes(target->reserve_bytes));
   fmt::print("{}", assumptions_text(r, *src, *cluster, a));
   fmt::print("{}", pipeline_text(r, a.train));
+  fmt::print("runs on    {}\n", runnable_text(best_export));
   if (r.heterogeneous) {
     std::vector<std::string> ms;
     for (const auto& s : r.stages)
@@ -297,6 +327,8 @@ int run_plan(const PlanArgs& a) {
 
 }  // namespace
 
+nlohmann::json plan_json(const search::ConfigResult& c) { return sim_json(c); }
+
 Command add_plan_command(CLI::App& root) {
   auto a = std::make_shared<PlanArgs>();
   auto* app = root.add_subcommand(
@@ -326,6 +358,7 @@ Command add_plan_command(CLI::App& root) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app->add_flag("--overlap", a->overlap,
                 "Overlap gradient reduction and stage sends with compute (as simulate --overlap)");
+  add_target_flags(app, a->target);
   add_zoo_overrides(app, a->overrides);
   add_dim_option(app, a->dims);
   return {app, [a] { return run_plan(*a); }};

@@ -48,6 +48,10 @@ struct ConfigSearchOptions {
   /// the `sp_layouts` best tensor-parallel layouts, kept when it simulates better and fits;
   /// default 4, 0: sp only when pinned. Pinned `sp` is used everywhere instead.
   int64_t sp_layouts = 4;
+  /// Keeps the search to strategies a stack can execute (`plan --target`): called with each
+  /// candidate's strategy and whether the intra-op ILP plans its stages, before it is simulated;
+  /// false drops it. Default null: every strategy.
+  std::function<bool(const StrategySpec& spec, bool intra_op_stages)> admits;
   /// Called after each simulated configuration with (done, total); default none.
   std::function<void(int64_t, int64_t)> progress;
 };
