@@ -215,6 +215,40 @@ void check_chain(const Graph& g, const std::vector<kernels::ChainCall>& calls,
   }
 }
 
+// Contractions whose operands and result are stored either way round (a result with M along
+// its rows' elements is written as C^T = B^T A^T), with batch dims, on random boxes and tiles.
+TEST(FastKernels, ContractionsInEveryLayoutMatchTheReference) {
+  std::mt19937 rng(23);
+  const char* specs[] = {"mk,kn->mn",    "km,kn->mn",   "mk,nk->mn",  "km,nk->mn",
+                         "mk,kn->nm",    "km,kn->nm",   "mk,nk->nm",  "km,nk->nm",
+                         "bmk,bkn->bnm", "bkm,kn->bnm", "mck,kn->nmc"};
+  int64_t checked = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    Graph g;
+    Ops ops(g);
+    std::string spec = specs[trial % 11];
+    std::map<char, int64_t> ext = {{'m', uniform(rng, 1, 9)},
+                                   {'n', uniform(rng, 1, 9)},
+                                   {'k', uniform(rng, 1, 9)},
+                                   {'b', uniform(rng, 1, 3)},
+                                   {'c', uniform(rng, 1, 3)}};
+    auto shape = [&](const std::string& s) {
+      std::vector<int64_t> v;
+      for (char ch : s) v.push_back(ext[ch]);
+      return f32(v);
+    };
+    size_t comma = spec.find(','), arrow = spec.find("->");
+    ValueId a = ops.param("a", shape(spec.substr(0, comma)));
+    ValueId b = ops.param("b", shape(spec.substr(comma + 1, arrow - comma - 1)));
+    ops.output(ops.einsum(spec, a, b));
+    ASSERT_TRUE(ops.ok()) << spec << ": " << ops.status().error().message;
+    std::map<ValueId, Tensor> full;
+    SCOPED_TRACE(spec);
+    for (const Op& op : g.ops()) checked += check_op(g, op, full, rng, uniform(rng, 0, 1) == 1);
+  }
+  EXPECT_EQ(checked, 200);
+}
+
 // Convolution-network elementwise ops (NCHW, per-channel broadcasts [C, 1, 1], residual adds):
 // the fast loop merges the trailing dims every operand walks regularly into one row, which
 // happens on whole boxes of whole tiles and must not when a tile is wider than the box.
