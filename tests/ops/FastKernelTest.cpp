@@ -125,6 +125,15 @@ bool check_op(const Graph& g, const Op& op, std::map<ValueId, Tensor>& full, std
   return true;
 }
 
+// check_op on every op of `g`, over its whole space half of the time (whole tiles then give the
+// kernels their plain layouts). Returns how many ops were checked.
+int64_t check_ops(const Graph& g, std::mt19937& rng) {
+  std::map<ValueId, Tensor> full;
+  int64_t n = 0;
+  for (const Op& op : g.ops()) n += check_op(g, op, full, rng, uniform(rng, 0, 1) == 1);
+  return n;
+}
+
 TEST(FastKernels, EveryTrainingOpOfTheTransformersMatchesTheReference) {
   std::mt19937 rng(99);
   int64_t checked = 0;
@@ -242,9 +251,8 @@ TEST(FastKernels, ContractionsInEveryLayoutMatchTheReference) {
     ValueId b = ops.param("b", shape(spec.substr(comma + 1, arrow - comma - 1)));
     ops.output(ops.einsum(spec, a, b));
     ASSERT_TRUE(ops.ok()) << spec << ": " << ops.status().error().message;
-    std::map<ValueId, Tensor> full;
     SCOPED_TRACE(spec);
-    for (const Op& op : g.ops()) checked += check_op(g, op, full, rng, uniform(rng, 0, 1) == 1);
+    checked += check_ops(g, rng);
   }
   EXPECT_EQ(checked, 200);
 }
@@ -270,8 +278,7 @@ TEST(FastKernels, ConvNetElementwiseOpsOnMergedRowsMatchTheReference) {
                                ops.silu(x),       ops.unary(OpKind::kSigmoid, x)};
     for (ValueId y : ys) ops.output(y);
     ASSERT_TRUE(ops.ok()) << ops.status().error().message;
-    std::map<ValueId, Tensor> full;
-    for (const Op& op : g.ops()) checked += check_op(g, op, full, rng, uniform(rng, 0, 1) == 1);
+    checked += check_ops(g, rng);
     // The batch norm chain mul -> add -> relu over the whole space, its middle values temporary.
     std::vector<kernels::ChainCall> calls;
     for (OpId id = 0; id < 3; ++id) calls.push_back({id, g.op(id).space.box()});
