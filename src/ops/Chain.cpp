@@ -160,12 +160,43 @@ void run_group(const std::vector<const Op*>& ops, const Box& box,
     }
     if (outs[i]) dst[i].emplace(*outs[i], op.results[0]);
   }
+  // Trailing dims every operand walks as one regular stride merge into one long row (a
+  // per-channel broadcast over NCHW rows of 4 to 64 elements becomes rows of H*W; a whole
+  // contiguous tensor one row), so short rows cost no per-row overhead. Not across a causal
+  // mask, which reads the row coordinate.
+  const int64_t r = box.rank();
+  int64_t k0 = r - 1;
+  bool masked = false;
+  for (const auto& f : fo) masked = masked || f.mask.has_value();
+  auto merges = [&](int64_t d) {
+    int64_t ext = box.end()[d + 1] - box.start()[d + 1];
+    auto ok = [&](const Access& a) { return a.coef[d] == a.coef[d + 1] * ext; };
+    for (size_t i = 0; i < n; ++i) {
+      for (const Source& s : src[i])
+        if (s.tile && !ok(*s.tile)) return false;
+      if (dst[i] && !ok(*dst[i])) return false;
+    }
+    return true;
+  };
+  if (!masked)
+    while (k0 > 0 && merges(k0 - 1)) --k0;
+  Box outer = box;
+  int64_t row_len = 1;
+  if (r > 0) {
+    std::vector<int64_t> e(box.end().values());
+    for (int64_t d = k0; d < r; ++d) {
+      row_len *= box.end()[d] - box.start()[d];
+      e[d] = box.start()[d] + 1;
+    }
+    outer = Box(box.start(), IVec(e));
+  }
   std::vector<std::vector<float>> val(n, std::vector<float>(kBlock));
   std::vector<std::vector<std::vector<float>>> gather(n);
   for (size_t i = 0; i < n; ++i) gather[i].assign(src[i].size(), std::vector<float>(kBlock));
-  const int64_t last = box.rank() - 1;
+  const int64_t last = r - 1;
   std::vector<const float*> in;
-  for_each_row(box, [&](const int64_t* p, int64_t len) {
+  std::vector<const float*> res(n);  // where op i's block of results is
+  auto row = [&](const int64_t* p, int64_t len) {
     for (int64_t j0 = 0; j0 < len; j0 += kBlock) {
       int64_t m = std::min(kBlock, len - j0);
       for (size_t i = 0; i < n; ++i) {
@@ -173,7 +204,7 @@ void run_group(const std::vector<const Op*>& ops, const Box& box,
         for (size_t k = 0; k < src[i].size(); ++k) {
           const Source& s = src[i][k];
           if (s.producer >= 0) {
-            in.push_back(val[static_cast<size_t>(s.producer)].data());
+            in.push_back(res[static_cast<size_t>(s.producer)]);
             continue;
           }
           const Access& a = *s.tile;
@@ -184,23 +215,32 @@ void run_group(const std::vector<const Op*>& ops, const Box& box,
             continue;
           }
           float* g = gather[i][k].data();
-          for (int64_t j = 0; j < m; ++j) g[j] = a.load(o + j * step);
+          if (a.fdata && step == 0)
+            std::fill(g, g + m, a.fdata[o]);
+          else
+            for (int64_t j = 0; j < m; ++j) g[j] = a.load(o + j * step);
           in.push_back(g);
         }
         float* v = val[i].data();
-        eval(fo[i], in, v, m, p, j0);
+        float* d = nullptr;
+        int64_t step = 0;
         if (dst[i]) {
           const Access& a = *dst[i];
-          int64_t step = last >= 0 ? a.coef[last] : 0;
-          float* d = outs[i]->f32() + a.offset(p) + step * j0;
-          if (step == 1)
-            std::copy(v, v + m, d);
-          else
-            for (int64_t j = 0; j < m; ++j) d[j * step] = v[j];
+          step = last >= 0 ? a.coef[last] : 0;
+          d = outs[i]->f32() + a.offset(p) + step * j0;
+          if (step == 1) v = d;  // straight into the tile (it shares no memory with the inputs)
         }
+        eval(fo[i], in, v, m, p, j0);
+        res[i] = v;
+        if (d && v != d)
+          for (int64_t j = 0; j < m; ++j) d[j * step] = v[j];
       }
     }
-  });
+  };
+  if (r == 0)
+    for_each_row(box, row);
+  else
+    for_each_point(outer, [&](const int64_t* p) { row(p, row_len); });
 }
 
 }  // namespace
@@ -340,3 +380,18 @@ Status run_chain_into(const std::vector<BoundCall>& calls, const std::vector<Val
 }
 
 }  // namespace heddle::kernels
+
+namespace heddle::kdetail {
+
+void run_elementwise(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                     const std::vector<Tensor*>& outs) {
+  auto tile_of = [&](ValueId v) -> const Tensor* {
+    for (size_t k = 0; k < op.inputs.size(); ++k)
+      if (op.inputs[k].value == v) return ins[k];
+    HEDDLE_UNREACHABLE();
+    return nullptr;
+  };
+  kernels::run_group({&op}, box, tile_of, outs);
+}
+
+}  // namespace heddle::kdetail

@@ -3,6 +3,7 @@
 
 #include "KernelUtil.h"
 #include "SharedRows.h"
+#include "heddle/ops/Chain.h"
 #include "heddle/support/Assert.h"
 
 namespace heddle {
@@ -169,6 +170,10 @@ Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& input
   for (Tensor* t : outputs)
     HEDDLE_ASSERT(!t->is_int()) << op_kind_name(op.kind) << " writes integer tensor";
   if (box.empty()) return {};
+  if (chain_fusable(op, options)) {  // elementwise: the fused-chain loop, one op
+    run_elementwise(op, box, inputs, outputs);
+    return {};
+  }
   switch (op.kind) {
     case OpKind::kEinsum:
     case OpKind::kEmbedding:

@@ -101,7 +101,7 @@ void describe(const Access& a, const Group& R, const Group& C, int64_t base,
 Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                    const std::vector<Tensor*>& outs, const KernelOptions& o, bool* handled) {
   *handled = false;
-  if (ins.size() != 2 || outs.size() != 1) return {};
+  if (o.reference || ins.size() != 2 || outs.size() != 1) return {};
   for (const auto* v : {&op.inputs, &op.results})
     for (const auto& x : *v)
       if (!simple_proj(x.proj) || x.padded) return {};
@@ -131,14 +131,18 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
   int64_t a_rs, a_cs, b_rs, b_cs, c_rs, c_cs;
   bool a_direct = merged_stride(M, A, ext, &a_rs) && merged_stride(K, A, ext, &a_cs);
   bool b_direct = merged_stride(K, B, ext, &b_rs) && merged_stride(N, B, ext, &b_cs);
-  bool c_direct = merged_stride(M, C, ext, &c_rs) && merged_stride(N, C, ext, &c_cs) &&
-                  (c_cs == 1 || N.total == 1) && (M.total == 1 || c_rs >= N.total);
+  bool c_merged = merged_stride(M, C, ext, &c_rs) && merged_stride(N, C, ext, &c_cs);
+  bool c_direct = c_merged && (c_cs == 1 || N.total == 1) && (M.total == 1 || c_rs >= N.total);
+  // A result stored transposed (M along its rows' elements) is written in place as
+  // C^T = B^T A^T, not through a scattered temporary.
+  bool c_transposed =
+      !c_direct && c_merged && (c_rs == 1 || M.total == 1) && (N.total == 1 || c_cs >= M.total);
   // describe() packs an operand whose merged strides still fit neither sgemm layout (e.g. a tile
   // wider than the box), so the offsets of A and B are always needed.
   std::vector<int64_t> a_roff = group_offsets(M, A, ext), a_coff = group_offsets(K, A, ext);
   std::vector<int64_t> b_roff = group_offsets(K, B, ext), b_coff = group_offsets(N, B, ext);
   std::vector<int64_t> c_roff, c_coff;
-  if (!c_direct) {
+  if (!c_direct && !c_transposed) {
     c_roff = group_offsets(M, C, ext);
     c_coff = group_offsets(N, C, ext);
   }
@@ -163,6 +167,14 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
     float* cptr = cd;
     int64_t ldc = M.total == 1 ? N.total : c_rs;
     float beta = accumulate ? 1.0f : 0.0f;
+    if (c_transposed) {
+      cblas_sgemm(CblasRowMajor, mb.trans ? CblasNoTrans : CblasTrans,
+                  ma.trans ? CblasNoTrans : CblasTrans, static_cast<int>(N.total),
+                  static_cast<int>(M.total), static_cast<int>(K.total), 1.0f, mb.data,
+                  static_cast<int>(mb.ld), ma.data, static_cast<int>(ma.ld), beta, cd,
+                  static_cast<int>(N.total == 1 ? M.total : c_cs));
+      return;
+    }
     if (!c_direct) {
       ctmp.assign(static_cast<size_t>(M.total * N.total), 0.0f);
       cptr = ctmp.data();

@@ -129,6 +129,30 @@ Status rotary(const Op& op, const Box& box, std::vector<Access>& ai, const Acces
     }
   const AffineMap& m = op.inputs[0].proj.map();
   const Access& x = ai[0];
+  // Rows along the last index dim when it walks the pairs (coefficient 2) at one position: the
+  // table index, input and output offsets then advance by constants (bitwise the loop below).
+  const int64_t k = box.rank() - 1;
+  if (mode == Store::kAssign && k >= 0 && m.at(r - 1, k) == 2 && m.at(r - 3, k) == 0 && x.fdata) {
+    const int64_t xs = x.coef[k], os = ao.coef[k];
+    const int64_t xw0 = x.woff[0], xw1 = x.woff[1], ow0 = ao.woff[0], ow1 = ao.woff[1];
+    for_each_row(box, [&](const int64_t* p, int64_t len) {
+      int64_t pos = m.offset()[r - 3], pair = m.offset()[r - 1];
+      for (int64_t q = 0; q < m.in_rank(); ++q) {
+        pos += m.at(r - 3, q) * p[q];
+        pair += m.at(r - 1, q) * p[q];
+      }
+      const double* c = cs.data() + (pos - p0) * ni + pair / 2 - i0;
+      const double* sv = sn.data() + (pos - p0) * ni + pair / 2 - i0;
+      const float* xi = x.fdata + x.offset(p);
+      float* d = out + ao.offset(p);
+      for (int64_t j = 0; j < len; ++j) {
+        double x0 = xi[j * xs + xw0], x1 = xi[j * xs + xw1];
+        d[j * os + ow0] = static_cast<float>(x0 * c[j] - x1 * sv[j]);
+        d[j * os + ow1] = static_cast<float>(x0 * sv[j] + x1 * c[j]);
+      }
+    });
+    return {};
+  }
   for_each_point(box, [&](const int64_t* p) {
     int64_t pos = m.offset()[r - 3], pair = m.offset()[r - 1];
     for (int64_t k = 0; k < m.in_rank(); ++k) {

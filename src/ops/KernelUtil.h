@@ -281,6 +281,11 @@ struct CausalMask {
 bool unit_windows(const Op& op);
 
 // Kernel families, one file each.
+/// An elementwise op that kernels::chain_fusable accepts, through the fused-chain loop (one op,
+/// rows merged over the trailing dims every operand walks regularly).
+void run_elementwise(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                     const std::vector<Tensor*>& outs);
+
 Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                      const std::vector<Tensor*>& outs, const KernelOptions& o);
 Status run_contraction(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,

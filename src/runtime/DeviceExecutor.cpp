@@ -58,6 +58,7 @@ struct DeviceExecutor::Buffer {
   int64_t first = 0, last = 0;  // positions of its definition and of its last use
   int64_t bytes = 0;            // arena bytes (0 for feed views)
   int64_t feed_offset = -1;     // loads: the tile's element offset in the whole feed, or -1
+  bool loaded = false;          // defined by a load (its bytes are the feed's)
 };
 
 // One kernel call on precomputed tiles.
@@ -67,6 +68,7 @@ struct DeviceExecutor::Call {
   std::vector<const Tensor*> ins;
   std::vector<Tensor*> outs;
   std::vector<int> in_buffers, out_buffers;  // resolved to the pointers after compiling
+  uint32_t loaded_inputs = 0;                // bit i: input i is a loaded buffer
 };
 
 // One instruction with its tiles resolved (frees have none and are dropped).
@@ -125,6 +127,7 @@ class DeviceExecutor::Compiler {
     switch (in.kind) {
       case Instr::Kind::kLoad: {
         s.out = define(in.value, in.box);
+        x_.buffers_[s.out].loaded = true;
         int64_t off = contiguous_offset(g_.type(in.value).shape(), in.box);
         if (off >= 0) {
           x_.buffers_[s.out].bytes = 0;
@@ -213,7 +216,10 @@ DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_
   fallback_.resize(buffers_.size());
   for (Step& s : steps_)
     for (Call& call : s.calls) {
-      for (int b : call.in_buffers) call.ins.push_back(&buffers_[b].tensor);
+      for (size_t k = 0; k < call.in_buffers.size(); ++k) {
+        call.ins.push_back(&buffers_[call.in_buffers[k]].tensor);
+        if (k < 32 && buffers_[call.in_buffers[k]].loaded) call.loaded_inputs |= 1u << k;
+      }
       for (int b : call.out_buffers) call.outs.push_back(&buffers_[b].tensor);
       if (s.calls.size() > 1) s.chain.push_back({call.op, call.box, call.ins, call.outs});
     }
@@ -263,10 +269,13 @@ void DeviceExecutor::run_kernels(const Step& s, const kernels::KernelOptions& ko
     if (!st.ok()) fail(st.error());
     return;
   }
+  kernels::KernelOptions o = ko;
   for (const Call& c : s.calls) {
     if (!error_.ok()) return;
     KernelScope scope;
-    Status st = kernels::run(*c.op, c.box, c.ins, c.outs, ko);
+    // Loaded tiles hold the feeds' bytes; unchanged feeds leave them as the last run saw them.
+    o.unchanged_inputs = feeds_unchanged_ ? c.loaded_inputs : 0;
+    Status st = kernels::run(*c.op, c.box, c.ins, c.outs, o);
     if (!st.ok()) fail(st.error());
   }
 }
@@ -277,6 +286,8 @@ Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const Exe
   kernels::KernelOptions ko;
   ko.optimizer_step = options.optimizer_step;
   ko.threads = std::max(1, threads);
+  feeds_unchanged_ = options.feeds_unchanged && runs_ > 0;
+  ++runs_;
   for (const Step& s : steps_) {
     switch (s.kind) {
       case Instr::Kind::kLoad:

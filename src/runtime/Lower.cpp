@@ -142,22 +142,34 @@ class Lowering {
   ProgramTemplate t_;
 };
 
-// Merges a kernel instruction with the next kernel (past frees) when the next op is elementwise
-// and reads the chain's last result, which nothing else uses: that result becomes a temporary.
+// Merges a kernel instruction with the next kernel (past frees, and past loads, which move before
+// the chain) when the next op is elementwise and reads the chain's last result, which nothing else
+// uses: that result becomes a temporary. (A batch norm's `mul` by the scale and `add` of the
+// shift have the shift's load between them.)
 void fuse(const Graph& g, ProgramTemplate& p) {
   std::vector<int64_t> uses(static_cast<size_t>(g.num_values()), 0);
   for (const Op& op : g.ops())
     for (const auto& in : op.inputs) ++uses[in.value];
   for (ValueId v : g.outputs()) uses[v] += 1000;  // outputs must be stored
   std::vector<InstrTemplate> out;
-  std::vector<InstrTemplate> deferred_frees;
+  std::vector<InstrTemplate> deferred;  // frees and loads after the chain in out.back(), in order
+  auto flush = [&] {
+    for (auto& f : deferred) out.push_back(std::move(f));
+    deferred.clear();
+  };
+  auto freed = [&](ValueId v) {
+    for (const auto& f : deferred)
+      if (f.kind == Instr::Kind::kFree && f.value == v) return true;
+    return false;
+  };
   for (auto& in : p.instrs) {
-    if (in.kind == Instr::Kind::kFree && !out.empty() && out.back().kind == Instr::Kind::kKernel) {
-      deferred_frees.push_back(std::move(in));
+    bool after_kernel = !out.empty() && out.back().kind == Instr::Kind::kKernel;
+    if (after_kernel &&
+        (in.kind == Instr::Kind::kFree || (in.kind == Instr::Kind::kLoad && !freed(in.value)))) {
+      deferred.push_back(std::move(in));
       continue;
     }
-    if (in.kind == Instr::Kind::kKernel && !out.empty() &&
-        out.back().kind == Instr::Kind::kKernel) {
+    if (in.kind == Instr::Kind::kKernel && after_kernel) {
       InstrTemplate& chain = out.back();
       const Op& next = g.op(in.calls[0]);
       ValueId last = g.op(chain.calls.back()).results[0].value;
@@ -167,18 +179,24 @@ void fuse(const Graph& g, ProgramTemplate& p) {
           g.op(chain.calls.back()).results.size() == 1) {
         chain.calls.push_back(in.calls[0]);
         chain.temporaries.push_back(last);
+        InstrTemplate merged = std::move(out.back());
+        out.pop_back();
         std::vector<InstrTemplate> kept;
-        for (auto& f : deferred_frees)
-          if (f.value != last) kept.push_back(std::move(f));
-        deferred_frees = std::move(kept);
+        for (auto& f : deferred) {
+          if (f.kind == Instr::Kind::kLoad)
+            out.push_back(std::move(f));  // before the chain, which now reads it
+          else if (f.value != last)
+            kept.push_back(std::move(f));
+        }
+        out.push_back(std::move(merged));
+        deferred = std::move(kept);
         continue;
       }
     }
-    for (auto& f : deferred_frees) out.push_back(std::move(f));
-    deferred_frees.clear();
+    flush();
     out.push_back(std::move(in));
   }
-  for (auto& f : deferred_frees) out.push_back(std::move(f));
+  flush();
   p.instrs = std::move(out);
 }
 

@@ -50,8 +50,9 @@ Session::Session(const Graph& g, std::vector<ParamUpdate> updates,
 Session::Session(const Graph& g, std::vector<ParamUpdate> updates, PipelineProgram pipeline)
     : g_(g), updates_(std::move(updates)), pipeline_(std::move(pipeline)) {}
 
-Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_step) {
-  ExecOptions eo{.optimizer_step = optimizer_step};
+Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_step,
+                                   bool feeds_unchanged) {
+  ExecOptions eo{.optimizer_step = optimizer_step, .feeds_unchanged = feeds_unchanged};
   if (!pipeline_) {
     if (!runner_) runner_ = std::make_unique<ThreadedRunner>(g_, programs_);
     return runner_->run(feeds, eo);
@@ -64,7 +65,8 @@ Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_ste
 
 Result<RunResult> Session::run(TensorMap feeds, const StepLoopOptions& options) {
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
-    auto got = execute(feeds, options.train ? s : 0);
+    // Forward-only steps run on the same feeds: kernels may keep what they derive from them.
+    auto got = execute(feeds, options.train ? s : 0, !options.train && s > 1);
     HEDDLE_TRY(got);
     if (options.train)
       for (const auto& u : updates_) {

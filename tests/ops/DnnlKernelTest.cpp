@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "OpsTestUtil.h"
 #include "heddle/ops/Autodiff.h"
@@ -210,6 +211,42 @@ TEST(DnnlKernels, ConvolutionsMatchTheDirectLoopsOnRandomShapesAndTiles) {
     check_graph(random_graph(rng, false), rng, false, &checked);
   }
   EXPECT_EQ(checked, 300);  // conv2d, its input and weight gradients
+}
+
+// The reordered weights a forward convolution keeps (KernelOptions::unchanged_inputs): reused
+// while the caller marks the weights unchanged, reordered afresh when it does not (weights
+// changed in place, as training does), never confused between weight tensors.
+TEST(DnnlKernels, KeptWeightsFollowTheUnchangedInputsBit) {
+  std::mt19937 rng(19);
+  int checked = 0;
+  for (int round = 0; round < 40; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    Graph g = random_graph(rng, false);
+    const Op* conv = nullptr;
+    for (const Op& op : g.ops())
+      if (op.kind == OpKind::kConv2d) conv = &op;
+    ASSERT_NE(conv, nullptr);
+    auto in = random_inputs(g, *conv, rng, false);
+    auto other = random_inputs(g, *conv, rng, false);  // a second weight tensor
+    auto run = [&](const Tensor& w, uint32_t bits) {
+      Tensor got(g.type(conv->results[0].value));
+      kernels::KernelOptions ko;
+      ko.unchanged_inputs = bits;
+      EXPECT_TRUE(kernels::run(*conv, conv->space.box(), {&in[0], &w}, {&got}, ko).ok());
+      return got;
+    };
+    auto want = [&](const Tensor& w) { return run_direct(g, *conv, {in[0], w}); };
+    Tensor first = run(in[1], 0);
+    EXPECT_LT(test::max_rel_diff(first, want(in[1])), 1e-4) << "first call";
+    Tensor again = run(in[1], 2);  // unchanged: the kept weights, the same bytes
+    EXPECT_EQ(std::memcmp(again.f32(), first.f32(), 4 * first.numel()), 0) << "kept weights";
+    EXPECT_LT(test::max_rel_diff(run(other[1], 2), want(other[1])), 1e-4) << "other weights";
+    for (int64_t i = 0; i < in[1].numel(); ++i) in[1].f32()[i] = -2.0f * in[1].f32()[i] + 0.5f;
+    EXPECT_LT(test::max_rel_diff(run(in[1], 0), want(in[1])), 1e-4) << "changed in place";
+    EXPECT_LT(test::max_rel_diff(run(in[1], 2), want(in[1])), 1e-4) << "then kept";
+    ++checked;
+  }
+  EXPECT_EQ(checked, 40);
 }
 
 TEST(DnnlKernels, PoolingMatchesTheDirectLoopsOnRandomShapesTilesAndTies) {

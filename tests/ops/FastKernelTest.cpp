@@ -80,7 +80,8 @@ Graph train_graph(const char* name) {
 // Runs op `op` of `g` over a random sub-box on tiles cut from `full` (one random tensor per
 // value) with and without the reference loops; expects the same outputs. Returns false when
 // the op is skipped.
-bool check_op(const Graph& g, const Op& op, std::map<ValueId, Tensor>& full, std::mt19937& rng) {
+bool check_op(const Graph& g, const Op& op, std::map<ValueId, Tensor>& full, std::mt19937& rng,
+              bool whole_box = false) {
   if (op.kind == OpKind::kTop2Gating || op.kind == OpKind::kFill) return false;
   auto value = [&](ValueId v) -> Tensor& {
     auto it = full.find(v);
@@ -88,7 +89,7 @@ bool check_op(const Graph& g, const Op& op, std::map<ValueId, Tensor>& full, std
       it = full.emplace(v, testing::random_tensor(g.type(v), rng, -1.0, 1.0, 2)).first;
     return it->second;
   };
-  Box box = random_sub_box(op.space.box(), rng);
+  Box box = whole_box ? op.space.box() : random_sub_box(op.space.box(), rng);
   std::vector<Tensor> ins;
   for (const auto& x : op.inputs) {
     Tensor& t = value(x.value);
@@ -122,6 +123,15 @@ bool check_op(const Graph& g, const Op& op, std::map<ValueId, Tensor>& full, std
   for (size_t i = 0; i < out_fast.size(); ++i)
     EXPECT_LT(tile_diff(out_fast[i], out_ref[i]), 2e-4) << "result " << i;
   return true;
+}
+
+// check_op on every op of `g`, over its whole space half of the time (whole tiles then give the
+// kernels their plain layouts). Returns how many ops were checked.
+int64_t check_ops(const Graph& g, std::mt19937& rng) {
+  std::map<ValueId, Tensor> full;
+  int64_t n = 0;
+  for (const Op& op : g.ops()) n += check_op(g, op, full, rng, uniform(rng, 0, 1) == 1);
+  return n;
 }
 
 TEST(FastKernels, EveryTrainingOpOfTheTransformersMatchesTheReference) {
@@ -212,6 +222,70 @@ void check_chain(const Graph& g, const std::vector<kernels::ChainCall>& calls,
     ASSERT_EQ(t.region(), ref.at(v).region());
     EXPECT_LT(tile_diff(t, ref.at(v)), 2e-4);
   }
+}
+
+// Contractions whose operands and result are stored either way round (a result with M along
+// its rows' elements is written as C^T = B^T A^T), with batch dims, on random boxes and tiles.
+TEST(FastKernels, ContractionsInEveryLayoutMatchTheReference) {
+  std::mt19937 rng(23);
+  const char* specs[] = {"mk,kn->mn",    "km,kn->mn",   "mk,nk->mn",  "km,nk->mn",
+                         "mk,kn->nm",    "km,kn->nm",   "mk,nk->nm",  "km,nk->nm",
+                         "bmk,bkn->bnm", "bkm,kn->bnm", "mck,kn->nmc"};
+  int64_t checked = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    Graph g;
+    Ops ops(g);
+    std::string spec = specs[trial % 11];
+    std::map<char, int64_t> ext = {{'m', uniform(rng, 1, 9)},
+                                   {'n', uniform(rng, 1, 9)},
+                                   {'k', uniform(rng, 1, 9)},
+                                   {'b', uniform(rng, 1, 3)},
+                                   {'c', uniform(rng, 1, 3)}};
+    auto shape = [&](const std::string& s) {
+      std::vector<int64_t> v;
+      for (char ch : s) v.push_back(ext[ch]);
+      return f32(v);
+    };
+    size_t comma = spec.find(','), arrow = spec.find("->");
+    ValueId a = ops.param("a", shape(spec.substr(0, comma)));
+    ValueId b = ops.param("b", shape(spec.substr(comma + 1, arrow - comma - 1)));
+    ops.output(ops.einsum(spec, a, b));
+    ASSERT_TRUE(ops.ok()) << spec << ": " << ops.status().error().message;
+    SCOPED_TRACE(spec);
+    checked += check_ops(g, rng);
+  }
+  EXPECT_EQ(checked, 200);
+}
+
+// Convolution-network elementwise ops (NCHW, per-channel broadcasts [C, 1, 1], residual adds):
+// the fast loop merges the trailing dims every operand walks regularly into one row, which
+// happens on whole boxes of whole tiles and must not when a tile is wider than the box.
+TEST(FastKernels, ConvNetElementwiseOpsOnMergedRowsMatchTheReference) {
+  std::mt19937 rng(17);
+  int64_t checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Graph g;
+    Ops ops(g);
+    int64_t n = uniform(rng, 1, 3), c = uniform(rng, 1, 9), h = uniform(rng, 1, 6),
+            w = uniform(rng, 1, 6);
+    ValueId x = ops.param("x", f32({n, c, h, w}));
+    ValueId res = ops.param("res", f32({n, c, h, w}));
+    ValueId scale = ops.param("scale", f32({c, 1, 1})), shift = ops.param("shift", f32({c, 1, 1}));
+    ValueId row = ops.param("row", f32({w}));
+    ValueId bn = ops.add(ops.mul(x, scale), shift);
+    std::vector<ValueId> ys = {ops.relu(bn),      ops.add(bn, res),
+                               ops.mul(scale, x), ops.binary(OpKind::kSub, x, row),
+                               ops.silu(x),       ops.unary(OpKind::kSigmoid, x)};
+    for (ValueId y : ys) ops.output(y);
+    ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+    checked += check_ops(g, rng);
+    // The batch norm chain mul -> add -> relu over the whole space, its middle values temporary.
+    std::vector<kernels::ChainCall> calls;
+    for (OpId id = 0; id < 3; ++id) calls.push_back({id, g.op(id).space.box()});
+    EXPECT_EQ(g.op(2).kind, OpKind::kRelu);
+    check_chain(g, calls, {g.op(0).results[0].value, g.op(1).results[0].value}, rng);
+  }
+  EXPECT_GT(checked, 2000);
 }
 
 TEST(FusedChains, HandMadeChainsOnRandomBoxesMatchTheReference) {

@@ -31,6 +31,11 @@ struct KernelOptions {
   /// the fast kernels chosen for plain row-major operands; the tests compare the two. Default
   /// false.
   bool reference = false;
+  /// Bit i set: input i holds the same bytes at the same address as the last time this caller
+  /// ran this op, so a kernel may reuse what it derived from it then (the oneDNN convolution
+  /// keeps its weights reordered into the blocked layout). A call with the bit clear derives
+  /// afresh. Default 0 (nothing assumed).
+  uint32_t unchanged_inputs = 0;
 };
 
 /// Computes the points of index box `box` of `op`: for each result, the elements of the

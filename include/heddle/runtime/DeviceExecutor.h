@@ -82,6 +82,8 @@ class DeviceExecutor {
   std::vector<Tensor> fallback_;  // owning tiles for loads whose feed cannot be viewed
   Status error_;
   std::function<void()> on_error_;
+  int64_t runs_ = 0;              // runs started
+  bool feeds_unchanged_ = false;  // this run's feeds are the last run's (ExecOptions)
 };
 
 /// True while the calling thread is inside a kernel call of a DeviceExecutor: lets allocation

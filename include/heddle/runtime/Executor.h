@@ -27,6 +27,10 @@ struct ExecOptions {
   /// sharing them, at least 1 (see threads_per_device()); run_device, which cannot know how many
   /// devices share the host, then uses 1.
   int threads = 0;
+  /// The caller's promise that every feed holds the same bytes at the same address as in this
+  /// executor's previous run (a forward-only step loop): kernels may then reuse what they derived
+  /// from loaded values (KernelOptions::unchanged_inputs). Default false.
+  bool feeds_unchanged = false;
 };
 
 /// Runs `program` as device comm.rank(). `feeds` holds every graph input and parameter the

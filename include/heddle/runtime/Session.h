@@ -76,8 +76,9 @@ class Session {
   std::vector<int64_t> peak_bytes_per_device() const;
 
  private:
-  /// The one call into the executor, per step (`optimizer_step` as ExecOptions takes it).
-  Result<TensorMap> execute(const TensorMap& feeds, int64_t optimizer_step);
+  /// The one call into the executor, per step (`optimizer_step` and `feeds_unchanged` as
+  /// ExecOptions takes them).
+  Result<TensorMap> execute(const TensorMap& feeds, int64_t optimizer_step, bool feeds_unchanged);
 
   const Graph& g_;
   std::vector<ParamUpdate> updates_;
