@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "Bindings.h"
+#include "heddle/model/ScalableModel.h"
 #include "heddle/frontend/OnnxImport.h"
 #include "heddle/ir/GraphStats.h"
 #include "heddle/ir/TextPrinter.h"
@@ -69,14 +70,14 @@ cost::ModelSource model_source(const PyModel& m, int64_t batch) {
   if (m.is_zoo) {
     zoo::ZooOverrides o = m.request.overrides;
     if (batch > 0) o.batch = batch;
-    return unwrap(cost::zoo_model_source(m.request.source, o));
+    return unwrap(heddle::model::zoo_scalable_model(m.request.source, o));
   }
   if (batch > 0 && batch != (m.loaded.graph.inputs().empty()
                                  ? 1
                                  : m.loaded.graph.type(m.loaded.graph.inputs()[0]).shape()[0]))
     raise(Diagnostic("batch=" + std::to_string(batch) +
                      " applies to zoo models; this model's batch is fixed by its inputs"));
-  return cost::graph_model_source(m.loaded.graph);
+  return heddle::model::fixed_scalable_model(m.loaded.graph);
 }
 
 void bind_model(py::module_& m) {

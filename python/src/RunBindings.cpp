@@ -90,7 +90,7 @@ void bind_run(py::module_& m) {
     if (auto diags = verify(loaded.graph); !diags.empty()) raise(diags.front());
     Graph g = std::move(loaded.graph);
     auto spec = unwrap(cli::requested_strategy(o.mesh, o.strategy));
-    std::optional<cli::PipelinePlan> pipe = unwrap(cli::pipeline_if_asked(o, g, spec));
+    std::optional<heddle::PipelinePlan> pipe = unwrap(cli::pipeline_if_asked(o, g, spec));
     std::vector<ParamUpdate> updates;
     const size_t outputs = g.outputs().size();
     if (o.train) {
@@ -118,7 +118,7 @@ void bind_run(py::module_& m) {
         given.push_back(
             tensor_from((*inputs)[i], g.type(g.inputs()[i]), g.value(g.inputs()[i]).name));
     } else {
-      given = random_inputs(g, o.seed + 1, cli::integer_range(g));
+      given = random_inputs(g, o.seed + 1, heddle::integer_range(g));
     }
     TensorMap feeds;
     for (size_t i = 0; i < g.inputs().size(); ++i) feeds.emplace(g.inputs()[i], given[i]);

@@ -8,7 +8,7 @@
 #include "heddle/pipeline/Baselines.h"
 #include "heddle/pipeline/BuiltinPlacements.h"
 #include "heddle/pipeline/PlacementJson.h"
-#include "heddle/pipeline/Search.h"
+#include "heddle/pipeline/ScheduleSearch.h"
 #include "heddle/pipeline/Timeline.h"
 #include "heddle/pipeline/Validate.h"
 
@@ -36,7 +36,7 @@ void bind_schedule(py::module_& m) {
       method = "baseline " + b.name;
       period = b.period;
     } else {
-      pl::SearchOptions opt;
+      pl::ScheduleSearchOptions opt;
       opt.time_limit_s = time_limit;
       auto r =
           interruptible([&] { return unwrap(pl::search_schedule(p, micro_batches, memory, opt)); });

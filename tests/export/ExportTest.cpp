@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "heddle/model/ScalableModel.h"
 #include "heddle/export/Export.h"
 #include "heddle/export/RankGroups.h"
 
@@ -279,7 +280,7 @@ TEST(Export, ASearchKeptToMegatronExportsItsBest) {
   zoo::ZooOverrides over;
   over.layers = 4;
   over.batch = 16;
-  auto model = *cost::zoo_model_source("gpt3-1.3b", over);
+  auto src = *model::zoo_scalable_model("gpt3-1.3b", over);
   auto cluster = *cost::cluster_preset("a100x8");
   search::ConfigSearchOptions o;
   o.train = true;
@@ -287,13 +288,13 @@ TEST(Export, ASearchKeptToMegatronExportsItsBest) {
   o.admits = [](const StrategySpec& s, bool ilp) {
     return expressible(Target::kDeepSpeed, s, {true, ilp}).ok();
   };
-  auto found = search::search_configs(model, cluster, o);
+  auto found = search::search_configs(src, cluster, o);
   ASSERT_TRUE(found.ok()) << found.error().to_string();
   for (const auto& c : found->ranking) {
     EXPECT_EQ(c.sim.pp, 1) << c.sim.strategy;  // DeepSpeed's JSON has no pipeline
     EXPECT_EQ(c.stage_planner, "tactics");
   }
-  auto p = export_plan_of(model, cluster, found->best, true);
+  auto p = export_plan_of(src, cluster, found->best, true);
   EXPECT_EQ(p.batch, 16);
   EXPECT_EQ(p.layers, 4);
   auto j = nlohmann::json::parse(exported(Target::kDeepSpeed, p).text);

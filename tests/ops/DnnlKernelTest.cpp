@@ -237,13 +237,13 @@ TEST(DnnlKernels, KeptWeightsFollowTheUnchangedInputsBit) {
     };
     auto want = [&](const Tensor& w) { return run_direct(g, *conv, {in[0], w}); };
     Tensor first = run(in[1], 0);
-    EXPECT_LT(test::max_rel_diff(first, want(in[1])), 1e-4) << "first call";
+    EXPECT_LT(testing::max_rel_diff(first, want(in[1])), 1e-4) << "first call";
     Tensor again = run(in[1], 2);  // unchanged: the kept weights, the same bytes
     EXPECT_EQ(std::memcmp(again.f32(), first.f32(), 4 * first.numel()), 0) << "kept weights";
-    EXPECT_LT(test::max_rel_diff(run(other[1], 2), want(other[1])), 1e-4) << "other weights";
+    EXPECT_LT(testing::max_rel_diff(run(other[1], 2), want(other[1])), 1e-4) << "other weights";
     for (int64_t i = 0; i < in[1].numel(); ++i) in[1].f32()[i] = -2.0f * in[1].f32()[i] + 0.5f;
-    EXPECT_LT(test::max_rel_diff(run(in[1], 0), want(in[1])), 1e-4) << "changed in place";
-    EXPECT_LT(test::max_rel_diff(run(in[1], 2), want(in[1])), 1e-4) << "then kept";
+    EXPECT_LT(testing::max_rel_diff(run(in[1], 0), want(in[1])), 1e-4) << "changed in place";
+    EXPECT_LT(testing::max_rel_diff(run(in[1], 2), want(in[1])), 1e-4) << "then kept";
     ++checked;
   }
   EXPECT_EQ(checked, 40);
