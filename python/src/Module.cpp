@@ -28,14 +28,3 @@ PYBIND11_MODULE(_heddle, m) {
   bind_run(m);
   bind_schedule(m);
 }
-
-namespace heddle::cli {
-
-// The CLI's subcommands (linked with heddle_cli) report through this; the module never runs a
-// subcommand, so it only has to exist. main.cpp defines the CLI's.
-int user_error(const Diagnostic& d) {
-  std::fprintf(stderr, "%s\n", d.to_string().c_str());
-  return 1;
-}
-
-}  // namespace heddle::cli

@@ -137,6 +137,7 @@ std::vector<ConfigResult> sequence_parallel_candidates(
       StrategySpec spec = base.spec;
       spec.sp = true;
       spec.recompute = r;
+      if (o.admits && !o.admits(spec, false)) break;  // `plan --target`: a stack without sp
       cost::SimulateOptions so;
       so.train = o.train;
       so.overlap = o.overlap;

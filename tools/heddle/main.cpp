@@ -19,22 +19,6 @@
 #include "heddle/support/ExitCode.h"
 #include "heddle/support/Log.h"
 
-namespace heddle::cli {
-
-int user_error(const Diagnostic& d) { return report_failure(d, FailureKind::kUser); }
-
-int report_failure(const Diagnostic& d, FailureKind kind) {
-  const int code = to_int(exit_code_of(kind));
-  const LogConfig c = logging_config();
-  if (c.json || c.rank >= 0 || c.timestamps)
-    log_failure(d, code);
-  else
-    std::fprintf(stderr, "%s\n", d.to_string().c_str());
-  return code;
-}
-
-}  // namespace heddle::cli
-
 namespace {
 
 using heddle::CancelReason;

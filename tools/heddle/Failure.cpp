@@ -1,0 +1,23 @@
+// How the CLI reports a failure: the diagnostic on stderr (a log record with the rank's prefix
+// under MPI, a JSON line with --json) and the exit code of its class.
+#include <cstdio>
+
+#include "Command.h"
+#include "heddle/support/ExitCode.h"
+#include "heddle/support/Log.h"
+
+namespace heddle::cli {
+
+int user_error(const Diagnostic& d) { return report_failure(d, FailureKind::kUser); }
+
+int report_failure(const Diagnostic& d, FailureKind kind) {
+  const int code = to_int(exit_code_of(kind));
+  const LogConfig c = logging_config();
+  if (c.json || c.rank >= 0 || c.timestamps)
+    log_failure(d, code);
+  else
+    std::fprintf(stderr, "%s\n", d.to_string().c_str());
+  return code;
+}
+
+}  // namespace heddle::cli
