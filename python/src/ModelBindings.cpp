@@ -3,11 +3,11 @@
 #include <pybind11/stl.h>
 
 #include "Bindings.h"
-#include "heddle/model/ScalableModel.h"
 #include "heddle/frontend/OnnxImport.h"
 #include "heddle/ir/GraphStats.h"
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/ir/Verifier.h"
+#include "heddle/model/ScalableModel.h"
 #include "heddle/ops/OpCost.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/support/Strings.h"

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "heddle/model/ScalableModel.h"
 #include "heddle/export/Export.h"
 #include "heddle/export/RankGroups.h"
+#include "heddle/model/ScalableModel.h"
 
 namespace heddle::exporting {
 namespace {

@@ -14,8 +14,8 @@
 
 #include "Command.h"
 #include "PlanCompare.h"
-#include "StepReport.h"
 #include "PlanTarget.h"
+#include "StepReport.h"
 #include "heddle/ir/DotExport.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"

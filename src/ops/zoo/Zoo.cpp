@@ -205,9 +205,9 @@ Result<MoeConfig> moe_config(std::string_view name, const ZooOverrides& over) {
   } else {
     c.batch = 2;
   }
-  HEDDLE_TRY(apply(over, name,
-                   {"layers", "hidden", "heads", "seq", "vocab", "batch", "ffn", "experts", "top-k"},
-                   lm_fields(c, {{"ffn", &c.ffn}, {"experts", &c.experts}})));
+  HEDDLE_TRY(apply(
+      over, name, {"layers", "hidden", "heads", "seq", "vocab", "batch", "ffn", "experts", "top-k"},
+      lm_fields(c, {{"ffn", &c.ffn}, {"experts", &c.experts}})));
   return c;
 }
 
