@@ -111,7 +111,8 @@ def load(name_or_path, dims=None, **overrides):
     """Loads a model: a zoo name (``heddle show --list``), a text-IR file or an ``.onnx`` file.
 
     Zoo models take size overrides as keywords (``layers=``, ``hidden=``, ``heads=``, ``seq=``,
-    ``vocab=``, ``batch=``); ONNX models bind dynamic dimensions with ``dims={"name": value}``.
+    ``vocab=``, ``batch=``, and for Llama/Mixtral/MoE ``ffn=``, ``kv_heads=``, ``experts=``,
+    ``top_k=``); ONNX models bind dynamic dimensions with ``dims={"name": value}``.
     Raises :class:`Error` for an unknown name, a bad file or an override that does not apply.
     """
     return Model(_heddle.load(str(name_or_path), dict(overrides), dict(dims or {})))

@@ -20,15 +20,18 @@ namespace {
 zoo::ZooOverrides overrides_of(const std::map<std::string, int64_t>& given) {
   zoo::ZooOverrides o;
   const std::pair<const char*, std::optional<int64_t>*> known[] = {
-      {"layers", &o.layers}, {"hidden", &o.hidden}, {"heads", &o.heads},
-      {"seq", &o.seq},       {"vocab", &o.vocab},   {"batch", &o.batch}};
+      {"layers", &o.layers}, {"hidden", &o.hidden},     {"heads", &o.heads},
+      {"seq", &o.seq},       {"vocab", &o.vocab},       {"batch", &o.batch},
+      {"ffn", &o.ffn},       {"kv_heads", &o.kv_heads}, {"experts", &o.experts},
+      {"top_k", &o.top_k}};
   for (const auto& [key, value] : given) {
     bool found = false;
     for (const auto& [name, field] : known)
       if (key == name) *field = value, found = true;
     if (!found)
       raise(Diagnostic("unknown model override '" + key +
-                       "'; zoo models take layers, hidden, heads, seq, vocab, batch"));
+                       "'; zoo models take layers, hidden, heads, seq, vocab, batch, ffn, "
+                       "kv_heads, experts, top_k"));
   }
   return o;
 }

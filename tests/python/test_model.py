@@ -19,6 +19,16 @@ def test_zoo_model_matches_show():
     assert "<table>" in html and "gpt-tiny" in html
 
 
+def test_llama_and_mixtral_overrides_match_show():
+    m = heddle.load("llama-tiny", ffn=96, kv_heads=2)
+    assert m.parameters == cli_json("show", "llama-tiny", "--ffn", "96", "--kv-heads", "2")["parameters"]
+    assert m.parameters != heddle.load("llama-tiny").parameters
+    x = heddle.load("mixtral-tiny", experts=4)
+    assert x.parameters == cli_json("show", "mixtral-tiny", "--experts", "4")["parameters"]
+    with pytest.raises(heddle.Error, match="top-k"):
+        heddle.load("mixtral-tiny", top_k=1)
+
+
 def test_text_ir_and_onnx_files():
     mlp = heddle.load(os.path.join(SOURCE_DIR, "examples/mlp.hd"))
     assert mlp.ops > 0 and mlp.inputs and mlp.outputs
