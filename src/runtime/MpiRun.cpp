@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <functional>
 #include <stdexcept>
 #include <thread>
 
@@ -116,6 +117,28 @@ std::optional<MpiRunFailure> completion_failure(MpiCommunicator& mpi, bool ok, i
                                       " steps, this rank " + std::to_string(steps));
   return MpiRunFailure{Diagnostic("the ranks do not agree that the run completed: " + text),
                        ok ? FailureKind::kPeerLost : FailureKind::kUser};
+}
+
+// This rank's steps (rank 0 alone reports and checks them), then the completion agreement; on
+// success `out` with the run and the per-device peaks `peaks()` gives. `failure` is what a step
+// recorded when it failed the job (set while `step` runs).
+MpiOutcome finish_rank(MpiCommunicator& mpi, const Graph& g, const StepFn& step,
+                       const MpiRunOptions& o, const std::optional<MpiRunFailure>& failure,
+                       MpiRankRun out, const std::function<std::vector<int64_t>()>& peaks) {
+  StepLoopOptions loop = o.loop;
+  if (mpi.rank() != 0) {
+    loop.reference = nullptr;
+    loop.on_step = nullptr;
+  }
+  auto ran = run_steps(g, step, loop);
+  if (failure) return {std::nullopt, failure};
+  const int64_t steps = ran.ok() ? static_cast<int64_t>(ran->step_times_s.size()) : 0;
+  auto agreed = completion_failure(mpi, ran.ok(), steps);
+  if (!ran.ok()) return {std::nullopt, MpiRunFailure{ran.error(), FailureKind::kUser}};
+  if (agreed) return {std::nullopt, agreed};
+  out.peak_bytes_per_device = peaks();
+  out.result = std::move(*ran);
+  return {std::move(out), std::nullopt};
 }
 
 }  // namespace
@@ -230,21 +253,9 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
       }
     return std::optional<TensorMap>(got);
   };
-  StepLoopOptions loop = o.loop;
-  if (r != 0) {
-    loop.reference = nullptr;
-    loop.on_step = nullptr;
-  }
-  auto ran = run_steps(g, step, loop);
-  if (failure) return {std::nullopt, failure};
-  const int64_t steps = ran.ok() ? static_cast<int64_t>(ran->step_times_s.size()) : 0;
-  auto agreed = completion_failure(mpi, ran.ok(), steps);
-  if (!ran.ok()) return {std::nullopt, MpiRunFailure{ran.error(), FailureKind::kUser}};
-  if (agreed) return {std::nullopt, agreed};
-  auto peaks = or_fail(mpi, mpi.exchange({exec.peak_bytes()}, "gathering per-rank peaks"));
-  out.peak_bytes_per_device = std::move(peaks);
-  out.result = std::move(*ran);
-  return {std::move(out), std::nullopt};
+  return finish_rank(mpi, g, step, o, failure, std::move(out), [&] {
+    return or_fail(mpi, mpi.exchange({exec.peak_bytes()}, "gathering per-rank peaks"));
+  });
 }
 
 MpiOutcome run_pipeline_rank(MpiCommunicator& mpi, const Graph& g,
@@ -285,20 +296,8 @@ MpiOutcome run_pipeline_rank(MpiCommunicator& mpi, const Graph& g,
     HEDDLE_TRY(got);
     return std::optional<TensorMap>(std::move(*got));
   };
-  StepLoopOptions loop = o.loop;
-  if (r != 0) {
-    loop.reference = nullptr;
-    loop.on_step = nullptr;
-  }
-  auto ran = run_steps(g, step, loop);
-  if (failure) return {std::nullopt, failure};
-  const int64_t steps = ran.ok() ? static_cast<int64_t>(ran->step_times_s.size()) : 0;
-  auto agreed = completion_failure(mpi, ran.ok(), steps);
-  if (!ran.ok()) return {std::nullopt, MpiRunFailure{ran.error(), FailureKind::kUser}};
-  if (agreed) return {std::nullopt, agreed};
-  out.peak_bytes_per_device = pipeline_peak_bytes(P);
-  out.result = std::move(*ran);
-  return {std::move(out), std::nullopt};
+  return finish_rank(mpi, g, step, o, failure, std::move(out),
+                     [&] { return pipeline_peak_bytes(P); });
 }
 
 }  // namespace heddle
