@@ -59,6 +59,9 @@ class FormChecker {
       case OpKind::kSlice:
         slice();
         break;
+      case OpKind::kTopkGating:
+        gating();
+        break;
       case OpKind::kConv2dGradInput:
       case OpKind::kConv2dGradWeight:
       case OpKind::kPool2dGrad:
@@ -363,6 +366,43 @@ class FormChecker {
 
   // softmax / log_softmax: the window spans exactly tensor dim `axis`; the result reads back the
   // same window.
+  // topk_gating: one point reading all of probs [S, E]; both results are [S, E, capacity];
+  // 1 <= k <= E.
+  void gating() {
+    const Operand& po = op_.inputs[0];
+    const TensorType& pt = type(po);
+    if (pt.rank() != 2)
+      return report(what("input", 0) + " must be [tokens, experts], got " + pt.to_string());
+    const int64_t S = pt.shape()[0], E = pt.shape()[1];
+    auto attr = [&](const char* name, int64_t dflt) {
+      auto it = op_.attrs.find(name);
+      return it == op_.attrs.end() ? dflt : std::get<int64_t>(it->second);
+    };
+    const int64_t k = attr("k", 2), capacity = attr("capacity", 1);
+    if (k < 1 || k > E)
+      report("attribute k=" + std::to_string(k) + " must be in [1, experts = " + std::to_string(E) +
+             "] for " + what("input", 0) + " " + pt.to_string());
+    if (capacity < 1) report("attribute capacity=" + std::to_string(capacity) + " must be >= 1");
+    if (op_.space.rank() != 0)
+      report("the index space must be a single point (the gate reads every token in order)");
+    auto whole = [&](const Operand& o) {
+      for (int64_t r = 0; r < type(o).rank(); ++r)
+        if (o.proj.window()[r] != type(o).shape()[r] || o.proj.map().offset()[r] != 0) return false;
+      return true;
+    };
+    if (!whole(po))
+      report(what("input", 0) + ": projection " + proj(po) + " must read the whole tensor");
+    const int64_t want[3] = {S, E, capacity};
+    for (size_t i = 0; i < op_.results.size(); ++i) {
+      const Operand& ro = op_.results[i];
+      if (type(ro).shape() != IVec{S, E, capacity})
+        report(what("result", i) + " must be " + ints(want, 3) +
+               " (tokens, experts, capacity), got " + type(ro).to_string());
+      else if (!whole(ro))
+        report(what("result", i) + ": projection " + proj(ro) + " must write the whole tensor");
+    }
+  }
+
   void softmax() {
     const Operand &xo = op_.inputs[0], &yo = op_.results[0];
     int64_t rank = type(xo).rank();

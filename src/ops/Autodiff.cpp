@@ -41,7 +41,7 @@ Result<Gradients> build_gradients(const Graph& forward, ValueId loss) {
     const Op& op = g.op(i);
     ValueId r0 = op.results[0].value;
     if (grad[r0] == kNoValue || !from_param[r0]) continue;
-    if (op_kind_info(op.kind).category == OpCategory::kOptimizer || op.kind == OpKind::kTop2Gating)
+    if (op_kind_info(op.kind).category == OpCategory::kOptimizer || op.kind == OpKind::kTopkGating)
       continue;  // no gradient flows through updates or routing decisions
     std::vector<ValueId> inputs;
     for (const auto& in : op.inputs) inputs.push_back(in.value);

@@ -189,7 +189,7 @@ Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& input
     case OpKind::kConcat:
       if (run_concat_fast(op, box, inputs, outputs)) return {};
       break;
-    case OpKind::kTop2Gating:
+    case OpKind::kTopkGating:
       return run_window(op, box, inputs, outputs, options);
     default:
       if (row_op(op.kind)) return run_window(op, box, inputs, outputs, options);

@@ -64,27 +64,31 @@ struct RotaryGeom {
   }
 };
 
-Status top2(const Op& op, const std::vector<const Tensor*>& ins, const std::vector<Tensor*>& outs) {
+// Tokens in order take slots in their k best experts (higher probability first, ties to the lower
+// expert index); an expert's slots fill in token order and later tokens are dropped.
+Status topk(const Op& op, const std::vector<const Tensor*>& ins, const std::vector<Tensor*>& outs) {
   const Tensor& p = *ins[0];
   Tensor& out = *outs[0];
   Tensor& mask = *outs[1];
   mask.fill(0.0);
-  int64_t S = p.shape()[0], E = p.shape()[1], C = attr_i(op, "capacity", 1);
   out.fill(0.0);
+  const int64_t S = p.shape()[0], E = p.shape()[1], C = attr_i(op, "capacity", 1);
+  const auto K = static_cast<size_t>(attr_i(op, "k", 2));
   std::vector<int64_t> count(static_cast<size_t>(E), 0);
+  std::vector<int64_t> order(static_cast<size_t>(E));
   for (int64_t s = 0; s < S; ++s) {
     const float* row = p.f32() + s * E;
-    int64_t e1 = 0;
-    for (int64_t e = 1; e < E; ++e)
-      if (row[e] > row[e1]) e1 = e;
-    int64_t e2 = e1 == 0 ? 1 : 0;
-    for (int64_t e = 0; e < E; ++e)
-      if (e != e1 && row[e] > row[e2]) e2 = e;
-    double denom = static_cast<double>(row[e1]) + row[e2];
-    for (int64_t e : {e1, e2}) {
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::partial_sort(
+        order.begin(), order.begin() + static_cast<std::ptrdiff_t>(K), order.end(),
+        [row](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    double denom = 0;
+    for (size_t j = 0; j < K; ++j) denom += row[order[j]];
+    for (size_t j = 0; j < K; ++j) {
+      const int64_t e = order[j];
       if (count[e] < C) {
         out.f32()[(s * E + e) * C + count[e]] =
-            static_cast<float>(denom > 0 ? row[e] / denom : 0.5);
+            static_cast<float>(denom > 0 ? row[e] / denom : 1.0 / static_cast<double>(K));
         mask.f32()[(s * E + e) * C + count[e]] = 1.0f;
       }
       ++count[e];
@@ -97,7 +101,7 @@ Status top2(const Op& op, const std::vector<const Tensor*>& ins, const std::vect
 
 Status run_window(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                   const std::vector<Tensor*>& outs, const KernelOptions& o) {
-  if (op.kind == OpKind::kTop2Gating) return top2(op, ins, outs);
+  if (op.kind == OpKind::kTopkGating) return topk(op, ins, outs);
   if (Status fast; run_rows_fast(op, box, ins, outs, o, &fast)) return fast;
   init_outputs(op, box, outs, o);
   Store mode = store_mode(op);

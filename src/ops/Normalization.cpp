@@ -164,21 +164,25 @@ ValueId Ops::cross_entropy(ValueId logits, ValueId labels) {
   return emit1(std::move(op), TensorType(type(logits).dtype(), shape(labels)));
 }
 
-std::vector<ValueId> Ops::top2_gating(ValueId probs, int64_t capacity) {
+std::vector<ValueId> Ops::topk_gating(ValueId probs, int64_t k, int64_t capacity) {
   if (bad({probs})) return {};
   const IVec& s = shape(probs);
-  if (s.size() != 2 || s[1] < 2) {
-    error("top2_gating",
-          "probs must be [tokens, experts] with >= 2 experts, got " + type(probs).to_string());
+  if (s.size() != 2 || s[1] < 1) {
+    error("topk_gating", "probs must be [tokens, experts], got " + type(probs).to_string());
+    return {};
+  }
+  if (k < 1 || k > s[1]) {
+    error("topk_gating", "field 'k' = " + std::to_string(k) +
+                             " must be in [1, experts = " + std::to_string(s[1]) + "]");
     return {};
   }
   if (capacity < 1) {
-    error("top2_gating", "field 'capacity' must be >= 1");
+    error("topk_gating", "field 'capacity' must be >= 1");
     return {};
   }
   Op op;
-  op.kind = OpKind::kTop2Gating;
-  op.attrs = {{"capacity", capacity}};
+  op.kind = OpKind::kTopkGating;
+  op.attrs = {{"capacity", capacity}, {"k", k}};
   op.space = IndexSpace();
   op.inputs = {{probs, make_proj(0, {{}, {}}, {}, {s[0], s[1]}), false}};
   auto rp = make_proj(0, {{}, {}, {}}, {}, {s[0], s[1], capacity});

@@ -36,7 +36,7 @@ OpCost op_cost(const Graph& g, OpId id) {
     case OpKind::kAdamW:
       c.flops = 12 * vol;
       break;
-    case OpKind::kTop2Gating:
+    case OpKind::kTopkGating:
       c.flops = 4 * window;
       break;
     default:

@@ -10,9 +10,9 @@ namespace {
 
 // Top-2 gating sizes expert capacity from the tokens it sees: split into micro-batches, the
 // model drops other tokens than on the whole batch, a different computation.
-bool has_top2_gating(const Graph& g) {
+bool has_topk_gating(const Graph& g) {
   for (const Op& op : g.ops())
-    if (op.kind == OpKind::kTop2Gating) return true;
+    if (op.kind == OpKind::kTopkGating) return true;
   return false;
 }
 
@@ -46,7 +46,7 @@ Result<PipelinePlan> plan_pipeline_run(const PipelineRunRequest& r) {
   }
   HEDDLE_TRY(mesh);
   const int64_t pp = *spec.pp;
-  const bool gating = has_top2_gating(full);
+  const bool gating = has_topk_gating(full);
   const int64_t B = batch_of(full);
   auto batching = spec.micro_batching(B, r.rebuild != nullptr && !gating);
   HEDDLE_TRY(batching);

@@ -82,7 +82,7 @@ Graph train_graph(const char* name) {
 // the op is skipped.
 bool check_op(const Graph& g, const Op& op, std::map<ValueId, Tensor>& full, std::mt19937& rng,
               bool whole_box = false) {
-  if (op.kind == OpKind::kTop2Gating || op.kind == OpKind::kFill) return false;
+  if (op.kind == OpKind::kTopkGating || op.kind == OpKind::kFill) return false;
   auto value = [&](ValueId v) -> Tensor& {
     auto it = full.find(v);
     if (it == full.end())

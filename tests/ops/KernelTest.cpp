@@ -3,8 +3,10 @@
 // dims split too), both merged from separate tiles and accumulated in place.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "OpsTestUtil.h"
 #include "heddle/ir/GraphBuilder.h"
@@ -601,7 +603,7 @@ TEST(Kernels, Top2GatingRespectsCapacity) {
   Graph g;
   Ops ops(g);
   ValueId p = ops.input("p", f32({4, 3}));
-  auto gate = ops.top2_gating(p, 2);
+  auto gate = ops.topk_gating(p, 2, 2);
   ASSERT_EQ(gate.size(), 2u);
   ops.output(gate[0]);
   ops.output(gate[1]);
@@ -620,6 +622,51 @@ TEST(Kernels, Top2GatingRespectsCapacity) {
   EXPECT_NEAR(c.at(IVec{2, 2, 0}), 0.2 / 0.9, 1e-6);  // token 2 still reaches expert 2
   EXPECT_NEAR(c.at(IVec{3, 2, 1}), 0.7 / 0.9, 1e-6);
   for (int64_t i = 0; i < c.numel(); ++i) EXPECT_EQ(out[1].f32()[i], c.f32()[i] > 0 ? 1.0f : 0.0f);
+}
+
+// Generated cases: every k from 1 to E against a direct reading of the rule (stable sort of each
+// row by descending probability, the first k experts, slots in token order up to capacity).
+TEST(Kernels, TopkGatingMatchesTheRuleOnGeneratedCases) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t S = 1 + static_cast<int64_t>(rng() % 9), E = 1 + static_cast<int64_t>(rng() % 6);
+    const int64_t k = 1 + static_cast<int64_t>(rng() % E), C = 1 + static_cast<int64_t>(rng() % 4);
+    Graph g;
+    Ops ops(g);
+    auto gate = ops.topk_gating(ops.input("p", f32({S, E})), k, C);
+    ASSERT_EQ(gate.size(), 2u) << ops.status().error().message;
+    ops.output(gate[0]);
+    ops.output(gate[1]);
+    Tensor probs(DType::kF32, IVec{S, E});
+    // Few distinct values, so ties are common.
+    for (int64_t i = 0; i < S * E; ++i) probs.f32()[i] = static_cast<float>(rng() % 5) * 0.25f;
+    auto out = testing::run_whole(g, 0, {probs});
+    std::vector<double> want(static_cast<size_t>(S * E * C), 0.0);
+    std::vector<float> want_mask(want.size(), 0.0f);
+    std::vector<int64_t> used(static_cast<size_t>(E), 0);
+    for (int64_t s = 0; s < S; ++s) {
+      std::vector<int64_t> idx(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) idx[e] = e;
+      std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
+        return probs.f32()[s * E + a] > probs.f32()[s * E + b];
+      });
+      double sum = 0;
+      for (int64_t j = 0; j < k; ++j) sum += probs.f32()[s * E + idx[j]];
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t e = idx[j];
+        if (used[e] < C) {
+          want[(s * E + e) * C + used[e]] =
+              sum > 0 ? probs.f32()[s * E + e] / sum : 1.0 / static_cast<double>(k);
+          want_mask[(s * E + e) * C + used[e]] = 1.0f;
+        }
+        ++used[e];
+      }
+    }
+    for (int64_t i = 0; i < S * E * C; ++i) {
+      EXPECT_NEAR(out[0].f32()[i], want[i], 1e-6) << "trial " << trial << " element " << i;
+      EXPECT_EQ(out[1].f32()[i], want_mask[i]) << "trial " << trial << " element " << i;
+    }
+  }
 }
 
 TEST(Kernels, BadLabelIsADiagnostic) {

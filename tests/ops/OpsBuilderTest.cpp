@@ -127,7 +127,7 @@ TEST(OpsBuilder, EveryBuilderVerifies) {
   ValueId img = ops.input("img", f32({1, 4, 9, 9}));
   ValueId cv = ops.conv2d(img, ops.param("k", f32({6, 2, 3, 3})), co);
   ValueId ap = ops.avgpool2d(cv, {{2, 2}, {}, {0, 0}});
-  ValueId top = ops.top2_gating(ops.softmax(ops.input("gl", f32({6, 4}))), 3).at(1);
+  ValueId top = ops.topk_gating(ops.softmax(ops.input("gl", f32({6, 4}))), 2, 3).at(1);
   for (ValueId v : {y, c, br, ap, top}) ops.output(v);
   ASSERT_TRUE(ops.ok()) << ops.status().error().message;
   auto d = verify(g);

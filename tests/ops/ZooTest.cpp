@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "heddle/ir/GraphStats.h"
 #include "heddle/ops/Interpreter.h"
@@ -171,12 +172,37 @@ TEST(Zoo, LlamaAndMoeOverrides) {
   m.ffn = 128;
   m.top_k = 2;
   EXPECT_TRUE(zoo::build_zoo_model("moe-tiny", m).ok());
-  // Refused with the reason: top-k other than 2, kv heads that do not divide, experts on dense.
+  // --top-k routes each token to k experts: the gating op takes k, and expert capacity grows with
+  // it (ceil(k T 1.25 / E)); the weights do not change.
+  for (const char* model : {"mixtral-tiny", "moe-tiny"}) {
+    int64_t last_capacity = 0;
+    for (int64_t kk : {1, 2, 3}) {
+      zoo::ZooOverrides k;
+      k.top_k = kk;
+      auto built = zoo::build_zoo_model(model, k);
+      ASSERT_TRUE(built.ok()) << model << " top-k " << kk << ": " << built.error().message;
+      EXPECT_EQ(params(*built), params(*zoo::build_zoo_model(model)));
+      std::set<int64_t> capacities;
+      for (const Op& op : built->ops())
+        if (op.kind == OpKind::kTopkGating) {
+          EXPECT_EQ(std::get<int64_t>(op.attrs.at("k")), kk);
+          capacities.insert(std::get<int64_t>(op.attrs.at("capacity")));
+        }
+      ASSERT_EQ(capacities.size(), 1u) << model << " top-k " << kk;  // every layer alike
+      // 2 x 32 tokens over 4 experts at capacity factor 1.25: ceil(k * 64 * 1.25 / 4) = 20 k.
+      EXPECT_EQ(*capacities.begin(), 20 * kk) << model;
+      EXPECT_GT(*capacities.begin(), last_capacity);
+      last_capacity = *capacities.begin();
+    }
+  }
+  // Refused with the reason: top-k above the experts, kv heads that do not divide, experts on
+  // dense.
   zoo::ZooOverrides k;
-  k.top_k = 1;
-  auto top1 = zoo::build_zoo_model("mixtral-tiny", k);
-  ASSERT_FALSE(top1.ok());
-  EXPECT_NE(top1.error().message.find("only --top-k 2"), std::string::npos);
+  k.top_k = 5;
+  auto top5 = zoo::build_zoo_model("mixtral-tiny", k);
+  ASSERT_FALSE(top5.ok());
+  EXPECT_NE(top5.error().message.find("field 'top_k' must be in [1, 4]"), std::string::npos)
+      << top5.error().message;
   zoo::ZooOverrides kv;
   kv.kv_heads = 3;
   auto bad_kv = zoo::build_zoo_model("llama-tiny", kv);

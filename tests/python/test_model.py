@@ -25,8 +25,11 @@ def test_llama_and_mixtral_overrides_match_show():
     assert m.parameters != heddle.load("llama-tiny").parameters
     x = heddle.load("mixtral-tiny", experts=4)
     assert x.parameters == cli_json("show", "mixtral-tiny", "--experts", "4")["parameters"]
-    with pytest.raises(heddle.Error, match="top-k"):
-        heddle.load("mixtral-tiny", top_k=1)
+    top1 = heddle.load("mixtral-tiny", top_k=1)
+    assert top1.parameters == heddle.load("mixtral-tiny").parameters
+    assert top1.flops < heddle.load("mixtral-tiny", top_k=3).flops
+    with pytest.raises(heddle.Error, match="top_k"):
+        heddle.load("mixtral-tiny", top_k=5)
 
 
 def test_text_ir_and_onnx_files():

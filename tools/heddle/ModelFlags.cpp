@@ -36,7 +36,7 @@ void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o) {
   opt("--ffn", o.ffn, "Zoo models (llama, mixtral, moe): MLP inner width");
   opt("--kv-heads", o.kv_heads, "Zoo models (llama, mixtral): key/value heads");
   opt("--experts", o.experts, "Zoo models (mixtral, moe): experts per MoE layer");
-  opt("--top-k", o.top_k, "Zoo models (mixtral, moe): experts per token (2)");
+  opt("--top-k", o.top_k, "Zoo models (mixtral, moe): experts per token, 1..experts (2)");
 }
 
 }  // namespace heddle::cli

@@ -74,7 +74,7 @@ namespace heddle {
     "stride:I,padding:I,dilation:I,groups:i")                                                  \
   X(kPool2dGrad, "pool2d_grad", kWindow, 2, 2, 1, "mode:s!,kernel:I!,stride:I!,padding:I")     \
   X(kRotaryGrad, "rotary_grad", kWindow, 1, 1, 1, "theta:f")                                   \
-  X(kTop2Gating, "top2_gating", kNormalization, 1, 1, 2, "capacity:i!")                        \
+  X(kTopkGating, "topk_gating", kNormalization, 1, 1, 2, "capacity:i!,k:i")                    \
   X(kFill, "fill", kUnary, 1, 1, 1, "value:f!")
 
 /// An op kind.

@@ -149,10 +149,12 @@ class Ops {
                              const AdamWOptions& o, int64_t step = 1);
 
   // --- mixture of experts ---
-  /// GShard top-2 gating: probs [S, E] -> {combine weights, dispatch mask}, both [S, E, C]
-  /// (C = capacity; the two gates renormalized to sum to 1; the mask is 1 where a token took a
-  /// slot). Tokens over an expert's capacity are dropped. Single-point index space.
-  std::vector<ValueId> top2_gating(ValueId probs, int64_t capacity);
+  /// Top-k gating (GShard and Mixtral use k = 2): probs [S, E] -> {combine weights, dispatch
+  /// mask}, both [S, E, C] (C = capacity). Each token takes its k most probable experts (ties to
+  /// the lower expert index), their gates renormalized to sum to 1; the mask is 1 where a token
+  /// took a slot. Tokens over an expert's capacity are dropped. Needs 1 <= k <= E. Single-point
+  /// index space.
+  std::vector<ValueId> topk_gating(ValueId probs, int64_t k, int64_t capacity);
 
   /// Appends a fully formed op (used by autodiff). Results get fresh names. Returns the result
   /// ids, or empty after an earlier error.

@@ -63,6 +63,14 @@ bool check_min(Ops& ops, const char* model, const char* field, int64_t value, in
   return false;
 }
 
+bool check_range(Ops& ops, const char* model, const char* field, int64_t value, int64_t min,
+                 int64_t max, const std::string& why) {
+  if (value >= min && value <= max) return true;
+  ops.fail(std::string(model) + ": field '" + field + "' must be in [" + std::to_string(min) +
+           ", " + std::to_string(max) + "] (" + why + "), got " + std::to_string(value));
+  return false;
+}
+
 bool check_divisible(Ops& ops, const char* model, const char* fa, int64_t a, const char* fb,
                      int64_t b) {
   if (b > 0 && a % b == 0) return true;

@@ -33,6 +33,10 @@ ValueId mean_loss(Ops& ops, ValueId logits);
 /// Checks `value >= min`, recording "field '<field>' must be >= <min>, got <value>" on `ops`.
 bool check_min(Ops& ops, const char* model, const char* field, int64_t value, int64_t min);
 
+/// Checks `min <= value <= max`, recording "field '<field>' must be in [<min>, <max>] (<why>)".
+bool check_range(Ops& ops, const char* model, const char* field, int64_t value, int64_t min,
+                 int64_t max, const std::string& why);
+
 /// Checks that `a` divides by `b`, recording a message naming both fields.
 bool check_divisible(Ops& ops, const char* model, const char* fa, int64_t a, const char* fb,
                      int64_t b);

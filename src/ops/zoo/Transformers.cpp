@@ -26,15 +26,20 @@ bool check_lm(Ops& ops, const char* m, int64_t layers, int64_t hidden, int64_t h
          check_divisible(ops, m, "hidden", hidden, "heads", heads);
 }
 
-// A Mixtral-style sparse MLP: a router picks the top 2 of `c.experts` SwiGLU experts per token
-// (tokens dispatched to expert slots of capacity ceil(2 T 1.25 / E), as the GShard layer).
+// Expert slots per expert: ceil(k T factor / E), as the GShard layer.
+int64_t expert_capacity(int64_t k, int64_t tokens, double factor, int64_t experts) {
+  return static_cast<int64_t>(std::ceil(static_cast<double>(k) * static_cast<double>(tokens) *
+                                        factor / static_cast<double>(experts)));
+}
+
+// A Mixtral-style sparse MLP: a router picks the top k of `c.experts` SwiGLU experts per token
+// (tokens dispatched to expert slots of capacity ceil(k T 1.25 / E), as the GShard layer).
 ValueId swiglu_experts(Ops& ops, ValueId h, const LlamaConfig& c, const std::string& p) {
   const int64_t H = c.hidden, T = c.batch * c.seq, E = c.experts;
-  auto C =
-      static_cast<int64_t>(std::ceil(2.0 * static_cast<double>(T) * 1.25 / static_cast<double>(E)));
+  const int64_t C = expert_capacity(c.top_k, T, 1.25, E);
   ValueId t = ops.reshape(h, {T, H});
   ValueId probs = ops.softmax(dense(ops, t, H, E, p + ".router", false), -1);
-  auto gate = ops.top2_gating(probs, C);
+  auto gate = ops.topk_gating(probs, c.top_k, C);
   if (gate.size() != 2) return h;
   ValueId xin = ops.einsum("tec,th->ech", gate[1], t);
   ValueId w1 = ops.param(p + ".experts.w1", f32({E, H, c.ffn}));
@@ -103,7 +108,9 @@ Result<Graph> build_llama(const LlamaConfig& c, const ModelOptions& o) {
       check_min(ops, "llama", "kv_heads", c.kv_heads, 1) &&
       check_divisible(ops, "llama", "heads", c.heads, "kv_heads", c.kv_heads) &&
       check_min(ops, "llama", "ffn", c.ffn, 1) &&
-      (c.experts == 0 || check_min(ops, "llama", "experts", c.experts, 2)) &&
+      (c.experts == 0 || (check_min(ops, "llama", "experts", c.experts, 2) &&
+                          check_range(ops, "llama", "top_k", c.top_k, 1, c.experts,
+                                      "experts per token, at most the experts"))) &&
       check_divisible(ops, "llama", "head dim", c.hidden / c.heads, "rotary pair size", 2)) {
     int64_t H = c.hidden;
     ValueId ids = ops.input("ids", i64({c.batch, c.seq}));
@@ -133,11 +140,13 @@ Result<Graph> build_moe(const MoeConfig& c, const ModelOptions& o) {
   Graph g("gshard_moe");
   Ops ops(g);
   if (check_lm(ops, "moe", c.layers, c.hidden, c.heads, c.seq, c.vocab, c.batch) &&
-      check_min(ops, "moe", "experts", c.experts, 2) && check_min(ops, "moe", "ffn", c.ffn, 1)) {
+      check_min(ops, "moe", "experts", c.experts, 2) &&
+      check_range(ops, "moe", "top_k", c.top_k, 1, c.experts,
+                  "experts per token, at most the experts") &&
+      check_min(ops, "moe", "ffn", c.ffn, 1)) {
     if (!(c.capacity_factor > 0)) ops.fail("moe: field 'capacity_factor' must be positive");
     int64_t H = c.hidden, T = c.batch * c.seq, E = c.experts;
-    auto C = static_cast<int64_t>(
-        std::ceil(2.0 * static_cast<double>(T) * c.capacity_factor / static_cast<double>(E)));
+    const int64_t C = expert_capacity(c.top_k, T, c.capacity_factor, E);
     ValueId ids = ops.input("ids", i64({c.batch, c.seq}));
     ValueId wte = ops.param("wte", f32({c.vocab, H}));
     ValueId x = ops.add(ops.embedding(ids, wte), ops.param("wpe", f32({c.seq, H})));
@@ -148,10 +157,10 @@ Result<Graph> build_moe(const MoeConfig& c, const ModelOptions& o) {
       ValueId h = layer_norm(ops, x, H, p + ".ln2");
       ValueId m;
       if (l % 2 == 1) {
-        // Top-2 gating; dispatch tokens to expert slots, run every expert, combine back.
+        // Top-k gating; dispatch tokens to expert slots, run every expert, combine back.
         ValueId t = ops.reshape(h, {T, H});
         ValueId probs = ops.softmax(dense(ops, t, H, E, p + ".gate", false), -1);
-        auto gate = ops.top2_gating(probs, C);
+        auto gate = ops.topk_gating(probs, c.top_k, C);
         if (gate.size() != 2) break;
         ValueId xin = ops.einsum("tec,th->ech", gate[1], t);
         ValueId w1 = ops.param(p + ".experts.w1", f32({E, H, c.ffn}));

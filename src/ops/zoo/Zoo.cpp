@@ -113,10 +113,6 @@ Status apply(const ZooOverrides& o, std::string_view model,
     if (!ok)
       return Diagnostic("override --" + std::string(name) + " does not apply to model '" +
                         std::string(model) + "' (it takes --" + join_flags(allowed) + ")");
-    if (std::string_view(name) == "top-k" && **val != 2)
-      return Diagnostic("--top-k " + std::to_string(**val) + ": model '" + std::string(model) +
-                        "' routes every token to its top 2 experts (the zoo's gating op is "
-                        "top-2, as GShard and Mixtral); only --top-k 2 is built");
     for (auto [f, dst] : fields)
       if (std::string_view(f) == name) *dst = **val;
   }
@@ -169,7 +165,10 @@ Result<LlamaConfig> llama_config(const LlamaRow& r, const ZooOverrides& over) {
                                                   "batch", "ffn", "kv-heads", "experts", "top-k"}
              : std::initializer_list<const char*>{"layers", "hidden", "heads", "seq", "vocab",
                                                   "batch", "ffn", "kv-heads"},
-      lm_fields(c, {{"ffn", &c.ffn}, {"kv-heads", &c.kv_heads}, {"experts", &c.experts}})));
+      lm_fields(c, {{"ffn", &c.ffn},
+                    {"kv-heads", &c.kv_heads},
+                    {"experts", &c.experts},
+                    {"top-k", &c.top_k}})));
   if (over.heads && !over.kv_heads && c.heads % c.kv_heads != 0) c.kv_heads = c.heads;
   return c;
 }
@@ -207,7 +206,7 @@ Result<MoeConfig> moe_config(std::string_view name, const ZooOverrides& over) {
   }
   HEDDLE_TRY(apply(
       over, name, {"layers", "hidden", "heads", "seq", "vocab", "batch", "ffn", "experts", "top-k"},
-      lm_fields(c, {{"ffn", &c.ffn}, {"experts", &c.experts}})));
+      lm_fields(c, {{"ffn", &c.ffn}, {"experts", &c.experts}, {"top-k", &c.top_k}})));
   return c;
 }
 

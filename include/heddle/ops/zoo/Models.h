@@ -51,9 +51,10 @@ struct LlamaConfig {
   int64_t batch = 1;
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
-  /// > 0: every layer's MLP is a sparse mixture of this many SwiGLU experts of width `ffn`, top-2
+  /// > 0: every layer's MLP is a sparse mixture of this many SwiGLU experts of width `ffn`, top-k
   /// routed (Mixtral); default 0, a dense MLP.
   int64_t experts = 0;
+  int64_t top_k = 2;  ///< experts per token when `experts` > 0 (Mixtral: 2); 1 <= top_k <= experts
 };
 
 /// ResNet-50 v1.5 (torchvision layout; BatchNorm in inference form: per-channel scale and
@@ -82,13 +83,14 @@ struct VitConfig {
   int64_t classes = 1000;
 };
 
-/// A GShard-style MoE transformer: every other layer's MLP is a top-2 gated mixture of experts
-/// expressed with dispatch and combine einsums; capacity = ceil(2 * tokens * factor / experts).
+/// A GShard-style MoE transformer: every other layer's MLP is a top-k gated mixture of experts
+/// expressed with dispatch and combine einsums; capacity = ceil(k * tokens * factor / experts).
 struct MoeConfig {
   int64_t layers = 4;
   int64_t hidden = 64;
   int64_t heads = 4;
   int64_t experts = 4;
+  int64_t top_k = 2;  ///< experts per token (GShard: 2); 1 <= top_k <= experts
   int64_t ffn = 256;
   int64_t seq = 32;
   int64_t vocab = 128;
