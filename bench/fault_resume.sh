@@ -32,11 +32,14 @@ RANDOM=$seed
 phases=(shard manifest latest)
 launches=0
 before=0
-for k in $(seq "$kills"); do
+fired=0
+completed=0
+while ((fired < kills)); do
+  k=$((fired + 1))
   resume=()
   [ -f "$dir/ck/latest" ] && resume=(--resume "$dir/ck")
   rank=$((RANDOM % 4))
-  if ((k % 4 == 0)); then
+  if ((launches % 4 == 3)); then
     nth=$((RANDOM % 3 + 1))
     phase=${phases[$((RANDOM % 3))]}
     # manifest and latest are rank 0's phases
@@ -55,7 +58,7 @@ for k in $(seq "$kills"); do
   code=$?
   set -e
   now=$(latest_step)
-  echo "kill $k: ${env[*]}: exit $code, latest checkpoint step $before -> $now"
+  echo "launch $launches, kill $k: ${env[*]}: exit $code, latest checkpoint step $before -> $now"
   # 0 steps lost beyond the last checkpoint: the resume starts right after it.
   if ((${#resume[@]} > 0)) && ! grep -q "resuming at step $((before + 1)) " "$dir/err"; then
     echo "FAIL: the launch did not resume at step $((before + 1))" >&2
@@ -67,11 +70,14 @@ for k in $(seq "$kills"); do
   fi
   before=$now
   if ((code == 0)); then
-    echo "  (the run completed before the kill fired; starting over for the next kill)"
+    echo "  (the run completed before the kill fired: not counted; starting over)"
     got=$(digest <"$dir/out")
     [ "$got" = "$want" ] || { echo "FAIL: digest $got != $want" >&2; exit 1; }
+    completed=$((completed + 1))
     rm -rf "$dir/ck"
     before=0
+  else
+    fired=$((fired + 1))
   fi
 done
 resume=()
@@ -81,7 +87,7 @@ resume=()
 launches=$((launches + 1))
 got=$(digest <"$dir/out")
 grep -m1 "resuming at step" "$dir/err" | sed 's/^/final launch: /' || true
-echo "$kills kills, $launches launches: final params_digest $got, uninterrupted $want"
+echo "$kills kills fired in $launches launches ($completed runs completed before their kill, each checked and restarted): final params_digest $got, uninterrupted $want"
 if [ "$got" != "$want" ]; then
   echo "FAIL: the resumed run's parameters differ from the uninterrupted run's" >&2
   exit 1

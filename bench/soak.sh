@@ -19,11 +19,18 @@ mpirun --oversubscribe --allow-run-as-root --mca btl self,vader -np 4 \
   "$heddle" run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --train --steps "$steps" --json \
   --backend mpi --checkpoint "$dir/ck" --checkpoint-every "$every" >"$dir/out" 2>"$dir/err" &
 launcher=$!
-# The ranks: heddle processes whose ancestor is the launcher (mpirun forks through its daemon).
+# The ranks: heddle processes descending from this launcher (not other jobs' heddle processes).
+descendants() {
+  local kid
+  for kid in $(pgrep -P "$1" || true); do
+    echo "$kid"
+    descendants "$kid"
+  done
+}
 : >"$dir/rss"
 while kill -0 "$launcher" 2>/dev/null; do
-  for pid in $(pgrep -f "$heddle run gpt-tiny" || true); do
-    [ "$pid" = "$launcher" ] && continue
+  for pid in $(descendants "$launcher"); do
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = heddle ] || continue
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
     [ -n "$rss" ] && echo "$pid $rss" >>"$dir/rss"
   done
