@@ -203,13 +203,14 @@ Diagnostic bad(const std::string& file, const std::string& rule) {
   return Diagnostic(SourceLoc{file, 0, 0}, rule + "; the checkpoint is not loaded");
 }
 
-Result<json> read_json(const std::string& path) {
+// The JSON object in `path`, and the checksum of its bytes.
+Result<std::pair<json, std::string>> read_json(const std::string& path) {
   auto text = read_file_bounded(
       path, {.max_bytes = kMaxIndexBytes, .what = "checkpoint file", .raise_with = ""});
   HEDDLE_TRY(text);
   json j = json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return bad(path, "is not a JSON object");
-  return j;
+  return std::make_pair(std::move(j), hex(checksum(*text)));
 }
 
 // The file `name` of the manifest, checked against its size and checksum.
@@ -307,8 +308,10 @@ Result<LoadedCheckpoint> read_checkpoint(const std::string& dir, const Graph& g,
   out.path = dir + "/" + name;
   const std::string manifest_path = out.path + "/manifest.json";
   if (!fs::exists(manifest_path)) return bad(manifest_path, "is missing (`latest` names it)");
-  auto m = read_json(manifest_path);
-  HEDDLE_TRY(m);
+  auto read = read_json(manifest_path);
+  HEDDLE_TRY(read);
+  const json* m = &read->first;
+  out.manifest_fnv1a = read->second;
   Assembly a;
   for (ValueId v : saved_values(updates)) a.by_name.emplace(g.value(v).name, v);
   try {

@@ -90,6 +90,7 @@ TEST(Checkpoint, RoundTripIsBitIdenticalAndKeepsTheLatestTwo) {
   EXPECT_EQ(c->step, 6);
   EXPECT_EQ(c->data_position, 6);
   EXPECT_EQ(c->run.mesh, "dp=2");
+  EXPECT_EQ(c->manifest_fnv1a.size(), 16u);
   expect_same(f, *c);
   EXPECT_FALSE(fs::exists(dir + "/step-00000002"));
   EXPECT_TRUE(fs::exists(dir + "/step-00000004/manifest.json"));
@@ -102,6 +103,22 @@ TEST(Checkpoint, RoundTripIsBitIdenticalAndKeepsTheLatestTwo) {
   auto h = read_checkpoint(hooked, f.g, f.updates, f.run);
   ASSERT_TRUE(h.ok()) << h.error().to_string();
   EXPECT_EQ(h->step, 3);
+}
+
+// A checkpoint that cannot be written is a diagnostic naming the path and the system's reason,
+// and the previous checkpoint stays the latest.
+TEST(Checkpoint, AFailedWriteSaysWhyAndKeepsThePreviousCheckpoint) {
+  Fixture f = fixture();
+  std::string dir = fresh_dir("unwritable");
+  ASSERT_TRUE(write_checkpoint(f.g, f.updates, f.state, 1, options(f, dir)).ok());
+  std::ofstream(dir + "/step-00000002") << "a file where the step directory goes";
+  Status st = write_checkpoint(f.g, f.updates, f.state, 2, options(f, dir));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().to_string().find(dir + "/step-00000002"), std::string::npos)
+      << st.error().to_string();
+  auto c = read_checkpoint(dir, f.g, f.updates, f.run);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  EXPECT_EQ(c->step, 1);
 }
 
 // Two ranks (threads here), each holding half of every tensor along dim 0, write their shards;

@@ -57,15 +57,22 @@ nlohmann::json finish(const std::string& dir) {
   return json_of(t.r, "final resume");
 }
 
+TEST(MpiCheckpointCli, ParamsDigestEqualsTheThreadedBackends) {
+  auto plain = uninterrupted();
+  ASSERT_FALSE(plain.is_null());
+  auto mpi = json_of(testing::mpirun(4, kArgs + std::to_string(kSteps) + " --backend mpi", "", 1).r,
+                     "mpi");
+  ASSERT_FALSE(mpi.is_null());
+  EXPECT_EQ(mpi["params_digest"].get<std::string>().size(), 16u);
+  EXPECT_EQ(mpi["params_digest"], plain["params_digest"]) << "mpi differs from threads";
+}
+
 TEST(MpiCheckpointCli, RanksKilledAtRandomStepsResumeBitIdentical) {
   auto plain = uninterrupted();
   ASSERT_FALSE(plain.is_null());
-  auto mpi =
-      json_of(testing::mpirun(4, kArgs + std::to_string(kSteps) + " --backend mpi").r, "mpi");
-  ASSERT_FALSE(mpi.is_null());
-  EXPECT_EQ(mpi["params_digest"], plain["params_digest"]) << "mpi differs from threads";
-  // Collectives one rank runs over the whole run, about: kills land anywhere in it.
-  const int64_t per_run = mpi["collectives"].get<int64_t>() / 4 * kSteps;
+  // Collectives one rank runs over the whole run, about (the threads backend counts them over
+  // the 4 devices as MPI does): kills land in its first half.
+  const int64_t per_run = plain["collectives"].get<int64_t>() / 4 * kSteps;
   std::mt19937 rng(21);
   std::string dir = fresh_dir("random");
   for (int kill = 0; kill < 2; ++kill) {
@@ -123,6 +130,20 @@ TEST(MpiCheckpointCli, FourRankCheckpointResumesOnTwoRanks) {
   ASSERT_EQ(two["loss"].size(), 2u);
   const double want = plain["loss"].back().get<double>(), got = two["loss"].back();
   EXPECT_NEAR(got, want, 1e-3 * std::abs(want) + 1e-4);
+}
+
+// Ranks given different checkpoints (two directories, as on hosts without a shared filesystem)
+// refuse to start: every rank names the part that differs.
+TEST(MpiCheckpointCli, RanksResumingFromDifferentCheckpointsRefuse) {
+  const std::string a = fresh_dir("agree_a"), b = fresh_dir("agree_b");
+  const std::string run = "run gpt-tiny --mesh 2 --strategy dp=2 --train --backend mpi --steps ";
+  ASSERT_EQ(testing::mpirun(2, run + "2 --checkpoint " + a, "", 1).r.exit_code, 0);
+  ASSERT_EQ(testing::mpirun(2, run + "1 --checkpoint " + b, "", 1).r.exit_code, 0);
+  auto t = testing::mpirun_apps(
+      "-np 1 {heddle} " + run + "4 --resume " + a + " : -np 1 {heddle} " + run + "4 --resume " + b,
+      "", 1);
+  EXPECT_EQ(t.r.exit_code, 1) << t.r.err;
+  EXPECT_EQ(testing::count_of(t.r.err, "the checkpoint resumed: rank(s) 1 differ"), 2u) << t.r.err;
 }
 
 }  // namespace

@@ -272,6 +272,11 @@ int run_mpi(const RunOptions& o) {
     resumed = resume_if_asked(o, p.g, p.updates, ck_run);
   if (!resumed.ok()) user_error(resumed.error());
   if (!all_ranks_ok(mpi, resumed.ok(), "to read the checkpoint")) return 1;
+  // Every rank must resume from the same checkpoint (its manifest lists every file's checksum).
+  const std::string from = *resumed ? (*resumed)->manifest_fnv1a : "";
+  const std::string where = *resumed ? "'" + (*resumed)->path + "'" : "none";
+  if (auto st = agree_on_launch(mpi, {{"the checkpoint resumed", fnv1a(from), where}}); !st.ok())
+    return user_error(st.error());
   if (*resumed)
     for (auto& [v, t] : (*resumed)->tensors) p.host.weights.insert_or_assign(v, std::move(t));
 

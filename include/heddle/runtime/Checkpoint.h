@@ -73,6 +73,9 @@ struct LoadedCheckpoint {
   int64_t data_position = 0;  ///< batches the run had consumed (the synthetic task: step)
   CheckpointRun run;          ///< what the writing run recorded
   std::string path;           ///< the step directory read
+  /// The manifest's checksum (FNV-1a, hex): it lists every file's checksum, so equal values mean
+  /// the same checkpoint (what MPI ranks compare before resuming).
+  std::string manifest_fnv1a;
   /// Every parameter and optimizer state of the updates, whole, by value id of the resuming
   /// graph: feed them as a model's weights (each backend cuts its own tiles).
   std::map<ValueId, Tensor> tensors;
