@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -153,7 +154,7 @@ Status commit(const CheckpointOptions& o, int step, int nth, const std::vector<i
 Status write_checkpoint(const Graph& g, const std::vector<ParamUpdate>& updates,
                         const TensorMap& tensors, int step, const CheckpointOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  static int writes = 0;  // this process's checkpoint writes, for the test-only kill point
+  static std::atomic<int> writes{0};  // this process's writes, for the test-only kill point
   const int nth = ++writes;
   const std::string step_dir = o.dir + "/" + step_dir_name(step);
   // 1. Every rank writes its shard and index; ok, sizes and checksums go to every rank.
