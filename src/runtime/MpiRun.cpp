@@ -251,6 +251,7 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
         keep(u.param, u.updated);
         for (const auto& state : u.state) keep(state.first, state.second);
       }
+    if (o.loop.train && o.loop.after_update) HEDDLE_TRY(o.loop.after_update(s, feeds));
     return std::optional<TensorMap>(got);
   };
   return finish_rank(mpi, g, step, o, failure, std::move(out), [&] {

@@ -9,6 +9,7 @@
 
 #include "heddle/frontend/Npy.h"
 #include "heddle/ops/Interpreter.h"
+#include "heddle/support/Hash.h"
 
 namespace heddle {
 
@@ -27,19 +28,25 @@ int64_t integer_range(const Graph& g) {
   return hi == 0 ? 2 : hi;
 }
 
+namespace {
+
+// The FNV-1a 64 of `t`'s stored bytes (fp32 for float dtypes, int64 for integers), from `h`.
+uint64_t tensor_digest(const Tensor& t, uint64_t h) {
+  if (t.is_int()) return fnv1a_64(t.i64(), static_cast<size_t>(t.numel()) * sizeof(int64_t), h);
+  return fnv1a_64(t.f32(), static_cast<size_t>(t.numel()) * sizeof(float), h);
+}
+
+}  // namespace
+
 std::string output_digest(const Graph& g, const TensorMap& outputs) {
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i)
-      h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ULL;
-  };
-  for (ValueId v : g.outputs()) {
-    const Tensor& t = outputs.at(v);
-    if (t.is_int())
-      mix(t.i64(), static_cast<size_t>(t.numel()) * sizeof(int64_t));
-    else
-      mix(t.f32(), static_cast<size_t>(t.numel()) * sizeof(float));
-  }
+  uint64_t h = fnv1a_64(nullptr, 0);
+  for (ValueId v : g.outputs()) h = tensor_digest(outputs.at(v), h);
+  return fmt::format("{:016x}", h);
+}
+
+std::string params_digest(const std::vector<ParamUpdate>& updates, const TensorMap& outputs) {
+  uint64_t h = fnv1a_64(nullptr, 0);
+  for (const ParamUpdate& u : updates) h = tensor_digest(outputs.at(u.updated), h);
   return fmt::format("{:016x}", h);
 }
 

@@ -24,9 +24,10 @@ double RunResult::median_step_s() const {
 }
 
 Result<RunResult> run_steps(const Graph& g, const StepFn& step, const StepLoopOptions& options) {
-  HEDDLE_ASSERT(options.steps >= 1) << "steps " << options.steps;
+  HEDDLE_ASSERT(options.first_step >= 1 && options.steps >= options.first_step)
+      << "steps " << options.first_step << ".." << options.steps;
   RunResult out;
-  for (int s = 1; s <= options.steps; ++s) {
+  for (int s = options.first_step; s <= options.steps; ++s) {
     auto t0 = std::chrono::steady_clock::now();
     auto got = step(s);
     out.step_times_s.push_back(
@@ -73,6 +74,7 @@ Result<RunResult> Session::run(TensorMap feeds, const StepLoopOptions& options) 
         feeds.insert_or_assign(u.param, got->at(u.updated));
         for (const auto& st : u.state) feeds.insert_or_assign(st.first, got->at(st.second));
       }
+    if (options.train && options.after_update) HEDDLE_TRY(options.after_update(s, feeds));
     return std::optional<TensorMap>(std::move(*got));
   };
   return run_steps(g_, step, options);

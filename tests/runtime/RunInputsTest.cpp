@@ -1,5 +1,5 @@
 // A run's inputs as the runtime reads them: .npy files checked against the graph's inputs, the
-// feeds a run starts from, and the digest that tells bit-identical outputs apart.
+// feeds a run starts from, and the digests that tell bit-identical outputs and parameters apart.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,19 +75,45 @@ TEST(RunInputs, FeedsFollowTheSeedAndTheWeights) {
   EXPECT_TRUE(with.at(p) == w);  // a parameter with data is fed as given
 }
 
-TEST(RunInputs, DigestTellsBitIdenticalOutputsApart) {
-  Graph g = mlp();
+// Every output of `g`, filled with `value`.
+TensorMap filled_outputs(const Graph& g, double value) {
   TensorMap out;
   for (ValueId v : g.outputs()) {
     Tensor t(g.type(v));
-    t.fill(1.5);
+    t.fill(value);
     out.emplace(v, t);
   }
+  return out;
+}
+
+TEST(RunInputs, DigestTellsBitIdenticalOutputsApart) {
+  Graph g = mlp();
+  TensorMap out = filled_outputs(g, 1.5);
   TensorMap same = out;
   EXPECT_EQ(output_digest(g, out), output_digest(g, same));
   EXPECT_EQ(output_digest(g, out).size(), 16u);
   same.at(g.outputs()[0]).f32()[0] = std::nextafter(1.5f, 2.0f);  // one ulp
   EXPECT_NE(output_digest(g, out), output_digest(g, same));
+}
+
+// params_digest hashes the updated parameters only: the loss and optimizer state do not move it,
+// one ulp of one parameter does.
+TEST(RunInputs, ParamsDigestTellsBitIdenticalParametersApart) {
+  zoo::ModelOptions mo;
+  mo.with_loss = true;
+  auto step = build_train_step(*zoo::build_zoo_model("mlp", {}, mo));
+  ASSERT_TRUE(step.ok()) << step.error().to_string();
+  const Graph& g = step->graph;
+  TensorMap out = filled_outputs(g, 0.25);
+  TensorMap same = out;
+  const std::string d = params_digest(step->updates, out);
+  EXPECT_EQ(d.size(), 16u);
+  EXPECT_EQ(d, params_digest(step->updates, same));
+  same.at(g.outputs()[0]).f32()[0] = 7;                    // the loss
+  same.at(step->updates[0].state[0].second).f32()[0] = 7;  // an AdamW moment
+  EXPECT_EQ(d, params_digest(step->updates, same));
+  same.at(step->updates.back().updated).f32()[0] = std::nextafter(0.25f, 1.0f);
+  EXPECT_NE(d, params_digest(step->updates, same));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "Command.h"
 #include "PipelineRun.h"
+#include "RunCheckpoint.h"
 #include "RunCommand.h"
 #include "RunReport.h"
 #include "heddle/frontend/Npy.h"
@@ -188,6 +189,7 @@ int report_rank0(const RunOptions& o, const Prepared& p, MpiCommunicator& mpi, M
   RunSummary s;
   s.devices_text = fmt::format("{} MPI ranks", mpi.size());
   s.digest = output_digest(g, run.result.outputs);
+  if (o.train) s.params_digest = params_digest(p.updates, run.result.outputs);
   s.result = std::move(run.result);
   s.check = reference ? &reference->errors() : nullptr;
   s.feed_bytes = std::make_pair(run.feed_bytes_max, model_feed_bytes(g));
@@ -257,6 +259,27 @@ int run_mpi(const RunOptions& o) {
     if (auto s = write_programs(o.emit_dir, p.g, *p.programs); !s.ok())
       return user_error(s.error());
 
+  // --resume: every rank reads the checkpoint whole and cuts its own tiles, as from weights.
+  const CheckpointRun ck_run =
+      p.pipe ? checkpoint_run(o, p.g, mesh, p.pipe->spec.to_string(), p.pipe->note)
+             : checkpoint_run(o, p.g, mesh, p.planned->spec.to_string(), p.planned->note);
+  Result<std::optional<LoadedCheckpoint>> resumed = std::optional<LoadedCheckpoint>();
+  if (p.pipe && (!o.checkpoint_dir.empty() || !o.resume_dir.empty()))
+    resumed = Diagnostic(
+        "--checkpoint and --resume run with pp=1 on the MPI backend (pipelines: --backend "
+        "threads)");
+  else
+    resumed = resume_if_asked(o, p.g, p.updates, ck_run);
+  if (!resumed.ok()) user_error(resumed.error());
+  if (!all_ranks_ok(mpi, resumed.ok(), "to read the checkpoint")) return 1;
+  // Every rank must resume from the same checkpoint (its manifest lists every file's checksum).
+  const std::string from = *resumed ? (*resumed)->manifest_fnv1a : "";
+  const std::string where = *resumed ? "'" + (*resumed)->path + "'" : "none";
+  if (auto st = agree_on_launch(mpi, {{"the checkpoint resumed", fnv1a(from), where}}); !st.ok())
+    return user_error(st.error());
+  if (*resumed)
+    for (auto& [v, t] : (*resumed)->tensors) p.host.weights.insert_or_assign(v, std::move(t));
+
   const int64_t int_hi = integer_range(p.g);
   // Only rank 0 checks, and only it builds the whole model for that.
   std::optional<ReferenceCheck> reference;
@@ -269,6 +292,13 @@ int run_mpi(const RunOptions& o) {
   MpiRunOptions ro;
   ro.loop.steps = run_steps_of(o);
   ro.loop.train = o.train;
+  ro.loop.first_step = *resumed ? (*resumed)->step + 1 : 1;
+  if (!o.checkpoint_dir.empty())  // each rank writes its shards; rank 0 the manifest
+    ro.loop.after_update = checkpoint_hook(
+        p.g, p.updates,
+        checkpoint_options(o, ck_run, r, mpi.size(), [&mpi](const std::vector<int64_t>& v) {
+          return mpi.exchange(v, "writing a checkpoint");
+        }));
   ro.loop.reference = reference ? &*reference : nullptr;
   ro.loop.on_step = [&](int s, const TensorMap& got) {
     if (o.train && !o.json)

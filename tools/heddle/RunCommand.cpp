@@ -12,6 +12,7 @@
 #include "Command.h"
 #include "PipelineRun.h"
 #include "Planning.h"
+#include "RunCheckpoint.h"
 #include "RunReport.h"
 #include "heddle/frontend/Npy.h"
 #include "heddle/ops/Interpreter.h"
@@ -84,7 +85,7 @@ Status check_run_options(const RunOptions& o) {
   // Output locations before any work: a long run must not end in "cannot write".
   if (!o.output_file.empty()) HEDDLE_TRY(check_writable_file(o.output_file, "--output"));
   if (!o.emit_dir.empty()) HEDDLE_TRY(check_writable_dir(o.emit_dir, "--emit"));
-  return {};
+  return check_checkpoint_flags(o);
 }
 
 Status choose_backend(RunOptions& o) {
@@ -183,11 +184,20 @@ Status run_threads(const RunOptions& o, const model::LoadedModel& loaded, Graph&
   // ONNX models bring their own weights; --input files replace the random batch.
   auto inputs = read_inputs(g, o);
   HEDDLE_TRY(inputs);
-  TensorMap feeds = run_feeds(g, *inputs, loaded.weights, o.seed);
+  const CheckpointRun ck_run = checkpoint_run(o, g, summary.mesh, summary.strategy, summary.note);
+  auto resumed = resume_if_asked(o, g, updates, ck_run);
+  HEDDLE_TRY(resumed);
+  std::map<ValueId, Tensor> weights = loaded.weights;
+  if (*resumed)  // the checkpoint's parameters and optimizer state replace the initial ones
+    for (auto& [v, t] : (*resumed)->tensors) weights.insert_or_assign(v, std::move(t));
+  TensorMap feeds = run_feeds(g, *inputs, weights, o.seed);
   if (o.check) reference.emplace(make_reference(g, o, updates, feeds, std::move(*inputs)));
   StepLoopOptions loop;
   loop.steps = run_steps_of(o);
+  loop.first_step = *resumed ? (*resumed)->step + 1 : 1;
   loop.train = o.train;
+  if (!o.checkpoint_dir.empty())
+    loop.after_update = checkpoint_hook(g, updates, checkpoint_options(o, ck_run, 0, 1, {}));
   loop.reference = reference ? &*reference : nullptr;
   loop.on_step = [&](int s, const TensorMap& got) {
     if (o.train && !o.json)
@@ -198,6 +208,7 @@ Status run_threads(const RunOptions& o, const model::LoadedModel& loaded, Graph&
   HEDDLE_TRY(ran);
   if (!o.output_file.empty()) HEDDLE_TRY(write_npy(o.output_file, ran->outputs.at(g.outputs()[0])));
   summary.digest = output_digest(g, ran->outputs);
+  if (o.train) summary.params_digest = params_digest(updates, ran->outputs);
   summary.result = std::move(*ran);
   summary.peak_bytes_per_device = (*session)->peak_bytes_per_device();  // the executor's plan
   summary.check = reference ? &reference->errors() : nullptr;
@@ -272,6 +283,7 @@ Command add_run_command(CLI::App& root) {
   app->add_option("--seed", opts->seed, "Seed of inputs and parameters (default 0)");
   app->add_option("--rtol", opts->rtol, "Relative tolerance of --check (default 1e-3)");
   app->add_option("--atol", opts->atol, "Absolute tolerance of --check (default 1e-4)");
+  add_checkpoint_flags(app, *opts);
   app->add_flag("--json", opts->json, "Print one JSON object");
   return {app, [opts] { return run(*opts); }};
 }

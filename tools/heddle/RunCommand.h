@@ -42,6 +42,9 @@ struct RunOptions {
   double timeout_s = 60;            ///< --timeout: MPI collectives' limit in seconds (default 60)
   double rtol = 1e-3;               ///< relative tolerance of --check (default 1e-3)
   double atol = 1e-4;               ///< absolute tolerance of --check (default 1e-4)
+  std::string checkpoint_dir;       ///< --checkpoint DIR (default none: no checkpoints)
+  int checkpoint_every = -1;        ///< --checkpoint-every N (default -1: every step)
+  std::string resume_dir;           ///< --resume DIR (default none: start at step 1)
 };
 
 /// The options both backends check before loading: --steps, --optimizer, the tolerances,

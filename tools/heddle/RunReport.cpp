@@ -48,6 +48,7 @@ int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {
       j["adamw_elements_compared_by_gradient"] = c->adamw_skipped;
     }
     if (o.train) j["loss"] = s.result.losses;
+    if (!s.params_digest.empty()) j["params_digest"] = s.params_digest;
     j["step_times_s"] = s.result.step_times_s;
     j["median_step_s"] = s.result.median_step_s();
     if (!s.peak_bytes_per_device.empty()) j["peak_bytes_per_device"] = s.peak_bytes_per_device;

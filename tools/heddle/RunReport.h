@@ -31,7 +31,8 @@ struct RunSummary {
   /// Per device, its peak bytes of tiles (JSON `peak_bytes_per_device`): the executor's planned
   /// arena on threads, else the programs' estimate (HostMemory.h); empty: unknown.
   std::vector<int64_t> peak_bytes_per_device;
-  std::string digest;  ///< output_digest() of the last step
+  std::string digest;         ///< output_digest() of the last step
+  std::string params_digest;  ///< training: params_digest() of the final parameters (JSON)
   const CheckErrors* check = nullptr;
   /// Pipelines: stages, micro-batches per step and the schedule followed (JSON `pipeline`).
   int64_t stages = 0, micro_batches = 0;

@@ -1,5 +1,6 @@
 // A run's inputs and results as bytes: `.npy` input files checked against the graph, the range of
-// integer inputs, the feeds a run starts from, and the digest that tells bit-identical outputs.
+// integer inputs, the feeds a run starts from, and the digests that tell bit-identical outputs and
+// parameters.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "heddle/ir/Graph.h"
+#include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Tensor.h"
 #include "heddle/runtime/Executor.h"
 #include "heddle/support/Result.h"
@@ -20,6 +22,12 @@ int64_t integer_range(const Graph& g);
 /// A hash (FNV-1a, hex) of the outputs' bytes in graph order: equal digests mean bit-identical
 /// results, across runs and backends. Precondition: `outputs` holds every graph output.
 std::string output_digest(const Graph& g, const TensorMap& outputs);
+
+/// A hash (FNV-1a, hex) of every updated parameter's bytes, in the order of `updates` (the
+/// training step's): equal digests mean bit-identical final parameters, across runs, strategies
+/// and backends (`params_digest` of `heddle run --train --json`). Precondition: `outputs` holds
+/// every `updated` value, whole.
+std::string params_digest(const std::vector<ParamUpdate>& updates, const TensorMap& outputs);
 
 /// Input tensors read from files, and what was wrong with them but not fatal.
 struct InputFiles {

@@ -24,7 +24,9 @@ using StepFn = std::function<Result<std::optional<TensorMap>>(int step)>;
 
 /// What run_steps() does around each step.
 struct StepLoopOptions {
-  int steps = 1;       ///< steps to run, >= 1. Default 1.
+  int steps = 1;  ///< the last step to run, >= first_step. Default 1.
+  /// The first step to run (1-based): a resumed run starts after its checkpoint's step. Default 1.
+  int first_step = 1;
   bool train = false;  ///< the graph is a training step: outputs()[0] is the loss. Default false.
   /// Checks each training step (a forward-only run: the first step, the others repeat the same
   /// computation) and follows the updates. Default none. Not owned.
@@ -32,6 +34,11 @@ struct StepLoopOptions {
   /// Called after each step that returned outputs, with its number and the outputs (progress
   /// printing). Default none.
   std::function<void(int step, const TensorMap& outputs)> on_step;
+  /// Called by the backend on every process after training step `step` moved its feeds to the
+  /// updated parameters and optimizer state, with those feeds (whole on threads, the process's
+  /// tiles under MPI): the checkpoint hook (Checkpoint.h). A diagnostic fails the step. Default
+  /// none.
+  std::function<Status(int step, const TensorMap& feeds)> after_update;
 };
 
 /// What a run of steps gives back.
