@@ -1,0 +1,425 @@
+// Keeps the docs true to the binary: every `heddle` command in a fenced code block of README.md
+// and docs/*.md runs and exits as the doc says (and prints the output the doc shows after a
+// `$ heddle` line); every flag docs/cli.md lists exists in that subcommand's --help and every flag
+// --help lists is in docs/cli.md; the model-taking commands' --help names every model kind; and
+// no doc cites a file the repository does not hold.
+//
+// Marker convention (docs/cli.md, "Commands in these docs"): HTML comments on the lines right
+// above a fence, invisible when the page is rendered:
+//   <!-- doc-test: skip: REASON -->              the block's commands are not run
+//   <!-- doc-test: skip "TEXT": REASON -->       its commands containing TEXT are not run
+//   <!-- doc-test: exit N "TEXT" -->             its commands containing TEXT exit with N
+// A marker whose TEXT matches no command of its block fails the test, so markers cannot go stale.
+// Commands run in a scratch directory holding `examples/` (the repository's), `model.onnx` and
+// `x.npy` (the cnn ONNX test fixture, fixed shapes as torchvision exports, and its input); lines
+// that start with a launcher (`mpirun`, `srun`) are not run here (tests/tools/MpiCliTest.cpp runs
+// the MPI backend).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "common/RunCli.h"
+
+namespace heddle {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_heddle;
+
+// Seconds one documented command may take; the doc's whole block list stays well within the
+// test budget (the commands chosen for the docs are the quick ones).
+constexpr int kCommandTimeoutS = 15;
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+const std::vector<std::string> kCommands = {"show",     "run",      "plan",
+                                            "simulate", "schedule", "calibrate"};
+
+/// README.md and every docs/*.md, as paths relative to the source tree.
+std::vector<std::string> doc_files() {
+  std::vector<std::string> files = {"README.md"};
+  for (const auto& e : fs::directory_iterator(testing::source_dir() + "/docs"))
+    if (e.path().extension() == ".md") files.push_back("docs/" + e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+/// One `heddle` command of a doc's code block.
+struct DocCommand {
+  int line = 0;                     ///< 1-based line of the command in the doc
+  std::string args;                 ///< what follows `heddle`
+  int exit_code = 0;                ///< as the doc states (default 0)
+  bool skipped = false;             ///< a marker says not to run it
+  bool prompt = false;              ///< shown as `$ heddle ...`, followed by its output
+  std::vector<std::string> output;  ///< lines shown after a `$ heddle` command
+};
+
+/// A `<!-- doc-test: ... -->` marker above a fence.
+struct Marker {
+  int line = 0;
+  std::string kind;  ///< "skip" or "exit"
+  std::string text;  ///< empty: the whole block
+  int exit_code = 0;
+  std::string reason;
+  bool used = false;
+};
+
+// Parses a marker comment; false when the line is not one. A malformed marker is a test failure.
+bool parse_marker(const std::string& line, int number, const std::string& doc, Marker& m) {
+  static const std::regex re(R"(^<!-- doc-test: (.*) -->$)");
+  std::smatch match;
+  if (!std::regex_match(line, match, re)) return false;
+  static const std::regex skip_all(R"re(^skip: (\S.*)$)re"),
+      skip_text(R"re(^skip "([^"]+)": (\S.*)$)re"), exit_text(R"re(^exit (\d+) "([^"]+)"$)re");
+  std::smatch p;
+  std::string body = match[1];
+  m.line = number;
+  if (std::regex_match(body, p, skip_all)) {
+    m.kind = "skip", m.reason = p[1];
+  } else if (std::regex_match(body, p, skip_text)) {
+    m.kind = "skip", m.text = p[1], m.reason = p[2];
+  } else if (std::regex_match(body, p, exit_text)) {
+    m.kind = "exit", m.exit_code = std::stoi(p[1]), m.text = p[2];
+  } else {
+    ADD_FAILURE() << doc << ":" << number << ": malformed doc-test marker: " << line;
+    return false;
+  }
+  return true;
+}
+
+// The command a code-block line starts, without its prompt or binary path; empty when none.
+std::string command_args(const std::string& line, bool& prompt) {
+  std::string l = trim(line);
+  prompt = starts_with(l, "$ ");
+  if (prompt) l = l.substr(2);
+  for (const char* bin :
+       {"heddle ", "./build/tools/heddle/heddle ", "build/tools/heddle/heddle "}) {
+    if (!starts_with(l, bin)) continue;
+    std::string args = l.substr(std::string(bin).size());
+    // A subcommand or an option must follow (`heddle d904b0c ...` is a report's header line).
+    for (const std::string& cmd : kCommands)
+      if (starts_with(args, cmd + " ") || args == cmd) return args;
+    return starts_with(args, "--") ? args : "";
+  }
+  return "";
+}
+
+// Drops a trailing shell comment (`  # what it shows`).
+std::string strip_comment(const std::string& s) {
+  size_t hash = s.find(" #");
+  return trim(hash == std::string::npos ? s : s.substr(0, hash));
+}
+
+/// Every `heddle` command in the fenced code blocks of `doc`, with its markers applied.
+std::vector<DocCommand> doc_commands(const std::string& doc) {
+  std::vector<std::string> lines = lines_of(slurp(testing::source_dir() + "/" + doc));
+  std::vector<DocCommand> commands;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!starts_with(trim(lines[i]), "```")) continue;
+    std::vector<Marker> markers;
+    for (size_t k = i; k > 0; --k) {
+      Marker m;
+      if (!parse_marker(trim(lines[k - 1]), static_cast<int>(k), doc, m)) break;
+      markers.push_back(m);
+    }
+    size_t end = i + 1;
+    while (end < lines.size() && !starts_with(trim(lines[end]), "```")) ++end;
+    std::vector<DocCommand> block;
+    for (size_t j = i + 1; j < end; ++j) {
+      bool prompt = false;
+      std::string args = command_args(lines[j], prompt);
+      if (args.empty()) {
+        if (!block.empty() && block.back().prompt && !trim(lines[j]).empty() &&
+            !starts_with(trim(lines[j]), "$"))
+          block.back().output.push_back(lines[j]);
+        continue;
+      }
+      DocCommand c;
+      c.line = static_cast<int>(j + 1);
+      c.prompt = prompt;
+      while (!args.empty() && args.back() == '\\' && j + 1 < end)
+        args = args.substr(0, args.size() - 1) + " " + trim(lines[++j]);
+      c.args = strip_comment(args);
+      block.push_back(c);
+    }
+    for (DocCommand& c : block) {
+      for (Marker& m : markers) {
+        if (!m.text.empty() && c.args.find(m.text) == std::string::npos) continue;
+        m.used = true;
+        if (m.kind == "skip") c.skipped = true;
+        if (m.kind == "exit") c.exit_code = m.exit_code;
+      }
+      commands.push_back(c);
+    }
+    for (const Marker& m : markers)
+      EXPECT_TRUE(m.used) << doc << ":" << m.line << ": the doc-test marker matches no command of "
+                          << "its block (a stale marker, or a block without commands)";
+    i = end;
+  }
+  return commands;
+}
+
+// A scratch directory in which the documented relative paths exist.
+std::string scratch_dir(const std::string& doc) {
+  std::string name = doc;
+  std::replace(name.begin(), name.end(), '/', '_');
+  fs::path dir = fs::path(::testing::TempDir()) / ("heddle_doc_commands_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string src = testing::source_dir();
+  fs::create_directory_symlink(src + "/examples", dir / "examples");
+  fs::create_symlink(src + "/tests/data/cnn.onnx", dir / "model.onnx");
+  fs::create_symlink(src + "/tests/data/cnn.in.npy", dir / "x.npy");
+  return dir.string();
+}
+
+class DocCommands : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DocCommands, RunAsDocumented) {
+  const std::string doc = GetParam();
+  std::vector<DocCommand> commands = doc_commands(doc);
+  const std::string dir = scratch_dir(doc);
+  for (const DocCommand& c : commands) {
+    if (c.skipped) continue;
+    SCOPED_TRACE(doc + ":" + std::to_string(c.line) + ": heddle " + c.args);
+    auto r = run_heddle(c.args, dir, kCommandTimeoutS);
+    ASSERT_NE(r.exit_code, 124) << "took longer than " << kCommandTimeoutS
+                                << " s: mark it `skip` with the reason, or document a quicker one";
+    EXPECT_EQ(r.exit_code, c.exit_code) << r.err;
+    for (const std::string& want : c.output) {
+      // Timings differ between runs; every other line the doc shows must be printed as shown.
+      if (want.find("time") != std::string::npos) continue;
+      EXPECT_NE(r.out.find(want), std::string::npos) << "the doc shows\n"
+                                                     << want << "\ngot\n"
+                                                     << r.out;
+    }
+  }
+}
+
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (char& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Docs, DocCommands, ::testing::ValuesIn(doc_files()), test_name);
+
+TEST(DocCommandsParser, FindsTheToursCommandsAndHonoursMarkers) {
+  std::vector<DocCommand> readme = doc_commands("README.md");
+  ASSERT_GE(readme.size(), 10u);  // the tour
+  EXPECT_EQ(readme.front().args, "show gpt3-175b");
+  for (const DocCommand& c : readme) EXPECT_EQ(c.args.find('#'), std::string::npos) << c.args;
+  std::vector<DocCommand> cli = doc_commands("docs/cli.md");
+  ASSERT_FALSE(cli.empty());
+  for (const DocCommand& c : cli)
+    EXPECT_TRUE(c.skipped) << "docs/cli.md's synopsis is marked as not commands: " << c.args;
+  int with_output = 0;
+  for (const DocCommand& c : doc_commands("docs/pipeline.md")) with_output += !c.output.empty();
+  EXPECT_GE(with_output, 1) << "pipeline.md shows a schedule's output after `$ heddle schedule`";
+}
+
+// ---------------------------------------------------------------------------------------------
+// docs/cli.md's flags against --help.
+
+std::set<std::string> flags_in(const std::string& text) {
+  static const std::regex re(R"(--[a-z][a-z0-9-]*)");
+  std::set<std::string> flags;
+  for (std::sregex_iterator it(text.begin(), text.end(), re), e; it != e; ++it)
+    flags.insert(it->str());
+  return flags;
+}
+
+/// Per subcommand, the flags docs/cli.md gives it: its synopsis line(s) in "Commands" and the rows
+/// of the option tables whose first cell names it; under "heddle", the rows for `all` (options
+/// of the command line as a whole, which `heddle --help` lists).
+std::map<std::string, std::set<std::string>> documented_flags() {
+  std::map<std::string, std::set<std::string>> flags;
+  std::vector<std::string> lines = lines_of(slurp(testing::source_dir() + "/docs/cli.md"));
+  std::string current;
+  bool synopsis = false;
+  for (const std::string& raw : lines) {
+    std::string l = trim(raw);
+    if (starts_with(l, "```")) {
+      synopsis = false, current.clear();
+      continue;
+    }
+    if (starts_with(l, "heddle ")) {
+      std::string cmd = l.substr(7, l.find(' ', 7) - 7);
+      if (std::find(kCommands.begin(), kCommands.end(), cmd) != kCommands.end())
+        synopsis = true, current = cmd;
+    }
+    if (synopsis && !current.empty()) {
+      auto f = flags_in(l);
+      flags[current].insert(f.begin(), f.end());
+    }
+    if (starts_with(l, "|") && !synopsis) {
+      for (size_t at; (at = l.find("\\|")) != std::string::npos;) l.replace(at, 2, "/");
+      size_t bar = l.find('|', 1);
+      if (bar == std::string::npos) continue;
+      std::string who = l.substr(1, bar - 1);
+      size_t bar2 = l.find('|', bar + 1);
+      std::string option = l.substr(bar + 1, bar2 - bar - 1);
+      auto f = flags_in(option);
+      if (trim(who) == "all") flags["heddle"].insert(f.begin(), f.end());
+      for (const std::string& cmd : kCommands)
+        if (who.find("`" + cmd + "`") != std::string::npos) flags[cmd].insert(f.begin(), f.end());
+    }
+  }
+  return flags;
+}
+
+/// The flags `heddle CMD --help` lists (the first name of each option line); `heddle --help` for
+/// "heddle".
+std::set<std::string> help_flags(const std::string& cmd) {
+  auto r = run_heddle(cmd == "heddle" ? "--help" : cmd + " --help");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  static const std::regex re(R"(^\s+(?:-[a-zA-Z],)?(--[a-z][a-z0-9-]*))");
+  std::set<std::string> flags;
+  for (const std::string& l : lines_of(r.out)) {
+    std::smatch m;
+    if (std::regex_search(l, m, re) && m[1] != "--help") flags.insert(m[1]);
+  }
+  return flags;
+}
+
+TEST(DocsCli, EveryDocumentedFlagIsInHelpAndEveryHelpFlagIsDocumented) {
+  auto documented = documented_flags();
+  std::vector<std::string> all = kCommands;
+  all.push_back("heddle");
+  for (const std::string& cmd : all) {
+    SCOPED_TRACE("heddle " + cmd);
+    std::set<std::string> help = help_flags(cmd);
+    ASSERT_FALSE(help.empty());
+    for (const std::string& f : documented[cmd])
+      EXPECT_TRUE(help.count(f)) << "docs/cli.md gives `" << cmd << "` the flag " << f
+                                 << ", which its --help does not list";
+    for (const std::string& f : help)
+      EXPECT_TRUE(documented[cmd].count(f))
+          << "`heddle " << cmd << " --help` lists " << f
+          << ", which docs/cli.md does not give the command (synopsis or option table)";
+  }
+}
+
+TEST(DocsCli, ModelCommandsHelpNamesEveryModelKind) {
+  for (const char* cmd : {"show", "run", "plan", "simulate"}) {
+    auto r = run_heddle(std::string(cmd) + " --help");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* kind : {"zoo", ".onnx", "text-IR", ".hd"})
+      EXPECT_NE(r.out.find(kind), std::string::npos) << "heddle " << cmd << " --help: " << kind;
+  }
+}
+
+// docs/cli.md, "Logging": with --json, stdout holds the result object and stderr only JSON lines
+// (plan's progress, its warnings, simulate's cluster line and failures were plain text before).
+TEST(DocsCli, JsonLeavesOnlyJsonLinesOnStderr) {
+  for (const char* args :
+       {"plan gpt-tiny --cluster a100x8 --json --log-level info",
+        "plan gpt-tiny --cluster a100x8 --train --batch 8 --json --export megatron --log-level "
+        "info",
+        "simulate gpt-tiny --cluster a100x8 --strategy dp=2,tp=4 --batch 4 --json --log-level info",
+        "simulate gpt3-175b --cluster a100x8 --strategy tp=8 --train --json",
+        "schedule --placement vshape --devices 4 --micro-batches 4 --memory 2 --baseline gpipe "
+        "--json"}) {
+    SCOPED_TRACE(args);
+    auto r = run_heddle(args);
+    EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out;
+    int records = 0;
+    for (const std::string& l : lines_of(r.err)) {
+      EXPECT_TRUE(nlohmann::json::accept(l)) << "not a JSON line on stderr: " << l;
+      ++records;
+    }
+    EXPECT_GT(records, 0) << "each of these writes a progress, warning or failure record";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files the docs cite.
+
+/// Every file name under the source tree (for bare names such as `DeviceProfile.h`).
+std::set<std::string> repo_file_names() {
+  std::set<std::string> names;
+  const fs::path root = testing::source_dir();
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
+    const std::string name = it->path().filename().string();
+    if (it->is_directory() && (name == ".git" || starts_with(name, "build"))) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    names.insert(name);
+  }
+  return names;
+}
+
+// Whether a cited path exists: from the root, from docs/, under include/ (`heddle/ops/Ops.h`,
+// `runtime/HostMemory.h`) or src/ (`cost/Simulator.cpp`); a bare name anywhere in the tree. Files
+// of the upstream projects export.md names its flags from (Megatron-LM, torchtitan, DeepSpeed)
+// are cited with their repository, not as files of this one.
+bool cited_file_exists(const std::string& cited, const std::set<std::string>& names) {
+  const fs::path root = testing::source_dir();
+  if (cited.find('/') == std::string::npos) return names.count(cited) > 0;
+  for (const char* upstream : {"megatron/", "torchtitan/", "deepspeed/"})
+    if (starts_with(cited, upstream)) return true;
+  std::string p = cited.substr(0, cited.find(':'));  // `tests/cost/X.cpp:Name`
+  for (const fs::path& base :
+       {root, root / "docs", root / "include", root / "include/heddle", root / "src"})
+    if (fs::exists(base / p)) return true;
+  return false;
+}
+
+TEST(DocsCli, CiteOnlyFilesInTheRepository) {
+  const std::set<std::string> names = repo_file_names();
+  // Backticked or linked sources and docs, and paths into the tree's top-level directories.
+  static const std::regex code(R"(`([A-Za-z0-9_./-]+\.(?:h|cpp|md|py|cmake))`)");
+  static const std::regex link(R"(\]\(([^)#]+)\))");
+  static const std::regex tree(
+      R"(`((?:include|src|tests|tools|bench|scripts|examples|python|fuzz|docs)/[A-Za-z0-9_./-]*)`)");
+  static const std::regex outside(R"(\.\./shared|/work/)");
+  for (const std::string& doc : doc_files()) {
+    const std::string text = slurp(testing::source_dir() + "/" + doc);
+    int n = 0;
+    for (const std::string& line : lines_of(text)) {
+      ++n;
+      EXPECT_FALSE(std::regex_search(line, outside))
+          << doc << ":" << n << " cites a file outside the repository: " << line;
+      for (const std::regex* re : {&code, &link, &tree}) {
+        for (std::sregex_iterator it(line.begin(), line.end(), *re), e; it != e; ++it) {
+          std::string cited = (*it)[1];
+          if (starts_with(cited, "http")) continue;
+          EXPECT_TRUE(cited_file_exists(cited, names))
+              << doc << ":" << n << " cites `" << cited << "`, which the repository does not hold";
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace heddle
