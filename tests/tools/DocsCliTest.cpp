@@ -359,6 +359,49 @@ TEST(DocsCli, JsonLeavesOnlyJsonLinesOnStderr) {
   }
 }
 
+// Every key the JSON outputs and plan.json hold (nested objects and the entries of lists of
+// objects too) is named in docs/cli.md as `key`: nothing a script may read is undocumented.
+void collect_keys(const nlohmann::json& j, const std::string& path,
+                  std::map<std::string, std::string>& keys) {
+  if (j.is_array()) {
+    for (const auto& e : j) collect_keys(e, path + "[]", keys);
+    return;
+  }
+  if (!j.is_object()) return;
+  for (const auto& [k, v] : j.items()) {
+    keys.emplace(k, path + "." + k);
+    // Keys of these are data (dimension names, link classes, the export's own format).
+    if (k == "rank_groups" || k == "link_bytes" || k == "export") continue;
+    collect_keys(v, path + "." + k, keys);
+  }
+}
+
+TEST(DocsCli, EveryJsonKeyIsDocumented) {
+  const std::string cli = slurp(testing::source_dir() + "/docs/cli.md");
+  const std::string dir = ::testing::TempDir() + "/heddle_doc_json_keys";
+  fs::remove_all(dir);
+  std::map<std::string, std::string> keys;
+  for (const std::string& args :
+       {"plan gpt3-1.3b --cluster v100x6 --layers 8 --vocab 250000 --batch 16 --train --json "
+        "--compare pp=3,dp=2 --out " +
+            dir,
+        std::string("simulate gpt3-1.3b --cluster v100x4 --layers 8 --batch 16 --train "
+                    "--strategy pp=2,dp=2 --json"),
+        std::string("run gpt-tiny --batch 4 --mesh 4 --strategy pp=2,dp=2 --train --steps 1 "
+                    "--check --json"),
+        std::string("run gpt-tiny --mesh 2 --strategy dp=2 --train --steps 1 --check --json"),
+        std::string("schedule --placement vshape --devices 4 --micro-batches 8 --memory 4 --json"),
+        std::string("show gpt-tiny --json")}) {
+    auto r = run_heddle(args);
+    ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    collect_keys(nlohmann::json::parse(r.out), args.substr(0, args.find(' ')), keys);
+  }
+  collect_keys(nlohmann::json::parse(slurp(dir + "/plan.json")), "plan.json", keys);
+  for (const auto& [key, where] : keys)
+    EXPECT_NE(cli.find("`" + key + "`"), std::string::npos)
+        << where << ": docs/cli.md does not name the JSON key `" << key << "`";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Files the docs cite.
 
