@@ -359,6 +359,40 @@ TEST(DocsCli, JsonLeavesOnlyJsonLinesOnStderr) {
   }
 }
 
+// The first ```json block after `heading` in docs/cli.md.
+std::string json_example(const std::string& heading) {
+  std::vector<std::string> lines = lines_of(slurp(testing::source_dir() + "/docs/cli.md"));
+  std::string text;
+  bool section = false, block = false;
+  for (const std::string& l : lines) {
+    if (starts_with(l, "## ")) section = starts_with(l, heading);
+    if (!section) continue;
+    if (block && starts_with(l, "```")) return text;
+    if (block) text += l + "\n";
+    if (starts_with(l, "```json")) block = true;
+  }
+  ADD_FAILURE() << "docs/cli.md has no ```json example under " << heading;
+  return text;
+}
+
+// docs/cli.md's placement and cluster file examples are files heddle takes as they are shown.
+TEST(DocsCli, TheFileFormatExamplesWork) {
+  const std::string dir = ::testing::TempDir();
+  {
+    std::ofstream(dir + "/doc_placement.json") << json_example("## Placement files");
+    std::ofstream(dir + "/doc_cluster.json") << json_example("## Cluster files");
+  }
+  auto s = run_heddle("schedule --placement " + dir + "/doc_placement.json --micro-batches 4 " +
+                      "--memory 4 --json");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(nlohmann::json::parse(s.out)["devices"], 4);
+  auto c = run_heddle("simulate gpt-tiny --cluster " + dir +
+                      "/doc_cluster.json --strategy dp=64 --batch 64 --json");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(nlohmann::json::parse(c.out)["cluster_source"].get<std::string>().find("file"),
+            std::string::npos);
+}
+
 // Every key the JSON outputs and plan.json hold (nested objects and the entries of lists of
 // objects too) is named in docs/cli.md as `key`: nothing a script may read is undocumented.
 void collect_keys(const nlohmann::json& j, const std::string& path,
