@@ -1,6 +1,7 @@
 // Keeps the docs true to the binary: every `heddle` command in a fenced code block of README.md
-// and docs/*.md runs and exits as the doc says (and prints the output the doc shows after a
-// `$ heddle` line); every flag docs/cli.md lists exists in that subcommand's --help and every flag
+// and docs/*.md runs (one test each, `Docs/DocCommands.RunAsDocumented/<doc>_line<N>`) and exits
+// as the doc says (and prints the output the doc shows after a `$ heddle` line); every flag
+// docs/cli.md lists exists in that subcommand's --help and every flag
 // --help lists is in docs/cli.md; the model-taking commands' --help names every model kind; and
 // no doc cites a file the repository does not hold.
 //
@@ -35,8 +36,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_heddle;
 
-// Seconds one documented command may take; the doc's whole block list stays well within the
-// test budget (the commands chosen for the docs are the quick ones).
+// Seconds one documented command may take, within the test budget (each command is its own
+// test; a slow one is marked `skip` with the reason, or replaced by a quicker example).
 constexpr int kCommandTimeoutS = 15;
 
 std::string slurp(const fs::path& path) {
@@ -72,6 +73,7 @@ std::vector<std::string> doc_files() {
 
 /// One `heddle` command of a doc's code block.
 struct DocCommand {
+  std::string doc;                  ///< README.md or docs/NAME.md
   int line = 0;                     ///< 1-based line of the command in the doc
   std::string args;                 ///< what follows `heddle`
   int exit_code = 0;                ///< as the doc states (default 0)
@@ -90,8 +92,10 @@ struct Marker {
   bool used = false;
 };
 
-// Parses a marker comment; false when the line is not one. A malformed marker is a test failure.
-bool parse_marker(const std::string& line, int number, const std::string& doc, Marker& m) {
+// Parses a marker comment; false when the line is not one. A malformed marker is added to
+// `problems`.
+bool parse_marker(const std::string& line, int number, const std::string& doc, Marker& m,
+                  std::vector<std::string>& problems) {
   static const std::regex re(R"(^<!-- doc-test: (.*) -->$)");
   std::smatch match;
   if (!std::regex_match(line, match, re)) return false;
@@ -107,7 +111,7 @@ bool parse_marker(const std::string& line, int number, const std::string& doc, M
   } else if (std::regex_match(body, p, exit_text)) {
     m.kind = "exit", m.exit_code = std::stoi(p[1]), m.text = p[2];
   } else {
-    ADD_FAILURE() << doc << ":" << number << ": malformed doc-test marker: " << line;
+    problems.push_back(doc + ":" + std::to_string(number) + ": malformed doc-test marker: " + line);
     return false;
   }
   return true;
@@ -136,8 +140,9 @@ std::string strip_comment(const std::string& s) {
   return trim(hash == std::string::npos ? s : s.substr(0, hash));
 }
 
-/// Every `heddle` command in the fenced code blocks of `doc`, with its markers applied.
-std::vector<DocCommand> doc_commands(const std::string& doc) {
+/// Every `heddle` command in the fenced code blocks of `doc`, with its markers applied; malformed
+/// or stale markers go to `problems`.
+std::vector<DocCommand> doc_commands(const std::string& doc, std::vector<std::string>& problems) {
   std::vector<std::string> lines = lines_of(slurp(testing::source_dir() + "/" + doc));
   std::vector<DocCommand> commands;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -145,7 +150,7 @@ std::vector<DocCommand> doc_commands(const std::string& doc) {
     std::vector<Marker> markers;
     for (size_t k = i; k > 0; --k) {
       Marker m;
-      if (!parse_marker(trim(lines[k - 1]), static_cast<int>(k), doc, m)) break;
+      if (!parse_marker(trim(lines[k - 1]), static_cast<int>(k), doc, m, problems)) break;
       markers.push_back(m);
     }
     size_t end = i + 1;
@@ -161,6 +166,7 @@ std::vector<DocCommand> doc_commands(const std::string& doc) {
         continue;
       }
       DocCommand c;
+      c.doc = doc;
       c.line = static_cast<int>(j + 1);
       c.prompt = prompt;
       while (!args.empty() && args.back() == '\\' && j + 1 < end)
@@ -178,18 +184,38 @@ std::vector<DocCommand> doc_commands(const std::string& doc) {
       commands.push_back(c);
     }
     for (const Marker& m : markers)
-      EXPECT_TRUE(m.used) << doc << ":" << m.line << ": the doc-test marker matches no command of "
-                          << "its block (a stale marker, or a block without commands)";
+      if (!m.used)
+        problems.push_back(doc + ":" + std::to_string(m.line) +
+                           ": the doc-test marker matches no command of its block (a stale "
+                           "marker, or a block without commands)");
     i = end;
   }
   return commands;
 }
 
+std::vector<DocCommand> doc_commands(const std::string& doc) {
+  std::vector<std::string> ignored;
+  return doc_commands(doc, ignored);
+}
+
+/// Every documented command of every doc: one test each, so each has the test time budget.
+std::vector<DocCommand> all_doc_commands() {
+  std::vector<DocCommand> all;
+  for (const std::string& doc : doc_files())
+    for (DocCommand& c : doc_commands(doc)) all.push_back(std::move(c));
+  return all;
+}
+
+std::string case_name(const DocCommand& c) {
+  std::string n = c.doc + "_line" + std::to_string(c.line);
+  for (char& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
 // A scratch directory in which the documented relative paths exist.
-std::string scratch_dir(const std::string& doc) {
-  std::string name = doc;
-  std::replace(name.begin(), name.end(), '/', '_');
-  fs::path dir = fs::path(::testing::TempDir()) / ("heddle_doc_commands_" + name);
+std::string scratch_dir(const DocCommand& c) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("heddle_doc_command_" + case_name(c));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string src = testing::source_dir();
@@ -199,37 +225,42 @@ std::string scratch_dir(const std::string& doc) {
   return dir.string();
 }
 
-class DocCommands : public ::testing::TestWithParam<std::string> {};
+// How gtest names a case in its listings: where it is and what it runs.
+void PrintTo(const DocCommand& c, std::ostream* os) {
+  *os << c.doc << ":" << c.line << ": heddle " << c.args;
+}
+
+class DocCommands : public ::testing::TestWithParam<DocCommand> {};
 
 TEST_P(DocCommands, RunAsDocumented) {
-  const std::string doc = GetParam();
-  std::vector<DocCommand> commands = doc_commands(doc);
-  const std::string dir = scratch_dir(doc);
-  for (const DocCommand& c : commands) {
-    if (c.skipped) continue;
-    SCOPED_TRACE(doc + ":" + std::to_string(c.line) + ": heddle " + c.args);
-    auto r = run_heddle(c.args, dir, kCommandTimeoutS);
-    ASSERT_NE(r.exit_code, 124) << "took longer than " << kCommandTimeoutS
-                                << " s: mark it `skip` with the reason, or document a quicker one";
-    EXPECT_EQ(r.exit_code, c.exit_code) << r.err;
-    for (const std::string& want : c.output) {
-      // Timings differ between runs; every other line the doc shows must be printed as shown.
-      if (want.find("time") != std::string::npos) continue;
-      EXPECT_NE(r.out.find(want), std::string::npos) << "the doc shows\n"
-                                                     << want << "\ngot\n"
-                                                     << r.out;
-    }
+  const DocCommand& c = GetParam();
+  if (c.skipped) GTEST_SKIP() << "marked `doc-test: skip` in " << c.doc;
+  SCOPED_TRACE(c.doc + ":" + std::to_string(c.line) + ": heddle " + c.args);
+  auto r = run_heddle(c.args, scratch_dir(c), kCommandTimeoutS);
+  ASSERT_NE(r.exit_code, 124) << "took longer than " << kCommandTimeoutS
+                              << " s: mark it `skip` with the reason, or document a quicker one";
+  EXPECT_EQ(r.exit_code, c.exit_code) << r.err;
+  for (const std::string& want : c.output) {
+    // Timings differ between runs; every other line the doc shows must be printed as shown.
+    if (want.find("time") != std::string::npos) continue;
+    EXPECT_NE(r.out.find(want), std::string::npos) << "the doc shows\n"
+                                                   << want << "\ngot\n"
+                                                   << r.out;
   }
 }
 
-std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string n = info.param;
-  for (char& ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return n;
-}
+INSTANTIATE_TEST_SUITE_P(Docs, DocCommands, ::testing::ValuesIn(all_doc_commands()),
+                         [](const ::testing::TestParamInfo<DocCommand>& info) {
+                           return case_name(info.param);
+                         });
 
-INSTANTIATE_TEST_SUITE_P(Docs, DocCommands, ::testing::ValuesIn(doc_files()), test_name);
+TEST(DocCommandsParser, MarkersAreWellFormedAndEachMatchesACommand) {
+  for (const std::string& doc : doc_files()) {
+    std::vector<std::string> problems;
+    doc_commands(doc, problems);
+    for (const std::string& p : problems) ADD_FAILURE() << p;
+  }
+}
 
 TEST(DocCommandsParser, FindsTheToursCommandsAndHonoursMarkers) {
   std::vector<DocCommand> readme = doc_commands("README.md");
