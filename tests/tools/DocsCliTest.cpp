@@ -390,6 +390,51 @@ TEST(DocsCli, JsonLeavesOnlyJsonLinesOnStderr) {
   }
 }
 
+// The names after `marker` in `text`, up to the end of its line, split at ", " and " or ".
+std::vector<std::string> listed_after(const std::string& text, const std::string& marker) {
+  std::vector<std::string> names;
+  size_t at = text.find(marker);
+  if (at == std::string::npos) return names;
+  std::string list = text.substr(at + marker.size());
+  list = list.substr(0, list.find_first_of(";\n"));
+  static const std::regex sep(", | or ");
+  for (std::sregex_token_iterator it(list.begin(), list.end(), sep, -1), e; it != e; ++it)
+    if (!trim(*it).empty()) names.push_back(trim(*it));
+  return names;
+}
+
+// The vocabularies the binary's diagnostics list (strategy keys, placements, device presets) are
+// the ones docs/cli.md names, and the contract keys cli.md says heddle does not take yet are
+// refused.
+TEST(DocsCli, StrategyKeysPlacementsAndDevicesAreTheOnesDocumented) {
+  const std::string cli = slurp(testing::source_dir() + "/docs/cli.md");
+  auto keys = run_heddle("simulate gpt-tiny --cluster a100x2 --strategy nosuchkey=1");
+  EXPECT_EQ(keys.exit_code, 1);
+  std::vector<std::string> valid = listed_after(keys.err, "valid keys: ");
+  ASSERT_GE(valid.size(), 10u) << keys.err;
+  for (const std::string& k : valid)  // `zero` or `meshes=...`
+    EXPECT_TRUE(cli.find("`" + k + "`") != std::string::npos ||
+                cli.find("`" + k + "=") != std::string::npos)
+        << "strategy key " << k;
+  for (const char* k : {"cp", "precision", "attention", "overlap", "offload"})
+    EXPECT_EQ(std::find(valid.begin(), valid.end(), k), valid.end())
+        << k << " is a strategy key now: docs/cli.md says heddle does not take it yet";
+  auto placements = run_heddle(
+      "schedule --placement nosuch --devices 2 --micro-batches 2 "
+      "--memory 2");
+  std::vector<std::string> shapes = listed_after(placements.err, "use one of ");
+  ASSERT_GE(shapes.size(), 7u) << placements.err;
+  for (const std::string& s : shapes) {
+    if (s == "a JSON placement file") continue;
+    EXPECT_NE(cli.find("`" + s + "`"), std::string::npos) << "placement " << s;
+  }
+  auto devices = run_heddle("simulate gpt-tiny --cluster tpux8 --strategy dp=2");
+  std::vector<std::string> presets = listed_after(devices.err, "known devices: ");
+  ASSERT_GE(presets.size(), 6u) << devices.err;
+  for (const std::string& d : presets)
+    EXPECT_NE(cli.find("`" + d + "`"), std::string::npos) << "device preset " << d;
+}
+
 // The first ```json block after `heading` in docs/cli.md.
 std::string json_example(const std::string& heading) {
   std::vector<std::string> lines = lines_of(slurp(testing::source_dir() + "/docs/cli.md"));
