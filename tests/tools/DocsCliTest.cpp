@@ -384,7 +384,12 @@ TEST(DocsCli, ModelCommandsHelpNamesEveryModelKind) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     for (const char* kind : {"zoo", ".onnx", "text-IR", ".hd"})
       EXPECT_NE(r.out.find(kind), std::string::npos) << "heddle " << cmd << " --help: " << kind;
+    // Help cites the repository's docs (it said "see CLI.md", a file outside the repository).
+    EXPECT_EQ(r.out.find("CLI.md"), std::string::npos) << "heddle " << cmd << " --help";
   }
+  // The exit code of a failed --check is 3 (docs/cli.md, "Exit codes"), as --help says.
+  auto run = run_heddle("run --help");
+  EXPECT_NE(run.out.find("exit 3 on mismatch"), std::string::npos) << run.out;
 }
 
 // docs/cli.md, "Logging": with --json, stdout holds the result object and stderr only JSON lines
