@@ -460,6 +460,19 @@ TEST(DocsCli, StrategyKeysPlacementsAndDevicesAreTheOnesDocumented) {
     EXPECT_NE(cli.find("`" + d + "`"), std::string::npos) << "device preset " << d;
 }
 
+// export.md, "Memory reserve": 4 GB (3.73 GiB) of an 80 GB A100 is kept free by plan, none by
+// simulate (docs/cli.md, `assumes`).
+TEST(DocsCli, TheMemoryReserveIsAsDocumented) {
+  auto plan = run_heddle("plan gpt-tiny --cluster a100x8 --batch 8 --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  auto j = nlohmann::json::parse(plan.out);
+  EXPECT_DOUBLE_EQ(j["memory_reserve_bytes"].get<double>(), 4e9);
+  EXPECT_DOUBLE_EQ(j["memory_limit_bytes"].get<double>(), 80e9 - 4e9);
+  auto sim = run_heddle("simulate gpt-tiny --cluster a100x8 --strategy dp=8 --batch 8 --json");
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(sim.out)["memory_limit_bytes"].get<double>(), 80e9);
+}
+
 // The first ```json block after `heading` in docs/cli.md.
 std::string json_example(const std::string& heading) {
   std::vector<std::string> lines = lines_of(slurp(testing::source_dir() + "/docs/cli.md"));
