@@ -473,6 +473,24 @@ TEST(DocsCli, TheMemoryReserveIsAsDocumented) {
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(sim.out)["memory_limit_bytes"].get<double>(), 80e9);
 }
 
+// ops.md's zoo table: every preset given an exact parameter count has that many (`show --json`).
+TEST(DocsCli, ZooTableParameterCountsAreTheModels) {
+  static const std::regex row(R"(^\| ([a-z0-9.-]+) \| ([0-9,]+) \|)");
+  int checked = 0;
+  for (const std::string& l : lines_of(slurp(testing::source_dir() + "/docs/ops.md"))) {
+    std::smatch m;
+    if (!std::regex_search(l, m, row)) continue;
+    std::string digits = m[2];
+    digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());
+    auto r = run_heddle("show " + m[1].str() + " --json");
+    ASSERT_EQ(r.exit_code, 0) << m[1] << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["parameters"].get<int64_t>(), std::stoll(digits))
+        << "docs/ops.md's zoo table, " << m[1];
+    ++checked;
+  }
+  EXPECT_GE(checked, 15);
+}
+
 // The first ```json block after `heading` in docs/cli.md.
 std::string json_example(const std::string& heading) {
   std::vector<std::string> lines = lines_of(slurp(testing::source_dir() + "/docs/cli.md"));
