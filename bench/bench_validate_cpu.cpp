@@ -87,6 +87,7 @@ Result<Measured> measure(const Graph& g, const Propagation& prop, int runs, bool
   TensorMap feeds = testing::random_feeds(g, 1);
   ExecOptions eo;
   eo.optimizer_step = train ? 1 : 0;
+  eo.threads = 1;  // one kernel and BLAS thread per device, as calibrated (docs/validation.md)
   auto warm = run_threaded(g, *progs, feeds, eo);
   HEDDLE_TRY(warm);
   std::vector<double> wall, cpu;

@@ -138,7 +138,8 @@ Status expressible(Target target, const StrategySpec& spec, const PlanKind& kind
   if (target == Target::kHeddle) {
     if (spec.heterogeneous())
       return refuse(target, "per-stage sub-meshes (meshes=)",
-                    "its pipelines lower every stage on one dp x tp stage mesh");
+                    "its MPI backend runs every stage on one dp x tp stage mesh (the threads "
+                    "backend runs sub-meshes, on one host)");
     if (kind.intra_op_stages)
       return refuse(target, "pipeline stages sharded by the intra-op ILP",
                     "run lowers a strategy's stages with the tactics");

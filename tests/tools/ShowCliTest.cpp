@@ -79,5 +79,20 @@ TEST(ShowCli, HelpListsOnlyWorkingCommandsAndUsageErrorsExitOne) {
   EXPECT_NE(bad_flag.err.find("frobnicate"), std::string::npos);
 }
 
+// `show --mesh ... --json` printed the plan as text (so stdout was not JSON) and dropped --dot and
+// --text: --json is refused with the plan's options, and the graph files are written as well.
+TEST(ShowCli, PlanOptionsRefuseJsonAndStillWriteTheGraphFiles) {
+  auto r = run_heddle("show gpt-tiny --mesh 2 --strategy dp=2 --json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--json"), std::string::npos) << r.err;
+  const std::string dir = ::testing::TempDir();
+  std::remove((dir + "/plan_g.dot").c_str());
+  auto d = run_heddle("show gpt-tiny --mesh 2 --strategy dp=2 --dot " + dir + "/plan_g.dot");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.out.find("plan: strategy dp=2"), std::string::npos) << d.out;
+  std::ifstream dot(dir + "/plan_g.dot");
+  EXPECT_TRUE(dot.good()) << "--dot with --mesh wrote no file";
+}
+
 }  // namespace
 }  // namespace heddle

@@ -162,7 +162,13 @@ TEST(SimulateCli, CpuClusterSaysWhichProfile) {
   ASSERT_EQ(cal.exit_code, 0) << cal.err;
   CliResult used = run_heddle("simulate mlp --cluster cpu --strategy dp=2 --json");
   ASSERT_EQ(used.exit_code, 0) << used.err;
-  EXPECT_NE(used.err.find(profile), std::string::npos) << used.err;
+  // With --json stderr holds only log records (the cluster line is an info one); the source is
+  // the result's `cluster_source`.
+  EXPECT_NE(nlohmann::json::parse(used.out)["cluster_source"].get<std::string>().find(profile),
+            std::string::npos)
+      << used.out;
+  CliResult text = run_heddle("simulate mlp --cluster cpu --strategy dp=2");
+  EXPECT_NE(text.err.find(profile), std::string::npos) << text.err;
   unsetenv("HEDDLE_CPU_PROFILE");
   std::remove(profile.c_str());
 }

@@ -15,6 +15,7 @@
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/support/Diagnostic.h"
 #include "heddle/support/ExitCode.h"
+#include "heddle/support/Log.h"
 #include "heddle/support/Result.h"
 
 namespace heddle::cli {
@@ -31,6 +32,10 @@ int user_error(const Diagnostic& d);
 
 /// user_error() for a failure of class `kind`; returns its exit code (support/ExitCode.h).
 int report_failure(const Diagnostic& d, FailureKind kind);
+
+/// Writes a warning or note that is not the result to stderr: `text` as it is, or with --json a
+/// log record of `level` and `event` (so stderr stays JSON lines, docs/cli.md "Logging").
+void report_note(LogLevel level, std::string_view event, const std::string& text);
 
 /// `80GiB`, `16GB`, `1.5e9`: a positive number of bytes; a diagnostic naming `flag` otherwise.
 Result<double> parse_bytes(const std::string& text, const std::string& flag = "--memory");

@@ -20,4 +20,11 @@ int report_failure(const Diagnostic& d, FailureKind kind) {
   return code;
 }
 
+void report_note(LogLevel level, std::string_view event, const std::string& text) {
+  if (logging_config().json)
+    log(level, event, text);
+  else
+    std::fprintf(stderr, "%s\n", text.c_str());
+}
+
 }  // namespace heddle::cli

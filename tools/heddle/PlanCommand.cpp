@@ -20,6 +20,7 @@
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
 #include "heddle/support/AtomicFile.h"
+#include "heddle/support/Log.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
@@ -185,14 +186,19 @@ int run_plan(const PlanArgs& a) {
     return user_error(Diagnostic("--time-limit must be zero or more seconds, not " +
                                  fmt::format("{:g}", a.time_limit)));
   o.time_limit_s = a.time_limit;
-  // A bar redrawn in place on a terminal; into a log or pipe, one line per quarter of the search.
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  o.progress = [last = -1, tty](int64_t done, int64_t total) mutable {
+  // A bar redrawn in place on a terminal; into a log or pipe, one line per quarter of the search;
+  // with --json, an info record per quarter, so stderr stays JSON lines (docs/cli.md, "Logging").
+  const bool tty = isatty(STDERR_FILENO) != 0 && !a.json;
+  o.progress = [last = -1, tty, json = a.json](int64_t done, int64_t total) mutable {
     const int width = tty ? 30 : 4;
     int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
     if (filled == last && done != total) return;  // redraw only when the bar moves
     last = filled;
-    if (tty)
+    if (json)
+      log(LogLevel::kInfo, "progress",
+          fmt::format("searching: {} of {} configurations", done, total),
+          {{"done", static_cast<double>(done)}, {"total", static_cast<double>(total)}});
+    else if (tty)
       std::fprintf(stderr, "\rsearching [%s%s] %ld/%ld", std::string(filled, '#').c_str(),
                    std::string(width - filled, '.').c_str(), static_cast<long>(done),
                    static_cast<long>(total));
@@ -213,7 +219,7 @@ int run_plan(const PlanArgs& a) {
   const auto warnings =
       workload_warnings(*src, a.overrides.batch.has_value(), best.sim.devices, a.train);
   if (a.json)  // the text restates them on stdout
-    for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    for (const auto& w : warnings) report_note(LogLevel::kWarn, "warning", "warning: " + w);
   const auto best_export = exporting::export_plan_of(*src, *cluster, best, a.train);
   std::optional<exporting::Export> exported;
   if (target->export_to) {
@@ -269,7 +275,7 @@ int run_plan(const PlanArgs& a) {
     return 0;
   }
   if (exported) {  // stdout holds the export alone: `heddle plan ... --export deepspeed > ds.json`
-    for (const auto& n : exported->notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+    for (const auto& n : exported->notes) report_note(LogLevel::kWarn, "note", "note: " + n);
     fmt::print("{}", exported->text);
     return 0;
   }
@@ -336,7 +342,7 @@ Command add_plan_command(CLI::App& root) {
       "Find the fastest plan that fits: parallel degrees, micro-batches, schedule, ZeRO "
       "and recomputation, each simulated on the cluster.");
   app->add_option("MODEL", a->model,
-                  "A zoo name (heddle show --list), an .onnx file or a text-IR file")
+                  "A zoo name (heddle show --list), an ONNX file (.onnx) or a text-IR file (.hd)")
       ->required();
   app->add_option("--cluster", a->cluster, "a100x64, h100x1024, v100x32, cpu, or a JSON file")
       ->required();

@@ -55,7 +55,7 @@ Result<std::vector<Tensor>> read_input_files(const Graph& g, const RunOptions& o
   auto files = heddle::read_input_files(g, o.input_files, o.check);
   HEDDLE_TRY(files);
   for (const Diagnostic& d : files->warnings)
-    std::fprintf(stderr, "%s: warning: %s\n", d.loc.to_string().c_str(), d.message.c_str());
+    report_note(LogLevel::kWarn, "warning", d.loc.to_string() + ": warning: " + d.message);
   return std::move(files->tensors);
 }
 
@@ -252,7 +252,7 @@ Command add_run_command(CLI::App& root) {
       "Partition a model over a mesh of devices (threads, or MPI ranks), execute it, and "
       "check it.");
   app->add_option("MODEL", opts->model,
-                  "A zoo name (heddle show --list), an ONNX file (.onnx) or a text-IR file")
+                  "A zoo name (heddle show --list), an ONNX file (.onnx) or a text-IR file (.hd)")
       ->required();
   add_zoo_overrides(app, opts->overrides);
   add_dim_option(app, opts->dims);
@@ -263,14 +263,14 @@ Command add_run_command(CLI::App& root) {
                   "Write the (single) output of the partitioned run to FILE.npy");
   app->add_option("--mesh", opts->mesh, "Devices: 4, 2x2 or named axes dp=2,tp=2 (default 1)");
   app->add_option("--strategy", opts->strategy,
-                  "dp=N,tp=N,sp=on,zero=K (see CLI.md); default: propagation over the mesh");
+                  "dp=N,tp=N,sp=on,zero=K (docs/cli.md); default: propagation over the mesh");
   app->add_option("--backend", opts->backend,
                   "threads or mpi (one process per device under mpirun; docs/mpi.md); default: "
                   "mpi when an MPI launcher started several ranks, else threads");
   app->add_option("--timeout", opts->timeout_s,
                   "MPI backend: seconds a collective may wait for its peers (default 60)");
   app->add_flag("--check", opts->check,
-                "Compare every output with the single-device interpreter; exit 1 on mismatch");
+                "Compare every output with the single-device interpreter; exit 3 on mismatch");
   app->add_option("--emit", opts->emit_dir, "Write each device's lowered program to DIR");
   app->add_flag("--train", opts->train,
                 "Run training steps (forward, loss, backward, optimizer) on a synthetic task");

@@ -94,8 +94,9 @@ int run_schedule(const ScheduleArgs& a) {
   }
   auto valid = pl::validate_schedule(p, schedule, a.memory);
   if (!valid.ok()) {
-    std::fprintf(stderr, "warning: the %s schedule is not valid under --memory %s: %s\n",
-                 method.c_str(), num(a.memory).c_str(), valid.error().message.c_str());
+    report_note(LogLevel::kWarn, "warning",
+                "warning: the " + method + " schedule is not valid under --memory " +
+                    num(a.memory) + ": " + valid.error().message);
   }
   auto stats = pl::compute_stats(p, schedule);
   const double lb = pl::makespan_lower_bound(p, a.micro_batches);

@@ -152,11 +152,16 @@ int run_show(const ShowOptions& o) {
   }
   const Graph& g = *parsed;
   if (report_verify(g)) return 1;
-  if (!o.mesh.empty() || !o.strategy.empty() || !o.emit_dir.empty()) return show_plan(g, o);
+  const bool plan = !o.mesh.empty() || !o.strategy.empty() || !o.emit_dir.empty();
+  if (plan && o.json)  // the plan is text only; --json used to be ignored silently
+    return user_error(Diagnostic(
+        "--json prints the graph's summary; with --mesh, --strategy or --emit, show prints the "
+        "plan as text: drop --json (or the plan's options)"));
   if (!o.dot_file.empty())
     if (auto s = write_file(o.dot_file, to_dot(g)); !s.ok()) return user_error(s.error());
   if (!o.text_file.empty())
     if (auto s = write_file(o.text_file, print_graph(g)); !s.ok()) return user_error(s.error());
+  if (plan) return show_plan(g, o);
   GraphStats s = graph_stats(g);
   s.flops = graph_flops(g);
   if (o.json) {

@@ -28,14 +28,14 @@ struct SimulateArgs {
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024)); }
 
-// Exit code 1 with advice when the plan does not fit (CLI.md: an infeasible request), else 0.
+// Exit code 1 with advice when the plan does not fit (docs/cli.md: an infeasible request), else
+// 0.
 int infeasible(const cost::SimulationResult& r) {
   if (r.feasible) return 0;
-  std::fprintf(stderr,
-               "error: the plan needs %s on its fullest device but the device has %s; try a "
-               "higher zero stage, recompute=selective or full, a smaller mb, or more tp/pp\n",
-               human_bytes(r.peak_memory_bytes).c_str(), human_bytes(r.memory_limit_bytes).c_str());
-  return 1;
+  return user_error(Diagnostic(fmt::format(
+      "the plan needs {} on its fullest device but the device has {}; try a higher zero stage, "
+      "recompute=selective or full, a smaller mb, or more tp/pp",
+      human_bytes(r.peak_memory_bytes), human_bytes(r.memory_limit_bytes))));
 }
 
 int run_simulate(const SimulateArgs& a) {
@@ -48,7 +48,7 @@ int run_simulate(const SimulateArgs& a) {
     if (!m.ok()) return user_error(m.error());
     cluster->device.memory_bytes = *m;
   }
-  std::fprintf(stderr, "cluster %s: %s\n", cluster->name.c_str(), cluster->source.c_str());
+  report_note(LogLevel::kInfo, "cluster", "cluster " + cluster->name + ": " + cluster->source);
   auto spec = StrategySpec::parse(a.strategy);
   if (!spec.ok()) return user_error(spec.error());
   auto src = model::load_scalable_model(
@@ -141,7 +141,7 @@ Command add_simulate_command(CLI::App& root) {
       "Predict one step of MODEL under a strategy on a cluster: step time, MFU, TFLOP/s per "
       "device, peak memory, bubble fraction, bytes per link.");
   app->add_option("MODEL", args->model,
-                  "A zoo name (heddle show --list), an .onnx file or a text-IR file")
+                  "A zoo name (heddle show --list), an ONNX file (.onnx) or a text-IR file (.hd)")
       ->required();
   app->add_option("--cluster", args->cluster,
                   "<device>x<count> (v100, a100-40gb, a100-80gb, a100, h100, h200), cpu, or a "

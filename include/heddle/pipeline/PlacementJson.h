@@ -1,4 +1,4 @@
-// Placement files: the JSON form of a placement (CLI.md "Placement files"), parsed with
+// Placement files: the JSON form of a placement (docs/cli.md, "Placement files"), parsed with
 // diagnostics that name the file, the entry and the rule broken, and written back.
 #pragma once
 
