@@ -20,11 +20,7 @@ namespace {
 
 using testing::CliResult;
 
-std::string host() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
+std::string host() { return testing::host_name(); }
 
 using testing::mpirun;
 using testing::Timed;

@@ -19,11 +19,7 @@ using testing::count_of;
 using testing::mpirun;
 using testing::mpirun_apps;
 
-std::string host() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
+std::string host() { return testing::host_name(); }
 
 std::string prefix(int rank) {
   return "heddle: rank " + std::to_string(rank) + " (" + host() + ")";
