@@ -59,6 +59,19 @@ TEST(MpiFailure, ATimeoutNamesTheRankThatNeverArrivedAndWhereItWasLastSeen) {
   EXPECT_NE(m.find("(#1 of step 2)"), std::string::npos) << "the last collective both did: " << m;
 }
 
+TEST(MpiFailure, AKilledRankIsNamedByTheSurvivorWhichExits5) {
+  auto t = mpirun(2, "run mlp --mesh 2 --strategy tp=2 --train --steps 3 --json",
+                  "HEDDLE_TEST_FAIL_RANK=1 HEDDLE_TEST_FAIL_MODE=kill HEDDLE_TEST_FAIL_AT=3", 3);
+  // mpirun returns the first non-zero status it saw: the killed rank's, 128 + SIGKILL.
+  EXPECT_EQ(t.r.exit_code, 137) << t.r.err;
+  auto f = failure_of(records(t.r.err), 0);
+  ASSERT_FALSE(f.is_null()) << t.r.err;
+  EXPECT_EQ(f["exit_code"], 5);
+  // It saw the process vanish while waiting, or mpirun's SIGTERM came first: either way it names
+  // rank 1.
+  EXPECT_NE(f["message"].get<std::string>().find("rank 1 failed"), std::string::npos) << f;
+}
+
 TEST(MpiFailure, ARankDisagreeingAtCompletionMakesNoRankReportSuccess) {
   // The launch agreement compares --steps, so only a bug could make ranks disagree at the end:
   // rank 1 claims one step more at the completion agreement (test-only injection).
