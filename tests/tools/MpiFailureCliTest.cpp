@@ -72,6 +72,24 @@ TEST(MpiFailure, AKilledRankIsNamedByTheSurvivorWhichExits5) {
   EXPECT_NE(f["message"].get<std::string>().find("rank 1 failed"), std::string::npos) << f;
 }
 
+TEST(MpiFailure, AnotherHeddleBuildOnOneRankIsRefused) {
+  // Another build: the same program with other bytes (a byte appended: still runnable).
+  const std::string other = ::testing::TempDir() + "/heddle_other_" + std::to_string(getpid());
+  ASSERT_EQ(
+      std::system(
+          ("cp " + testing::heddle_binary() + " " + other + " && printf x >> " + other).c_str()),
+      0);
+  auto t = testing::mpirun_apps(
+      "-np 1 {heddle} run mlp --mesh 2 : -np 1 " + other + " run mlp --mesh 2", "", 1);
+  std::remove(other.c_str());
+  EXPECT_EQ(t.r.exit_code, 1) << t.r.err;
+  EXPECT_EQ(
+      testing::count_of(
+          t.r.err, "the heddle binary (another build or version): rank(s) 1 differ from rank 0"),
+      2u)
+      << t.r.err;
+}
+
 TEST(MpiFailure, ARankDisagreeingAtCompletionMakesNoRankReportSuccess) {
   // The launch agreement compares --steps, so only a bug could make ranks disagree at the end:
   // rank 1 claims one step more at the completion agreement (test-only injection).
@@ -114,14 +132,17 @@ TEST(MpiFailure, RanksWithDifferentStrategiesAreRefusedInsteadOfHanging) {
 // after its SIGTERM), waits until rank 0 logged its first step, sends SIGTERM to `target`
 // ("mpirun": the launcher, as Ctrl-C or a job script's kill; "ranks": every rank, as Slurm's
 // scancel signals every task), and returns mpirun's exit code.
-int terminate_run(const std::string& args, const std::string& target, const std::string& err_file) {
+int terminate_run(const std::string& args, const std::string& target, const std::string& err_file,
+                  const std::string& signal = "TERM") {
   const std::string script = err_file + ".sh";
   std::ofstream(script) << testing::mpirun_prefix("", 3) << "-np 2 " << testing::heddle_binary()
                         << " " << args << " >/dev/null 2>" << err_file << " &\n"
                         << "pid=$!\n"
                         << "for i in $(seq 300); do grep -q '\"event\":\"step\"' " << err_file
                         << " && break; sleep 0.1; done\n"
-                        << (target == "mpirun" ? "kill -TERM $pid" : "pkill -TERM -P $pid") << "\n"
+                        << (target == "mpirun" ? "kill -" + signal + " $pid"
+                                               : "pkill -TERM -P $pid")
+                        << "\n"
                         << "wait $pid\necho $?\n";
   FILE* p = popen(("bash " + script).c_str(), "r");
   int rc = -1;
@@ -141,10 +162,10 @@ std::string slurp(const std::string& path) {
 }
 
 // Both ranks' failure records after SIGTERM went to `target` (terminate_run); mpirun's exit code.
-int expect_sigterm_records(const std::string& target) {
+int expect_sigterm_records(const std::string& target, const std::string& signal = "TERM") {
   const std::string args = "run mlp --mesh 2 --strategy dp=2 --train --steps 1000000 --json";
   const std::string err = ::testing::TempDir() + "/mpi_sigterm_" + std::to_string(getpid());
-  const int rc = terminate_run(args, target, err);
+  const int rc = terminate_run(args, target, err, signal);
   const std::string text = slurp(err);
   std::remove(err.c_str());
   auto recs = records(text);
@@ -166,6 +187,11 @@ TEST(MpiFailure, SigtermToMpirunLeavesEveryRanksRecordWith143WhileMpirunExits1) 
   // mpirun sets its own exit status to 1 as soon as it gets SIGTERM, before the ranks it stops
   // exit (docs/mpi.md): each rank's record is where 143 shows.
   EXPECT_EQ(expect_sigterm_records("mpirun"), 1);
+}
+
+TEST(MpiFailure, CtrlCOnMpirunStopsEveryRankWithSigterm) {
+  // mpirun turns its SIGINT into SIGTERM for the ranks (Open MPI's "Signal Propagation").
+  EXPECT_EQ(expect_sigterm_records("mpirun", "INT"), 1);
 }
 
 TEST(MpiFailure, SigtermToEveryRankAsSlurmSendsItMakesMpirunExit143) {
