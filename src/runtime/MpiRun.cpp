@@ -89,7 +89,9 @@ std::optional<MpiRunFailure> step_failure(MpiCommunicator& mpi, const Status& st
   const bool cancelled = cancel_requested();
   const int64_t failed = or_fail(mpi, mpi.agree_on_failure(st.ok() && !cancelled));
   if (failed < 0) return std::nullopt;
-  if (failed == mpi.rank())
+  // A rank signalled itself (SIGINT to every rank: srun, a process group) stops as cancelled,
+  // whichever rank is the lowest to stop.
+  if (failed == mpi.rank() || (st.ok() && cancelled))
     return MpiRunFailure{st.ok() ? Diagnostic("stopped by a signal") : st.error(),
                          st.ok() ? FailureKind::kCancelled : FailureKind::kUser};
   return MpiRunFailure{Diagnostic("rank " + std::to_string(failed) + " (" + mpi.host_of(failed) +
