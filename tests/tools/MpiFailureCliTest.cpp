@@ -223,6 +223,25 @@ TEST(MpiFailure, SigintToEveryRankStopsEachWith130) {
   }
 }
 
+TEST(MpiFailure, EachRankRunsOneBlasThreadUnlessTheUserSetsIt) {
+  // Before, OpenBLAS started one thread per core in every rank. The launch here sets no BLAS
+  // variable (RunMpi.h's does), then sets OPENBLAS_NUM_THREADS=2 for the ranks; --bind-to none,
+  // as when oversubscribed, lets OpenBLAS see every core (it counts the CPUs a rank is bound to).
+  auto threads_of = [](const std::string& env) {
+    auto t = testing::run_timed("env -u OPENBLAS_NUM_THREADS -u OMP_NUM_THREADS " + env +
+                                " mpirun --oversubscribe --allow-run-as-root --mca btl self,vader "
+                                "--mca btl_vader_single_copy_mechanism none --bind-to none -np 2 " +
+                                testing::heddle_binary() + " run mlp --mesh 2 --json");
+    EXPECT_EQ(t.r.exit_code, 0) << t.r.err;
+    std::vector<int> per_rank(2, -1);
+    for (const auto& j : records(t.r.err))
+      if (j.value("event", "") == "blas") per_rank[j["rank"].get<size_t>()] = j["threads"];
+    return per_rank;
+  };
+  EXPECT_EQ(threads_of(""), std::vector<int>({1, 1}));
+  EXPECT_EQ(threads_of("OPENBLAS_NUM_THREADS=2"), std::vector<int>({2, 2}));
+}
+
 TEST(MpiFailure, JsonStreamsProgressByDefaultAndLogLevelSilencesIt) {
   auto count_steps = [](const std::string& err) {
     int n = 0;
