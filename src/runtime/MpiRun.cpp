@@ -50,10 +50,15 @@ class FaultInjector : public Communicator {
         case FaultPlan::Mode::kThrow:
           throw std::runtime_error("injected failure before collective " +
                                    std::to_string(plan_.at) + " (HEDDLE_TEST_FAIL_RANK)");
+        case FaultPlan::Mode::kSkip:
+          break;  // below
         case FaultPlan::Mode::kDisagree:
           break;  // at the completion agreement (finish_rank), not here
       }
     }
+    // Out of step: this and every later collective left out, so the rank goes on to the next
+    // wait outside the groups (the agreement after the step) while its peers wait in the group.
+    if (plan_.mode == FaultPlan::Mode::kSkip && count_ >= plan_.at) return {};
     return inner_.collective(c, group, mine, out, monoid);
   }
 
@@ -160,6 +165,7 @@ FaultPlan FaultPlan::from_environment() {
   if (mode == "kill") p.mode = Mode::kKill;
   if (mode == "hang") p.mode = Mode::kHang;
   if (mode == "disagree") p.mode = Mode::kDisagree;
+  if (mode == "skip") p.mode = Mode::kSkip;
   if (mode.rfind("stall:", 0) == 0) {
     p.mode = Mode::kStall;
     p.stall_s = std::atof(mode.c_str() + 6);

@@ -64,6 +64,30 @@ TEST(MpiFailure, ATimeoutNamesTheRankThatNeverArrivedAndWhereItWasLastSeen) {
   EXPECT_NE(m.find("(#1 of step 2)"), std::string::npos) << "the last collective both did: " << m;
 }
 
+TEST(MpiFailure, ARankWaitingInAnotherCollectiveIsNamedWithIt) {
+  // Rank 1 leaves out its collectives from the 27th (the 2nd of step 2) on and waits in the
+  // agreement after the step, rank 0 in the collective: each times out, asks the other, and
+  // names where it waits instead.
+  auto t = mpirun(2, "run mlp --mesh 2 --strategy tp=2 --train --steps 3 --timeout 2 --json",
+                  "HEDDLE_TEST_FAIL_RANK=1 HEDDLE_TEST_FAIL_MODE=skip HEDDLE_TEST_FAIL_AT=27", 1);
+  EXPECT_EQ(t.r.exit_code, 4) << t.r.err;
+  bool named = false;
+  for (int r : {0, 1}) {
+    auto f = failure_of(records(t.r.err), r);
+    // The second to time out may be stopped by the first's abort before it asks.
+    if (f.is_null() || f["exit_code"] != 4) continue;
+    const std::string m = f["message"];
+    const std::string other = "rank " + std::to_string(1 - r) + " (" + host() + ") is waiting in ";
+    EXPECT_NE(m.find(other), std::string::npos) << m;
+    EXPECT_NE(m.find(r == 0 ? "a reduction over all ranks (#1 of step 2) instead"
+                            : "over devices [0, 1] (#2 of step 2) instead"),
+              std::string::npos)
+        << m;
+    named = true;
+  }
+  EXPECT_TRUE(named) << t.r.err;
+}
+
 TEST(MpiFailure, AKilledRankIsNamedByTheSurvivorWhichExits5) {
   auto t = mpirun(2, "run mlp --mesh 2 --strategy tp=2 --train --steps 3 --json",
                   "HEDDLE_TEST_FAIL_RANK=1 HEDDLE_TEST_FAIL_MODE=kill HEDDLE_TEST_FAIL_AT=3", 3);

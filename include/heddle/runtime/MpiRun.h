@@ -25,9 +25,11 @@ namespace heddle {
 /// fail just before its HEDDLE_TEST_FAIL_AT-th collective (default 1) as HEDDLE_TEST_FAIL_MODE
 /// says: `throw` (default: an exception, reported to the peers), `kill` (SIGKILL), `hang`
 /// (sleeps forever), `stall:S` (sleeps S seconds, then goes on: a slow rank, not a dead one),
-/// `disagree` (runs normally, then claims one step more at the completion agreement).
+/// `skip` (leaves that and every later collective out: out of step, the rank goes on to the
+/// agreement after the step while its peers wait in the collective), `disagree`
+/// (runs normally, then claims one step more at the completion agreement).
 struct FaultPlan {
-  enum class Mode : uint8_t { kThrow, kKill, kHang, kStall, kDisagree };
+  enum class Mode : uint8_t { kThrow, kKill, kHang, kStall, kSkip, kDisagree };
   int64_t rank = -1;  ///< the rank that fails; -1 (default): none
   int64_t at = 1;     ///< before its at-th collective (default 1)
   Mode mode = Mode::kThrow;
