@@ -16,4 +16,6 @@ BlasThreads::~BlasThreads() {
   if (saved_ > 0) openblas_set_num_threads(saved_);
 }
 
+int blas_threads() { return openblas_get_num_threads(); }
+
 }  // namespace heddle

@@ -1,22 +1,23 @@
 #include "heddle/runtime/MpiCommunicator.h"
 
 #include <mpi.h>
-#include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <thread>
 #include <utility>
 
+#include "MpiLiveness.h"
+#include "MpiProgress.h"
 #include "heddle/ops/Kernel.h"
 #include "heddle/support/Assert.h"
 #include "heddle/support/ExitCode.h"
+#include "heddle/support/Log.h"
 
 namespace heddle {
 
@@ -29,9 +30,8 @@ constexpr double kAckWaitS = 5;    // how long a failing rank waits for acknowle
 constexpr double kKillWaitS = 10;  // how long a survivor waits to be stopped by the launcher
 constexpr int kTagGather = 3;      // a rank's contribution to an exchange (agree comm)
 constexpr int kTagVerdict = 4;     // the root's answer to an exchange
-// Exit codes (support/ExitCode.h) of a rank the launcher stops.
-constexpr int kExitPeerLost = 5;
-constexpr int kExitTerminated = 143;
+constexpr double kAskGraceS =
+    1.5;  // how long a timed-out rank waits for peers to say where they are
 
 using Clock = std::chrono::steady_clock;
 
@@ -88,81 +88,6 @@ Box get_box(const int64_t* p, int64_t rank) {
   return Box(IVec(std::move(s)), IVec(std::move(e)));
 }
 
-// Peers' process ids, for telling a killed peer from a slow one: watched only when the peer runs
-// under the same kernel boot and in the same PID namespace as this process (a host name alone is
-// not enough: containers on host networking share it but not their process ids). Plain arrays,
-// read by the SIGTERM handler (which may only make async-signal-safe calls).
-constexpr int kMaxWatched = 4096;
-pid_t g_pids[kMaxWatched];  // 0: a peer on another host (not watched)
-int g_rank = -1, g_size = 0;
-char g_host[64] = {};                  // this rank's host name, for the SIGTERM message
-volatile sig_atomic_t g_reported = 0;  // this rank already said why it stops
-
-// The first watched peer whose process is gone, or -1.
-int dead_peer() {
-  for (int r = 0; r < g_size && r < kMaxWatched; ++r)
-    if (r != g_rank && g_pids[r] > 0 && kill(g_pids[r], 0) == -1 && errno == ESRCH) return r;
-  return -1;
-}
-
-void append(char* buf, size_t& n, size_t cap, const char* s) {
-  while (*s && n + 1 < cap) buf[n++] = *s++;
-}
-
-void append_int(char* buf, size_t& n, size_t cap, int v) {
-  char digits[16];
-  int k = 0;
-  do {
-    digits[k++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v > 0 && k < 15);
-  while (k > 0 && n + 1 < cap) buf[n++] = digits[--k];
-}
-
-// The launcher stops the surviving ranks with SIGTERM when one dies: say so, naming the dead
-// rank when it ran on this host, unless this rank already reported the failure. Exit 5 (peer
-// lost) when a peer is known gone, else 143 (stopped by SIGTERM: scancel, preemption).
-extern "C" void on_terminate(int) {
-  const int dead_rank = dead_peer();
-  if (!g_reported) {
-    char buf[300];
-    size_t n = 0;
-    append(buf, n, sizeof buf, "heddle: rank ");
-    append_int(buf, n, sizeof buf, g_rank);
-    append(buf, n, sizeof buf, " (");
-    append(buf, n, sizeof buf, g_host);
-    append(buf, n, sizeof buf, "): error: stopped by the launcher");
-    if (dead_rank >= 0) {
-      append(buf, n, sizeof buf, ": rank ");
-      append_int(buf, n, sizeof buf, dead_rank);
-      append(buf, n, sizeof buf, " failed (its process is gone)\n");
-    } else {
-      append(buf, n, sizeof buf, " (SIGTERM: another rank failed or the job was cancelled)\n");
-    }
-    ssize_t ignored = write(STDERR_FILENO, buf, n);
-    (void)ignored;
-  }
-  _exit(dead_rank >= 0 || g_reported ? kExitPeerLost : kExitTerminated);
-}
-
-// What identifies the kernel and PID namespace a process runs in: equal on two ranks exactly
-// when a process id of one means the same process on the other.
-struct ProcessSpace {
-  char boot_id[40] = {};
-  uint64_t pid_ns = 0;
-};
-
-ProcessSpace this_process_space() {
-  ProcessSpace s;
-  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
-    if (!std::fgets(s.boot_id, sizeof s.boot_id, f)) s.boot_id[0] = '\0';
-    std::fclose(f);
-  }
-  struct stat st {};
-  if (stat("/proc/self/ns/pid", &st) == 0) s.pid_ns = static_cast<uint64_t>(st.st_ino);
-  return s;
-}
-
 }  // namespace
 
 struct MpiCommunicator::Impl {
@@ -185,6 +110,7 @@ struct MpiCommunicator::Impl {
   std::vector<std::vector<char>> graveyard;
   std::vector<Tensor> dead_tensors;
   std::vector<std::vector<int64_t>> dead_ints;
+  std::unique_ptr<ProgressChannel> progress;  // where each rank waits (timeout messages)
 
   // True (and failure_ set) once a peer's failure notice has arrived.
   bool poll_notice() {
@@ -204,7 +130,11 @@ struct MpiCommunicator::Impl {
     return true;
   }
 
-  Status wait(std::vector<MPI_Request>& reqs, const std::string& what) {
+  // Waits for `reqs` of the operation `what` (its numbered name from progress->begin()); after
+  // the timeout, asks `members` (empty: nobody) where they are, so the message names the ranks
+  // that never arrived.
+  Status wait(std::vector<MPI_Request>& reqs, const std::string& what,
+              const std::vector<int64_t>& members = {}) {
     auto t0 = Clock::now();
     double next_look = 1;  // seconds into the wait when to look for dead peers next
     for (;;) {
@@ -212,9 +142,10 @@ struct MpiCommunicator::Impl {
       MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
       if (done) return {};
       if (poll_notice()) return *self.failure_;
+      progress->serve();
       if (seconds_since(t0) > next_look) {
         next_look += 1;
-        if (int dead = dead_peer(); dead >= 0) {
+        if (int dead = mpi_liveness::dead_peer(); dead >= 0) {
           self.failure_ = Diagnostic("rank " + std::to_string(dead) +
                                      " failed: its process is gone (killed or crashed) while " +
                                      what + " waited for it");
@@ -223,10 +154,12 @@ struct MpiCommunicator::Impl {
         }
       }
       if (seconds_since(t0) > self.options_.timeout_s) {
+        const std::string who = members.empty() ? "a peer is stuck or gone"
+                                                : progress->missing(what, members, kAskGraceS);
         self.failure_ =
             Diagnostic(what + " did not complete within " + fmt_seconds(self.options_.timeout_s) +
-                       " s on rank " + std::to_string(self.rank_) +
-                       ": a peer is stuck or gone (raise --timeout if it is only slow)");
+                       " s on rank " + std::to_string(self.rank_) + ": " + who +
+                       " (raise --timeout if it is only slow)");
         self.failure_kind_ = FailureKind::kTimeout;
         return *self.failure_;
       }
@@ -247,6 +180,9 @@ struct MpiCommunicator::Impl {
     std::vector<int64_t> send = mine;
     std::vector<MPI_Request> reqs;
     std::vector<int> from;  // the rank each request waits for
+    std::vector<int64_t> everyone(static_cast<size_t>(n));
+    std::iota(everyone.begin(), everyone.end(), int64_t{0});
+    progress->begin(what, {-3});  // peers asking where this rank is learn `what`
     if (self.rank_ == 0) {
       for (int q = 1; q < n; ++q) {
         reqs.emplace_back();
@@ -273,9 +209,10 @@ struct MpiCommunicator::Impl {
       }
       if (all_done) break;
       if (poll_notice()) return *self.failure_;
+      progress->serve();
       if (seconds_since(t0) > next_look) {
         next_look += 1;
-        if (int dead = dead_peer(); dead >= 0) {
+        if (int dead = mpi_liveness::dead_peer(); dead >= 0) {
           self.failure_ =
               Diagnostic("rank " + std::to_string(dead) +
                          " failed: its process is gone (killed or crashed) before " + what);
@@ -309,6 +246,7 @@ struct MpiCommunicator::Impl {
       }
       if (auto st = wait(reqs, what); !st.ok()) return st.error();
     }
+    progress->end(everyone);
     return all;
   }
 
@@ -343,37 +281,20 @@ MpiCommunicator::MpiCommunicator(MpiOptions options)
   MPI_Comm_dup(MPI_COMM_WORLD, &impl_->done);
   MPI_Irecv(impl_->notice_buf.data(), kNoticeBytes, MPI_CHAR, MPI_ANY_SOURCE, kTagNotice,
             impl_->control, &impl_->notice_req);
-  // Every rank's pid and host, so a peer on this host that vanishes can be named.
-  struct Id {
-    int64_t pid;
-    char host[64];
-    ProcessSpace space;
-  };
-  Id me{static_cast<int64_t>(getpid()), {}, this_process_space()};
-  gethostname(me.host, sizeof me.host - 1);
-  std::vector<Id> all(static_cast<size_t>(n));
-  MPI_Allgather(&me, sizeof(Id), MPI_BYTE, all.data(), sizeof(Id), MPI_BYTE, impl_->world);
-  g_rank = r;
-  g_size = std::min(n, kMaxWatched);
-  std::memcpy(g_host, me.host, sizeof g_host - 1);
+  // Every rank's pid, host and process space, so a peer whose process vanishes can be named.
+  mpi_liveness::PeerId me = mpi_liveness::this_peer();
+  std::vector<mpi_liveness::PeerId> all(static_cast<size_t>(n));
+  MPI_Allgather(&me, sizeof me, MPI_BYTE, all.data(), sizeof me, MPI_BYTE, impl_->world);
   hosts_.clear();
-  for (const Id& id : all) hosts_.emplace_back(id.host);
-  for (int q = 0; q < g_size; ++q) {
-    const ProcessSpace& o = all[q].space;
-    const bool same_space = me.space.boot_id[0] != '\0' && me.space.pid_ns != 0 &&
-                            std::strncmp(o.boot_id, me.space.boot_id, sizeof o.boot_id) == 0 &&
-                            o.pid_ns == me.space.pid_ns;
-    g_pids[q] = same_space ? static_cast<pid_t>(all[q].pid) : 0;
-  }
-  struct sigaction sa {};
-  sa.sa_handler = on_terminate;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
+  for (const auto& id : all) hosts_.emplace_back(id.host);
+  const LogConfig log = logging_config();
+  mpi_liveness::watch_peers(r, all, log.json, log.timestamps);
+  impl_->progress = std::make_unique<ProgressChannel>(r, hosts_);
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  signal(SIGTERM, SIG_DFL);
-  g_size = 0;
+  mpi_liveness::stop_watching();
+  impl_->progress.reset();
   if (impl_->notice_req != MPI_REQUEST_NULL) {
     MPI_Cancel(&impl_->notice_req);
     MPI_Wait(&impl_->notice_req, MPI_STATUS_IGNORE);
@@ -423,7 +344,8 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
   const auto n = static_cast<int64_t>(group.size());
   const int64_t me = self_it - group.begin();
   const bool reduce = c == Collective::kAllReduce || c == Collective::kReduceScatter;
-  const std::string what = std::string(collective_name(c)) + " over devices " + group_text(group);
+  const std::string op = std::string(collective_name(c)) + " over devices " + group_text(group);
+  const std::string what = n > 1 ? impl_->progress->begin(op, group) : op;
 
   std::vector<Box> tiles(n), outs(n);  // every member's tile and target region
   std::vector<Tensor> got(n);          // what arrived from each peer
@@ -440,7 +362,7 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
     std::vector<MPI_Request> reqs(1);
     MPI_Iallgather(meta.data(), count_of(m), MPI_INT64_T, all.data(), count_of(m), MPI_INT64_T,
                    *comm, &reqs[0]);
-    if (auto st = impl_->wait(reqs, what); !st.ok()) return st;
+    if (auto st = impl_->wait(reqs, what, group); !st.ok()) return st;
     for (int64_t q = 0; q < n; ++q) {
       const int64_t* p = all.data() + q * m;
       HEDDLE_ASSERT(p[0] == r) << what << ": member " << q << " has rank-" << p[0] << " tiles";
@@ -468,7 +390,7 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
       reqs.assign(1, MPI_REQUEST_NULL);
       MPI_Ialltoallv(mine.f32(), scounts.data(), sdispls.data(), MPI_FLOAT, rbuf.data(),
                      rcounts.data(), rdispls.data(), MPI_FLOAT, *comm, &reqs[0]);
-      if (auto st = impl_->wait(reqs, what); !st.ok()) {
+      if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
         impl_->graveyard.push_back(std::move(rbuf));
         return st;
       }
@@ -486,11 +408,12 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
       }
       MPI_Iallgatherv(acc.f32(), count_of(len), MPI_FLOAT, out.f32(), rcounts.data(),
                       rdispls.data(), MPI_FLOAT, *comm, &reqs[0]);
-      if (auto st = impl_->wait(reqs, what); !st.ok()) {
+      if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
         impl_->dead_tensors.push_back(std::move(acc));
         impl_->dead_tensors.push_back(std::exchange(out, Tensor::tile(mine.dtype(), out.region())));
         return st;
       }
+      impl_->progress->end(group);
       return {};
     }
     // 2b. Data. Every member needs every whole tile: MPI's allgatherv. Halos: point-to-point
@@ -560,7 +483,7 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
         MPI_Ialltoallv(sbuf.data(), scounts.data(), sdispls.data(), type, rbuf.data(),
                        rcounts.data(), rdispls.data(), type, *comm, &reqs.back());
       }
-      if (auto st = impl_->wait(reqs, what); !st.ok()) {
+      if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
         abandon(sbuf);
         abandon(rbuf);
         return st;
@@ -568,7 +491,7 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
       reqs.clear();
     }
     if (!reqs.empty())
-      if (auto st = impl_->wait(reqs, what); !st.ok()) {
+      if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
         abandon(rbuf);
         return st;
       }
@@ -580,6 +503,7 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
       std::memcpy(bytes(got[q]), rbuf.data() + static_cast<size_t>(rdispls[q]) * eb,
                   static_cast<size_t>(rcounts[q]) * eb);
     }
+    impl_->progress->end(group);
   }
   // 3. Assemble in group order, exactly as ThreadedWorld does.
   bool first = true;
@@ -629,8 +553,11 @@ Status MpiCommunicator::recv(int64_t from, int64_t tag, Tensor& out) {
   std::vector<MPI_Request> reqs(1);
   MPI_Irecv(bytes(out), count_of(out.numel()), mpi_type(out), static_cast<int>(from),
             static_cast<int>(tag), impl_->p2p, &reqs[0]);
-  auto st = impl_->wait(
-      reqs, "a receive from rank " + std::to_string(from) + " (tag " + std::to_string(tag) + ")");
+  const std::string what = impl_->progress->begin(
+      "a receive from rank " + std::to_string(from) + " (tag " + std::to_string(tag) + ")",
+      {-2, from});  // numbered apart from collectives (negative: no group's key)
+  auto st = impl_->wait(reqs, what, {from});
+  if (st.ok()) impl_->progress->end({from});
   if (!st.ok())  // MPI may still write into the buffer: keep it, hand back zeros
     impl_->dead_tensors.push_back(std::exchange(out, Tensor::tile(out.dtype(), out.region())));
   return st;
@@ -663,7 +590,11 @@ Result<int64_t> MpiCommunicator::max_over_ranks(int64_t value) {
   int64_t result = value;
   std::vector<MPI_Request> reqs(1);
   MPI_Iallreduce(&value, &result, 1, MPI_INT64_T, MPI_MAX, impl_->world, &reqs[0]);
-  if (auto st = impl_->wait(reqs, "a reduction over all ranks"); !st.ok()) return st.error();
+  std::vector<int64_t> all(static_cast<size_t>(size_));
+  for (int64_t q = 0; q < size_; ++q) all[static_cast<size_t>(q)] = q;
+  const std::string what = impl_->progress->begin("a reduction over all ranks", {-1});
+  if (auto st = impl_->wait(reqs, what, all); !st.ok()) return st.error();
+  impl_->progress->end(all);
   return result;
 }
 
@@ -684,12 +615,14 @@ Result<CompletionVerdict> MpiCommunicator::agree_on_completion(bool ok, int64_t 
   return v;
 }
 
+void MpiCommunicator::set_step(int64_t step) { impl_->progress->set_step(step); }
+
 std::string MpiCommunicator::host_of(int64_t rank) const {
   return rank >= 0 && rank < static_cast<int64_t>(hosts_.size()) ? hosts_[rank] : "";
 }
 
 void MpiCommunicator::abort_job(const std::string& message, int exit_code) {
-  g_reported = 1;  // the launcher's SIGTERM, if it comes, needs no second message
+  mpi_liveness::mark_reported();  // the launcher's SIGTERM, if it comes, needs no second message
   Impl& s = *impl_;
   auto t0 = Clock::now();
   if (!failure_ && !s.poll_notice()) {

@@ -50,8 +50,15 @@ class FaultInjector : public Communicator {
         case FaultPlan::Mode::kThrow:
           throw std::runtime_error("injected failure before collective " +
                                    std::to_string(plan_.at) + " (HEDDLE_TEST_FAIL_RANK)");
+        case FaultPlan::Mode::kSkip:
+          break;  // below
+        case FaultPlan::Mode::kDisagree:
+          break;  // at the completion agreement (finish_rank), not here
       }
     }
+    // Out of step: this and every later collective left out, so the rank goes on to the next
+    // wait outside the groups (the agreement after the step) while its peers wait in the group.
+    if (plan_.mode == FaultPlan::Mode::kSkip && count_ >= plan_.at) return {};
     return inner_.collective(c, group, mine, out, monoid);
   }
 
@@ -64,7 +71,7 @@ class FaultInjector : public Communicator {
 // The communicator the programs use: MPI, or the fault injector in front of it.
 Communicator& maybe_injected(MpiCommunicator& mpi, const FaultPlan& plan,
                              std::optional<FaultInjector>& injector) {
-  if (plan.rank != mpi.rank()) return mpi;
+  if (plan.rank != mpi.rank() || plan.mode == FaultPlan::Mode::kDisagree) return mpi;
   injector.emplace(mpi, plan);
   return *injector;
 }
@@ -87,7 +94,9 @@ std::optional<MpiRunFailure> step_failure(MpiCommunicator& mpi, const Status& st
   const bool cancelled = cancel_requested();
   const int64_t failed = or_fail(mpi, mpi.agree_on_failure(st.ok() && !cancelled));
   if (failed < 0) return std::nullopt;
-  if (failed == mpi.rank())
+  // A rank signalled itself (SIGINT to every rank: srun, a process group) stops as cancelled,
+  // whichever rank is the lowest to stop.
+  if (failed == mpi.rank() || (st.ok() && cancelled))
     return MpiRunFailure{st.ok() ? Diagnostic("stopped by a signal") : st.error(),
                          st.ok() ? FailureKind::kCancelled : FailureKind::kUser};
   return MpiRunFailure{Diagnostic("rank " + std::to_string(failed) + " (" + mpi.host_of(failed) +
@@ -115,8 +124,12 @@ std::optional<MpiRunFailure> completion_failure(MpiCommunicator& mpi, bool ok, i
     text +=
         (text.empty() ? "" : "; ") + ("rank " + std::to_string(r) + " ran " + std::to_string(s) +
                                       " steps, this rank " + std::to_string(steps));
+  // Ranks that failed are lost peers; ranks that ran another number of steps after the launch
+  // agreement compared the steps are a bug (exit 2).
   return MpiRunFailure{Diagnostic("the ranks do not agree that the run completed: " + text),
-                       ok ? FailureKind::kPeerLost : FailureKind::kUser};
+                       !ok                ? FailureKind::kUser
+                       : v.failed.empty() ? FailureKind::kInternal
+                                          : FailureKind::kPeerLost};
 }
 
 // This rank's steps (rank 0 alone reports and checks them), then the completion agreement; on
@@ -132,7 +145,8 @@ MpiOutcome finish_rank(MpiCommunicator& mpi, const Graph& g, const StepFn& step,
   }
   auto ran = run_steps(g, step, loop);
   if (failure) return {std::nullopt, failure};
-  const int64_t steps = ran.ok() ? static_cast<int64_t>(ran->step_times_s.size()) : 0;
+  int64_t steps = ran.ok() ? static_cast<int64_t>(ran->step_times_s.size()) : 0;
+  if (o.fault.mode == FaultPlan::Mode::kDisagree && o.fault.rank == mpi.rank()) ++steps;
   auto agreed = completion_failure(mpi, ran.ok(), steps);
   if (!ran.ok()) return {std::nullopt, MpiRunFailure{ran.error(), FailureKind::kUser}};
   if (agreed) return {std::nullopt, agreed};
@@ -150,6 +164,8 @@ FaultPlan FaultPlan::from_environment() {
   const std::string mode = env_or("HEDDLE_TEST_FAIL_MODE", "throw");
   if (mode == "kill") p.mode = Mode::kKill;
   if (mode == "hang") p.mode = Mode::kHang;
+  if (mode == "disagree") p.mode = Mode::kDisagree;
+  if (mode == "skip") p.mode = Mode::kSkip;
   if (mode.rfind("stall:", 0) == 0) {
     p.mode = Mode::kStall;
     p.stall_s = std::atof(mode.c_str() + 6);
@@ -232,6 +248,7 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
   std::optional<MpiRunFailure> failure;
   TensorMap got;
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
+    mpi.set_step(s);
     Status st;
     try {
       st = exec.run(comm, feeds, {.optimizer_step = o.loop.train ? s : 0}, 1);
@@ -278,11 +295,13 @@ MpiOutcome run_pipeline_rank(MpiCommunicator& mpi, const Graph& g,
   out.feed_bytes_max = largest_over_ranks(mpi, bytes);
   or_fail(mpi, mpi.agree_on_failure(true));
   std::optional<MpiRunFailure> failure;
+  PipelineDeviceCache compiled;  // each block compiled on first use, kept for every step
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
+    mpi.set_step(s);
     Result<PipelineResult> res = Diagnostic("not run");
     try {
       res = run_pipeline_device(P, r, stage_comm, mpi, feeds,
-                                {.optimizer_step = o.loop.train ? s : 0});
+                                {.optimizer_step = o.loop.train ? s : 0}, &compiled);
       if (auto st = mpi.flush_sends(); !st.ok()) fail_from_comm(mpi, st.error());
     } catch (const std::exception& e) {
       fail_job(mpi, Diagnostic(e.what()), FailureKind::kInternal);
@@ -297,8 +316,9 @@ MpiOutcome run_pipeline_rank(MpiCommunicator& mpi, const Graph& g,
     HEDDLE_TRY(got);
     return std::optional<TensorMap>(std::move(*got));
   };
-  return finish_rank(mpi, g, step, o, failure, std::move(out),
-                     [&] { return pipeline_peak_bytes(P); });
+  return finish_rank(mpi, g, step, o, failure, std::move(out), [&] {
+    return or_fail(mpi, mpi.exchange({compiled.arena_bytes()}, "gathering per-rank peaks"));
+  });
 }
 
 }  // namespace heddle

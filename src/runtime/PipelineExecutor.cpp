@@ -448,6 +448,12 @@ DeviceExecutor& PipelineDeviceCache::executor(const StageBlock& block, int64_t l
   return *x;
 }
 
+int64_t PipelineDeviceCache::arena_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [block, x] : executors_) bytes += x->peak_bytes();
+  return bytes;
+}
+
 Result<PipelineResult> run_pipeline_device(const PipelineProgram& program, int64_t device,
                                            Communicator& stage_comm, Links& links,
                                            const PipelineFeeds& feeds, const ExecOptions& options,

@@ -3,6 +3,8 @@
 // context written `-np K [env VAR=V ...] {heddle} ARGS` with {heddle} standing for the binary.
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -68,6 +70,13 @@ inline Timed mpirun_apps(std::string apps, const std::string& env = "", int sigk
   for (size_t at = apps.find(mark); at != std::string::npos; at = apps.find(mark, at))
     apps.replace(at, mark.size(), heddle_binary());
   return run_timed(mpirun_prefix(env, sigkill_s) + apps);
+}
+
+/// This machine's host name, as the ranks name it in their records.
+inline std::string host_name() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
 }
 
 /// How many times `what` occurs in `s`.

@@ -19,11 +19,7 @@ using testing::count_of;
 using testing::mpirun;
 using testing::mpirun_apps;
 
-std::string host() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
+std::string host() { return testing::host_name(); }
 
 std::string prefix(int rank) {
   return "heddle: rank " + std::to_string(rank) + " (" + host() + ")";
@@ -155,12 +151,13 @@ TEST(MpiLaunch, AStalledPeerInAnotherPidNamespaceIsNotTakenForDead) {
 
 TEST(MpiLaunch, EachClassOfFailureHasItsExitCode) {
   // A hung peer: the timeout (4), naming the collective.
+  // Only the ranks that stop by themselves speak here: mpirun's SIGKILL may follow in 1 s.
   auto hang = mpirun(2, "run mlp --mesh 2 --strategy tp=2 --timeout 2",
-                     "HEDDLE_TEST_FAIL_RANK=1 HEDDLE_TEST_FAIL_MODE=hang");
+                     "HEDDLE_TEST_FAIL_RANK=1 HEDDLE_TEST_FAIL_MODE=hang", 1);
   EXPECT_EQ(hang.r.exit_code, 4) << hang.r.err;
   EXPECT_NE(hang.r.err.find("did not complete within 2 s"), std::string::npos) << hang.r.err;
   // An exception on a rank is an internal error (2); the peers name it.
-  auto thrown = mpirun(2, "run mlp --mesh 2 --strategy tp=2", "HEDDLE_TEST_FAIL_RANK=1");
+  auto thrown = mpirun(2, "run mlp --mesh 2 --strategy tp=2", "HEDDLE_TEST_FAIL_RANK=1", 1);
   EXPECT_EQ(thrown.r.exit_code, 2) << thrown.r.err;
   EXPECT_NE(thrown.r.err.find(prefix(0) + ": error: rank 1 failed"), std::string::npos)
       << thrown.r.err;

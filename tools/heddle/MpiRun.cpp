@@ -219,6 +219,10 @@ int run_mpi(const RunOptions& o) {
   // One BLAS thread per rank unless the user chose: ranks already fill the cores.
   const bool blas_set = std::getenv("OPENBLAS_NUM_THREADS") || std::getenv("OMP_NUM_THREADS");
   BlasThreads one_blas_thread(blas_set ? 0 : 1);
+  log(LogLevel::kInfo, "blas",
+      blas_set ? "BLAS threads as OPENBLAS_NUM_THREADS or OMP_NUM_THREADS say"
+               : "one BLAS thread per rank (set OPENBLAS_NUM_THREADS for more)",
+      {{"threads", blas_threads()}});
   auto local = prepare_locally(o);  // every rank, before any message; each reports its own
   if (!local.ok()) user_error(local.error());
   MpiEnvironment env;

@@ -99,6 +99,8 @@ heddle::Status configure_log(const std::string& level_text, bool timestamps, con
   }
   const CLI::Option* json = cmd ? cmd->get_option_no_throw("--json") : nullptr;
   c.json = json != nullptr && json->count() > 0;
+  // With --json, progress streams as JSON lines on stderr unless the user chose a level.
+  if (c.json && level_text.empty()) c.level = heddle::LogLevel::kInfo;
   if (heddle::MpiEnvironment::launched_by_mpi()) {
     c.rank = heddle::MpiEnvironment::launcher_rank();
     c.host = heddle::MpiEnvironment::host_name();

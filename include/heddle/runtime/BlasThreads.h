@@ -23,6 +23,9 @@ class BlasThreads {
   int saved_ = 0;  // the count to restore; 0 when unchanged
 };
 
+/// The number of threads OpenBLAS runs each call on now.
+int blas_threads();
+
 /// The former scope: OpenBLAS single-threaded while `devices > 1` device threads run (with one
 /// device it changes nothing). Kept for callers that run their own device threads.
 class SingleThreadedBlas {

@@ -44,9 +44,10 @@ struct MpiOptions {
 /// under the same kernel boot (not merely the same host name: containers share that) whose
 /// process is gone (killed, crashed) is noticed within about a second of waiting and named the
 /// same way; the launcher's SIGTERM after such a death prints which peer is gone and exits 5
-/// (peer lost); a SIGTERM with no peer gone (scancel, preemption) exits 143. A wait longer than the
-/// timeout returns a diagnostic too. After any failure every later collective returns the same
-/// diagnostic at once.
+/// (peer lost); a SIGTERM with no peer gone (scancel, preemption) exits 143 (with --json as a JSON
+/// failure record). A wait longer than the timeout returns a diagnostic naming the members that
+/// never arrived (a progress side channel: each rank answers where it waits). After any failure
+/// every later collective returns the same diagnostic at once.
 class MpiCommunicator : public Communicator, public Links {
  public:
   /// Precondition: an MpiEnvironment is alive (and outlives this object).
@@ -92,6 +93,12 @@ class MpiCommunicator : public Communicator, public Links {
   /// satisfy it): every rank says whether it succeeded and after how many steps; each learns which
   /// ranks failed or ran a different number of steps. Fails like exchange().
   Result<CompletionVerdict> agree_on_completion(bool ok, int64_t steps);
+
+  /// Step `step` begins (1-based; 0 before the first). Waits are numbered within a step, per
+  /// group, so a timeout names the operation (`all-reduce over devices [0, 1] (#37 of step 3)`);
+  /// the timed-out rank then asks the group's members where they wait and names those that never
+  /// arrived, with when it last saw them.
+  void set_step(int64_t step);
 
   /// The host name rank `rank` reported at construction (empty when unknown).
   std::string host_of(int64_t rank) const;

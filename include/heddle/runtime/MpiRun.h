@@ -24,9 +24,12 @@ namespace heddle {
 /// Test-only fault injection, read from the environment: HEDDLE_TEST_FAIL_RANK=R makes rank R
 /// fail just before its HEDDLE_TEST_FAIL_AT-th collective (default 1) as HEDDLE_TEST_FAIL_MODE
 /// says: `throw` (default: an exception, reported to the peers), `kill` (SIGKILL), `hang`
-/// (sleeps forever), `stall:S` (sleeps S seconds, then goes on: a slow rank, not a dead one).
+/// (sleeps forever), `stall:S` (sleeps S seconds, then goes on: a slow rank, not a dead one),
+/// `skip` (leaves that and every later collective out: out of step, the rank goes on to the
+/// agreement after the step while its peers wait in the collective), `disagree`
+/// (runs normally, then claims one step more at the completion agreement).
 struct FaultPlan {
-  enum class Mode : uint8_t { kThrow, kKill, kHang, kStall };
+  enum class Mode : uint8_t { kThrow, kKill, kHang, kStall, kSkip, kDisagree };
   int64_t rank = -1;  ///< the rank that fails; -1 (default): none
   int64_t at = 1;     ///< before its at-th collective (default 1)
   Mode mode = Mode::kThrow;
@@ -73,8 +76,8 @@ struct MpiRankRun {
   RunResult result;  ///< rank 0: the last step's outputs (whole), losses, step times
   /// The most bytes of parameters and inputs any rank generated or cut (its tiles).
   int64_t feed_bytes_max = 0;
-  /// Per rank, the peak bytes of tiles its device holds: the compiled executor's arena (SPMD),
-  /// else the programs' estimate (pipelines: HostMemory.h).
+  /// Per rank, the bytes of tiles its compiled executors hold: its program's arena (SPMD), or
+  /// the arenas of every block of its stage, compiled once and all held between steps (pipelines).
   std::vector<int64_t> peak_bytes_per_device;
 };
 
@@ -104,7 +107,8 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
 
 /// Runs this rank's part of a pipeline (its stage's blocks; collectives inside the stage over
 /// MPI, activations and gradients to other stages point to point); rank 0 unpacks the results.
-/// Parameters and inputs are generated from the seed. Ends with the completion agreement.
+/// Each block is compiled once (its first step) and kept. Parameters and inputs are generated
+/// from the seed. Ends with the completion agreement.
 MpiOutcome run_pipeline_rank(MpiCommunicator& mpi, const Graph& g,
                              const std::vector<ParamUpdate>& updates, const PipelineProgram& P,
                              const Mesh& mesh, const MpiRunOptions& options);

@@ -61,6 +61,9 @@ class PipelineDeviceCache {
   /// The executor of `block`'s program of device `local` of its stage, compiled on first use.
   /// Precondition: the same `local` on every call; `block` outlives the cache.
   DeviceExecutor& executor(const StageBlock& block, int64_t local);
+  /// The bytes of the arenas of every block compiled so far: what the device's compiled blocks
+  /// hold between steps (each arena is its block's planned peak of tiles).
+  int64_t arena_bytes() const;
 
  private:
   std::map<const StageBlock*, std::unique_ptr<DeviceExecutor>> executors_;
