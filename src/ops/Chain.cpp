@@ -9,6 +9,7 @@
 
 #include "KernelUtil.h"
 #include "Scalar.h"
+#include "Simd.h"
 
 namespace heddle::kernels {
 
@@ -43,8 +44,16 @@ void unary_grad_block(const float* dy, const float* x, float* out, int64_t n, do
   for (int64_t j = 0; j < n; ++j) out[j] = dy[j] * unary_deriv_f<K>(x[j], alpha);
 }
 
-// out = unary kind k of x (constant-kind loops for the fast kinds, as KernelPointwise.cpp).
+// out = unary kind k of x (the vector loops of Simd.h for the costly activations, else
+// constant-kind loops for the fast kinds, as KernelPointwise.cpp).
 void unary(OpKind k, const float* x, float* out, int64_t n, double alpha, const float* dy) {
+  if (simd_activation(k)) {
+    if (dy)
+      activation_grad_simd(k, dy, x, out, n);
+    else
+      activation_simd(k, x, out, n);
+    return;
+  }
 #define HEDDLE_CHAIN_UNARY(K)                            \
   case OpKind::K:                                        \
     if (dy)                                              \

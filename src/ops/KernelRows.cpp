@@ -1,13 +1,15 @@
 // Fast row kernels of the transformer ops: softmax, log-softmax, layernorm, rmsnorm,
 // cross-entropy, their norm_grad derivatives, and rotary embeddings and their gradient. Rows are
 // read in place when their window is contiguous (the plain row-major form), else gathered into a
-// buffer, so every tiling of an op runs the same float arithmetic; per-row sums accumulate in
-// double. Operands with padding go to the reference loops of KernelWindow.cpp.
+// buffer, so every tiling of an op runs the same float arithmetic; per-row sums and exponentials
+// run through the vector loops of Simd.h. Operands with padding go to the reference loops of
+// KernelWindow.cpp.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "KernelUtil.h"
+#include "Simd.h"
 
 namespace heddle::kdetail {
 
@@ -57,46 +59,27 @@ void put_row(const Access& a, float* base, const int64_t* p, const float* v, Sto
   }
 }
 
-float row_max(const float* x, int64_t n) {
-  float m = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
-  return m;
-}
-
-// y = softmax(x) (or log-softmax); returns log(sum exp(x - max)) + max.
+// y = softmax(x) (or log-softmax); returns log(sum exp(x - max)) + max. The exponentials and
+// sums run through the vector loops of Simd.h (fast_exp, float lanes).
 float softmax_row(const float* x, float* y, int64_t n, bool log) {
-  float mx = row_max(x, n);
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    float e = std::exp(x[i] - mx);
-    y[i] = e;
-    s += e;
-  }
+  float mx = row_max_simd(x, n);
+  float s = exp_sum_simd(x, y, n, mx);
+  float lse = std::log(s);
   if (log) {
-    auto lse = static_cast<float>(std::log(s));
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mx - lse;
   } else {
-    auto inv = static_cast<float>(1.0 / s);
+    float inv = 1.0f / s;
     for (int64_t i = 0; i < n; ++i) y[i] *= inv;
   }
-  return mx + static_cast<float>(std::log(s));
+  return mx + lse;
 }
 
-// Mean (0 for rmsnorm) and 1/sqrt(var + eps) of a row.
+// Mean (0 for rmsnorm) and 1/sqrt(var + eps) of a row (float lane sums of Simd.h).
 void moments(const float* x, int64_t n, bool layer, double eps, float* mean, float* rstd) {
-  double m = 0;
-  if (layer) {
-    for (int64_t i = 0; i < n; ++i) m += x[i];
-    m /= static_cast<double>(n);
-  }
-  double v = 0;
-  auto mf = static_cast<float>(m);
-  for (int64_t i = 0; i < n; ++i) {
-    float c = x[i] - mf;
-    v += static_cast<double>(c) * c;
-  }
-  v /= static_cast<double>(n);
-  *mean = mf;
+  auto dn = static_cast<float>(n);
+  float m = layer ? row_sum_simd(x, n) / dn : 0.0f;
+  double v = row_sq_dev_simd(x, n, m) / dn;
+  *mean = m;
   *rstd = static_cast<float>(1.0 / std::sqrt(v + eps));
 }
 
@@ -266,14 +249,10 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
         for (int64_t i = 0; i < n; ++i) r[i] = d[0] * y[i];
         if (label >= 0 && label < n) r[label] = d[0] * (y[label] - 1.0f);
       } else if (fn == "softmax") {
-        double s = 0;
-        for (int64_t i = 0; i < n; ++i) s += static_cast<double>(d[i]) * y[i];
-        auto sf = static_cast<float>(s);
+        float sf = row_dot_simd(d, y.data(), n);
         for (int64_t i = 0; i < n; ++i) r[i] = y[i] * (d[i] - sf);
       } else {
-        double s = 0;
-        for (int64_t i = 0; i < n; ++i) s += d[i];
-        auto sf = static_cast<float>(s);
+        float sf = row_sum_simd(d, n);
         for (int64_t i = 0; i < n; ++i) r[i] = d[i] - y[i] * sf;
       }
       put_row(ao, out, p, r, mode);
@@ -307,13 +286,8 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
     } else {
       std::copy(d, d + n, gy);
     }
-    double mg = 0, mgx = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      mg += gy[i];
-      mgx += static_cast<double>(gy[i]) * xh[i];
-    }
-    auto dn = static_cast<double>(n);
-    auto mgf = static_cast<float>(layer ? mg / dn : 0.0), mgxf = static_cast<float>(mgx / dn);
+    auto dn = static_cast<float>(n);
+    float mgf = layer ? row_sum_simd(gy, n) / dn : 0.0f, mgxf = row_dot_simd(gy, xh, n) / dn;
     for (int64_t i = 0; i < n; ++i) r[i] = rstd * (gy[i] - mgf - xh[i] * mgxf);
     put_row(ao, out, p, r, mode);
   });

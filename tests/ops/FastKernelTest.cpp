@@ -5,6 +5,7 @@
 // hand-made and taken from those graphs, through kernels::run_chain.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <map>
 #include <random>
@@ -183,6 +184,44 @@ TEST(FastKernels, RowAndPointwiseKernelsOnRandomShapesMatchTheReference) {
     for (const Op& op : g.ops()) checked += check_op(g, op, full, rng);
   }
   EXPECT_GT(checked, 4000);
+}
+
+// The vector loops of the activations, softmax and the norms (src/ops/Simd.h) on rows of every
+// length up to 200 (so every size of a zero-padded tail), with values far into the clamped ranges
+// of fast_exp and fast_erf: the forward ops and every gradient op autodiff makes of them.
+TEST(FastKernels, VectorLoopsOnLongRowsAndWideValuesMatchTheReference) {
+  std::mt19937 rng(41);
+  int64_t checked = 0;
+  for (int trial = 0; trial < 160; ++trial) {
+    Graph g;
+    Ops ops(g);
+    int64_t a = uniform(rng, 1, 3), n = trial < 40 ? trial + 1 : uniform(rng, 1, 200);
+    ValueId x = ops.param("x", f32({a, n}));
+    ValueId gm = ops.param("g", f32({n})), bt = ops.param("b", f32({n}));
+    ValueId lab = ops.input("labels", i64({a}));
+    std::vector<ValueId> ys = {ops.gelu(x),
+                               ops.gelu_tanh(x),
+                               ops.silu(x),
+                               ops.unary(OpKind::kSigmoid, x),
+                               ops.softmax(x, -1),
+                               ops.log_softmax(x, -1),
+                               ops.layernorm(x, gm, bt, 1e-5),
+                               ops.rmsnorm(x, gm, 1e-6)};
+    ValueId loss = ops.reduce(OpKind::kReduceSum, ops.cross_entropy(x, lab), {0});
+    for (ValueId y : ys)
+      loss = ops.add(loss, ops.reduce(OpKind::kReduceSum, ops.mul(y, y), {0, 1}));
+    ops.output(loss);
+    ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+    auto grads = build_gradients(g, loss);
+    ASSERT_TRUE(grads.ok()) << grads.error().to_string();
+    const Graph& G = grads->graph;
+    double range = std::array<double, 3>{1.0, 6.0, 40.0}[trial % 3];
+    std::map<ValueId, Tensor> full;
+    full.emplace(x, testing::random_tensor(G.type(x), rng, -range, range));
+    full.emplace(lab, testing::random_tensor(G.type(lab), rng, 0, 0, n));
+    for (const Op& op : G.ops()) checked += check_op(G, op, full, rng, uniform(rng, 0, 1) == 1);
+  }
+  EXPECT_GT(checked, 6000);
 }
 
 // Runs `calls` one by one with the reference loops on materialized values (the meaning of a
