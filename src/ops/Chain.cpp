@@ -109,6 +109,12 @@ void eval(const FusedOp& f, const std::vector<const float*>& in, float* out, int
   if (f.kind == OpKind::kCausalMask ||
       (f.kind == OpKind::kElementwiseGrad && f.fn == OpKind::kCausalMask)) {
     float hide = f.kind == OpKind::kCausalMask ? -std::numeric_limits<float>::infinity() : 0.0f;
+    int64_t v = f.mask->visible_prefix(p, j0, n);
+    if (v >= 0) {  // a prefix passes, the rest is hidden
+      std::copy(in[0], in[0] + v, out);
+      std::fill(out + v, out + n, hide);
+      return;
+    }
     for (int64_t j = 0; j < n; ++j) out[j] = f.mask->hidden(p, j0 + j) ? hide : in[0][j];
   } else if (f.kind == OpKind::kWhere) {
     for (int64_t j = 0; j < n; ++j) out[j] = in[0][j] != 0.0f ? in[1][j] : in[2][j];

@@ -220,21 +220,33 @@ Status one_hot(const Op& op, const Box& box, const std::vector<const Tensor*>& i
   e[v] = v0 + 1;
   Box sub(box.start(), IVec(e));
   float* out = outs[0]->f32();
-  for_each_point(sub, [&](const int64_t* p) {
-    auto id = static_cast<int64_t>(ids.load(ids.offset(p)));
-    if (id < v0 || id >= v1) return;
-    int64_t shift = table_side.coef[v] * (id - v0);
-    int64_t so = src.offset(p) + (grad ? 0 : shift);
-    int64_t dof = dst.offset(p) + (grad ? shift : 0);
-    out[dof] += src.load(so);
-  });
-  // Ids outside [0, V) contribute nothing; report them so bad data does not pass silently.
   int64_t V = op.space.dim(v).extent;
-  bool bad = false;
-  for_each_point(sub, [&](const int64_t* p) {
-    auto id = static_cast<int64_t>(ids.load(ids.offset(p)));
-    bad = bad || id < 0 || id >= V;
-  });
+  bool bad = false;  // ids outside [0, V) contribute nothing; they are reported below
+  const int64_t last = sub.rank() - 1;
+  if (last >= 0 && ids.coef[last] == 0 && src.fdata && !o.reference) {
+    // Rows along the last dim share one id: the id is read once per row, the row copied (or
+    // added) with constant strides.
+    const int64_t ss = src.coef[last], ds = dst.coef[last];
+    for_each_row(sub, [&](const int64_t* p, int64_t n) {
+      auto id = static_cast<int64_t>(ids.load(ids.offset(p)));
+      bad = bad || id < 0 || id >= V;
+      if (id < v0 || id >= v1) return;
+      int64_t shift = table_side.coef[v] * (id - v0);
+      const float* from = src.fdata + src.offset(p) + (grad ? 0 : shift);
+      float* to = out + dst.offset(p) + (grad ? shift : 0);
+      for (int64_t j = 0; j < n; ++j) to[j * ds] += from[j * ss];
+    });
+  } else {
+    for_each_point(sub, [&](const int64_t* p) {
+      auto id = static_cast<int64_t>(ids.load(ids.offset(p)));
+      bad = bad || id < 0 || id >= V;
+      if (id < v0 || id >= v1) return;
+      int64_t shift = table_side.coef[v] * (id - v0);
+      int64_t so = src.offset(p) + (grad ? 0 : shift);
+      int64_t dof = dst.offset(p) + (grad ? shift : 0);
+      out[dof] += src.load(so);
+    });
+  }
   if (bad)
     return Diagnostic("embedding: an id is outside the vocabulary [0, " + std::to_string(V) + ")");
   return {};

@@ -285,6 +285,24 @@ HEDDLE_SIMD_CLONES float sq_dev_loop(const float* x, int64_t n, float c) {
   return lane_sum(acc);
 }
 
+// A plain loop the compiler vectorizes (Simd.cpp is built without errno from sqrt; the operands
+// are distinct buffers).
+HEDDLE_SIMD_CLONES void adamw_loop(const AdamWStep& s, const float* __restrict p,
+                                   const float* __restrict g, const float* __restrict m,
+                                   const float* __restrict v, float* __restrict p_out,
+                                   float* __restrict m_out, float* __restrict v_out, int64_t n) {
+  const AdamWStep k = s;
+  for (int64_t j = 0; j < n; ++j) {
+    float pv = p[j], gv = g[j];
+    float mv = k.b1 * m[j] + (1.0f - k.b1) * gv;
+    float vv = k.b2 * v[j] + (1.0f - k.b2) * gv * gv;
+    float upd = (mv / k.c1) / (std::sqrt(vv / k.c2) + k.eps) + k.wd * pv;
+    p_out[j] = pv - k.lr * upd;
+    m_out[j] = mv;
+    v_out[j] = vv;
+  }
+}
+
 }  // namespace
 
 bool simd_activation(OpKind k) {
@@ -311,5 +329,14 @@ float row_sum_simd(const float* x, int64_t n) { return sum_loop(x, n); }
 float row_dot_simd(const float* x, const float* y, int64_t n) { return dot_loop(x, y, n); }
 
 float row_sq_dev_simd(const float* x, int64_t n, float c) { return sq_dev_loop(x, n, c); }
+
+}  // namespace heddle::kdetail
+
+namespace heddle::kdetail {
+
+void adamw_simd(const AdamWStep& s, const float* p, const float* g, const float* m, const float* v,
+                float* p_out, float* m_out, float* v_out, int64_t n) {
+  adamw_loop(s, p, g, m, v, p_out, m_out, v_out, n);
+}
 
 }  // namespace heddle::kdetail

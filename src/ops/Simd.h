@@ -38,4 +38,17 @@ float row_dot_simd(const float* x, const float* y, int64_t n);
 /// Sum of (x[j] - c)^2 over j < n.
 float row_sq_dev_simd(const float* x, int64_t n, float c);
 
+/// AdamW's constants for one step: learning rate, betas, epsilon, weight decay and the bias
+/// corrections 1 - beta^step.
+struct AdamWStep {
+  float lr, b1, b2, eps, wd, c1, c2;
+};
+
+/// One AdamW update of n parameters p with gradients g and moments m, v, in float:
+/// m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2,
+/// p' = p - lr ((m' / c1) / (sqrt(v' / c2) + eps) + wd p). Precondition: the seven arrays do not
+/// overlap (a kernel's outputs never share memory with its inputs).
+void adamw_simd(const AdamWStep& s, const float* p, const float* g, const float* m, const float* v,
+                float* p_out, float* m_out, float* v_out, int64_t n);
+
 }  // namespace heddle::kdetail
