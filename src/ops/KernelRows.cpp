@@ -59,6 +59,23 @@ void put_row(const Access& a, float* base, const int64_t* p, const float* v, Sto
   }
 }
 
+// Where a row result is computed: straight into the output when its window there is contiguous
+// and the kernel overwrites, else into `buf` for put_row.
+struct RowOut {
+  const Access& a;
+  float* base;
+  Store mode;
+  float* buf;
+  bool direct;
+  RowOut(const Access& acc, float* b, Store m, float* scratch)
+      : a(acc), base(b), mode(m), buf(scratch), direct(m == Store::kAssign && contiguous(acc)) {}
+  float* at(const int64_t* p) const { return direct ? base + a.offset(p) : buf; }
+  // Stores the row at p (computed in at(p)) unless it is already in place.
+  void put(const int64_t* p, const float* v) const {
+    if (!direct) put_row(a, base, p, v, mode);
+  }
+};
+
 // y = softmax(x) (or log-softmax); returns log(sum exp(x - max)) + max. The exponentials and
 // sums run through the vector loops of Simd.h (fast_exp, float lanes).
 float softmax_row(const float* x, float* y, int64_t n, bool log) {
@@ -185,9 +202,11 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
     case OpKind::kLogSoftmax: {
       RowIn x(ai[0]);
       bool log = op.kind == OpKind::kLogSoftmax;
+      RowOut o(ao, out, mode, y.data());
       for_each_point(box, [&](const int64_t* p) {
-        softmax_row(x.at(p), y.data(), n, log);
-        put_row(ao, out, p, y.data(), mode);
+        float* yr = o.at(p);
+        softmax_row(x.at(p), yr, n, log);
+        o.put(p, yr);
       });
       return true;
     }
@@ -197,11 +216,12 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
       std::vector<RowIn> gb;
       for (size_t i = 1; i < ai.size(); ++i) gb.emplace_back(ai[i]);
       bool layer = op.kind == OpKind::kLayerNorm;
+      RowOut lo(ao, out, mode, y.data());
       for_each_point(box, [&](const int64_t* p) {
         const float* xr = x.at(p);
         float mean, rstd;
         moments(xr, n, layer, eps, &mean, &rstd);
-        float* yr = y.data();
+        float* yr = lo.at(p);
         for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - mean) * rstd;
         if (!gb.empty()) {
           const float* g = gb[0].at(p);
@@ -211,7 +231,7 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
           const float* b = gb[1].at(p);
           for (int64_t i = 0; i < n; ++i) yr[i] += b[i];
         }
-        put_row(ao, out, p, yr, mode);
+        lo.put(p, yr);
       });
       return true;
     }
@@ -240,10 +260,11 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
   RowIn dy(ai[0]), x(ai[1]);
   if (fn == "softmax" || fn == "log_softmax" || fn == "cross_entropy") {
     bool ce = fn == "cross_entropy";
+    RowOut o(ao, out, mode, t1.data());
     for_each_point(box, [&](const int64_t* p) {
       const float* d = dy.at(p);
       softmax_row(x.at(p), y.data(), n, false);
-      float* r = t1.data();
+      float* r = o.at(p);
       if (ce) {
         auto label = static_cast<int64_t>(ai[2].load(ai[2].offset(p)));
         for (int64_t i = 0; i < n; ++i) r[i] = d[0] * y[i];
@@ -255,13 +276,14 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
         float sf = row_sum_simd(d, n);
         for (int64_t i = 0; i < n; ++i) r[i] = d[i] - y[i] * sf;
       }
-      put_row(ao, out, p, r, mode);
+      o.put(p, r);
     });
     return true;
   }
   bool layer = fn == "layernorm";
   std::vector<RowIn> gr;
   if (ai.size() > 2) gr.emplace_back(ai[2]);
+  RowOut o(ao, out, mode, t1.data());
   for_each_point(box, [&](const int64_t* p) {
     const float* d = dy.at(p);
     const float* xr = x.at(p);
@@ -288,8 +310,9 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
     }
     auto dn = static_cast<float>(n);
     float mgf = layer ? row_sum_simd(gy, n) / dn : 0.0f, mgxf = row_dot_simd(gy, xh, n) / dn;
+    r = o.at(p);
     for (int64_t i = 0; i < n; ++i) r[i] = rstd * (gy[i] - mgf - xh[i] * mgxf);
-    put_row(ao, out, p, r, mode);
+    o.put(p, r);
   });
   return true;
 }

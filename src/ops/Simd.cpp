@@ -224,8 +224,12 @@ HEDDLE_SIMD_CLONES float max_loop(const float* x, int64_t n) {
   for (int64_t j = 0; j < n; j += kLanes) {
     int64_t m = std::min(kLanes, n - j);
     v8 v;
-    splat(v, -std::numeric_limits<float>::infinity());
-    std::memcpy(&v, x + j, static_cast<size_t>(m) * sizeof(float));
+    if (m == kLanes) {
+      load(v, x + j, m);
+    } else {
+      splat(v, -std::numeric_limits<float>::infinity());
+      std::memcpy(&v, x + j, static_cast<size_t>(m) * sizeof(float));
+    }
     v8i more = acc < v;  // false for NaN lanes, which are skipped
     select(acc, more, v, acc);
   }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <random>
@@ -264,22 +265,26 @@ void check_chain(const Graph& g, const std::vector<kernels::ChainCall>& calls,
 }
 
 // Contractions whose operands and result are stored either way round (a result with M along
-// its rows' elements is written as C^T = B^T A^T), with batch dims, on random boxes and tiles.
+// its rows' elements is written as C^T = B^T A^T), with batch dims, and with the dims of a group
+// interleaved with another's (grouped-query attention: n kv heads of g query heads each, forward
+// and backward), which the kernel loops over instead of packing; on random boxes and tiles.
 TEST(FastKernels, ContractionsInEveryLayoutMatchTheReference) {
   std::mt19937 rng(23);
-  const char* specs[] = {"mk,kn->mn",    "km,kn->mn",   "mk,nk->mn",  "km,nk->mn",
-                         "mk,kn->nm",    "km,kn->nm",   "mk,nk->nm",  "km,nk->nm",
-                         "bmk,bkn->bnm", "bkm,kn->bnm", "mck,kn->nmc"};
+  const std::vector<std::string> specs = {
+      "mk,kn->mn",         "km,kn->mn",         "mk,nk->mn",        "km,nk->mn",
+      "mk,kn->nm",         "km,kn->nm",         "mk,nk->nm",        "km,nk->nm",
+      "bmk,bkn->bnm",      "bkm,kn->bnm",       "mck,kn->nmc",      "bqngd,bknd->bngqk",
+      "bngqk,bknd->bqngd", "adbcf,abcde->aebf", "acdbf,abcde->afce"};
   int64_t checked = 0;
-  for (int trial = 0; trial < 200; ++trial) {
+  for (int trial = 0; trial < 300; ++trial) {
     Graph g;
     Ops ops(g);
-    std::string spec = specs[trial % 11];
-    std::map<char, int64_t> ext = {{'m', uniform(rng, 1, 9)},
-                                   {'n', uniform(rng, 1, 9)},
-                                   {'k', uniform(rng, 1, 9)},
-                                   {'b', uniform(rng, 1, 3)},
-                                   {'c', uniform(rng, 1, 3)}};
+    std::string spec = specs[trial % specs.size()];
+    std::map<char, int64_t> ext;
+    for (char ch : spec)
+      if (std::isalpha(static_cast<unsigned char>(ch)) && !ext.count(ch))
+        ext[ch] = std::string("mnkqd").find(ch) != std::string::npos ? uniform(rng, 1, 9)
+                                                                     : uniform(rng, 1, 3);
     auto shape = [&](const std::string& s) {
       std::vector<int64_t> v;
       for (char ch : s) v.push_back(ext[ch]);
@@ -293,7 +298,7 @@ TEST(FastKernels, ContractionsInEveryLayoutMatchTheReference) {
     SCOPED_TRACE(spec);
     checked += check_ops(g, rng);
   }
-  EXPECT_EQ(checked, 200);
+  EXPECT_EQ(checked, 300);
 }
 
 // Convolution-network elementwise ops (NCHW, per-channel broadcasts [C, 1, 1], residual adds):
