@@ -9,6 +9,7 @@
 
 #include "KernelUtil.h"
 #include "Scalar.h"
+#include "Simd.h"
 
 namespace heddle::kernels {
 
@@ -43,8 +44,16 @@ void unary_grad_block(const float* dy, const float* x, float* out, int64_t n, do
   for (int64_t j = 0; j < n; ++j) out[j] = dy[j] * unary_deriv_f<K>(x[j], alpha);
 }
 
-// out = unary kind k of x (constant-kind loops for the fast kinds, as KernelPointwise.cpp).
+// out = unary kind k of x (the vector loops of Simd.h for the costly activations, else
+// constant-kind loops for the fast kinds, as KernelPointwise.cpp).
 void unary(OpKind k, const float* x, float* out, int64_t n, double alpha, const float* dy) {
+  if (simd_activation(k)) {
+    if (dy)
+      activation_grad_simd(k, dy, x, out, n);
+    else
+      activation_simd(k, x, out, n);
+    return;
+  }
 #define HEDDLE_CHAIN_UNARY(K)                            \
   case OpKind::K:                                        \
     if (dy)                                              \
@@ -100,6 +109,12 @@ void eval(const FusedOp& f, const std::vector<const float*>& in, float* out, int
   if (f.kind == OpKind::kCausalMask ||
       (f.kind == OpKind::kElementwiseGrad && f.fn == OpKind::kCausalMask)) {
     float hide = f.kind == OpKind::kCausalMask ? -std::numeric_limits<float>::infinity() : 0.0f;
+    int64_t v = f.mask->visible_prefix(p, j0, n);
+    if (v >= 0) {  // a prefix passes, the rest is hidden
+      std::copy(in[0], in[0] + v, out);
+      std::fill(out + v, out + n, hide);
+      return;
+    }
     for (int64_t j = 0; j < n; ++j) out[j] = f.mask->hidden(p, j0 + j) ? hide : in[0][j];
   } else if (f.kind == OpKind::kWhere) {
     for (int64_t j = 0; j < n; ++j) out[j] = in[0][j] != 0.0f ? in[1][j] : in[2][j];

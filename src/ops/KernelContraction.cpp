@@ -3,6 +3,8 @@
 // Embedding lookups and their gradients are gathers/scatter-adds over the one-hot dim.
 #include <cblas.h>
 
+#include <algorithm>
+
 #include "KernelUtil.h"
 
 namespace heddle::kdetail {
@@ -60,6 +62,47 @@ std::vector<int64_t> group_offsets(const Group& g, const Access& a,
     off = std::move(next);
   }
   return off;
+}
+
+// True when describe() takes operand `a` (rows group R, cols group C) in place, unpacked.
+bool fits(const Access& a, const Group& R, const Group& C, const std::vector<int64_t>& ext) {
+  int64_t rs, cs;
+  if (!merged_stride(R, a, ext, &rs) || !merged_stride(C, a, ext, &cs)) return false;
+  int64_t r = std::max<int64_t>(R.total, 1), c = std::max<int64_t>(C.total, 1);
+  return ((cs == 1 || C.total == 1) && (R.total == 1 || rs >= c)) ||
+         ((rs == 1 || R.total == 1) && (C.total == 1 || cs >= r));
+}
+
+// `g` without index dim d.
+Group without(const Group& g, int64_t d, const std::vector<int64_t>& ext) {
+  Group out;
+  for (int64_t k : g.dims)
+    if (k != d) {
+      out.dims.push_back(k);
+      out.total *= ext[k];
+    }
+  return out;
+}
+
+// When an operand or the result would be packed (its dims of a group interleave with another
+// group's, as grouped-query attention's heads and group members do), the smallest dim of M, N or
+// K whose removal lets A, B and C all be taken in place; it then becomes a loop dim around sgemm.
+// -1 when none does (or nothing would be packed).
+int64_t loop_dim(const Access& A, const Access& B, const Access& C, const Group& M, const Group& N,
+                 const Group& K, const std::vector<int64_t>& ext) {
+  auto all_fit = [&](const Group& m, const Group& n, const Group& k) {
+    return fits(A, m, k, ext) && fits(B, k, n, ext) && fits(C, m, n, ext);
+  };
+  if (all_fit(M, N, K)) return -1;
+  int64_t best = -1;
+  for (const Group* g : {&M, &N, &K})
+    for (int64_t d : g->dims) {
+      if (ext[d] == 1 || (best >= 0 && ext[d] >= ext[best])) continue;
+      Group m = g == &M ? without(M, d, ext) : M, n = g == &N ? without(N, d, ext) : N,
+            k = g == &K ? without(K, d, ext) : K;
+      if (all_fit(m, n, k)) best = d;
+    }
+  return best;
 }
 
 // One matrix operand of sgemm: [rows x cols] at `data` with transposition and leading dim.
@@ -128,6 +171,18 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
     init_outputs(op, box, outs, o);
     return {};
   }
+  // A dim of M, N or K whose interleaving would force packing becomes a loop dim instead (a
+  // moved K dim sums over the loop: its first point overwrites unless accumulating, the others
+  // add).
+  std::vector<int64_t> k_loop;
+  if (int64_t d = loop_dim(A, B, C, M, N, K, ext); d >= 0) {
+    bool in_k = std::find(K.dims.begin(), K.dims.end(), d) != K.dims.end();
+    M = without(M, d, ext);
+    N = without(N, d, ext);
+    K = without(K, d, ext);
+    if (in_k) k_loop.push_back(d);
+    batch.dims.push_back(d);
+  }
   int64_t a_rs, a_cs, b_rs, b_cs, c_rs, c_cs;
   bool a_direct = merged_stride(M, A, ext, &a_rs) && merged_stride(K, A, ext, &a_cs);
   bool b_direct = merged_stride(K, B, ext, &b_rs) && merged_stride(N, B, ext, &b_cs);
@@ -158,8 +213,10 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
   std::vector<float> ctmp;
   // One sgemm per batch point covers the box's whole K range, so without `accumulate` it
   // overwrites (beta 0) and no separate zeroing pass is needed.
-  bool accumulate = store_mode(op) == Store::kSum && o.accumulate;
+  const bool accumulate_all = store_mode(op) == Store::kSum && o.accumulate;
   for_each_point(bbox, [&](const int64_t* p) {
+    bool accumulate = accumulate_all;
+    for (int64_t d : k_loop) accumulate = accumulate || p[d] != box.start()[d];
     Mat ma, mb;
     describe(A, M, K, A.offset(p), a_roff, a_coff, a_direct, a_rs, a_cs, &ma);
     describe(B, K, N, B.offset(p), b_roff, b_coff, b_direct, b_rs, b_cs, &mb);
@@ -220,21 +277,33 @@ Status one_hot(const Op& op, const Box& box, const std::vector<const Tensor*>& i
   e[v] = v0 + 1;
   Box sub(box.start(), IVec(e));
   float* out = outs[0]->f32();
-  for_each_point(sub, [&](const int64_t* p) {
-    auto id = static_cast<int64_t>(ids.load(ids.offset(p)));
-    if (id < v0 || id >= v1) return;
-    int64_t shift = table_side.coef[v] * (id - v0);
-    int64_t so = src.offset(p) + (grad ? 0 : shift);
-    int64_t dof = dst.offset(p) + (grad ? shift : 0);
-    out[dof] += src.load(so);
-  });
-  // Ids outside [0, V) contribute nothing; report them so bad data does not pass silently.
   int64_t V = op.space.dim(v).extent;
-  bool bad = false;
-  for_each_point(sub, [&](const int64_t* p) {
-    auto id = static_cast<int64_t>(ids.load(ids.offset(p)));
-    bad = bad || id < 0 || id >= V;
-  });
+  bool bad = false;  // ids outside [0, V) contribute nothing; they are reported below
+  const int64_t last = sub.rank() - 1;
+  if (last >= 0 && ids.coef[last] == 0 && src.fdata && !o.reference) {
+    // Rows along the last dim share one id: the id is read once per row, the row copied (or
+    // added) with constant strides.
+    const int64_t ss = src.coef[last], ds = dst.coef[last];
+    for_each_row(sub, [&](const int64_t* p, int64_t n) {
+      auto id = static_cast<int64_t>(ids.load(ids.offset(p)));
+      bad = bad || id < 0 || id >= V;
+      if (id < v0 || id >= v1) return;
+      int64_t shift = table_side.coef[v] * (id - v0);
+      const float* from = src.fdata + src.offset(p) + (grad ? 0 : shift);
+      float* to = out + dst.offset(p) + (grad ? shift : 0);
+      for (int64_t j = 0; j < n; ++j) to[j * ds] += from[j * ss];
+    });
+  } else {
+    for_each_point(sub, [&](const int64_t* p) {
+      auto id = static_cast<int64_t>(ids.load(ids.offset(p)));
+      bad = bad || id < 0 || id >= V;
+      if (id < v0 || id >= v1) return;
+      int64_t shift = table_side.coef[v] * (id - v0);
+      int64_t so = src.offset(p) + (grad ? 0 : shift);
+      int64_t dof = dst.offset(p) + (grad ? shift : 0);
+      out[dof] += src.load(so);
+    });
+  }
   if (bad)
     return Diagnostic("embedding: an id is outside the vocabulary [0, " + std::to_string(V) + ")");
   return {};

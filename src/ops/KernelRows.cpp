@@ -1,13 +1,15 @@
 // Fast row kernels of the transformer ops: softmax, log-softmax, layernorm, rmsnorm,
 // cross-entropy, their norm_grad derivatives, and rotary embeddings and their gradient. Rows are
 // read in place when their window is contiguous (the plain row-major form), else gathered into a
-// buffer, so every tiling of an op runs the same float arithmetic; per-row sums accumulate in
-// double. Operands with padding go to the reference loops of KernelWindow.cpp.
+// buffer, so every tiling of an op runs the same float arithmetic; per-row sums and exponentials
+// run through the vector loops of Simd.h. Operands with padding go to the reference loops of
+// KernelWindow.cpp.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "KernelUtil.h"
+#include "Simd.h"
 
 namespace heddle::kdetail {
 
@@ -57,46 +59,44 @@ void put_row(const Access& a, float* base, const int64_t* p, const float* v, Sto
   }
 }
 
-float row_max(const float* x, int64_t n) {
-  float m = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
-  return m;
-}
-
-// y = softmax(x) (or log-softmax); returns log(sum exp(x - max)) + max.
-float softmax_row(const float* x, float* y, int64_t n, bool log) {
-  float mx = row_max(x, n);
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    float e = std::exp(x[i] - mx);
-    y[i] = e;
-    s += e;
+// Where a row result is computed: straight into the output when its window there is contiguous
+// and the kernel overwrites, else into `buf` for put_row.
+struct RowOut {
+  const Access& a;
+  float* base;
+  Store mode;
+  float* buf;
+  bool direct;
+  RowOut(const Access& acc, float* b, Store m, float* scratch)
+      : a(acc), base(b), mode(m), buf(scratch), direct(m == Store::kAssign && contiguous(acc)) {}
+  float* at(const int64_t* p) const { return direct ? base + a.offset(p) : buf; }
+  // Stores the row at p (computed in at(p)) unless it is already in place.
+  void put(const int64_t* p, const float* v) const {
+    if (!direct) put_row(a, base, p, v, mode);
   }
+};
+
+// y = softmax(x) (or log-softmax); returns log(sum exp(x - max)) + max. The exponentials and
+// sums run through the vector loops of Simd.h (fast_exp, float lanes).
+float softmax_row(const float* x, float* y, int64_t n, bool log) {
+  float mx = row_max_simd(x, n);
+  float s = exp_sum_simd(x, y, n, mx);
+  float lse = std::log(s);
   if (log) {
-    auto lse = static_cast<float>(std::log(s));
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mx - lse;
   } else {
-    auto inv = static_cast<float>(1.0 / s);
+    float inv = 1.0f / s;
     for (int64_t i = 0; i < n; ++i) y[i] *= inv;
   }
-  return mx + static_cast<float>(std::log(s));
+  return mx + lse;
 }
 
-// Mean (0 for rmsnorm) and 1/sqrt(var + eps) of a row.
+// Mean (0 for rmsnorm) and 1/sqrt(var + eps) of a row (float lane sums of Simd.h).
 void moments(const float* x, int64_t n, bool layer, double eps, float* mean, float* rstd) {
-  double m = 0;
-  if (layer) {
-    for (int64_t i = 0; i < n; ++i) m += x[i];
-    m /= static_cast<double>(n);
-  }
-  double v = 0;
-  auto mf = static_cast<float>(m);
-  for (int64_t i = 0; i < n; ++i) {
-    float c = x[i] - mf;
-    v += static_cast<double>(c) * c;
-  }
-  v /= static_cast<double>(n);
-  *mean = mf;
+  auto dn = static_cast<float>(n);
+  float m = layer ? row_sum_simd(x, n) / dn : 0.0f;
+  double v = row_sq_dev_simd(x, n, m) / dn;
+  *mean = m;
   *rstd = static_cast<float>(1.0 / std::sqrt(v + eps));
 }
 
@@ -202,9 +202,11 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
     case OpKind::kLogSoftmax: {
       RowIn x(ai[0]);
       bool log = op.kind == OpKind::kLogSoftmax;
+      RowOut o(ao, out, mode, y.data());
       for_each_point(box, [&](const int64_t* p) {
-        softmax_row(x.at(p), y.data(), n, log);
-        put_row(ao, out, p, y.data(), mode);
+        float* yr = o.at(p);
+        softmax_row(x.at(p), yr, n, log);
+        o.put(p, yr);
       });
       return true;
     }
@@ -214,11 +216,12 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
       std::vector<RowIn> gb;
       for (size_t i = 1; i < ai.size(); ++i) gb.emplace_back(ai[i]);
       bool layer = op.kind == OpKind::kLayerNorm;
+      RowOut lo(ao, out, mode, y.data());
       for_each_point(box, [&](const int64_t* p) {
         const float* xr = x.at(p);
         float mean, rstd;
         moments(xr, n, layer, eps, &mean, &rstd);
-        float* yr = y.data();
+        float* yr = lo.at(p);
         for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - mean) * rstd;
         if (!gb.empty()) {
           const float* g = gb[0].at(p);
@@ -228,7 +231,7 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
           const float* b = gb[1].at(p);
           for (int64_t i = 0; i < n; ++i) yr[i] += b[i];
         }
-        put_row(ao, out, p, yr, mode);
+        lo.put(p, yr);
       });
       return true;
     }
@@ -257,32 +260,30 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
   RowIn dy(ai[0]), x(ai[1]);
   if (fn == "softmax" || fn == "log_softmax" || fn == "cross_entropy") {
     bool ce = fn == "cross_entropy";
+    RowOut o(ao, out, mode, t1.data());
     for_each_point(box, [&](const int64_t* p) {
       const float* d = dy.at(p);
       softmax_row(x.at(p), y.data(), n, false);
-      float* r = t1.data();
+      float* r = o.at(p);
       if (ce) {
         auto label = static_cast<int64_t>(ai[2].load(ai[2].offset(p)));
         for (int64_t i = 0; i < n; ++i) r[i] = d[0] * y[i];
         if (label >= 0 && label < n) r[label] = d[0] * (y[label] - 1.0f);
       } else if (fn == "softmax") {
-        double s = 0;
-        for (int64_t i = 0; i < n; ++i) s += static_cast<double>(d[i]) * y[i];
-        auto sf = static_cast<float>(s);
+        float sf = row_dot_simd(d, y.data(), n);
         for (int64_t i = 0; i < n; ++i) r[i] = y[i] * (d[i] - sf);
       } else {
-        double s = 0;
-        for (int64_t i = 0; i < n; ++i) s += d[i];
-        auto sf = static_cast<float>(s);
+        float sf = row_sum_simd(d, n);
         for (int64_t i = 0; i < n; ++i) r[i] = d[i] - y[i] * sf;
       }
-      put_row(ao, out, p, r, mode);
+      o.put(p, r);
     });
     return true;
   }
   bool layer = fn == "layernorm";
   std::vector<RowIn> gr;
   if (ai.size() > 2) gr.emplace_back(ai[2]);
+  RowOut o(ao, out, mode, t1.data());
   for_each_point(box, [&](const int64_t* p) {
     const float* d = dy.at(p);
     const float* xr = x.at(p);
@@ -307,15 +308,11 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
     } else {
       std::copy(d, d + n, gy);
     }
-    double mg = 0, mgx = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      mg += gy[i];
-      mgx += static_cast<double>(gy[i]) * xh[i];
-    }
-    auto dn = static_cast<double>(n);
-    auto mgf = static_cast<float>(layer ? mg / dn : 0.0), mgxf = static_cast<float>(mgx / dn);
+    auto dn = static_cast<float>(n);
+    float mgf = layer ? row_sum_simd(gy, n) / dn : 0.0f, mgxf = row_dot_simd(gy, xh, n) / dn;
+    r = o.at(p);
     for (int64_t i = 0; i < n; ++i) r[i] = rstd * (gy[i] - mgf - xh[i] * mgxf);
-    put_row(ao, out, p, r, mode);
+    o.put(p, r);
   });
   return true;
 }

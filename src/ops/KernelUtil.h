@@ -2,6 +2,7 @@
 // output initialisation and combining.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -262,6 +263,20 @@ struct CausalMask {
       cq.push_back(m.at(rq, k));
       ck.push_back(m.at(rk, k));
     }
+  }
+  /// How many of the n elements from offset j0 of the row at p are visible (not hidden) before
+  /// the first hidden one, when the visible ones form a prefix of the row (the key index grows
+  /// along it and the query index does not); -1 otherwise.
+  int64_t visible_prefix(const int64_t* p, int64_t j0, int64_t n) const {
+    auto m = static_cast<int64_t>(cq.size());
+    if (m == 0 || cq[m - 1] != 0 || ck[m - 1] != 1) return -1;
+    // hidden(p, j) <=> k(p) + j > q(p) + shift
+    int64_t q = q0, k = k0;
+    for (int64_t i = 0; i < m; ++i) {
+      q += cq[i] * p[i];
+      k += ck[i] * p[i];
+    }
+    return std::clamp<int64_t>(q + shift - k - j0 + 1, 0, n);
   }
   bool hidden(const int64_t* p, int64_t j) const {
     int64_t q = q0, k = k0, n = static_cast<int64_t>(cq.size());

@@ -169,25 +169,31 @@ inline float fast_exp(float x) {
   return e * std::bit_cast<float>((n + 127) << 23);
 }
 
-/// erf(x) in float without a libm call: the rational approximation of Eigen and XLA (odd degree-13
-/// numerator over even degree-8 denominator on x clamped to [-4, 4]), within a few ulp of erff.
-inline float fast_erf(float x) {
-  x = std::min(std::max(x, -4.0f), 4.0f);
-  float x2 = x * x;
-  float p = -2.72614225801306e-10f;
-  p = p * x2 + 2.77068142495902e-08f;
+/// The rational part of fast_erf, in place, on x already clamped to [-4, 4]: one float, or a
+/// vector of floats (the lanes of Simd.cpp), through the same operations.
+template <class T>
+[[gnu::always_inline]] inline void erf_rational(T& x) {
+  T x2 = x * x;
+  T p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
   p = p * x2 + -2.10102402082508e-06f;
   p = p * x2 + -5.69250639462346e-05f;
   p = p * x2 + -7.34990630326855e-04f;
   p = p * x2 + -2.95459980854025e-03f;
   p = p * x2 + -1.60960333262415e-02f;
   p = p * x;
-  float q = -1.45660718464996e-05f;
-  q = q * x2 + -2.13374055278905e-04f;
+  T q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
   q = q * x2 + -1.68282697438203e-03f;
   q = q * x2 + -7.37332916720468e-03f;
   q = q * x2 + -1.42647390514189e-02f;
-  return p / q;
+  x = p / q;
+}
+
+/// erf(x) in float without a libm call: the rational approximation of Eigen and XLA (odd degree-13
+/// numerator over even degree-8 denominator on x clamped to [-4, 4]), within a few ulp of erff.
+inline float fast_erf(float x) {
+  x = std::min(std::max(x, -4.0f), 4.0f);
+  erf_rational(x);
+  return x;
 }
 
 /// Float versions of the costly activations (fast_erf/fast_exp instead of the double forms, so

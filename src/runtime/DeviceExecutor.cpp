@@ -5,6 +5,8 @@
 #include <limits>
 #include <map>
 #include <new>
+#include <string>
+#include <variant>
 
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/ops/Chain.h"
@@ -42,6 +44,23 @@ int64_t contiguous_offset(const IVec& shape, const Box& box) {
     stride *= shape[d];
   }
   return offset;
+}
+
+// True when `op` computes its first input unchanged: the gradient of `add` (either operand) and of
+// `sub` for its first operand pass dy through, point for point.
+bool passes_through(const Op& op) {
+  if (op.kind != OpKind::kElementwiseGrad || op.space.has_reduce() || op.inputs.empty() ||
+      op.results.size() != 1 || op.inputs[0].padded || !(op.inputs[0].proj == op.results[0].proj))
+    return false;
+  auto attr = [&](const char* name) { return op.attrs.find(name); };
+  auto fn = attr("fn");
+  if (fn == op.attrs.end()) return false;
+  const auto* f = std::get_if<std::string>(&fn->second);
+  if (!f) return false;
+  if (*f == "add") return true;
+  auto wrt = attr("wrt");
+  const auto* w = wrt == op.attrs.end() ? nullptr : std::get_if<int64_t>(&wrt->second);
+  return *f == "sub" && (w == nullptr || *w == 0);
 }
 
 }  // namespace
@@ -150,6 +169,7 @@ class DeviceExecutor::Compiler {
         ++pos_;
         break;
       case Instr::Kind::kKernel: {
+        if (alias(in)) return;  // no step: the result is its input's tile
         std::map<ValueId, int> temps;
         for (const KernelCall& kc : in.calls) {
           const Op& op = g_.op(kc.op);
@@ -189,6 +209,22 @@ class DeviceExecutor::Compiler {
         return;  // no step
     }
     x_.steps_.push_back(std::move(s));
+  }
+
+  // A lone call that passes its input through (passes_through) over exactly the input's tile:
+  // its result becomes that tile (whose lifetime then runs to the result's last use) and no
+  // kernel runs. Values are never written after their definition, so sharing is safe.
+  bool alias(const Instr& in) {
+    if (in.calls.size() != 1) return false;
+    const Op& op = g_.op(in.calls[0].op);
+    if (!passes_through(op)) return false;
+    ValueId v = op.inputs[0].value;
+    if (halos_.count(v) || g_.type(v).dtype() != g_.type(op.results[0].value).dtype()) return false;
+    int b = tile(v);
+    if (x_.buffers_[b].tensor.region() != op.results[0].proj.image(in.calls[0].box)) return false;
+    use(b);
+    tiles_[op.results[0].value] = b;
+    return true;
   }
 
   DeviceExecutor& x_;

@@ -5,6 +5,8 @@
 // hand-made and taken from those graphs, through kernels::run_chain.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <random>
@@ -185,6 +187,44 @@ TEST(FastKernels, RowAndPointwiseKernelsOnRandomShapesMatchTheReference) {
   EXPECT_GT(checked, 4000);
 }
 
+// The vector loops of the activations, softmax and the norms (src/ops/Simd.h) on rows of every
+// length up to 200 (so every size of a zero-padded tail), with values far into the clamped ranges
+// of fast_exp and fast_erf: the forward ops and every gradient op autodiff makes of them.
+TEST(FastKernels, VectorLoopsOnLongRowsAndWideValuesMatchTheReference) {
+  std::mt19937 rng(41);
+  int64_t checked = 0;
+  for (int trial = 0; trial < 160; ++trial) {
+    Graph g;
+    Ops ops(g);
+    int64_t a = uniform(rng, 1, 3), n = trial < 40 ? trial + 1 : uniform(rng, 1, 200);
+    ValueId x = ops.param("x", f32({a, n}));
+    ValueId gm = ops.param("g", f32({n})), bt = ops.param("b", f32({n}));
+    ValueId lab = ops.input("labels", i64({a}));
+    std::vector<ValueId> ys = {ops.gelu(x),
+                               ops.gelu_tanh(x),
+                               ops.silu(x),
+                               ops.unary(OpKind::kSigmoid, x),
+                               ops.softmax(x, -1),
+                               ops.log_softmax(x, -1),
+                               ops.layernorm(x, gm, bt, 1e-5),
+                               ops.rmsnorm(x, gm, 1e-6)};
+    ValueId loss = ops.reduce(OpKind::kReduceSum, ops.cross_entropy(x, lab), {0});
+    for (ValueId y : ys)
+      loss = ops.add(loss, ops.reduce(OpKind::kReduceSum, ops.mul(y, y), {0, 1}));
+    ops.output(loss);
+    ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+    auto grads = build_gradients(g, loss);
+    ASSERT_TRUE(grads.ok()) << grads.error().to_string();
+    const Graph& G = grads->graph;
+    double range = std::array<double, 3>{1.0, 6.0, 40.0}[trial % 3];
+    std::map<ValueId, Tensor> full;
+    full.emplace(x, testing::random_tensor(G.type(x), rng, -range, range));
+    full.emplace(lab, testing::random_tensor(G.type(lab), rng, 0, 0, n));
+    for (const Op& op : G.ops()) checked += check_op(G, op, full, rng, uniform(rng, 0, 1) == 1);
+  }
+  EXPECT_GT(checked, 6000);
+}
+
 // Runs `calls` one by one with the reference loops on materialized values (the meaning of a
 // chain), then with run_chain; the chain's surviving values must match.
 void check_chain(const Graph& g, const std::vector<kernels::ChainCall>& calls,
@@ -225,22 +265,26 @@ void check_chain(const Graph& g, const std::vector<kernels::ChainCall>& calls,
 }
 
 // Contractions whose operands and result are stored either way round (a result with M along
-// its rows' elements is written as C^T = B^T A^T), with batch dims, on random boxes and tiles.
+// its rows' elements is written as C^T = B^T A^T), with batch dims, and with the dims of a group
+// interleaved with another's (grouped-query attention: n kv heads of g query heads each, forward
+// and backward), which the kernel loops over instead of packing; on random boxes and tiles.
 TEST(FastKernels, ContractionsInEveryLayoutMatchTheReference) {
   std::mt19937 rng(23);
-  const char* specs[] = {"mk,kn->mn",    "km,kn->mn",   "mk,nk->mn",  "km,nk->mn",
-                         "mk,kn->nm",    "km,kn->nm",   "mk,nk->nm",  "km,nk->nm",
-                         "bmk,bkn->bnm", "bkm,kn->bnm", "mck,kn->nmc"};
+  const std::vector<std::string> specs = {
+      "mk,kn->mn",         "km,kn->mn",         "mk,nk->mn",        "km,nk->mn",
+      "mk,kn->nm",         "km,kn->nm",         "mk,nk->nm",        "km,nk->nm",
+      "bmk,bkn->bnm",      "bkm,kn->bnm",       "mck,kn->nmc",      "bqngd,bknd->bngqk",
+      "bngqk,bknd->bqngd", "adbcf,abcde->aebf", "acdbf,abcde->afce"};
   int64_t checked = 0;
-  for (int trial = 0; trial < 200; ++trial) {
+  for (int trial = 0; trial < 300; ++trial) {
     Graph g;
     Ops ops(g);
-    std::string spec = specs[trial % 11];
-    std::map<char, int64_t> ext = {{'m', uniform(rng, 1, 9)},
-                                   {'n', uniform(rng, 1, 9)},
-                                   {'k', uniform(rng, 1, 9)},
-                                   {'b', uniform(rng, 1, 3)},
-                                   {'c', uniform(rng, 1, 3)}};
+    std::string spec = specs[trial % specs.size()];
+    std::map<char, int64_t> ext;
+    for (char ch : spec)
+      if (std::isalpha(static_cast<unsigned char>(ch)) && !ext.count(ch))
+        ext[ch] = std::string("mnkqd").find(ch) != std::string::npos ? uniform(rng, 1, 9)
+                                                                     : uniform(rng, 1, 3);
     auto shape = [&](const std::string& s) {
       std::vector<int64_t> v;
       for (char ch : s) v.push_back(ext[ch]);
@@ -254,7 +298,7 @@ TEST(FastKernels, ContractionsInEveryLayoutMatchTheReference) {
     SCOPED_TRACE(spec);
     checked += check_ops(g, rng);
   }
-  EXPECT_EQ(checked, 200);
+  EXPECT_EQ(checked, 300);
 }
 
 // Convolution-network elementwise ops (NCHW, per-channel broadcasts [C, 1, 1], residual adds):

@@ -6,10 +6,13 @@
 #include <random>
 
 #include "common/RandomFeeds.h"
+#include "heddle/ir/GraphBuilder.h"
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Kernel.h"
+#include "heddle/ops/Ops.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/ArenaPlan.h"
+#include "heddle/runtime/Executor.h"
 #include "heddle/runtime/HostCores.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/ThreadedRunner.h"
@@ -124,6 +127,57 @@ TEST(Tensor, ViewsShareMemoryAndCopiesOfThemOwnIt) {
   m = owning;  // assigning to a view replaces it with an owning copy, the memory is untouched
   EXPECT_FALSE(m.is_view());
   EXPECT_EQ(mem[0], 9);
+}
+
+// add's gradient passes dy through: the executor gives it dy's tile instead of a copy kernel,
+// also when the gradient is a graph output and dy lives on after it. The results equal the ops
+// run one by one.
+TEST(DeviceExecutor, PassThroughGradientsShareTheirInputsTile) {
+  Graph fwd;
+  Ops ops(fwd);
+  ValueId x = ops.param("x", f32({4, 8})), b = ops.param("b", f32({8}));
+  ValueId y = ops.add(x, b);
+  ValueId loss = ops.reduce(OpKind::kReduceSum, ops.mul(y, ops.gelu(y)), {0, 1});
+  ops.output(loss);
+  ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+  auto grads = build_gradients(fwd, loss);
+  ASSERT_TRUE(grads.ok()) << grads.error().to_string();
+  Graph& g = grads->graph;
+  int64_t pass = 0;
+  for (const Op& op : g.ops()) {
+    bool add_grad = op.kind == OpKind::kElementwiseGrad && !op.space.has_reduce() &&
+                    std::get<std::string>(op.attrs.at("fn")) == "add";
+    pass += add_grad;
+    if (add_grad) g.add_output(op.results[0].value);
+  }
+  ASSERT_EQ(pass, 1);
+  for (const auto& [param, grad] : grads->grads) g.add_output(grad);
+  auto spec = StrategySpec::parse("dp=1");
+  auto plan = plan_from_strategy(g, *spec->mesh(1), *spec);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  auto programs = lower(g, plan->plan);
+  ASSERT_TRUE(programs.ok());
+  TensorMap feeds = testing::random_feeds(g, 5);
+  auto got = run_threaded(g, *programs, feeds, {});
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  TensorMap vals = feeds;
+  for (const Op& op : g.ops()) {
+    std::vector<const Tensor*> ins;
+    for (const auto& in : op.inputs) ins.push_back(&vals.at(in.value));
+    std::vector<Tensor> outs;
+    for (const auto& r : op.results) outs.emplace_back(g.type(r.value));
+    std::vector<Tensor*> po;
+    for (auto& t : outs) po.push_back(&t);
+    ASSERT_TRUE(kernels::run(op, op.space.box(), ins, po).ok());
+    for (size_t k = 0; k < outs.size(); ++k)
+      vals.insert_or_assign(op.results[k].value, std::move(outs[k]));
+  }
+  for (ValueId v : g.outputs()) {
+    const Tensor &a = got->at(v), &e = vals.at(v);
+    ASSERT_EQ(a.shape(), e.shape()) << g.value(v).name;
+    for (int64_t i = 0; i < a.numel(); ++i)
+      EXPECT_NEAR(a.f32()[i], e.f32()[i], 1e-5 * (1 + std::fabs(e.f32()[i]))) << g.value(v).name;
+  }
 }
 
 struct Lowered {

@@ -1,0 +1,346 @@
+// The vectorized loops of Simd.h. The lane helpers take and give vectors by reference (a 32-byte
+// vector by value has a different ABI with and without AVX) and are always inlined into the
+// cloned loops, so each clone computes them with its own instructions.
+#include "Simd.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "Scalar.h"
+#include "heddle/support/Assert.h"
+
+namespace heddle::kdetail {
+
+namespace {
+
+using v8 = float __attribute__((vector_size(32)));
+using v8i = int32_t __attribute__((vector_size(32)));
+constexpr int64_t kLanes = 8;
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define HEDDLE_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define HEDDLE_SIMD_CLONES
+#endif
+#define HEDDLE_LANES [[gnu::always_inline]] inline
+
+HEDDLE_LANES void splat(v8& v, float s) { v = v8{} + s; }
+
+// m (<= 8) elements from p; the other lanes 0.
+HEDDLE_LANES void load(v8& v, const float* p, int64_t m) {
+  if (m == kLanes) {
+    std::memcpy(&v, p, sizeof v);
+    return;
+  }
+  v = v8{};
+  std::memcpy(&v, p, static_cast<size_t>(m) * sizeof(float));
+}
+
+HEDDLE_LANES void store(float* p, const v8& v, int64_t m) {
+  std::memcpy(p, &v, static_cast<size_t>(m) * sizeof(float));
+}
+
+// The same 32 bytes seen as the other lane type (memcpy: no by-value vector crosses a call).
+HEDDLE_LANES void as_bits(v8i& out, const v8& v) { std::memcpy(&out, &v, sizeof out); }
+HEDDLE_LANES void as_floats(v8& out, const v8i& v) { std::memcpy(&out, &v, sizeof out); }
+
+// Lanes of `a` where the mask is set, else of `b`.
+HEDDLE_LANES void select(v8& out, const v8i& mask, const v8& a, const v8& b) {
+  v8i ai, bi;
+  as_bits(ai, a);
+  as_bits(bi, b);
+  as_floats(out, (ai & mask) | (bi & ~mask));
+}
+
+// x clamped to [lo, hi] as std::min(std::max(x, lo), hi) does.
+HEDDLE_LANES void clamp(v8& x, float lo, float hi) {
+  v8 l, h;
+  splat(l, lo);
+  splat(h, hi);
+  v8i below = x < l;
+  select(x, below, l, x);
+  v8i above = h < x;
+  select(x, above, h, x);
+}
+
+// x = fast_exp(x) (Scalar.h), lane by lane.
+HEDDLE_LANES void vexp(v8& x) {
+  clamp(x, -87.3f, 88.3f);
+  constexpr float kShift = 12582912.0f;
+  v8 t = x * 1.44269504088896341f + kShift;
+  v8i n;
+  as_bits(n, t);
+  n = n - std::bit_cast<int32_t>(kShift);
+  v8 fn = t - kShift;
+  v8 r = x - fn * 0.693359375f + fn * 2.12194440e-4f;
+  v8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  v8 e = p * r * r + r + 1.0f;
+  v8 scale;
+  as_floats(scale, (n + 127) << 23);
+  x = e * scale;
+}
+
+// x = fast_erf(x) (Scalar.h), lane by lane.
+HEDDLE_LANES void verf(v8& x) {
+  clamp(x, -4.0f, 4.0f);
+  erf_rational(x);
+}
+
+// 1 / (1 + e^-x).
+HEDDLE_LANES void vsigmoid(v8& s, const v8& x) {
+  v8 e = -x;
+  vexp(e);
+  s = 1.0f / (1.0f + e);
+}
+
+constexpr float kSqrt2OverPiF = 0.7978845608028654f, kGeluCF = 0.044715f;
+
+// tanh(y) for the tanh-GELU: 1 - 2 / (e^2y + 1).
+HEDDLE_LANES void vtanh_gelu(v8& t, const v8& x) {
+  v8 y = kSqrt2OverPiF * (x + kGeluCF * x * x * x);
+  v8 e = 2.0f * y;
+  vexp(e);
+  t = 1.0f - 2.0f / (e + 1.0f);
+}
+
+// Forward value of activation K on one vector.
+template <OpKind K>
+HEDDLE_LANES void forward(v8& v) {
+  v8 x = v;
+  if constexpr (K == OpKind::kGelu) {
+    v8 e = x * 0.70710678f;
+    verf(e);
+    v = 0.5f * x * (1.0f + e);
+  } else if constexpr (K == OpKind::kSilu) {
+    v8 e = -x;
+    vexp(e);
+    v = x / (1.0f + e);
+  } else if constexpr (K == OpKind::kSigmoid) {
+    vsigmoid(v, x);
+  } else {
+    static_assert(K == OpKind::kGeluTanh);
+    v8 y = kSqrt2OverPiF * (x + kGeluCF * x * x * x);
+    v8 e = 2.0f * y;
+    vexp(e);
+    v = 0.5f * x * (2.0f - 2.0f / (e + 1.0f));
+  }
+}
+
+// Derivative of activation K at x, times dy, into d.
+template <OpKind K>
+HEDDLE_LANES void backward(v8& d, const v8& dy, const v8& x) {
+  if constexpr (K == OpKind::kGelu) {
+    v8 cdf = x * 0.70710678f;
+    verf(cdf);
+    cdf = 0.5f * (1.0f + cdf);
+    v8 g = -0.5f * x * x;
+    vexp(g);
+    d = dy * (cdf + x * g * 0.39894228f);
+  } else if constexpr (K == OpKind::kSilu) {
+    v8 s;
+    vsigmoid(s, x);
+    d = dy * (s * (1.0f + x * (1.0f - s)));
+  } else if constexpr (K == OpKind::kSigmoid) {
+    v8 s;
+    vsigmoid(s, x);
+    d = dy * (s * (1.0f - s));
+  } else {
+    static_assert(K == OpKind::kGeluTanh);
+    v8 t;
+    vtanh_gelu(t, x);
+    d = dy * (0.5f * (1.0f + t) +
+              0.5f * x * (1.0f - t * t) * kSqrt2OverPiF * (1.0f + 3.0f * kGeluCF * x * x));
+  }
+}
+
+template <OpKind K>
+HEDDLE_LANES void forward_loop(const float* x, float* out, int64_t n) {
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 v;
+    load(v, x + j, m);
+    forward<K>(v);
+    store(out + j, v, m);
+  }
+}
+
+template <OpKind K>
+HEDDLE_LANES void backward_loop(const float* dy, const float* x, float* out, int64_t n) {
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 d, xv, r;
+    load(d, dy + j, m);
+    load(xv, x + j, m);
+    backward<K>(r, d, xv);
+    store(out + j, r, m);
+  }
+}
+
+HEDDLE_SIMD_CLONES void activation_loop(OpKind k, const float* x, float* out, int64_t n) {
+  switch (k) {
+    case OpKind::kGelu:
+      return forward_loop<OpKind::kGelu>(x, out, n);
+    case OpKind::kSilu:
+      return forward_loop<OpKind::kSilu>(x, out, n);
+    case OpKind::kSigmoid:
+      return forward_loop<OpKind::kSigmoid>(x, out, n);
+    case OpKind::kGeluTanh:
+      return forward_loop<OpKind::kGeluTanh>(x, out, n);
+    default:
+      HEDDLE_UNREACHABLE();
+  }
+}
+
+HEDDLE_SIMD_CLONES void activation_grad_loop(OpKind k, const float* dy, const float* x, float* out,
+                                             int64_t n) {
+  switch (k) {
+    case OpKind::kGelu:
+      return backward_loop<OpKind::kGelu>(dy, x, out, n);
+    case OpKind::kSilu:
+      return backward_loop<OpKind::kSilu>(dy, x, out, n);
+    case OpKind::kSigmoid:
+      return backward_loop<OpKind::kSigmoid>(dy, x, out, n);
+    case OpKind::kGeluTanh:
+      return backward_loop<OpKind::kGeluTanh>(dy, x, out, n);
+    default:
+      HEDDLE_UNREACHABLE();
+  }
+}
+
+// The eight lanes of v added pairwise, in a fixed order.
+HEDDLE_LANES float lane_sum(const v8& v) {
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+HEDDLE_SIMD_CLONES float max_loop(const float* x, int64_t n) {
+  v8 acc;
+  splat(acc, -std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 v;
+    if (m == kLanes) {
+      load(v, x + j, m);
+    } else {
+      splat(v, -std::numeric_limits<float>::infinity());
+      std::memcpy(&v, x + j, static_cast<size_t>(m) * sizeof(float));
+    }
+    v8i more = acc < v;  // false for NaN lanes, which are skipped
+    select(acc, more, v, acc);
+  }
+  float r = acc[0];
+  for (int i = 1; i < kLanes; ++i) r = std::max(r, acc[i]);
+  return r;
+}
+
+HEDDLE_SIMD_CLONES float exp_sum_loop(const float* x, float* y, int64_t n, float shift) {
+  v8 acc = v8{};
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 v;
+    load(v, x + j, m);
+    v = v - shift;
+    vexp(v);
+    store(y + j, v, m);
+    if (m < kLanes)
+      for (int64_t i = m; i < kLanes; ++i) v[i] = 0.0f;
+    acc += v;
+  }
+  return lane_sum(acc);
+}
+
+HEDDLE_SIMD_CLONES float sum_loop(const float* x, int64_t n) {
+  v8 acc = v8{};
+  for (int64_t j = 0; j < n; j += kLanes) {
+    v8 v;
+    load(v, x + j, std::min(kLanes, n - j));
+    acc += v;
+  }
+  return lane_sum(acc);
+}
+
+HEDDLE_SIMD_CLONES float dot_loop(const float* x, const float* y, int64_t n) {
+  v8 acc = v8{};
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 a, b;
+    load(a, x + j, m);
+    load(b, y + j, m);
+    acc += a * b;
+  }
+  return lane_sum(acc);
+}
+
+HEDDLE_SIMD_CLONES float sq_dev_loop(const float* x, int64_t n, float c) {
+  v8 acc = v8{};
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 a;
+    load(a, x + j, m);
+    a = a - c;
+    for (int64_t i = m; i < kLanes; ++i) a[i] = 0.0f;
+    acc += a * a;
+  }
+  return lane_sum(acc);
+}
+
+// A plain loop the compiler vectorizes (Simd.cpp is built without errno from sqrt; the operands
+// are distinct buffers).
+HEDDLE_SIMD_CLONES void adamw_loop(const AdamWStep& s, const float* __restrict p,
+                                   const float* __restrict g, const float* __restrict m,
+                                   const float* __restrict v, float* __restrict p_out,
+                                   float* __restrict m_out, float* __restrict v_out, int64_t n) {
+  const AdamWStep k = s;
+  for (int64_t j = 0; j < n; ++j) {
+    float pv = p[j], gv = g[j];
+    float mv = k.b1 * m[j] + (1.0f - k.b1) * gv;
+    float vv = k.b2 * v[j] + (1.0f - k.b2) * gv * gv;
+    float upd = (mv / k.c1) / (std::sqrt(vv / k.c2) + k.eps) + k.wd * pv;
+    p_out[j] = pv - k.lr * upd;
+    m_out[j] = mv;
+    v_out[j] = vv;
+  }
+}
+
+}  // namespace
+
+bool simd_activation(OpKind k) {
+  return k == OpKind::kGelu || k == OpKind::kSilu || k == OpKind::kSigmoid ||
+         k == OpKind::kGeluTanh;
+}
+
+void activation_simd(OpKind k, const float* x, float* out, int64_t n) {
+  activation_loop(k, x, out, n);
+}
+
+void activation_grad_simd(OpKind k, const float* dy, const float* x, float* out, int64_t n) {
+  activation_grad_loop(k, dy, x, out, n);
+}
+
+float row_max_simd(const float* x, int64_t n) { return max_loop(x, n); }
+
+float exp_sum_simd(const float* x, float* y, int64_t n, float shift) {
+  return exp_sum_loop(x, y, n, shift);
+}
+
+float row_sum_simd(const float* x, int64_t n) { return sum_loop(x, n); }
+
+float row_dot_simd(const float* x, const float* y, int64_t n) { return dot_loop(x, y, n); }
+
+float row_sq_dev_simd(const float* x, int64_t n, float c) { return sq_dev_loop(x, n, c); }
+
+}  // namespace heddle::kdetail
+
+namespace heddle::kdetail {
+
+void adamw_simd(const AdamWStep& s, const float* p, const float* g, const float* m, const float* v,
+                float* p_out, float* m_out, float* v_out, int64_t n) {
+  adamw_loop(s, p, g, m, v, p_out, m_out, v_out, n);
+}
+
+}  // namespace heddle::kdetail

@@ -1,0 +1,54 @@
+// Vectorized float loops of the fast kernels: the costly activations (GELU, SiLU, sigmoid,
+// tanh-GELU) and their derivatives, and the row reductions of softmax and the norms. Eight lanes
+// at a time through GCC vector extensions; on x86-64 each loop is also compiled for AVX2 and
+// chosen at load time (target_clones), so a generic build runs 8-wide on the CPUs that have it.
+// Every element goes through the same lane arithmetic (a row's tail as a zero-padded vector), so
+// a value does not depend on where a tile starts.
+#pragma once
+
+#include <cstdint>
+
+#include "heddle/ir/OpKind.h"
+
+namespace heddle::kdetail {
+
+/// True when unary kind `k` has a vectorized loop here (activation_simd, activation_grad_simd).
+bool simd_activation(OpKind k);
+
+/// out[j] = k(x[j]) for j < n, as unary_f<k> computes it (Scalar.h) up to rounding. `out` may
+/// equal `x`. Precondition: simd_activation(k).
+void activation_simd(OpKind k, const float* x, float* out, int64_t n);
+
+/// out[j] = dy[j] * k'(x[j]) for j < n, as unary_deriv_f<k> computes it up to rounding. `out`
+/// may equal `dy` or `x`. Precondition: simd_activation(k).
+void activation_grad_simd(OpKind k, const float* dy, const float* x, float* out, int64_t n);
+
+/// The largest of x[0..n) (-inf for n == 0; NaNs are skipped).
+float row_max_simd(const float* x, int64_t n);
+
+/// y[j] = e^(x[j] - shift) for j < n (fast_exp's polynomial); returns their sum.
+float exp_sum_simd(const float* x, float* y, int64_t n, float shift);
+
+/// Sum of x[0..n).
+float row_sum_simd(const float* x, int64_t n);
+
+/// Sum of x[j] * y[j] over j < n.
+float row_dot_simd(const float* x, const float* y, int64_t n);
+
+/// Sum of (x[j] - c)^2 over j < n.
+float row_sq_dev_simd(const float* x, int64_t n, float c);
+
+/// AdamW's constants for one step: learning rate, betas, epsilon, weight decay and the bias
+/// corrections 1 - beta^step.
+struct AdamWStep {
+  float lr, b1, b2, eps, wd, c1, c2;
+};
+
+/// One AdamW update of n parameters p with gradients g and moments m, v, in float:
+/// m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2,
+/// p' = p - lr ((m' / c1) / (sqrt(v' / c2) + eps) + wd p). Precondition: the seven arrays do not
+/// overlap (a kernel's outputs never share memory with its inputs).
+void adamw_simd(const AdamWStep& s, const float* p, const float* g, const float* m, const float* v,
+                float* p_out, float* m_out, float* v_out, int64_t n);
+
+}  // namespace heddle::kdetail
