@@ -31,6 +31,15 @@ std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0
 // Exit code 1 with advice when the plan does not fit (CLI.md: an infeasible request), else 0.
 int infeasible(const cost::SimulationResult& r) {
   if (r.feasible) return 0;
+  if (r.peak_memory_bytes <= r.memory_limit_bytes) {  // the offloaded state overflows the host
+    std::fprintf(stderr,
+                 "error: the plan's offloaded state needs %s of host memory per device but the "
+                 "cluster gives %s; offload less (offload=optimizer), raise zero, or describe "
+                 "more host memory (host_memory_bytes in a cluster file)\n",
+                 human_bytes(r.host_memory_bytes).c_str(),
+                 human_bytes(r.host_memory_limit_bytes).c_str());
+    return 1;
+  }
   std::fprintf(stderr,
                "error: the plan needs %s on its fullest device but the device has %s; try a "
                "higher zero stage, recompute=selective or full, a smaller mb, or more tp/pp\n",
