@@ -129,6 +129,22 @@ class Analysis {
         fused[static_cast<size_t>(id)] = dev_.fuses_elementwise;
       }
     }
+    // Between two elementwise ops, a single-use value whose producer keeps its own input
+    // (SwiGLU's silu(x) feeding the product) is recomputed by the fused kernel's backward rather
+    // than kept (Megatron's fused SwiGLU keeps only its inputs).
+    auto elementwise = [&](OpId id) {
+      const OpCategory c = op_kind_info(g_.op(id).kind).category;
+      return c == OpCategory::kUnary || c == OpCategory::kBinary;
+    };
+    for (OpId id = 0; id < n_ops && dev_.fuses_elementwise; ++id) {
+      if (!elementwise(id)) continue;
+      for (const Operand& in : g_.op(id).inputs) {
+        OpId prod = g_.value(in.value).producer;
+        if (prod >= 0 && uses[static_cast<size_t>(in.value)] == 1 && elementwise(prod) &&
+            saves_inputs(g_.op(prod).kind))
+          recomputed_.insert(in.value);
+      }
+    }
     for (OpId id = 0; id < n_ops; ++id)
       times_[static_cast<size_t>(id)] =
           with_bytes(times_[static_cast<size_t>(id)], bytes[static_cast<size_t>(id)],
@@ -298,6 +314,7 @@ class Analysis {
           p.param_elements += value_bytes(x.value) / dev_.element_bytes;
         } else if (dtype_is_float(v.type.dtype()) && saves_inputs(op.kind)) {
           if (flash && quadratic(x.value)) continue;  // never leaves the fused kernel
+          if (recomputed_.count(x.value)) continue;   // recomputed inside a fused chain
           double b = value_bytes(x.value);
           if (reads_param(op) && dev_.param_gemm_input_bytes > 0)
             b *= dev_.param_gemm_input_bytes / dev_.element_bytes;  // kept in fp8
@@ -330,7 +347,8 @@ class Analysis {
   DimLabels labels_;
   std::vector<std::optional<TensorSharding>> sharding_;
   std::vector<OpTime> times_;
-  std::vector<bool> flash_;  ///< per op: part of a fused attention kernel
+  std::vector<bool> flash_;                 ///< per op: part of a fused attention kernel
+  std::unordered_set<ValueId> recomputed_;  ///< fused-chain values the backward recomputes
   std::vector<double> comm_s_, ep_comm_s_, dp_comm_s_, comm_bytes_;
 };
 

@@ -473,11 +473,18 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
                         " configurations, none of which fits; the smallest so far needs " +
                         human_bytes(smallest->sim.peak_memory_bytes) + " per device of " +
                         human_bytes(smallest->sim.memory_limit_bytes) + "; raise --time-limit");
-    return Diagnostic("no plan fits in " + human_bytes(smallest->sim.memory_limit_bytes) +
-                      " per device; the smallest found needs " +
-                      human_bytes(smallest->sim.peak_memory_bytes) + " (strategy " +
-                      smallest->sim.strategy + ")" +
-                      (out.complete ? "" : "; the time limit stopped the search first"));
+    const auto& sm = smallest->sim;
+    const bool host = sm.peak_memory_bytes <= sm.memory_limit_bytes;  // the host overflowed
+    return Diagnostic(
+        host ? "no plan fits: the smallest found (strategy " + sm.strategy + ") needs " +
+                   human_bytes(sm.peak_memory_bytes) + " per device but its offloaded state " +
+                   human_bytes(sm.host_memory_bytes) + " of host memory per device, and the " +
+                   "cluster gives " + human_bytes(sm.host_memory_limit_bytes) +
+                   "; use more devices or describe more host memory (a cluster file)"
+             : "no plan fits in " + human_bytes(sm.memory_limit_bytes) +
+                   " per device; the smallest found needs " + human_bytes(sm.peak_memory_bytes) +
+                   " (strategy " + sm.strategy + ")" +
+                   (out.complete ? "" : "; the time limit stopped the search first"));
   }
   sort_by(chosen, Objective::kEnergy);
   out.greenest = chosen.front();
