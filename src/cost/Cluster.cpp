@@ -47,6 +47,9 @@ size_t Cluster::hash() const {
   hash_combine(h, devices_per_node);
   hash_combine(h, intra_node.hash());
   hash_combine(h, inter_node.hash());
+  hash_combine(h, host_memory_bytes);
+  hash_combine(h, host_bandwidth);
+  hash_combine(h, host_memory_bandwidth);
   return h;
 }
 
@@ -64,15 +67,26 @@ namespace {
 // all-reduce bus bandwidth (nccl-tests) where published, else the datasheet NVLink bandwidth
 // scaled by A100's measured/datasheet ratio (230/600); between nodes one 200 Gb/s HDR (A100) or
 // 400 Gb/s NDR (H100, H200) port per GPU; V100 nodes share one 25 Gb/s link (Alpa's clusters).
+// Host memory per device: the node's system memory over its 8 GPUs (DGX A100 and DGX H100
+// datasheets: 2 TB; AWS p3.16xlarge: 488 GiB), and its PCIe link per direction at 80% of the
+// x16 rate (Gen3 16, Gen4 32, Gen5 64 GB/s); its DRAM bandwidth over 8 (two sockets: DGX A100
+// 2 x EPYC 7742, 8 DDR4-3200 channels each, 410 GB/s; DGX H100 2 x Xeon 8480C, 8 DDR5-4800
+// channels each, 614 GB/s; p3.16xlarge 2 x Xeon E5-2686 v4, 4 DDR4-2400 channels each, 154 GB/s).
 struct Links {
   LinkClass intra, inter;
+  double host_bytes = 0, host_bandwidth = 0, host_dram = 0;
 };
 
 Links preset_links(const std::string& device) {
   if (device == "v100")
-    return {{"nvlink2", 300e9 * 230 / 600, 1e-5}, {"ethernet-25g", 25e9 / 8 / 8, 3e-5}};
-  if (device.rfind("a100", 0) == 0) return {{"nvlink3", 230e9, 1e-5}, {"ib-hdr", 25e9, 1e-5}};
-  return {{"nvlink4", 370e9, 1e-5}, {"ib-ndr", 50e9, 1e-5}};
+    return {{"nvlink2", 300e9 * 230 / 600, 1e-5},
+            {"ethernet-25g", 25e9 / 8 / 8, 3e-5},
+            488.0 * (1 << 30) / 8,
+            0.8 * 16e9,
+            154e9 / 8};
+  if (device.rfind("a100", 0) == 0)
+    return {{"nvlink3", 230e9, 1e-5}, {"ib-hdr", 25e9, 1e-5}, 2e12 / 8, 0.8 * 32e9, 410e9 / 8};
+  return {{"nvlink4", 370e9, 1e-5}, {"ib-ndr", 50e9, 1e-5}, 2e12 / 8, 0.8 * 64e9, 614e9 / 8};
 }
 
 Diagnostic field_error(const std::string& file, const std::string& field, const std::string& why) {
@@ -157,6 +171,9 @@ Result<Cluster> cluster_preset(std::string_view spec) {
   Links l = preset_links(dev->name);
   c.intra_node = l.intra;
   c.inter_node = l.inter;
+  c.host_memory_bytes = l.host_bytes;
+  c.host_bandwidth = l.host_bandwidth;
+  c.host_memory_bandwidth = l.host_dram;
   c.source = "preset (published figures, docs/cost-model.md)";
   return c;
 }
@@ -170,7 +187,8 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
   }
   if (!j.is_object()) return Diagnostic(SourceLoc{file, 0, 0}, "a cluster file is a JSON object");
   HEDDLE_TRY(check_keys(keys_of(j),
-                        {"name", "device", "count", "devices_per_node", "intra_node", "inter_node"},
+                        {"name", "device", "count", "devices_per_node", "intra_node", "inter_node",
+                         "host_memory_bytes", "host_bandwidth", "host_memory_bandwidth"},
                         file, ""));
   Cluster c;
   c.name = j.contains("name") && j.at("name").is_string() ? j.at("name").get<std::string>() : file;
@@ -183,10 +201,26 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
     c.device = *dev;
   } else if (d.is_object()) {
     HEDDLE_TRY(check_keys(keys_of(d),
-                          {"name", "peak_flops", "memory_bytes", "memory_bandwidth", "launch_s",
-                           "vector_flops", "tdp_watts", "idle_watts", "elementwise_bandwidth",
-                           "gemm_efficiency", "gemm_knee", "memory_efficiency", "element_bytes",
-                           "kernel_element_s", "fuses_elementwise", "batched_gemm"},
+                          {"name",
+                           "peak_flops",
+                           "memory_bytes",
+                           "memory_bandwidth",
+                           "launch_s",
+                           "vector_flops",
+                           "tdp_watts",
+                           "idle_watts",
+                           "elementwise_bandwidth",
+                           "gemm_efficiency",
+                           "gemm_knee",
+                           "memory_efficiency",
+                           "element_bytes",
+                           "kernel_element_s",
+                           "fuses_elementwise",
+                           "batched_gemm",
+                           "fp8_flops",
+                           "tf32_flops",
+                           "attention_efficiency",
+                           "fp8_gemm_efficiency"},
                           file, "'device'"));
     DeviceProfile p;
     p.name =
@@ -207,7 +241,10 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
           F{"gemm_efficiency", &p.gemm_efficiency, false, true},
           F{"gemm_knee", &p.gemm_knee, false, true},
           F{"memory_efficiency", &p.memory_efficiency, false, true},
-          F{"element_bytes", &p.element_bytes, false, true}}) {
+          F{"element_bytes", &p.element_bytes, false, true},
+          F{"fp8_flops", &p.fp8_flops, false, false}, F{"tf32_flops", &p.tf32_flops, false, false},
+          F{"attention_efficiency", &p.attention_efficiency, false, false},
+          F{"fp8_gemm_efficiency", &p.fp8_gemm_efficiency, false, true}}) {
       auto v = number(d, file, "device", f.key, f.required, *f.dst, f.positive);
       HEDDLE_TRY(v);
       *f.dst = *v;
@@ -247,6 +284,14 @@ Result<Cluster> cluster_from_json(std::string_view text, const std::string& file
     if (v != std::floor(v) || v > kMaxCount)
       return field_error(file, key, fmt::format("must be an integer from 1 to 2^30, got {}", v));
   c.count = static_cast<int64_t>(*count);
+  for (auto [key, dst] :
+       {std::pair<const char*, double*>{"host_memory_bytes", &c.host_memory_bytes},
+        {"host_bandwidth", &c.host_bandwidth},
+        {"host_memory_bandwidth", &c.host_memory_bandwidth}}) {
+    auto v = number(j, file, "", key, false, 0, false);
+    HEDDLE_TRY(v);
+    *dst = *v;
+  }
   c.devices_per_node = static_cast<int64_t>(*per_node);
   auto intra = link_from_json(j, file, "intra_node");
   HEDDLE_TRY(intra);

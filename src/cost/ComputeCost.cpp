@@ -75,7 +75,13 @@ OpTime op_time(const Graph& g, OpId id, const Box& local, const DeviceProfile& d
       k *= static_cast<double>(std::max<int64_t>(op.inputs[1].proj.window().product(), 1));
       double eff = device.gemm_fraction(std::max(m, 1.0), std::max(n, 1.0), std::max(k, 1.0));
       t.efficiency = eff;
-      compute = t.flops / (device.peak_flops * eff);
+      // A linear layer (a contraction reading a parameter) may run in another precision (fp8).
+      bool linear = false;
+      for (const Operand& in : op.inputs)
+        linear = linear || g.value(in.value).role == ValueRole::kParam;
+      double peak =
+          linear && device.param_gemm_flops > 0 ? device.param_gemm_flops : device.peak_flops;
+      compute = t.flops / (peak * eff);
     } else {
       // Vector work (elementwise, normalization) runs on the SIMT units, not the tensor cores.
       compute = t.flops / (device.vector_flops > 0 ? device.vector_flops : device.peak_flops);

@@ -22,6 +22,8 @@ PartCost PartCost::operator+(const PartCost& o) const {
   r.flops = flops + o.flops;
   r.comm_bytes = comm_bytes + o.comm_bytes;
   r.attention_s = attention_s + o.attention_s;
+  r.flash_s = flash_s + o.flash_s;
+  r.linear_s = linear_s + o.linear_s;
   r.saved_bytes = saved_bytes + o.saved_bytes;
   r.attention_bytes = attention_bytes + o.attention_bytes;
   r.param_elements = param_elements + o.param_elements;
@@ -32,7 +34,8 @@ PartCost PartCost::operator+(const PartCost& o) const {
 PartCost PartCost::scaled(double k) const {
   PartCost r = *this;
   for (double* f : {&r.compute_s, &r.comm_s, &r.ep_comm_s, &r.dp_comm_s, &r.flops, &r.comm_bytes,
-                    &r.attention_s, &r.saved_bytes, &r.attention_bytes, &r.param_elements})
+                    &r.attention_s, &r.flash_s, &r.linear_s, &r.saved_bytes, &r.attention_bytes,
+                    &r.param_elements})
     *f *= k;
   r.ops = static_cast<int64_t>(static_cast<double>(ops) * k);
   return r;
@@ -126,10 +129,27 @@ class Analysis {
         fused[static_cast<size_t>(id)] = dev_.fuses_elementwise;
       }
     }
+    // Between two elementwise ops, a single-use value whose producer keeps its own input
+    // (SwiGLU's silu(x) feeding the product) is recomputed by the fused kernel's backward rather
+    // than kept (Megatron's fused SwiGLU keeps only its inputs).
+    auto elementwise = [&](OpId id) {
+      const OpCategory c = op_kind_info(g_.op(id).kind).category;
+      return c == OpCategory::kUnary || c == OpCategory::kBinary;
+    };
+    for (OpId id = 0; id < n_ops && dev_.fuses_elementwise; ++id) {
+      if (!elementwise(id)) continue;
+      for (const Operand& in : g_.op(id).inputs) {
+        OpId prod = g_.value(in.value).producer;
+        if (prod >= 0 && uses[static_cast<size_t>(in.value)] == 1 && elementwise(prod) &&
+            saves_inputs(g_.op(prod).kind))
+          recomputed_.insert(in.value);
+      }
+    }
     for (OpId id = 0; id < n_ops; ++id)
       times_[static_cast<size_t>(id)] =
           with_bytes(times_[static_cast<size_t>(id)], bytes[static_cast<size_t>(id)],
                      fused[static_cast<size_t>(id)], dev_);
+    if (dev_.fused_attention) price_fused_attention();
     // Reshard time and bytes per consuming op.
     comm_s_.assign(static_cast<size_t>(n_ops), 0.0);
     ep_comm_s_.assign(static_cast<size_t>(n_ops), 0.0);
@@ -145,6 +165,66 @@ class Analysis {
       comm_bytes_[static_cast<size_t>(r.consumer)] += b;
     }
     return {};
+  }
+
+  // Flash attention (DeviceProfile::fused_attention): each score contraction (two activations in,
+  // a sequence-quadratic value out), the ops its scores flow through (scale, mask, softmax) and
+  // the contraction that consumes them run as one kernel at attention_fraction() of the peak,
+  // over half the score matrix when a causal mask is applied (the kernel skips the masked
+  // blocks); the s x s values never reach memory. Found by structure, not by shape alone: a
+  // value of shape [b, s, h] with h = s is not a score matrix.
+  void price_fused_attention() {
+    flash_.assign(static_cast<size_t>(g_.num_ops()), false);
+    std::vector<std::vector<OpId>> consumers(static_cast<size_t>(g_.num_values()));
+    for (OpId id = 0; id < g_.num_ops(); ++id)
+      for (const Operand& in : g_.op(id).inputs)
+        consumers[static_cast<size_t>(in.value)].push_back(id);
+    auto is_param = [&](const Operand& o) { return g_.value(o.value).role == ValueRole::kParam; };
+    for (OpId id = 0; id < g_.num_ops(); ++id) {
+      const Op& op = g_.op(id);
+      if (op_kind_info(op.kind).category != OpCategory::kContraction || op.results.size() != 1 ||
+          op.inputs.size() != 2 || is_param(op.inputs[0]) || is_param(op.inputs[1]) ||
+          !quadratic(op.results[0].value) || g_.type(op.results[0].value).rank() < 4)
+        continue;
+      // Follow the scores through single-consumer elementwise and row ops to the contraction
+      // with the values.
+      std::vector<OpId> chain = {id};
+      ValueId v = op.results[0].value;
+      bool causal = false, closed = false;
+      while (!closed) {
+        const auto& users = consumers[static_cast<size_t>(v)];
+        if (users.size() != 1) break;
+        const Op& next = g_.op(users.front());
+        chain.push_back(users.front());
+        causal = causal || next.kind == OpKind::kCausalMask;
+        if (op_kind_info(next.kind).category == OpCategory::kContraction)
+          closed = true;
+        else if (!fusable(next.kind) || next.results.size() != 1)
+          break;
+        else
+          v = next.results[0].value;
+      }
+      if (!closed) continue;
+      const ValueId scores = op.results[0].value;
+      const double n = value_bytes(scores) / dev_.element_bytes;
+      const IVec& shape = g_.type(scores).shape();
+      const double keys = static_cast<double>(shape[shape.size() - 1]);
+      for (OpId c : chain) {
+        OpTime& t = times_[static_cast<size_t>(c)];
+        flash_[static_cast<size_t>(c)] = true;
+        if (c != chain.front() && c != chain.back()) {
+          t = OpTime{};  // inside the fused kernel
+          continue;
+        }
+        const double d = std::max(t.flops / (2 * std::max(n, 1.0)), 1.0);
+        OpTime f;
+        f.flops = t.flops;
+        f.compute_s =
+            t.flops * (causal ? 0.5 : 1.0) / (dev_.peak_flops * dev_.attention_fraction(keys, d));
+        f.seconds = f.compute_s + (c == chain.front() ? dev_.launch_s : 0);  // one launch
+        t = f;
+      }
+    }
   }
 
   // Seconds and bytes sent of moving `v` from placement `from` to `to`; the seconds spent on
@@ -221,7 +301,10 @@ class Analysis {
       p.comm_bytes += comm_bytes_[static_cast<size_t>(id)];
       bool attn = false;
       for (const Operand& r : op.results) attn = attn || quadratic(r.value);
-      if (attn) p.attention_s += t.seconds;
+      const bool flash = !flash_.empty() && flash_[static_cast<size_t>(id)];
+      if (attn || flash) p.attention_s += t.seconds;
+      if (flash) p.flash_s += t.seconds;
+      if (reads_param(op)) p.linear_s += t.seconds;
       ++p.ops;
       for (const Operand& x : op.inputs) {
         const Value& v = g_.value(x.value);
@@ -230,13 +313,24 @@ class Analysis {
         if (v.role == ValueRole::kParam) {
           p.param_elements += value_bytes(x.value) / dev_.element_bytes;
         } else if (dtype_is_float(v.type.dtype()) && saves_inputs(op.kind)) {
+          if (flash && quadratic(x.value)) continue;  // never leaves the fused kernel
+          if (recomputed_.count(x.value)) continue;   // recomputed inside a fused chain
           double b = value_bytes(x.value);
+          if (reads_param(op) && dev_.param_gemm_input_bytes > 0)
+            b *= dev_.param_gemm_input_bytes / dev_.element_bytes;  // kept in fp8
           p.saved_bytes += b;
           if (quadratic(x.value)) p.attention_bytes += b;
         }
       }
     }
     return p;
+  }
+
+  bool reads_param(const Op& op) const {
+    if (op_kind_info(op.kind).category != OpCategory::kContraction) return false;
+    for (const Operand& in : op.inputs)
+      if (g_.value(in.value).role == ValueRole::kParam) return true;
+    return false;
   }
 
   PartCost range(int64_t lo, int64_t hi) const {
@@ -253,6 +347,8 @@ class Analysis {
   DimLabels labels_;
   std::vector<std::optional<TensorSharding>> sharding_;
   std::vector<OpTime> times_;
+  std::vector<bool> flash_;                 ///< per op: part of a fused attention kernel
+  std::unordered_set<ValueId> recomputed_;  ///< fused-chain values the backward recomputes
   std::vector<double> comm_s_, ep_comm_s_, dp_comm_s_, comm_bytes_;
 };
 

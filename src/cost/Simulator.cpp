@@ -12,6 +12,7 @@
 #include "heddle/cost/ModelFlops.h"
 #include "heddle/cost/ModelParts.h"
 #include "heddle/cost/StepBreakdown.h"
+#include "heddle/cost/Techniques.h"
 #include "heddle/cost/TrainingParts.h"
 #include "heddle/ops/OpCost.h"
 #include "heddle/pipeline/Baselines.h"
@@ -231,6 +232,8 @@ struct Sim {
   const Cluster& cluster;
   const SimulateOptions& options;
   StrategySpec spec;
+  Techniques tech;
+  double base_peak = 0;  // the device's bf16 peak: MFU is against it whatever the precision
   bool hetero = false, layered = false, train = false;
   int64_t pp = 1, ep = 1, dp = 1, tp = 1, zero = 0;
   int64_t B = 1, m = 1, mb = 1;     // global batch, micro-batches, micro-batch size per replica
@@ -395,6 +398,66 @@ double layer_saved(const ModelParts& P, Recompute r) {
   return saved;
 }
 
+// Moves `x` seconds of `from` (a category of `parts`) into `to` and off `span`.
+void hide(double x, double StepBreakdown::*from, double StepBreakdown::*to, StepBreakdown& parts,
+          double& span) {
+  parts.*from -= x;
+  parts.*to += x;
+  span -= x;
+}
+
+// The overlap mechanisms inside a chunk's layers (`body`, one micro-batch): with dp+tp, each
+// tensor-parallel collective runs in tp pieces behind the adjacent linear-layer GEMMs (Megatron's
+// userbuffers, torchtitan's async TP): all but the first piece hide, up to the GEMMs' time
+// (forward GEMMs once, backward twice, a full recomputation's once more); with any overlap,
+// ZeRO-3's parameter gathers are prefetched behind the previous layer's compute.
+void hide_behind_compute(const Sim& s, int64_t d, const PartCost& body, double recompute_mult,
+                         Timing& t) {
+  if (s.tech.overlap == Overlap::kNone) return;
+  const double dp_comm = body.dp_comm_s;
+  hide(std::min(dp_comm, body.compute_s), &StepBreakdown::grad_reduction_s,
+       &StepBreakdown::overlapped_grad_s, t.fwd_parts, t.fwd);
+  hide(std::min(dp_comm, 2 * body.compute_s), &StepBreakdown::grad_reduction_s,
+       &StepBreakdown::overlapped_grad_s, t.bwd_parts, t.bwd);
+  if (recompute_mult > 0)  // the recomputed forward gathers again, prefetched the same way
+    hide(std::min(dp_comm, body.compute_s), &StepBreakdown::recompute_s,
+         &StepBreakdown::overlapped_grad_s, t.bwd_parts, t.bwd);
+  const double k = static_cast<double>(s.st_of[static_cast<size_t>(d)].tp);
+  if (s.tech.overlap != Overlap::kDpTp || k < 2) return;
+  const double tp = std::max(body.comm_s - body.ep_comm_s - body.dp_comm_s, 0.0) * (k - 1) / k;
+  hide(std::min(tp, body.linear_s), &StepBreakdown::tp_sp_s, &StepBreakdown::overlapped_tp_s,
+       t.fwd_parts, t.fwd);
+  hide(std::min(tp, 2 * body.linear_s), &StepBreakdown::tp_sp_s, &StepBreakdown::overlapped_tp_s,
+       t.bwd_parts, t.bwd);
+  if (recompute_mult > 0)
+    hide(std::min(tp, body.linear_s), &StepBreakdown::recompute_s, &StepBreakdown::overlapped_tp_s,
+         t.bwd_parts, t.bwd);
+}
+
+// Host transfers of chunk c (n layer units) per micro-batch: with offload=optimizer+params the
+// layers' weights are fetched from the host in forward and again in backward; with
+// offload=activations the kept activations go out in forward and come back in backward. With
+// overlap they run behind the chunk's compute (prefetch), only the excess shows.
+void offload_transfers(const Sim& s, int64_t c, int64_t n, Timing& t) {
+  if (!s.train || s.cluster.host_bandwidth <= 0) return;
+  const ModelParts& P = s.st_of[static_cast<size_t>(c % s.pp)].stage->parts;
+  double bytes = 0;
+  if (s.tech.offload == Offload::kOptimizerParams)
+    bytes = static_cast<double>(n) * P.layer.param_elements * s.cluster.device.element_bytes;
+  if (s.tech.offload == Offload::kActivations) bytes = t.saved;
+  if (bytes <= 0) return;
+  const double x = bytes / s.cluster.host_bandwidth;
+  const double fwd_compute = t.fwd_parts.compute_s, bwd_compute = t.bwd_parts.compute_s;
+  for (auto [span, parts, compute] :
+       {std::tuple{&t.fwd, &t.fwd_parts, fwd_compute}, {&t.bwd, &t.bwd_parts, bwd_compute}}) {
+    const double hidden = s.tech.overlap != Overlap::kNone ? std::min(x, compute) : 0;
+    *span += x - hidden;
+    parts->offload_s += x - hidden;
+    parts->overlapped_offload_s += hidden;
+  }
+  if (s.tech.offload == Offload::kActivations) t.saved = 0;  // on the host until backward
+}
+
 // Chunk c's forward and backward spans for one micro-batch with n layer units.
 Timing time_chunk(const Sim& s, int64_t c, int64_t n) {
   const int64_t d = c % s.pp, C = s.C;
@@ -409,10 +472,14 @@ Timing time_chunk(const Sim& s, int64_t c, int64_t n) {
   t.fwd_parts = part_breakdown(all, 1);
   double recompute = recompute_mult * (body.compute_s + body.comm_s);
   if (s.r == Recompute::kSelective) recompute = body.attention_s;
+  // Flash attention's backward recomputes the scores: one more score GEMM, half the forward
+  // kernel's work (FlashAttention-2: five GEMMs in backward against two in forward).
+  recompute += 0.5 * body.flash_s;
   t.wgrad = all.compute_s;
   t.bwd = 2 * all.compute_s + all.comm_s + recompute;
   t.bwd_parts = part_breakdown(all, 2);
   t.bwd_parts.recompute_s = recompute;
+  hide_behind_compute(s, d, body, recompute_mult, t);
   t.saved = static_cast<double>(n) * layer_saved(P, s.r) + (c == 0 ? P.prefix.saved_bytes : 0) +
             (c == C - 1 ? P.suffix.saved_bytes : 0);
   t.comm_bytes = all.comm_bytes * (s.train ? 2 + recompute_mult : 1);
@@ -438,16 +505,21 @@ Timing time_chunk(const Sim& s, int64_t c, int64_t n) {
   if (s.pp > 1) {
     double fwd_send = c < C - 1 ? s.send_time(d, (c + 1) % s.pp) : 0;
     double bwd_send = c > 0 ? s.send_time(d, (c - 1) % s.pp) : 0;
-    if (s.options.overlap) {
-      t.fwd_parts.overlapped_send_s += fwd_send;
-      t.bwd_parts.overlapped_send_s += bwd_send;
-    } else {
-      t.fwd += fwd_send;
-      t.bwd += bwd_send;
-      t.fwd_parts.pipeline_send_s += fwd_send;
-      t.bwd_parts.pipeline_send_s += bwd_send;
+    // Overlapped sends run behind the chunk's compute (Megatron's overlapped p2p): only what
+    // exceeds it shows.
+    double fwd_hidden = 0, bwd_hidden = 0;
+    if (s.tech.overlap != Overlap::kNone) {
+      fwd_hidden = std::min(fwd_send, all.compute_s);
+      bwd_hidden = std::min(bwd_send, 2 * all.compute_s);
     }
+    t.fwd_parts.overlapped_send_s += fwd_hidden;
+    t.bwd_parts.overlapped_send_s += bwd_hidden;
+    t.fwd += fwd_send - fwd_hidden;
+    t.bwd += bwd_send - bwd_hidden;
+    t.fwd_parts.pipeline_send_s += fwd_send - fwd_hidden;
+    t.bwd_parts.pipeline_send_s += bwd_send - bwd_hidden;
   }
+  offload_transfers(s, c, n, t);
   return t;
 }
 
@@ -489,7 +561,19 @@ Status run_schedule(Sim& s) {
 // hidden behind backward.
 struct StageTail {
   double sync = 0, opt = 0, dp_bytes = 0, hidden_sync = 0;
+  double host = 0, hidden_host = 0;  // PCIe transfers of offloaded optimizer steps
 };
+
+// Megatron-LM's gradient bucket (--ddp-bucket-size default): 40M parameters.
+constexpr double kBucketParams = 40e6;
+
+// What of `seconds` of bucketed communication stays exposed when it runs behind `window`
+// seconds of compute: the last bucket always (it is ready only when the compute ends), and
+// whatever exceeds the window.
+double exposed_behind(double seconds, double window, double params) {
+  const double last = seconds * std::min(1.0, kBucketParams / std::max(params, 1.0));
+  return std::max(last, seconds - window);
+}
 
 StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkClass& dp_link) {
   StageTail t;
@@ -512,12 +596,74 @@ StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkC
     t.dp_bytes = o.comm_bytes;
     t.opt = o.compute_s;
   }
-  if (s.options.overlap) {
-    double exposed = t.sync / static_cast<double>(std::max<int64_t>(st.layers, 1));
+  // Overlap per bucket: gradient reductions start as the last micro-batch's backward produces
+  // each bucket; with a sharded optimizer (ZeRO >= 1) the reduce-scatter half runs there and
+  // the parameter all-gather half behind the next step's first forward (Megatron's
+  // overlap-grad-reduce and overlap-param-gather, FSDP's prefetch).
+  double last_bwd = 0, first_fwd = 0;
+  for (int64_t c = d; c < s.C; c += s.pp) {
+    last_bwd += s.chunk[static_cast<size_t>(c)].bwd;
+    first_fwd += s.chunk[static_cast<size_t>(c)].fwd;
+  }
+  if (s.tech.overlap != Overlap::kNone && !s.step_parts) {
+    double exposed = s.zero >= 1 ? exposed_behind(t.sync / 2, last_bwd, params) +
+                                       exposed_behind(t.sync / 2, first_fwd, params)
+                                 : exposed_behind(t.sync, last_bwd, params);
+    exposed = std::min(exposed, t.sync);
     t.hidden_sync = t.sync - exposed;
     t.sync = exposed;
   }
+  if (s.tech.offload == Offload::kOptimizer || s.tech.offload == Offload::kOptimizerParams) {
+    // The optimizer runs on the host (DeepSpeed's CPU Adam): owned gradients go down (2 bytes
+    // each, behind backward with overlap), the update streams 28 bytes per parameter through
+    // host memory (fp32 weight, moments and gradient read, the first three written), the
+    // updated bf16 weights come back up.
+    const double host_bw = s.cluster.host_bandwidth;
+    const double dram =
+        s.cluster.host_memory_bandwidth > 0 ? s.cluster.host_memory_bandwidth : host_bw;
+    t.opt = owned * 28 / dram;
+    const double down = owned * dev.element_bytes / host_bw,
+                 up = owned * dev.element_bytes / host_bw;
+    const double down_exposed = s.tech.overlap != Overlap::kNone
+                                    ? std::max(down - std::max(last_bwd - t.sync, 0.0), 0.0)
+                                    : down;
+    t.host = down_exposed + up;
+    t.hidden_host = down - down_exposed;
+  }
   return t;
+}
+
+// Stage `st`'s model states on the device and on the host for `params` local parameter elements
+// (`working` of them: the stage's embedding or head and one layer unit, what a device holds at a
+// time when the weights live on the host) replicated over `dp`: mixed-precision Adam under ZeRO
+// (model_state_bytes()), plus the fp8 weight copy; offload=optimizer keeps the bf16 weights and
+// gradients on the device (gradients sharded with ZeRO >= 2, both with ZeRO-3) and the fp32
+// master weights, Adam moments and fp32 gradients of the owned share on the host (16 bytes);
+// optimizer+params also the bf16 weights, the device keeping the working set twice (the one
+// computing and the one prefetched).
+void stage_states(const Sim& s, double params, double working, int64_t dp, StageResult& st) {
+  const double e = s.cluster.device.element_bytes, n = static_cast<double>(dp);
+  if (!s.train) {
+    st.state_bytes = params * e;
+    return;
+  }
+  const double owned = s.zero >= 1 ? params / n : params;
+  const double extra = technique_state_bytes_per_param(s.tech) * params;
+  switch (s.tech.offload) {
+    case Offload::kOptimizer: {
+      const double weights = s.zero >= 3 ? params / n : params;
+      const double grads = s.zero >= 2 ? params / n : params;
+      st.state_bytes = e * (weights + grads) + extra;
+      st.host_bytes = 16 * owned;
+      return;
+    }
+    case Offload::kOptimizerParams:
+      st.state_bytes = 2 * 2 * e * std::min(working, params) + extra;
+      st.host_bytes = 16 * owned + e * (s.zero >= 3 ? params / n : params);
+      return;
+    default:
+      st.state_bytes = model_state_bytes(params, s.zero, dp) + extra;
+  }
 }
 
 // Per stage: parameters, memory, gradient reduction, optimizer step and bytes per link, each on
@@ -554,14 +700,27 @@ void price_stages(Sim& s) {
     if (d == 0) params += P.prefix.param_elements;
     if (d == pp - 1) params += P.suffix.param_elements - (pp == 1 ? P.shared_param_elements : 0);
     st.parameters = params;
-    st.state_bytes =
-        s.train ? model_state_bytes(params, s.zero, cs.dp) : params * dev.element_bytes;
+    const double unit_params = s.layered ? P.layer.param_elements : 0;
+    const double stage_elements_one_unit =
+        params - static_cast<double>(st.layers / std::max<int64_t>(s.model.unit, 1)) * unit_params +
+        unit_params;
+    stage_states(s, params, stage_elements_one_unit, cs.dp, st);
     const StageTail tail = stage_tail(s, d, st, dp_link);
     double transient = s.r == Recompute::kFull        ? P.layer.saved_bytes
                        : s.r == Recompute::kSelective ? P.layer.attention_bytes
                                                       : 0;
     if (!s.train) transient = P.layer.saved_bytes + P.prefix.saved_bytes + P.suffix.saved_bytes;
-    st.activation_bytes = s.stats.peak_memory[static_cast<size_t>(d)] + transient;
+    const double kept = s.stats.peak_memory[static_cast<size_t>(d)];
+    if (s.train && s.tech.offload == Offload::kActivations) {
+      // Kept activations wait on the host; the device holds the layer being copied out or
+      // back in and the one computing.
+      double on_host = 0;
+      for (int64_t c = d; c < C; c += pp)
+        on_host += static_cast<double>(s.units_on[static_cast<size_t>(c)]) * layer_saved(P, s.r);
+      st.host_bytes += on_host * static_cast<double>(std::min<int64_t>(s.m, pp * s.v));
+      transient += 2 * layer_saved(P, s.r);
+    }
+    st.activation_bytes = kept + transient;
     st.peak_memory_bytes = st.state_bytes + st.activation_bytes;
     const double mv = static_cast<double>(s.m * s.v);
     double p2p_bytes = pp > 1 ? s.send_bytes(d, (d + 1) % pp) * mv +
@@ -577,9 +736,9 @@ void price_stages(Sim& s) {
     }
     s.tail_sync[static_cast<size_t>(d)] = tail.sync;
     s.tail_opt[static_cast<size_t>(d)] = tail.opt;
-    step = std::max(step, s.end[static_cast<size_t>(d)] + tail.sync + tail.opt);
+    step = std::max(step, s.end[static_cast<size_t>(d)] + tail.sync + tail.opt + tail.host);
     res.dp_sync_s = std::max(res.dp_sync_s, tail.sync);
-    st.busy_s = s.stats.busy[static_cast<size_t>(d)] + tail.sync + tail.opt;
+    st.busy_s = s.stats.busy[static_cast<size_t>(d)] + tail.sync + tail.opt + tail.host;
     for (size_t b = 0; b < pl.blocks.size(); ++b)
       for (int dev_of : pl.blocks[b].devices)
         if (dev_of == d)
@@ -587,7 +746,10 @@ void price_stages(Sim& s) {
     st.breakdown.grad_reduction_s += tail.sync;
     st.breakdown.overlapped_grad_s += tail.hidden_sync;
     st.breakdown.optimizer_s += tail.opt;
+    st.breakdown.offload_s += tail.host;
+    st.breakdown.overlapped_offload_s += tail.hidden_host;
     res.peak_memory_bytes = std::max(res.peak_memory_bytes, st.peak_memory_bytes);
+    res.host_memory_bytes = std::max(res.host_memory_bytes, st.host_bytes);
   }
   double weight = 0;
   for (auto& st : res.stages) {
@@ -602,7 +764,10 @@ void price_stages(Sim& s) {
   res.step_time_s = step;
   res.comm_bytes = comm_max;
   res.memory_limit_bytes = dev.memory_bytes;
-  res.feasible = res.peak_memory_bytes <= res.memory_limit_bytes;
+  res.host_memory_limit_bytes = s.cluster.host_memory_bytes;
+  res.feasible =
+      res.peak_memory_bytes <= res.memory_limit_bytes &&
+      (res.host_memory_bytes <= 0 || res.host_memory_bytes <= res.host_memory_limit_bytes);
 }
 
 // Model FLOPs per step (Megatron's formula for GPT-style models), TFLOP/s per device and MFU.
@@ -619,7 +784,7 @@ void count_model_flops(Sim& s) {
   }
   res.tflops_per_device =
       res.model_flops / res.step_time_s / static_cast<double>(res.devices) / 1e12;
-  res.mfu = res.tflops_per_device * 1e12 / s.cluster.device.peak_flops;
+  res.mfu = res.tflops_per_device * 1e12 / s.base_peak;
 }
 
 // The canonical strategy string: re-simulating it gives the same plan; it holds only the keys
@@ -637,6 +802,10 @@ std::string canonical_strategy(const Sim& s) {
     canon.micro_batch = s.mb;
   }
   if (s.ep > 1) canon.ep = s.ep;
+  canon.precision = s.spec.precision;
+  canon.attention = s.spec.attention;
+  canon.overlap = s.spec.overlap;
+  if (s.train) canon.offload = s.spec.offload;
   // Only the keys that apply: a forward step has no optimizer state, backward or 1F1B order,
   // and one stage has no pipeline schedule.
   if (s.train) {
@@ -655,7 +824,17 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
                                   const StrategySpec& given, const SimulateOptions& options) {
   if (given.auto_search)
     return Diagnostic("simulate needs explicit degrees (dp=..,tp=..,pp=..); 'auto' is for plan");
-  Sim s(model, cluster, options);
+  auto tech = resolve_techniques(given, cluster, options.overlap);
+  HEDDLE_TRY(tech);
+  if (!options.train && tech->offload != Offload::kNone)
+    return Diagnostic(
+        "offload= moves training state (optimizer, weights, kept activations) to the "
+        "host; a forward-only step has none: drop offload= or add --train");
+  Cluster priced = cluster;
+  priced.device = priced_device(cluster.device, *tech);
+  Sim s(model, priced, options);
+  s.tech = *tech;
+  s.base_peak = cluster.device.peak_flops;
   HEDDLE_TRY(read_strategy(s, given));
   HEDDLE_TRY(cost_stages(s));
   HEDDLE_TRY(cost_extras(s));

@@ -26,10 +26,15 @@ constexpr Field kFields[] = {
     {&StepBreakdown::bubble_s, "bubble", "bubble", false},
     {&StepBreakdown::grad_reduction_s, "gradient_reduction", "gradient reduction", false},
     {&StepBreakdown::optimizer_s, "optimizer", "optimizer", false},
+    {&StepBreakdown::offload_s, "host_offload", "host offload", false},
+    {&StepBreakdown::overlapped_tp_s, "overlapped_tp_sp_collectives",
+     "tp/sp collectives (overlapped)", true},
     {&StepBreakdown::overlapped_send_s, "overlapped_pipeline_sends", "pipeline sends (overlapped)",
      true},
     {&StepBreakdown::overlapped_grad_s, "overlapped_gradient_reduction",
      "gradient reduction (overlapped)", true},
+    {&StepBreakdown::overlapped_offload_s, "overlapped_host_offload", "host offload (overlapped)",
+     true},
 };
 
 }  // namespace

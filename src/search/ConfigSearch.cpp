@@ -73,10 +73,14 @@ std::vector<Layout> layouts_for(const model::ScalableModel& model, int64_t n, in
 struct Rung {
   int64_t zero;
   Recompute recompute;
+  std::optional<Offload> offload;  ///< unset: the pins' (none by default)
 };
 
-// Per ZeRO stage, the recomputation settings from the cheapest in time.
-std::vector<std::vector<Rung>> ladder_for(bool train, const StrategySpec& pins) {
+// Per ZeRO stage, the recomputation settings from the cheapest in time; when training on a
+// cluster with host memory and offload is not pinned, then the offloaded rows (ZeRO-Offload:
+// ZeRO-2 with the optimizer on the host; ZeRO-Infinity: ZeRO-3 with the weights there too),
+// tried only for layouts nothing else fits.
+std::vector<std::vector<Rung>> ladder_for(bool train, const StrategySpec& pins, bool host) {
   std::vector<int64_t> zeros = {0};
   std::vector<Recompute> recomputes = {Recompute::kNone};
   if (train)
@@ -86,7 +90,14 @@ std::vector<std::vector<Rung>> ladder_for(bool train, const StrategySpec& pins) 
   std::vector<std::vector<Rung>> out;
   for (int64_t z : zeros) {
     out.emplace_back();
-    for (const auto& r : recomputes) out.back().push_back({z, r});
+    for (const auto& r : recomputes) out.back().push_back({z, r, std::nullopt});
+  }
+  if (!train || !host || pins.offload) return out;
+  for (auto [z, off] : {std::pair{int64_t{2}, Offload::kOptimizer},
+                        std::pair{int64_t{3}, Offload::kOptimizerParams}}) {
+    if (pins.zero && *pins.zero != z) continue;
+    out.emplace_back();
+    for (const auto& r : recomputes) out.back().push_back({z, r, off});
   }
   return out;
 }
@@ -101,8 +112,13 @@ void sort_by(std::vector<ConfigResult>& v, Objective o) {
   });
 }
 
-StrategySpec spec_of(const Layout& l, const Rung& r, bool sp) {
+StrategySpec spec_of(const Layout& l, const Rung& r, const StrategySpec& pins) {
   StrategySpec spec;
+  spec.precision = pins.precision;
+  spec.attention = pins.attention;
+  spec.overlap = pins.overlap;
+  spec.offload = r.offload ? r.offload : pins.offload;
+  const bool sp = pins.sp;
   spec.dp = l.dp;
   spec.tp = l.tp;
   spec.pp = l.pp;
@@ -220,7 +236,7 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   ConfigSearch out;
   out.device_counts = device_counts(cluster, o);
-  const auto ladder = ladder_for(o.train, o.pins);
+  const auto ladder = ladder_for(o.train, o.pins, cluster.host_memory_bytes > 0);
   int64_t rungs_per_layout = 0, visited = 0;
   for (const auto& z : ladder) rungs_per_layout += static_cast<int64_t>(z.size());
   std::vector<std::pair<cost::Cluster, std::vector<Layout>>> spaces;
@@ -263,7 +279,7 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
         so.train = o.train;
         so.overlap = o.overlap;
         so.cache = cache;
-        StrategySpec spec = spec_of(l, r, o.pins.sp);
+        StrategySpec spec = spec_of(l, r, o.pins);
         if (!model.rebuilds_batch) spec.micro_batch.reset();
         if (!admitted(spec, false)) continue;
         auto sim = cost::simulate(model, c, spec, so);
@@ -292,10 +308,12 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
       // parameter gathers and 1.5x the gradient traffic): after ZeRO-2 fits with recomputation
       // level k, ZeRO-3 is tried only with lighter levels.
       size_t zero2_fit = SIZE_MAX;
+      bool fit = false;
       for (const auto& rungs : ladder)
         for (size_t level = 0; level < rungs.size(); ++level) {
           const Rung& r = rungs[level];
-          if (r.zero == 3 && level >= zero2_fit) break;
+          if (r.offload && fit) break;  // offloading only for what does not fit otherwise
+          if (r.zero == 3 && level >= zero2_fit && !r.offload) break;
           if (out_of_time()) {
             out.complete = false;
             break;
@@ -304,7 +322,7 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
           so.train = o.train;
           so.overlap = o.overlap;
           so.cache = cache;
-          StrategySpec spec = spec_of(l, r, o.pins.sp);
+          StrategySpec spec = spec_of(l, r, o.pins);
           // A model simulated as one graph takes its whole per-replica batch as one micro-batch.
           if (!model.rebuilds_batch) spec.micro_batch.reset();
           if (!admitted(spec, false)) continue;
@@ -319,7 +337,8 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
           }
           ConfigResult res{spec, std::move(*sim), "tactics"};
           if (res.sim.feasible) {
-            if (r.zero == 2) zero2_fit = level;
+            if (r.zero == 2 && !r.offload) zero2_fit = level;
+            fit = true;
             feasible.push_back(std::move(res));
             break;  // more recomputation only adds time
           }
@@ -454,11 +473,18 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
                         " configurations, none of which fits; the smallest so far needs " +
                         human_bytes(smallest->sim.peak_memory_bytes) + " per device of " +
                         human_bytes(smallest->sim.memory_limit_bytes) + "; raise --time-limit");
-    return Diagnostic("no plan fits in " + human_bytes(smallest->sim.memory_limit_bytes) +
-                      " per device; the smallest found needs " +
-                      human_bytes(smallest->sim.peak_memory_bytes) + " (strategy " +
-                      smallest->sim.strategy + ")" +
-                      (out.complete ? "" : "; the time limit stopped the search first"));
+    const auto& sm = smallest->sim;
+    const bool host = sm.peak_memory_bytes <= sm.memory_limit_bytes;  // the host overflowed
+    return Diagnostic(
+        host ? "no plan fits: the smallest found (strategy " + sm.strategy + ") needs " +
+                   human_bytes(sm.peak_memory_bytes) + " per device but its offloaded state " +
+                   human_bytes(sm.host_memory_bytes) + " of host memory per device, and the " +
+                   "cluster gives " + human_bytes(sm.host_memory_limit_bytes) +
+                   "; use more devices or describe more host memory (a cluster file)"
+             : "no plan fits in " + human_bytes(sm.memory_limit_bytes) +
+                   " per device; the smallest found needs " + human_bytes(sm.peak_memory_bytes) +
+                   " (strategy " + sm.strategy + ")" +
+                   (out.complete ? "" : "; the time limit stopped the search first"));
   }
   sort_by(chosen, Objective::kEnergy);
   out.greenest = chosen.front();

@@ -14,7 +14,8 @@ namespace heddle {
 namespace {
 
 const char* kKeys =
-    "dp, tp, pp, ep, zero, mb, microbatches, schedule, recompute, sp, layers, meshes";
+    "dp, tp, pp, ep, zero, mb, microbatches, schedule, recompute, sp, layers, meshes, precision, "
+    "attention, overlap, offload";
 
 // `4x2`: a stage's dp x tp; nullopt when malformed.
 std::optional<StrategySpec::StageMesh> parse_stage_mesh(std::string_view text) {
@@ -57,6 +58,12 @@ Result<StrategySpec> StrategySpec::parse(std::string_view text) {
       field = *v;
       return {};
     };
+    auto enumerated = [&](auto& field, auto parse) -> Status {
+      auto v = parse(val);
+      HEDDLE_TRY(v);
+      field = *v;
+      return {};
+    };
     if (key == "dp")
       HEDDLE_TRY(positive(spec.dp, 1));
     else if (key == "tp")
@@ -80,6 +87,14 @@ Result<StrategySpec> StrategySpec::parse(std::string_view text) {
       auto recompute = parse_recompute(val);
       HEDDLE_TRY(recompute);
       spec.recompute = *recompute;
+    } else if (key == "precision") {
+      HEDDLE_TRY(enumerated(spec.precision, parse_precision));
+    } else if (key == "attention") {
+      HEDDLE_TRY(enumerated(spec.attention, parse_attention));
+    } else if (key == "overlap") {
+      HEDDLE_TRY(enumerated(spec.overlap, parse_overlap));
+    } else if (key == "offload") {
+      HEDDLE_TRY(enumerated(spec.offload, parse_offload));
     } else if (key == "sp") {
       if (val != "on" && val != "off")
         return Diagnostic("sp must be 'on' or 'off', got '" + val + "'");
@@ -177,6 +192,13 @@ std::string StrategySpec::to_string() const {
   if (schedule) parts.push_back("schedule=" + schedule->to_string());
   if (recompute) parts.push_back("recompute=" + std::string(heddle::to_string(*recompute)));
   if (sp) parts.push_back("sp=on");
+  auto named = [&](const char* k, std::string_view v) {
+    parts.push_back(k + ("=" + std::string(v)));
+  };
+  if (precision) named("precision", heddle::to_string(*precision));
+  if (attention) named("attention", heddle::to_string(*attention));
+  if (overlap) named("overlap", heddle::to_string(*overlap));
+  if (offload) named("offload", heddle::to_string(*offload));
   if (!layers.empty()) {
     std::vector<std::string> counts;
     for (int64_t n : layers) counts.push_back(std::to_string(n));

@@ -93,7 +93,12 @@ TEST(StrategySpec, ParsesTheVocabularyAndSaysWhatIsValid) {
             "(dp*tp*pp*ep) but the mesh has 4; make the degrees multiply to 4");
   EXPECT_EQ(StrategySpec::parse("dp=2,foo=3").error().message,
             "unknown strategy key 'foo'; valid keys: dp, tp, pp, ep, zero, mb, microbatches, "
-            "schedule, recompute, sp, layers, meshes");
+            "schedule, recompute, sp, layers, meshes, precision, attention, overlap, offload");
+  auto techniques = StrategySpec::parse("dp=2,offload=optimizer,precision=fp8,overlap=dp+tp");
+  ASSERT_TRUE(techniques.ok()) << techniques.error().to_string();
+  EXPECT_EQ(techniques->to_string(), "dp=2,precision=fp8,overlap=dp+tp,offload=optimizer");
+  EXPECT_EQ(StrategySpec::parse("attention=paged").error().message,
+            "unknown attention 'paged'; known: flash, eager");
   auto split = StrategySpec::parse("layers=10/12/12/14,pp=4");
   ASSERT_TRUE(split.ok()) << split.error().to_string();
   EXPECT_EQ(split->layers, (std::vector<int64_t>{10, 12, 12, 14}));

@@ -17,7 +17,7 @@ using testing::run_heddle;
 TEST(PlanExplainCli, CompareSaysWhyThePlanWins) {
   const std::string base =
       "plan megatron-7.5b --cluster a100x16 --train --batch 32 --time-limit 20";
-  const std::string mine = "dp=16,zero=1,recompute=full";
+  const std::string mine = "dp=16,zero=1,recompute=full,overlap=none";
   auto r = run_heddle(base + " --json --compare " + mine + " --compare dp=2,tp=8,pp=1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
@@ -124,7 +124,7 @@ TEST(PlanExplainCli, DefaultBatchWarnsAndForwardPlansHoldOnlyWhatApplies) {
 TEST(PlanExplainCli, OverlapIsAPlanOption) {
   auto off = run_heddle(
       "plan megatron-7.5b --cluster a100x16 --train --batch 32 --json "
-      "--strategy auto,pp=4,tp=1 --time-limit 20");
+      "--strategy auto,pp=4,tp=1,overlap=none --time-limit 20");
   auto on = run_heddle(
       "plan megatron-7.5b --cluster a100x16 --train --batch 32 --json "
       "--strategy auto,pp=4,tp=1 --time-limit 20 --overlap");

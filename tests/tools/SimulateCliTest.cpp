@@ -15,7 +15,7 @@ TEST(SimulateCli, JsonKeysAndTrace) {
   std::string trace = "/tmp/heddle_cost_trace_test.json";
   CliResult r = run_heddle(
       "simulate megatron-39.1b --cluster a100x32 --strategy dp=1,tp=8,pp=4,mb=1,"
-      "schedule=interleaved:2,recompute=full --batch 8 --train --json --trace " +
+      "schedule=interleaved:2,recompute=full,overlap=none --batch 8 --train --json --trace " +
       trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
@@ -123,12 +123,14 @@ TEST(SimulateCli, BadInputExitsOne) {
   std::remove(file.c_str());
   // A plan that does not fit still prints its prediction, then exits 1 saying what to change.
   CliResult big = run_heddle(
-      "simulate gpt3-175b --cluster a100x64 --strategy dp=1,tp=8,pp=8 --batch 64 --train --json");
+      "simulate gpt3-175b --cluster a100x64 --strategy dp=1,tp=8,pp=8,attention=eager --batch 64 "
+      "--train --json");
   EXPECT_EQ(big.exit_code, 1) << big.err;
   EXPECT_FALSE(nlohmann::json::parse(big.out)["feasible"].get<bool>());
   EXPECT_NE(big.err.find("recompute"), std::string::npos) << big.err;
   CliResult fits = run_heddle(
-      "simulate gpt3-175b --cluster a100x64 --strategy dp=1,tp=8,pp=8,recompute=full --batch 64 "
+      "simulate gpt3-175b --cluster a100x64 --strategy dp=1,tp=8,pp=8,recompute=full,"
+      "attention=eager --batch 64 "
       "--train --json");
   EXPECT_EQ(fits.exit_code, 0) << fits.err;
 }

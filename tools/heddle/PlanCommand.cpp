@@ -87,8 +87,8 @@ std::string assumptions_text(const cost::SimulationResult& r, const cost::ModelS
   out += fmt::format("assumes    {} per device{}, cluster {} ({}){}\n",
                      human_bytes(r.memory_limit_bytes), a.memory.empty() ? " (the device's)" : "",
                      cluster.name, cluster.source,
-                     a.overlap ? ", gradient reduction and stage sends overlapped with compute"
-                               : ", no communication overlapped with compute");
+                     a.overlap ? ", overlap=dp+tp unless the strategy says otherwise"
+                               : ", the strategy's overlap= or the device's default overlap");
   for (const auto& w : workload_warnings(src, a.overrides.batch.has_value(), r.devices, a.train))
     out += fmt::format("warning    {}\n", w);
   return out;

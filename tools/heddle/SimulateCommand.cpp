@@ -32,6 +32,12 @@ std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0
 // 0.
 int infeasible(const cost::SimulationResult& r) {
   if (r.feasible) return 0;
+  if (r.peak_memory_bytes <= r.memory_limit_bytes)  // the offloaded state overflows the host
+    return user_error(Diagnostic(fmt::format(
+        "the plan's offloaded state needs {} of host memory per device but the cluster gives {}; "
+        "offload less (offload=optimizer), raise zero, or describe more host memory "
+        "(host_memory_bytes in a cluster file)",
+        human_bytes(r.host_memory_bytes), human_bytes(r.host_memory_limit_bytes))));
   return user_error(Diagnostic(fmt::format(
       "the plan needs {} on its fullest device but the device has {}; try a higher zero stage, "
       "recompute=selective or full, a smaller mb, or more tp/pp",
@@ -92,6 +98,8 @@ int run_simulate(const SimulateArgs& a) {
                         {"model_flops", r->model_flops},
                         {"peak_memory_bytes", r->peak_memory_bytes},
                         {"memory_limit_bytes", r->memory_limit_bytes},
+                        {"host_memory_bytes", r->host_memory_bytes},
+                        {"host_memory_limit_bytes", r->host_memory_limit_bytes},
                         {"bubble_fraction", r->bubble_fraction},
                         {"comm_bytes", r->comm_bytes},
                         {"link_bytes", r->link_bytes},
@@ -115,8 +123,12 @@ int run_simulate(const SimulateArgs& a) {
   out += fmt::format("step time        {:.6g} s\n", r->step_time_s);
   out += fmt::format("TFLOP/s/device   {:.1f} (MFU {:.1f}%)\n", r->tflops_per_device, 100 * r->mfu);
   out += fmt::format("bubble fraction  {:.2f}%\n", 100 * r->bubble_fraction);
+  const bool device_fits = r->peak_memory_bytes <= r->memory_limit_bytes;
   out += fmt::format("peak memory      {} of {}{}\n", gib(r->peak_memory_bytes),
-                     gib(r->memory_limit_bytes), r->feasible ? "" : " (does not fit)");
+                     gib(r->memory_limit_bytes), device_fits ? "" : " (does not fit)");
+  if (r->host_memory_bytes > 0)
+    out += fmt::format("host memory      {} of {}{}\n", gib(r->host_memory_bytes),
+                       gib(r->host_memory_limit_bytes), r->feasible ? "" : " (does not fit)");
   out += fmt::format("comm per device  {}\n", gib(r->comm_bytes));
   for (const auto& [link, bytes] : r->link_bytes)
     out += fmt::format("  {:<14} {}\n", link, gib(bytes));

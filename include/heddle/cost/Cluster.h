@@ -31,7 +31,15 @@ struct Cluster {
   int64_t devices_per_node = 8;  ///< >= 1
   LinkClass intra_node;          ///< links inside a node
   LinkClass inter_node;          ///< links between nodes
-  std::string source;            ///< where the figures come from (preset, file, calibration)
+  /// Host (CPU) memory per device for offloaded state, bytes; default 0: none (offload= is
+  /// refused).
+  double host_memory_bytes = 0;
+  /// Bytes/s one device moves to or from host memory (PCIe, per direction); default 0: none.
+  double host_bandwidth = 0;
+  /// Host DRAM bytes/s per device (the node's over its devices): what an optimizer step on the
+  /// host streams at (offload=optimizer); default 0: host_bandwidth.
+  double host_memory_bandwidth = 0;
+  std::string source;  ///< where the figures come from (preset, file, calibration)
 
   /// The link class a collective over mesh axis `a` uses: axes are laid out row-major with the
   /// last axis fastest, so axis a spans `prod(sizes[a..])` consecutive devices; it stays inside a
@@ -47,13 +55,15 @@ struct Cluster {
 };
 
 /// `<device>x<count>` with a preset device (8 per node; NVLink inside, InfiniBand between, V100
-/// nodes joined by 25 Gb/s as Alpa's clusters). Unknown devices list the known ones.
+/// nodes joined by 25 Gb/s as Alpa's clusters; the node's host memory and PCIe link shared by its
+/// 8 devices). Unknown devices list the known ones.
 Result<Cluster> cluster_preset(std::string_view spec);
 
 /// A cluster from JSON text (`file` names it in diagnostics; a missing or mistyped field is named):
 /// `{"name": .., "device": "a100" | {"name", "peak_flops", "memory_bytes", "memory_bandwidth",
 /// ...}, "count": N, "devices_per_node": 8, "intra_node": {"bandwidth", "latency"},
-/// "inter_node": {...}}`.
+/// "inter_node": {...}, "host_memory_bytes": .., "host_bandwidth": .., "host_memory_bandwidth":
+/// ..}` (host figures per device, optional).
 Result<Cluster> cluster_from_json(std::string_view text, const std::string& file);
 
 /// Resolves a `--cluster` argument: `cpu` (see cpu_cluster()), a preset, or a JSON file path.

@@ -24,7 +24,8 @@ struct OpTime {
 /// The time of op `id` computing `local` (a box of its index space) on `device`. Contractions
 /// and two-input windowed ops are GEMM-shaped: index dims used by input 0 only form M (with dims
 /// used by both inputs and the result, the batch), by input 1 only N, reduce dims (times input
-/// 1's window) K. An op whose kernel_rate_key() (else kind name) the device lists in
+/// 1's window) K; a contraction reading a parameter runs at `param_gemm_flops` when the device
+/// sets it (fp8 linear layers). An op whose kernel_rate_key() (else kind name) the device lists in
 /// kernel_element_s costs `launch + kernel_elements x rate` instead. Precondition: verified graph,
 /// `local` within the op's index space.
 OpTime op_time(const Graph& g, OpId id, const Box& local, const DeviceProfile& device);

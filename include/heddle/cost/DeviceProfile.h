@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "heddle/sharding/StepTechniques.h"
 #include "heddle/support/Result.h"
 
 namespace heddle::cost {
@@ -38,10 +39,39 @@ struct DeviceProfile {
   std::map<std::string, double> kernel_element_s;
   double tdp_watts = 0;   ///< power while busy (the board's maximum, TDP); default 0: unknown
   double idle_watts = 0;  ///< power while idle; default 0: unknown
+  /// Dense fp8 tensor-core FLOP/s; default 0: the device has no fp8 GEMMs (precision=fp8 is
+  /// refused).
+  double fp8_flops = 0;
+  /// Fraction of fp8_flops a large fp8 linear-layer GEMM reaches, Transformer Engine's casts and
+  /// scaling included (the shape curve as for bf16); default 0.53.
+  double fp8_gemm_efficiency = 0.53;
+  /// Dense TF32 tensor-core FLOP/s, what precision=fp32 GEMMs run at; default 0: none (fp32 GEMMs
+  /// at vector_flops).
+  double tf32_flops = 0;
+  /// Fraction of peak a fused (flash) attention kernel reaches at long sequences and wide heads,
+  /// see attention_fraction(); default 0: no fused attention kernel (attention=flash refused).
+  double attention_efficiency = 0;
+  /// What the training stacks on this device overlap by default (Megatron-LM, torchtitan);
+  /// default none.
+  Overlap default_overlap = Overlap::kNone;
+
+  /// Set by priced_device() for one step's techniques, not by presets:
+  /// FLOP/s of contractions that read a parameter (the linear layers); 0: peak_flops.
+  double param_gemm_flops = 0;
+  /// Bytes per element a linear layer keeps of its input for backward; 0: element_bytes.
+  double param_gemm_input_bytes = 0;
+  /// Attention runs as one fused kernel (attention_fraction()); its s x s values are neither
+  /// written nor kept, the scores are recomputed in backward.
+  bool fused_attention = false;
 
   /// Fraction of peak for a GEMM of m x n x k (batch dims folded into m):
   /// `gemm_efficiency * f(m) f(n) f(k)` with `f(x) = x / (x + gemm_knee)`. Precondition: >= 1.
   double gemm_fraction(double m, double n, double k) const;
+  /// Fraction of peak of a fused attention kernel over `s` keys with head dim `d`:
+  /// `attention_efficiency * s / (s + 256) * d / (d + 32)` (256: short sequences leave the
+  /// kernel's 128-row tiles and its softmax rescaling poorly amortized; 32: narrow heads make
+  /// thin GEMMs). Precondition: s, d >= 1.
+  double attention_fraction(double s, double d) const;
 
   bool operator==(const DeviceProfile&) const = default;
   size_t hash() const;

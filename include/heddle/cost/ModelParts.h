@@ -19,6 +19,12 @@ struct PartCost {
   double flops = 0;        ///< local FLOPs
   double comm_bytes = 0;   ///< bytes the device sends for those reshards
   double attention_s = 0;  ///< compute time of ops producing sequence-quadratic values
+  /// The part of attention_s in fused (flash) attention kernels, whose backward recomputes the
+  /// scores (DeviceProfile::fused_attention); 0 with eager attention.
+  double flash_s = 0;
+  /// Compute time of the contractions reading a parameter (the linear layers' GEMMs): what
+  /// tensor-parallel collectives can hide behind (async TP).
+  double linear_s = 0;
   double saved_bytes =
       0;  ///< distinct activations kept for backward (inputs of ops whose gradient needs them)
   double attention_bytes = 0;  ///< the part of saved_bytes that is sequence-quadratic

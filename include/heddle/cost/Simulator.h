@@ -39,9 +39,11 @@ struct SimulationCache {
 
 /// Options of simulate().
 struct SimulateOptions {
-  bool train = false;    ///< forward, backward and optimizer step; default forward only
-  bool overlap = false;  ///< overlap gradient reduction and stage sends with compute
-  bool trace = false;    ///< fill SimulationResult::trace_json; default off
+  bool train = false;  ///< forward, backward and optimizer step; default forward only
+  /// Overlap dp+tp when the strategy has no `overlap=` (the CLI's --overlap); default false:
+  /// the strategy's `overlap=`, else the device's default (resolve_techniques()).
+  bool overlap = false;
+  bool trace = false;  ///< fill SimulationResult::trace_json; default off
   /// Plans one stage's sharding of the two-layer graph `g` on the costed stage mesh (without its
   /// dp axis when dp only splits the batch; `spec` still has the dp degree) instead of
   /// stage_plan() (the planner's intra-op search); default null: stage_plan().
@@ -73,6 +75,7 @@ struct StageResult {
   double state_bytes = 0;       ///< weights, gradients, optimizer state
   double activation_bytes = 0;  ///< peak activations under the schedule
   double peak_memory_bytes = 0;
+  double host_bytes = 0;  ///< host memory the device's offloaded state takes (offload=)
   double parameters = 0;  ///< parameter elements on the device
   /// Where the step's time goes on this stage's devices; its exposed total is the step time
   /// (busy categories plus `bubble_s` = idle_s).
@@ -95,7 +98,9 @@ struct SimulationResult {
   double bubble_fraction = 0;    ///< idle share of the pipeline schedule
   double peak_memory_bytes = 0;  ///< largest over devices
   double memory_limit_bytes = 0;
-  bool feasible = true;   ///< peak memory fits
+  double host_memory_bytes = 0;        ///< largest host memory a device's offload takes
+  double host_memory_limit_bytes = 0;  ///< the cluster's host memory per device
+  bool feasible = true;   ///< peak memory fits (and offloaded state fits in host memory)
   double comm_bytes = 0;  ///< bytes one device sends per step (largest over stages)
   std::map<std::string, double> link_bytes;  ///< per link class, bytes per device per step
   double dp_sync_s = 0;                      ///< exposed gradient reduction

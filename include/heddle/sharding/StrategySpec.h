@@ -11,6 +11,7 @@
 #include "heddle/pipeline/PipelineSchedule.h"
 #include "heddle/sharding/Mesh.h"
 #include "heddle/sharding/Recompute.h"
+#include "heddle/sharding/StepTechniques.h"
 #include "heddle/support/Result.h"
 
 namespace heddle {
@@ -34,6 +35,12 @@ struct StrategySpec {
   std::optional<pipeline::PipelineSchedule> schedule;
   std::optional<Recompute> recompute;  ///< `recompute=`: none|selective|full (unset: none)
   bool sp = false;                     ///< sequence parallelism
+  /// `precision=`, `attention=`, `overlap=`, `offload=`: how the step runs (unset: the device's
+  /// defaults, see cost::resolve_techniques).
+  std::optional<Precision> precision;
+  std::optional<Attention> attention;
+  std::optional<Overlap> overlap;
+  std::optional<Offload> offload;
   /// `layers=10/12/12/14`: repeating layers per pipeline chunk, first to last (the simulator
   /// checks one entry per chunk, each >= 1, summing to the model's layers); empty: even split.
   std::vector<int64_t> layers;

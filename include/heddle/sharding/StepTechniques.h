@@ -1,0 +1,56 @@
+// How a step's kernels and transfers run, as a strategy names them: `precision=bf16|fp8|fp32`,
+// `attention=flash|eager`, `overlap=none|dp|dp+tp`, `offload=none|optimizer|optimizer+params|
+// activations`. Parsed once into these enums; the cost model prices them, the search pins them.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "heddle/support/Result.h"
+
+namespace heddle {
+
+/// The number format of the step's GEMMs.
+enum class Precision : uint8_t {
+  kBf16,  ///< bf16 GEMMs and activations, fp32 master weights (mixed precision)
+  kFp8,   ///< fp8 GEMMs of the linear layers (Transformer Engine), bf16 elsewhere
+  kFp32,  ///< fp32 everywhere (GEMMs on TF32 tensor cores where the device has them)
+};
+
+/// How attention's scores are computed.
+enum class Attention : uint8_t {
+  kFlash,  ///< one fused kernel (FlashAttention): no s x s scores stored, recomputed in backward
+  kEager,  ///< separate GEMM, mask and softmax kernels, the s x s scores kept for backward
+};
+
+/// Which communication runs behind compute.
+enum class Overlap : uint8_t {
+  kNone,  ///< every collective and send blocks
+  kDp,    ///< data-parallel gradient reduction and parameter gathers per bucket; pipeline sends
+  kDpTp,  ///< kDp, and tensor-parallel collectives with the adjacent GEMMs (async TP)
+};
+
+/// What model state or activations live in host memory.
+enum class Offload : uint8_t {
+  kNone,
+  kOptimizer,        ///< fp32 master weights and Adam moments, updated on the host (ZeRO-Offload)
+  kOptimizerParams,  ///< kOptimizer and the bf16 weights, fetched per layer (ZeRO-Infinity)
+  kActivations,      ///< the activations kept for backward, copied out and back per layer
+};
+
+/// Parses `bf16`, `fp8` or `fp32`; anything else is a diagnostic listing them.
+Result<Precision> parse_precision(std::string_view text);
+/// Parses `flash` or `eager`.
+Result<Attention> parse_attention(std::string_view text);
+/// Parses `none`, `dp` or `dp+tp`.
+Result<Overlap> parse_overlap(std::string_view text);
+/// Parses `none`, `optimizer`, `optimizer+params` or `activations`.
+Result<Offload> parse_offload(std::string_view text);
+
+/// The names the parsers read back.
+std::string_view to_string(Precision p);
+std::string_view to_string(Attention a);
+std::string_view to_string(Overlap o);
+std::string_view to_string(Offload o);
+
+}  // namespace heddle

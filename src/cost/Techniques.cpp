@@ -1,0 +1,60 @@
+#include "heddle/cost/Techniques.h"
+
+#include <fmt/format.h>
+
+namespace heddle::cost {
+
+Result<Techniques> resolve_techniques(const StrategySpec& spec, const Cluster& cluster,
+                                      bool overlap_flag) {
+  const DeviceProfile& dev = cluster.device;
+  const bool fp32_device = dev.element_bytes >= 4;
+  Techniques t;
+  t.precision = spec.precision.value_or(fp32_device ? Precision::kFp32 : Precision::kBf16);
+  if (t.precision == Precision::kFp8 && dev.fp8_flops <= 0)
+    return Diagnostic(fmt::format(
+        "precision=fp8 needs fp8 tensor cores, and {} has none (fp8 GEMMs came with Hopper: "
+        "h100, h200); use precision=bf16",
+        dev.name));
+  if (fp32_device && t.precision != Precision::kFp32)
+    return Diagnostic(fmt::format(
+        "precision={} is not available on {}: its kernels compute in fp32; use precision=fp32",
+        to_string(t.precision), dev.name));
+  t.attention =
+      spec.attention.value_or(dev.attention_efficiency > 0 ? Attention::kFlash : Attention::kEager);
+  if (t.attention == Attention::kFlash && dev.attention_efficiency <= 0)
+    return Diagnostic(fmt::format(
+        "attention=flash needs a fused attention kernel, and {} has none in its profile "
+        "(FlashAttention needs Ampere or newer; a cluster file may set the device's "
+        "attention_efficiency); use attention=eager",
+        dev.name));
+  t.overlap = spec.overlap.value_or(overlap_flag ? Overlap::kDpTp : dev.default_overlap);
+  t.offload = spec.offload.value_or(Offload::kNone);
+  if (t.offload != Offload::kNone &&
+      (cluster.host_memory_bytes <= 0 || cluster.host_bandwidth <= 0))
+    return Diagnostic(fmt::format(
+        "offload={} moves state to host memory, and cluster {} gives none; describe it in a "
+        "cluster file (host_memory_bytes and host_bandwidth per device) or use offload=none",
+        to_string(t.offload), cluster.name));
+  return t;
+}
+
+DeviceProfile priced_device(const DeviceProfile& device, const Techniques& t) {
+  DeviceProfile d = device;
+  if (t.precision == Precision::kFp32 && d.element_bytes < 4) {
+    d.peak_flops = d.tf32_flops > 0 ? d.tf32_flops : d.vector_flops;
+    d.element_bytes = 4;
+  }
+  if (t.precision == Precision::kFp8) {
+    // The shape curve scales gemm_efficiency; a large fp8 GEMM reaches fp8_gemm_efficiency.
+    d.param_gemm_flops = d.fp8_flops * d.fp8_gemm_efficiency / d.gemm_efficiency;
+    d.param_gemm_input_bytes = 1;
+  }
+  d.fused_attention = t.attention == Attention::kFlash;
+  return d;
+}
+
+double technique_state_bytes_per_param(const Techniques& t) {
+  return t.precision == Precision::kFp8 ? 1 : 0;
+}
+
+}  // namespace heddle::cost
