@@ -32,9 +32,6 @@ int user_error(const Diagnostic& d);
 /// user_error() for a failure of class `kind`; returns its exit code (support/ExitCode.h).
 int report_failure(const Diagnostic& d, FailureKind kind);
 
-/// `80GiB`, `16GB`, `1.5e9`: a positive number of bytes; a diagnostic naming `flag` otherwise.
-Result<double> parse_bytes(const std::string& text, const std::string& flag = "--memory");
-
 /// Registers the repeatable `--dim NAME=VALUE` (ONNX dynamic dims) on `app`, filling `dims`.
 void add_dim_option(CLI::App* app, std::map<std::string, int64_t>& dims);
 

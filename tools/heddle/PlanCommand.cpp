@@ -25,10 +25,6 @@
 
 namespace heddle::cli {
 
-Result<double> parse_bytes(const std::string& text, const std::string& flag) {
-  return heddle::parse_bytes(text, flag);
-}
-
 namespace {
 
 struct PlanArgs {

@@ -17,6 +17,7 @@
 #include "heddle/frontend/Npy.h"
 #include "heddle/runtime/MpiEnvironment.h"
 #include "heddle/support/AtomicFile.h"
+#include "heddle/support/ByteSize.h"
 #include "heddle/support/Limits.h"
 #include "heddle/support/Log.h"
 #include "heddle/support/Strings.h"

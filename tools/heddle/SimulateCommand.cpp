@@ -13,6 +13,7 @@
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
 #include "heddle/support/AtomicFile.h"
+#include "heddle/support/ByteSize.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
