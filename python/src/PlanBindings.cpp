@@ -7,10 +7,12 @@
 
 #include "Bindings.h"
 #include "Command.h"
-#include "PlanTarget.h"
 #include "heddle/export/Export.h"
+#include "heddle/export/PlanTarget.h"
 #include "heddle/export/RankGroups.h"
 #include "heddle/search/ConfigSearch.h"
+#include "heddle/search/PlanReport.h"
+#include "heddle/support/ByteSize.h"
 
 namespace heddle::python {
 
@@ -29,13 +31,13 @@ struct PyPlan {
 
 // A size as a number of bytes or the CLI's text (80GiB, 16GB, 1e10), parsed as the CLI does.
 double bytes_arg(const py::object& v, const std::string& what) {
-  if (py::isinstance<py::str>(v)) return unwrap(cli::parse_bytes(v.cast<std::string>(), what));
+  if (py::isinstance<py::str>(v)) return unwrap(heddle::parse_bytes(v.cast<std::string>(), what));
   return v.cast<double>();
 }
 
 // The CLI's keys, and each stage's peak memory (for Plan.plot).
 nlohmann::json result_json(const search::ConfigResult& c) {
-  nlohmann::json j = cli::plan_json(c);
+  nlohmann::json j = search::plan_json(c);
   nlohmann::json memory = nlohmann::json::array();
   for (const auto& s : c.sim.stages) memory.push_back(s.peak_memory_bytes);
   j["stage_memory_bytes"] = memory;
@@ -44,7 +46,7 @@ nlohmann::json result_json(const search::ConfigResult& c) {
 }
 
 PyPlan finish(nlohmann::json j, const cost::ModelSource& src, const cost::Cluster& cluster,
-              const search::ConfigResult& best, bool train, const cli::PlanTarget& target) {
+              const search::ConfigResult& best, bool train, const exporting::PlanTarget& target) {
   PyPlan p;
   p.source = src;
   p.cluster = cluster;
@@ -53,7 +55,7 @@ PyPlan finish(nlohmann::json j, const cost::ModelSource& src, const cost::Cluste
   p.train = train;
   p.export_plan = exporting::export_plan_of(src, cluster, best, train);
   j["batch"] = src.batch;
-  cli::add_target_json(j, target, p.export_plan);
+  exporting::add_target_json(j, target, p.export_plan);
   p.json = j.dump();
   return p;
 }
@@ -123,10 +125,10 @@ void bind_plan(py::module_& m) {
       o.objective = search::Objective::kEnergy;
     else if (objective != "time")
       raise(Diagnostic("objective '" + objective + "' is not an objective; use time or energy"));
-    cli::TargetFlags flags;
+    exporting::TargetFlags flags;
     flags.target = target_text;
     if (!memory_reserve.is_none()) flags.memory_reserve = size_text(memory_reserve);
-    const cli::PlanTarget target = unwrap(cli::apply_target_flags(flags, cluster, o));
+    const exporting::PlanTarget target = unwrap(exporting::apply_target_flags(flags, cluster, o));
     auto found = interruptible([&] { return unwrap(search::search_configs(src, cluster, o)); });
     nlohmann::json j = result_json(found.best);
     j["search_time_s"] = found.search_time_s;
@@ -151,7 +153,7 @@ void bind_plan(py::module_& m) {
           so.train = train;
           so.overlap = overlap;
           c.sim = interruptible([&] { return unwrap(cost::simulate(src, cluster, c.spec, so)); });
-          return finish(result_json(c), src, cluster, c, train, cli::PlanTarget{});
+          return finish(result_json(c), src, cluster, c, train, exporting::PlanTarget{});
         });
 }
 

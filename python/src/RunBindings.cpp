@@ -1,18 +1,13 @@
-// heddle.run: a model partitioned over thread-devices, as `heddle run` does it (the same planning,
-// lowering, session, parameters and reference check), with numpy inputs and outputs.
+// heddle.run: a model partitioned over thread-devices through the driver `heddle run` calls
+// (heddle/driver/RunRequest.h: planning, lowering, session, feeds, reference check), with numpy
+// inputs and outputs.
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include "Bindings.h"
-#include "Command.h"
-#include "PipelineRun.h"
-#include "Planning.h"
 #include "RunCommand.h"
-#include "RunReport.h"
+#include "heddle/driver/RunRequest.h"
 #include "heddle/ir/Verifier.h"
-#include "heddle/ops/Interpreter.h"
-#include "heddle/runtime/Lower.h"
-#include "heddle/runtime/Session.h"
 
 namespace heddle::python {
 
@@ -88,72 +83,46 @@ void bind_run(py::module_& m) {
     unwrap(cli::check_run_options(o));
     model::LoadedModel loaded = runnable(model, o);
     if (auto diags = verify(loaded.graph); !diags.empty()) raise(diags.front());
-    Graph g = std::move(loaded.graph);
-    auto spec = unwrap(cli::requested_strategy(o.mesh, o.strategy));
-    std::optional<heddle::PipelinePlan> pipe = unwrap(cli::pipeline_if_asked(o, g, spec));
-    std::vector<ParamUpdate> updates;
-    const size_t outputs = g.outputs().size();
-    if (o.train) {
-      updates = unwrap(cli::make_train_step(o, g));
-      if (o.check)
-        for (const auto& u : updates) g.add_output(u.grad);
-    }
-    std::optional<cli::PlannedRun> planned;
-    std::vector<DeviceProgram> programs;
-    if (!pipe) {
-      planned = unwrap(cli::plan_run(g, o.mesh, spec));
-      programs = unwrap(lower(g, planned->propagation.plan));
-    }
-    const Mesh run_mesh = pipe ? pipe->mesh : planned->mesh;
-    const std::string run_strategy = pipe ? pipe->spec.to_string() : planned->spec.to_string();
-    Session session = pipe ? Session(g, updates, std::move(pipe->program))
-                           : Session(g, updates, std::move(programs));
-    std::vector<Tensor> given;
-    if (inputs) {
+    const driver::RunRequest request = cli::run_request(o);
+    driver::PreparedRun prepared = unwrap(driver::prepare_run(request, std::move(loaded)));
+    const Graph& g = prepared.graph;
+    driver::ThreadRunHooks hooks;
+    if (inputs) {  // converted here, with the GIL; the run itself releases it
       if (inputs->size() != g.inputs().size())
         raise(Diagnostic("inputs has " + std::to_string(inputs->size()) +
                          " array(s), but the model has " + std::to_string(g.inputs().size()) +
                          " input(s)"));
+      std::vector<Tensor> given;
       for (size_t i = 0; i < inputs->size(); ++i)
         given.push_back(
             tensor_from((*inputs)[i], g.type(g.inputs()[i]), g.value(g.inputs()[i]).name));
-    } else {
-      given = random_inputs(g, o.seed + 1, heddle::integer_range(g));
+      hooks.inputs = [given](const Graph&) -> Result<std::vector<Tensor>> { return given; };
     }
-    TensorMap feeds;
-    for (size_t i = 0; i < g.inputs().size(); ++i) feeds.emplace(g.inputs()[i], given[i]);
-    for (ValueId p : g.params()) {
-      auto w = loaded.weights.find(p);
-      feeds.emplace(p, w != loaded.weights.end() ? w->second
-                                                 : init_param(g.value(p).name, g.type(p), o.seed));
-    }
-    std::optional<ReferenceCheck> reference;
-    if (o.check) reference.emplace(cli::make_reference(g, o, updates, feeds, given));
-    StepLoopOptions loop;
-    loop.steps = cli::run_steps_of(o);
-    loop.train = o.train;
-    loop.reference = reference ? &*reference : nullptr;
-    RunResult ran = interruptible([&] { return unwrap(session.run(std::move(feeds), loop)); });
+    driver::ThreadRun ran =
+        interruptible([&] { return unwrap(driver::run_threads(request, prepared, hooks)); });
+    const driver::RunSummary& s = ran.summary;
+    const CheckErrors* c = s.check;
     py::dict r;
     py::list outs;
-    for (size_t i = 0; i < outputs && i < g.outputs().size(); ++i) {
-      auto it = ran.outputs.find(g.outputs()[i]);
-      if (it != ran.outputs.end()) outs.append(numpy_of(std::move(it->second)));
+    TensorMap& outputs = ran.summary.result.outputs;  // handed to numpy, not copied
+    for (size_t i = 0; i < prepared.model_outputs && i < g.outputs().size(); ++i) {
+      auto it = outputs.find(g.outputs()[i]);
+      if (it != outputs.end()) outs.append(numpy_of(std::move(it->second)));
     }
     r["outputs"] = outs;
-    r["ok"] = !reference || reference->errors().ok;
-    r["devices"] = run_mesh.num_devices();
-    r["mesh"] = run_mesh.to_string();
-    r["strategy"] = run_strategy;
-    r["wall_time_s"] = ran.wall_time_s();
-    r["step_times_s"] = ran.step_times_s;
-    r["median_step_s"] = ran.median_step_s();
-    r["peak_bytes_per_device"] = session.peak_bytes_per_device();
-    if (o.train) r["loss"] = ran.losses;
-    if (reference) {
-      r["max_abs_error"] = reference->errors().max_abs;
-      r["max_rel_error"] = reference->errors().max_rel;
-      r["reference_time_s"] = reference->errors().reference_time_s;
+    r["ok"] = !c || c->ok;
+    r["devices"] = s.mesh.num_devices();
+    r["mesh"] = s.mesh.to_string();
+    r["strategy"] = s.strategy;
+    r["wall_time_s"] = s.result.wall_time_s();
+    r["step_times_s"] = s.result.step_times_s;
+    r["median_step_s"] = s.result.median_step_s();
+    r["peak_bytes_per_device"] = s.peak_bytes_per_device;
+    if (o.train) r["loss"] = s.result.losses;
+    if (c) {
+      r["max_abs_error"] = c->max_abs;
+      r["max_rel_error"] = c->max_rel;
+      r["reference_time_s"] = c->reference_time_s;
     }
     return r;
   });

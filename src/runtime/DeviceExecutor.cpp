@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <map>
 #include <new>
@@ -324,28 +325,42 @@ Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const Exe
   ko.threads = std::max(1, threads);
   feeds_unchanged_ = options.feeds_unchanged && runs_ > 0;
   ++runs_;
+  // An exception (a failed assert under throw_on_assert) fails the run like a kernel error, so
+  // the device still takes part in the remaining collectives; it is rethrown at the end.
+  std::exception_ptr internal;
   for (const Step& s : steps_) {
-    switch (s.kind) {
-      case Instr::Kind::kLoad:
-        load(s, feeds);
-        break;
-      case Instr::Kind::kCollective:
-      case Instr::Kind::kFetch: {
-        const Instr& in = *s.instr;
-        Collective c = in.kind == Instr::Kind::kFetch ? Collective::kHaloExchange : in.collective;
-        Status st =
-            comm.collective(c, in.group, buffers_[s.in].tensor, buffers_[s.out].tensor, in.monoid);
-        if (!st.ok()) fail(st.error());
-        break;
-      }
-      case Instr::Kind::kKernel:
-        run_kernels(s, ko);
-        break;
-      case Instr::Kind::kFree:
-        break;
+    try {
+      run_step(s, comm, feeds, ko);
+    } catch (...) {
+      if (!internal) internal = std::current_exception();
+      fail(Diagnostic("internal error on device " + std::to_string(comm.rank())));
     }
   }
+  if (internal) std::rethrow_exception(internal);
   return error_;
+}
+
+void DeviceExecutor::run_step(const Step& s, Communicator& comm, const TensorMap& feeds,
+                              const kernels::KernelOptions& ko) {
+  switch (s.kind) {
+    case Instr::Kind::kLoad:
+      load(s, feeds);
+      break;
+    case Instr::Kind::kCollective:
+    case Instr::Kind::kFetch: {
+      const Instr& in = *s.instr;
+      Collective c = in.kind == Instr::Kind::kFetch ? Collective::kHaloExchange : in.collective;
+      Status st =
+          comm.collective(c, in.group, buffers_[s.in].tensor, buffers_[s.out].tensor, in.monoid);
+      if (!st.ok()) fail(st.error());
+      break;
+    }
+    case Instr::Kind::kKernel:
+      run_kernels(s, ko);
+      break;
+    case Instr::Kind::kFree:
+      break;
+  }
 }
 
 void DeviceExecutor::copy_outputs(TensorMap& out) const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -77,6 +78,7 @@ class PipelineRun {
     PipelineResult r;
     r.counts = counts_;
     collect(r);
+    if (internal_) std::rethrow_exception(internal_);
     if (!error_.ok()) return error_.error();
     if (P_.train)
       for (auto& [name, t] : params_) r.updated.insert_or_assign(name, std::move(t));
@@ -155,7 +157,13 @@ class PipelineRun {
           ++counts_.recompute_calls;
       }
     DeviceExecutor& x = cache_.executor(b, local_);
-    Status st = x.run(comm_, feeds, o_, o_.threads > 0 ? o_.threads : 1);
+    Status st;
+    try {
+      st = x.run(comm_, feeds, o_, o_.threads > 0 ? o_.threads : 1);
+    } catch (...) {  // a failed block; rethrown by run() once the schedule is done
+      if (!internal_) internal_ = std::current_exception();
+      st = Diagnostic("internal error on device " + std::to_string(device_));
+    }
     Outputs out;
     if (st.ok())
       for (const auto& [v, t] : x.outputs()) out.emplace(v, t);
@@ -372,6 +380,7 @@ class PipelineRun {
   PipelineCounts counts_;
   std::deque<Tensor> zeros_;  // outputs of failed blocks
   Status error_;
+  std::exception_ptr internal_;  // the first block's exception (a failed assert)
 };
 
 // Messages between threads: a FIFO per (sender, receiver, tag); end(d) is device d's side.
@@ -494,17 +503,24 @@ Result<PipelineResult> PipelineRunner::run(
     worlds.push_back(std::make_unique<ThreadedWorld>(program.devices_of(s), false, n));
   Mailbox box;
   std::vector<std::optional<Result<PipelineResult>>> results(static_cast<size_t>(n));
+  std::vector<std::exception_ptr> exceptions(static_cast<size_t>(n));
   auto body = [&](int64_t d) {
     Mailbox::End end(box, d);
     const int64_t s = program.stage_of_device(d);
-    results[d] = run_pipeline_device(
-        program, d, worlds[static_cast<size_t>(s)]->endpoint(d - program.stage_first[s]), end,
-        feeds_of(d), options, caches_[static_cast<size_t>(d)].get());
+    try {
+      results[d] = run_pipeline_device(
+          program, d, worlds[static_cast<size_t>(s)]->endpoint(d - program.stage_first[s]), end,
+          feeds_of(d), options, caches_[static_cast<size_t>(d)].get());
+    } catch (...) {  // for the caller's thread, below
+      exceptions[d] = std::current_exception();
+    }
   };
   std::vector<std::thread> threads;
   for (int64_t d = 1; d < n; ++d) threads.emplace_back(body, d);
   body(0);
   for (auto& t : threads) t.join();
+  for (const std::exception_ptr& e : exceptions)
+    if (e) std::rethrow_exception(e);
   PipelineCounts counts;
   for (auto& r : results) {
     if (!r->ok()) return r->error();

@@ -7,7 +7,10 @@
 namespace heddle {
 
 ThreadedRunner::ThreadedRunner(const Graph& g, const std::vector<DeviceProgram>& programs)
-    : g_(g), world_(static_cast<int64_t>(programs.size()), true), status_(programs.size()) {
+    : g_(g),
+      world_(static_cast<int64_t>(programs.size()), true),
+      status_(programs.size()),
+      exceptions_(programs.size()) {
   HEDDLE_ASSERT(!programs.empty()) << "no programs";
   for (const DeviceProgram& p : programs)
     devices_.push_back(std::make_unique<DeviceExecutor>(g, p, true));
@@ -17,16 +20,22 @@ ThreadedRunner::ThreadedRunner(const Graph& g, const std::vector<DeviceProgram>&
 ThreadedRunner::ThreadedRunner(const Graph& g, const ProgramTemplate& programs)
     : g_(g),
       world_(programs.mesh.num_devices(), true),
-      status_(static_cast<size_t>(programs.mesh.num_devices())) {
+      status_(static_cast<size_t>(programs.mesh.num_devices())),
+      exceptions_(status_.size()) {
   int64_t n = world_.size();
   devices_.resize(static_cast<size_t>(n));
   std::vector<std::thread> build;
-  for (int64_t d = 1; d < n; ++d)
-    build.emplace_back([&, d] {
+  auto compile = [&](int64_t d) {
+    try {
       devices_[d] = std::make_unique<DeviceExecutor>(g, instantiate(g, programs, d), true);
-    });
-  devices_[0] = std::make_unique<DeviceExecutor>(g, instantiate(g, programs, 0), true);
+    } catch (...) {
+      exceptions_[d] = std::current_exception();
+    }
+  };
+  for (int64_t d = 1; d < n; ++d) build.emplace_back(compile, d);
+  compile(0);
   for (auto& t : build) t.join();
+  rethrow_first();
   start_workers();
 }
 
@@ -50,7 +59,22 @@ std::vector<int64_t> ThreadedRunner::peak_bytes_per_device() const {
 }
 
 void ThreadedRunner::run_device_step(int64_t d) {
-  status_[d] = devices_[d]->run(world_.endpoint(d), *feeds_, options_, threads_);
+  try {
+    status_[d] = devices_[d]->run(world_.endpoint(d), *feeds_, options_, threads_);
+  } catch (...) {  // kept for the caller's thread (rethrow_first)
+    exceptions_[d] = std::current_exception();
+    status_[d] = Diagnostic("internal error on device " + std::to_string(d));
+    world_.abort(d);
+  }
+}
+
+void ThreadedRunner::rethrow_first() {
+  for (std::exception_ptr& e : exceptions_)
+    if (e) {
+      std::exception_ptr first = e;
+      for (std::exception_ptr& other : exceptions_) other = nullptr;
+      std::rethrow_exception(first);
+    }
 }
 
 void ThreadedRunner::worker(int64_t d) {
@@ -80,6 +104,7 @@ Status ThreadedRunner::run_into(const TensorMap& feeds, TensorMap& outputs,
     for (int64_t left = pending_.load(); left != 0; left = pending_.load()) pending_.wait(left);
   }
   feeds_ = nullptr;
+  rethrow_first();  // a device's internal error, on this thread (device order)
   // Report the error of the device that failed first (others only saw the abandonment).
   for (const Status& s : status_)
     if (!s.ok() && s.error().message.find("collective abandoned") == std::string::npos) return s;

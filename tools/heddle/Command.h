@@ -37,9 +37,6 @@ int report_failure(const Diagnostic& d, FailureKind kind);
 /// log record of `level` and `event` (so stderr stays JSON lines, docs/cli.md "Logging").
 void report_note(LogLevel level, std::string_view event, const std::string& text);
 
-/// `80GiB`, `16GB`, `1.5e9`: a positive number of bytes; a diagnostic naming `flag` otherwise.
-Result<double> parse_bytes(const std::string& text, const std::string& flag = "--memory");
-
 /// Registers the repeatable `--dim NAME=VALUE` (ONNX dynamic dims) on `app`, filling `dims`.
 void add_dim_option(CLI::App* app, std::map<std::string, int64_t>& dims);
 

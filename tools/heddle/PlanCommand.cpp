@@ -13,44 +13,18 @@
 #include <optional>
 
 #include "Command.h"
-#include "PlanCompare.h"
 #include "PlanTarget.h"
-#include "StepReport.h"
+#include "heddle/cost/StepReport.h"
 #include "heddle/ir/DotExport.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
+#include "heddle/search/PlanReport.h"
 #include "heddle/support/AtomicFile.h"
+#include "heddle/support/ByteSize.h"
 #include "heddle/support/Log.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
-
-Result<double> parse_bytes(const std::string& text, const std::string& flag) {
-  static const std::pair<const char*, double> units[] = {
-      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-      {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
-      {"B", 1.0}};
-  double scale = 1;
-  std::string num = text;
-  for (const auto& [u, s] : units) {
-    std::string unit(u);
-    if (num.size() > unit.size() && num.compare(num.size() - unit.size(), unit.size(), unit) == 0) {
-      num = num.substr(0, num.size() - unit.size());
-      scale = s;
-      break;
-    }
-  }
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(num, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used == 0 || used != num.size() || !(v > 0) || !std::isfinite(v))
-    return Diagnostic(flag + " '" + text + "' is not a size; use e.g. 80GiB, 16GB or 1e10");
-  return v * scale;
-}
 
 namespace {
 
@@ -63,33 +37,22 @@ struct PlanArgs {
   double time_limit = 60, target_step_time = 0;
   std::string objective = "time";
   int64_t max_devices = 0;
-  TargetFlags target;  ///< --target, --export, --memory-reserve
+  exporting::TargetFlags target;  ///< --target, --export, --memory-reserve
 };
-
-// Per pipeline stage: its sub-mesh, micro-batch per replica and layers.
-nlohmann::json stage_meshes_json(const cost::SimulationResult& r) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : r.stages)
-    out.push_back({{"dp", s.dp},
-                   {"tp", s.tp},
-                   {"devices", s.devices},
-                   {"micro_batch", s.micro_batch},
-                   {"layers", s.layers}});
-  return out;
-}
 
 // What the plan assumes, restated: the workload, micro-batches, cluster and memory limit, and
 // the warnings about defaults.
 std::string assumptions_text(const cost::SimulationResult& r, const cost::ModelSource& src,
                              const cost::Cluster& cluster, const PlanArgs& a) {
-  std::string out = fmt::format("workload   {}\n", workload_text(r, src));
-  out += fmt::format("batches    {}\n", micro_batches_text(r));
+  std::string out = fmt::format("workload   {}\n", cost::workload_text(r, src));
+  out += fmt::format("batches    {}\n", cost::micro_batches_text(r));
   out += fmt::format("assumes    {} per device{}, cluster {} ({}){}\n",
                      human_bytes(r.memory_limit_bytes), a.memory.empty() ? " (the device's)" : "",
                      cluster.name, cluster.source,
                      a.overlap ? ", overlap=dp+tp unless the strategy says otherwise"
                                : ", the strategy's overlap= or the device's default overlap");
-  for (const auto& w : workload_warnings(src, a.overrides.batch.has_value(), r.devices, a.train))
+  for (const auto& w :
+       cost::workload_warnings(src, a.overrides.batch.has_value(), r.devices, a.train))
     out += fmt::format("warning    {}\n", w);
   return out;
 }
@@ -116,32 +79,14 @@ std::string search_text(const search::ConfigSearch& found, const std::string& ca
 // strategies and the warnings.
 void add_explain_json(nlohmann::json& j, const search::ConfigSearch& found,
                       const cost::ModelSource& src, const cost::Cluster& cluster, const PlanArgs& a,
-                      const std::vector<ComparedPlan>& compared,
+                      const std::vector<search::ComparedPlan>& compared,
                       const std::vector<std::string>& warnings) {
-  add_step_json(j, found.best.sim, src, "stage_meshes");
-  j["ranking"] = ranking_json(found.ranking);
-  if (!a.compare.empty()) j["compare"] = compare_json(compared, found.best.sim);
+  cost::add_step_json(j, found.best.sim, src, "stage_meshes");
+  j["ranking"] = search::ranking_json(found.ranking);
+  if (!a.compare.empty()) j["compare"] = search::compare_json(compared, found.best.sim);
   j["warnings"] = warnings;
   j["cluster"] = cluster.name;
   j["overlap"] = a.overlap;
-}
-
-nlohmann::json sim_json(const search::ConfigResult& c) {
-  const auto& r = c.sim;
-  return {{"strategy", r.strategy},
-          {"step_time_s", r.step_time_s},
-          {"mfu", r.mfu},
-          {"tflops_per_device", r.tflops_per_device},
-          {"peak_memory_bytes", r.peak_memory_bytes},
-          {"memory_limit_bytes", r.memory_limit_bytes},
-          {"bubble_fraction", r.bubble_fraction},
-          {"comm_bytes", r.comm_bytes},
-          {"stages", r.pp},
-          {"devices", r.devices},
-          {"energy_j", r.energy_j},
-          {"stage_planner", c.stage_planner},
-          {"feasible", r.feasible},
-          {"stage_meshes", stage_meshes_json(r)}};
 }
 
 int run_plan(const PlanArgs& a) {
@@ -180,7 +125,7 @@ int run_plan(const PlanArgs& a) {
   o.train = a.train;
   o.overlap = a.overlap;
   o.pins = *spec;
-  auto target = apply_target_flags(a.target, *cluster, o);
+  auto target = exporting::apply_target_flags(a.target, *cluster, o);
   if (!target.ok()) return user_error(target.error());
   if (!(a.time_limit >= 0))
     return user_error(Diagnostic("--time-limit must be zero or more seconds, not " +
@@ -214,10 +159,10 @@ int run_plan(const PlanArgs& a) {
                                  ": only strategies it runs were tried)"));
   if (!found.ok()) return user_error(found.error());
   const auto& best = found->best;
-  auto compared = price_compared(a.compare, *src, *cluster, a.train, a.overlap);
+  auto compared = search::price_compared(a.compare, *src, *cluster, a.train, a.overlap);
   if (!compared.ok()) return user_error(compared.error());
   const auto warnings =
-      workload_warnings(*src, a.overrides.batch.has_value(), best.sim.devices, a.train);
+      cost::workload_warnings(*src, a.overrides.batch.has_value(), best.sim.devices, a.train);
   if (a.json)  // the text restates them on stdout
     for (const auto& w : warnings) report_note(LogLevel::kWarn, "warning", "warning: " + w);
   const auto best_export = exporting::export_plan_of(*src, *cluster, best, a.train);
@@ -229,14 +174,14 @@ int run_plan(const PlanArgs& a) {
   }
   if (!a.out_dir.empty()) {
     if (auto st = make_dirs(a.out_dir); !st.ok()) return user_error(st.error());
-    nlohmann::json plan = sim_json(best);
-    add_step_json(plan, best.sim, *src, "stage_meshes");
-    plan["ranking"] = ranking_json(found->ranking);
+    nlohmann::json plan = search::plan_json(best);
+    cost::add_step_json(plan, best.sim, *src, "stage_meshes");
+    plan["ranking"] = search::ranking_json(found->ranking);
     plan["model"] = a.model;
     plan["cluster"] = cluster->name;
     plan["train"] = a.train;
     plan["cluster_devices"] = cluster->count;
-    add_target_json(plan, *target, best_export);
+    exporting::add_target_json(plan, *target, best_export);
     if (exported)
       if (auto st = write_file_atomic(a.out_dir + "/" + exported->file_name, exported->text);
           !st.ok())
@@ -260,16 +205,16 @@ int run_plan(const PlanArgs& a) {
         return user_error(st.error());
   }
   if (a.json) {
-    nlohmann::json j = sim_json(best);
+    nlohmann::json j = search::plan_json(best);
     j["search_time_s"] = found->search_time_s;
     j["evaluated"] = found->evaluated;
     j["proven_best"] = found->complete && found->ilp.optimal;
     j["objective"] = a.objective;
-    j["fastest"] = sim_json(found->fastest);
-    j["least_energy"] = sim_json(found->greenest);
+    j["fastest"] = search::plan_json(found->fastest);
+    j["least_energy"] = search::plan_json(found->greenest);
     j["ilp_solves"] = found->ilp.solves;
     add_explain_json(j, *found, *src, *cluster, a, *compared, warnings);
-    add_target_json(j, *target, best_export);
+    exporting::add_target_json(j, *target, best_export);
     if (exported) j["export"] = exported->text;
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -289,7 +234,7 @@ int run_plan(const PlanArgs& a) {
              human_bytes(target->reserve_bytes));
   fmt::print("{}", assumptions_text(r, *src, *cluster, a));
   fmt::print("{}", pipeline_text(r, a.train));
-  fmt::print("runs on    {}\n", runnable_text(best_export));
+  fmt::print("runs on    {}\n", exporting::runnable_text(best_export));
   if (r.heterogeneous) {
     std::vector<std::string> ms;
     for (const auto& s : r.stages)
@@ -325,15 +270,13 @@ int run_plan(const PlanArgs& a) {
   else if (!found->ilp.optimal)
     caveat = " (an ILP hit its time limit: not proven optimal)";
   fmt::print("{}", search_text(*found, caveat));
-  fmt::print("{}", breakdown_text(r));
-  fmt::print("{}", compare_text(*compared, r));
-  fmt::print("{}", ranking_text(found->ranking));
+  fmt::print("{}", cost::breakdown_text(r));
+  fmt::print("{}", search::compare_text(*compared, r));
+  fmt::print("{}", search::ranking_text(found->ranking));
   return 0;
 }
 
 }  // namespace
-
-nlohmann::json plan_json(const search::ConfigResult& c) { return sim_json(c); }
 
 Command add_plan_command(CLI::App& root) {
   auto a = std::make_shared<PlanArgs>();

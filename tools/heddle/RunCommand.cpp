@@ -1,6 +1,6 @@
 // `heddle run`: plan a model for a mesh, lower it to per-device programs, execute them on
 // thread-devices, and (with --check) compare every output with the single-device interpreter.
-// The steps are library calls (model, search, runtime); this file wires them to the flags.
+// The run itself is the driver's (heddle/driver/RunRequest.h); this file wires it to the flags.
 #include "RunCommand.h"
 
 #include <fmt/format.h>
@@ -14,12 +14,11 @@
 #include "Planning.h"
 #include "RunCheckpoint.h"
 #include "RunReport.h"
+#include "heddle/driver/RunRequest.h"
 #include "heddle/frontend/Npy.h"
-#include "heddle/ops/Interpreter.h"
-#include "heddle/runtime/Lower.h"
 #include "heddle/runtime/MpiEnvironment.h"
-#include "heddle/runtime/Session.h"
 #include "heddle/support/AtomicFile.h"
+#include "heddle/support/ByteSize.h"
 #include "heddle/support/Limits.h"
 #include "heddle/support/Log.h"
 #include "heddle/support/Strings.h"
@@ -36,12 +35,22 @@ model::ModelRequest model_request(const RunOptions& o) {
 }
 
 TrainStepOptions train_step_options(const RunOptions& o) {
-  TrainStepOptions to;
-  to.optimizer = o.optimizer == "sgd" ? TrainStepOptions::Optimizer::kSgdMomentum
-                                      : TrainStepOptions::Optimizer::kAdamW;
-  to.adamw.lr = o.lr;
-  to.sgd.lr = o.lr;
-  return to;
+  return driver::optimizer_options(o.optimizer, o.lr);
+}
+
+driver::RunRequest run_request(const RunOptions& o) {
+  return {.model = model_request(o),
+          .mesh = o.mesh,
+          .strategy = o.strategy,
+          .backend = o.backend,
+          .train = o.train,
+          .check = o.check,
+          .steps = o.steps,
+          .optimizer = train_step_options(o),
+          .seed = o.seed,
+          .rtol = o.rtol,
+          .atol = o.atol,
+          .emit_dir = o.emit_dir};
 }
 
 Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g) {
@@ -49,6 +58,11 @@ Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g) 
   HEDDLE_TRY(step);
   g = std::move(step->graph);
   return std::move(step->updates);
+}
+
+Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunOptions& o, const Graph& full,
+                                                      const StrategySpec& spec) {
+  return driver::pipeline_if_asked(run_request(o), full, spec);
 }
 
 Result<std::vector<Tensor>> read_input_files(const Graph& g, const RunOptions& o) {
@@ -108,7 +122,7 @@ Status choose_backend(RunOptions& o) {
   return {};
 }
 
-int run_steps_of(const RunOptions& o) { return o.steps != -1 ? o.steps : o.train ? 10 : 1; }
+int run_steps_of(const RunOptions& o) { return driver::steps_of(run_request(o)); }
 
 Result<int64_t> host_memory_limit(const RunOptions& o) {
   if (o.host_memory.empty()) return physical_memory_bytes();
@@ -119,12 +133,6 @@ Result<int64_t> host_memory_limit(const RunOptions& o) {
 
 namespace {
 
-// One tensor per graph input: from --input files (in graph-input order), else random.
-Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
-  if (o.input_files.empty()) return random_inputs(g, o.seed + 1, integer_range(g));
-  return read_input_files(g, o);
-}
-
 // What the run holds on the host, against what the host has, before anything is allocated.
 Status check_memory(const RunOptions& o, const Graph& g, const Session& session) {
   HostMemoryNeed need{.feeds = model_feed_bytes(g), .reference = o.check ? reference_bytes(g) : 0};
@@ -134,100 +142,6 @@ Status check_memory(const RunOptions& o, const Graph& g, const Session& session)
   return check_host_memory(need, *limit, !o.host_memory.empty());
 }
 
-// The session of `g`: a pipeline when the strategy asks for one, else SPMD programs (written
-// to --emit DIR). Fills the summary's plan fields.
-Result<std::unique_ptr<Session>> make_session(const RunOptions& o, const Graph& g,
-                                              std::vector<ParamUpdate> updates,
-                                              std::optional<PipelinePlan> pipe,
-                                              const StrategySpec& spec, RunSummary& summary) {
-  if (pipe) {
-    summary.note = pipe->note;
-    summary.mesh = pipe->mesh;
-    summary.strategy = pipe->spec.to_string();
-    return std::make_unique<Session>(g, std::move(updates), std::move(pipe->program));
-  }
-  auto planned = plan_run(g, o.mesh, spec);
-  HEDDLE_TRY(planned);
-  auto programs = lower(g, planned->propagation.plan);
-  HEDDLE_TRY(programs);
-  if (!o.emit_dir.empty()) HEDDLE_TRY(write_programs(o.emit_dir, g, planned->mesh, *programs));
-  summary.note = planned->note;
-  summary.mesh = planned->mesh;
-  summary.strategy = planned->spec.to_string();
-  summary.reshards = planned->propagation.reshards.size();
-  return std::make_unique<Session>(g, std::move(updates), std::move(*programs));
-}
-
-// The run after loading: plan, session, memory check, feeds, steps, summary.
-Status run_threads(const RunOptions& o, const model::LoadedModel& loaded, Graph& g,
-                   RunSummary& summary, std::optional<ReferenceCheck>& reference) {
-  auto spec = requested_strategy(o.mesh, o.strategy);  // the one parse of the strategy
-  HEDDLE_TRY(spec);
-  auto pipe = pipeline_if_asked(o, g, *spec);
-  HEDDLE_TRY(pipe);
-  std::vector<ParamUpdate> updates;
-  if (o.train) {
-    auto step = make_train_step(o, g);
-    HEDDLE_TRY(step);
-    updates = std::move(*step);
-    // Gradients become outputs too, so --check compares them directly.
-    if (o.check)
-      for (const auto& u : updates) g.add_output(u.grad);
-  }
-  auto session = make_session(o, g, updates, std::move(*pipe), *spec, summary);
-  HEDDLE_TRY(session);
-  if (!o.output_file.empty() && g.outputs().size() != 1)
-    return Diagnostic("--output takes one file, but the model has " +
-                      std::to_string(g.outputs().size()) + " outputs");
-  HEDDLE_TRY(check_memory(o, g, **session));
-  // The synthetic task: one fixed random batch (inputs and labels), learned by memorisation.
-  // ONNX models bring their own weights; --input files replace the random batch.
-  auto inputs = read_inputs(g, o);
-  HEDDLE_TRY(inputs);
-  const CheckpointRun ck_run = checkpoint_run(o, g, summary.mesh, summary.strategy, summary.note);
-  auto resumed = resume_if_asked(o, g, updates, ck_run);
-  HEDDLE_TRY(resumed);
-  std::map<ValueId, Tensor> weights = loaded.weights;
-  if (*resumed)  // the checkpoint's parameters and optimizer state replace the initial ones
-    for (auto& [v, t] : (*resumed)->tensors) weights.insert_or_assign(v, std::move(t));
-  TensorMap feeds = run_feeds(g, *inputs, weights, o.seed);
-  if (o.check) reference.emplace(make_reference(g, o, updates, feeds, std::move(*inputs)));
-  StepLoopOptions loop;
-  loop.steps = run_steps_of(o);
-  loop.first_step = *resumed ? (*resumed)->step + 1 : 1;
-  loop.train = o.train;
-  if (!o.checkpoint_dir.empty())
-    loop.after_update = checkpoint_hook(g, updates, checkpoint_options(o, ck_run, 0, 1, {}));
-  loop.reference = reference ? &*reference : nullptr;
-  loop.on_step = [&](int s, const TensorMap& got) {
-    if (o.train && !o.json)
-      fmt::print("step {:>4}  loss {:.6f}\n", s, got.at(g.outputs()[0]).f32()[0]);
-    log(LogLevel::kInfo, "step", "step done", {{"step", s}});
-  };
-  auto ran = (*session)->run(std::move(feeds), loop);
-  HEDDLE_TRY(ran);
-  if (!o.output_file.empty()) HEDDLE_TRY(write_npy(o.output_file, ran->outputs.at(g.outputs()[0])));
-  summary.digest = output_digest(g, ran->outputs);
-  if (o.train) summary.params_digest = params_digest(updates, ran->outputs);
-  summary.result = std::move(*ran);
-  summary.peak_bytes_per_device = (*session)->peak_bytes_per_device();  // the executor's plan
-  summary.check = reference ? &reference->errors() : nullptr;
-  if (const auto& P = (*session)->pipeline()) {
-    summary.stats = P->stats();
-    summary.stages = P->stages;
-    summary.micro_batches = P->micro_batches;
-    summary.schedule = P->schedule.to_string();
-    if (P->train) {
-      summary.recompute = std::string(to_string(P->recompute));
-      summary.counts = P->step_counts();
-    }
-  } else {
-    summary.stats = program_stats(g, (*session)->programs());
-  }
-  summary.devices_text = std::to_string(summary.mesh.num_devices()) + " threads";
-  return {};
-}
-
 int run(RunOptions o) {
   if (auto st = choose_backend(o); !st.ok()) return user_error(st.error());
   if (o.backend == "mpi") return run_mpi(o);
@@ -235,12 +149,43 @@ int run(RunOptions o) {
   auto loaded = load_runnable(o);
   if (!loaded.ok()) return user_error(loaded.error());
   if (report_verify(loaded->graph)) return 1;
-  Graph g = std::move(loaded->graph);
-  RunSummary summary;
-  std::optional<ReferenceCheck> reference;
-  if (auto st = run_threads(o, *loaded, g, summary, reference); !st.ok())
-    return user_error(st.error());
-  return report_run(o, g, summary);
+  const driver::RunRequest request = run_request(o);
+  auto prepared = driver::prepare_run(request, std::move(*loaded));
+  if (!prepared.ok()) return user_error(prepared.error());
+  const Graph& g = prepared->graph;
+  driver::ThreadRunHooks hooks;
+  hooks.before_feeds = [&](const Graph& run_g, const Session& session) -> Status {
+    if (!o.output_file.empty() && run_g.outputs().size() != 1)
+      return Diagnostic("--output takes one file, but the model has " +
+                        std::to_string(run_g.outputs().size()) + " outputs");
+    return check_memory(o, run_g, session);
+  };
+  if (!o.input_files.empty())
+    hooks.inputs = [&](const Graph& run_g) { return read_input_files(run_g, o); };
+  hooks.on_step = [&](int s, const TensorMap& got) {
+    if (o.train && !o.json)
+      fmt::print("step {:>4}  loss {:.6f}\n", s, got.at(g.outputs()[0]).f32()[0]);
+    log(LogLevel::kInfo, "step", "step done", {{"step", s}});
+  };
+  if (!o.checkpoint_dir.empty() || !o.resume_dir.empty())
+    hooks.checkpoints = [&](const Graph& run_g, const std::vector<ParamUpdate>& updates,
+                            const driver::RunSummary& planned) -> Result<driver::CheckpointPlan> {
+      const CheckpointRun ck_run =
+          checkpoint_run(o, run_g, planned.mesh, planned.strategy, planned.note);
+      auto resumed = resume_if_asked(o, run_g, updates, ck_run);
+      HEDDLE_TRY(resumed);
+      driver::CheckpointPlan plan{.resume = std::move(*resumed), .after_update = {}};
+      if (!o.checkpoint_dir.empty())
+        plan.after_update =
+            checkpoint_hook(run_g, updates, checkpoint_options(o, ck_run, 0, 1, {}));
+      return plan;
+    };
+  auto ran = driver::run_threads(request, *prepared, hooks);
+  if (!ran.ok()) return user_error(ran.error());
+  if (!o.output_file.empty())
+    if (auto w = write_npy(o.output_file, ran->summary.result.outputs.at(g.outputs()[0])); !w.ok())
+      return user_error(w.error());
+  return report_run(o, g, ran->summary);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "Command.h"
 #include "Planning.h"
+#include "heddle/driver/RunRequest.h"
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/Executor.h"
@@ -65,6 +66,9 @@ Result<int64_t> host_memory_limit(const RunOptions& o);
 
 /// The model `o` names, as the model layer takes it (with its loss for --train).
 model::ModelRequest model_request(const RunOptions& o);
+
+/// The driver's request for `o` (heddle/driver/RunRequest.h).
+driver::RunRequest run_request(const RunOptions& o);
 
 /// --optimizer and --lr as the training step takes them.
 TrainStepOptions train_step_options(const RunOptions& o);

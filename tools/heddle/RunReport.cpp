@@ -12,8 +12,8 @@ namespace heddle::cli {
 ReferenceCheck make_reference(const Graph& g, const RunOptions& o,
                               const std::vector<ParamUpdate>& updates, TensorMap params,
                               std::vector<Tensor> inputs) {
-  CheckOptions co{.rtol = o.rtol, .atol = o.atol, .seed = o.seed, .adamw = o.optimizer == "adamw"};
-  return ReferenceCheck(g, updates, std::move(params), std::move(inputs), co);
+  return ReferenceCheck(g, updates, std::move(params), std::move(inputs),
+                        driver::check_options(run_request(o)));
 }
 
 int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {

@@ -8,11 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "Command.h"
-#include "StepReport.h"
 #include "heddle/cost/Simulator.h"
+#include "heddle/cost/StepReport.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/search/ConfigSearch.h"
 #include "heddle/support/AtomicFile.h"
+#include "heddle/support/ByteSize.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
@@ -110,7 +111,7 @@ int run_simulate(const SimulateArgs& a) {
                         {"events", r->events},
                         {"feasible", r->feasible},
                         {"cluster_source", r->cluster_source}};
-    add_step_json(j, *r, *src, "stages");
+    cost::add_step_json(j, *r, *src, "stages");
     std::printf("%s\n", j.dump(2).c_str());
     return infeasible(*r);
   }
@@ -118,8 +119,8 @@ int run_simulate(const SimulateArgs& a) {
   out += fmt::format("model            {} ({}, {} devices)\n", a.model,
                      a.train ? "training step" : "forward", r->devices);
   out += fmt::format("strategy         {}\n", r->strategy);
-  out += fmt::format("workload         {}\n", workload_text(*r, *src));
-  out += fmt::format("micro-batches    {}\n", micro_batches_text(*r));
+  out += fmt::format("workload         {}\n", cost::workload_text(*r, *src));
+  out += fmt::format("micro-batches    {}\n", cost::micro_batches_text(*r));
   out += fmt::format("step time        {:.6g} s\n", r->step_time_s);
   out += fmt::format("TFLOP/s/device   {:.1f} (MFU {:.1f}%)\n", r->tflops_per_device, 100 * r->mfu);
   out += fmt::format("bubble fraction  {:.2f}%\n", 100 * r->bubble_fraction);
@@ -132,7 +133,7 @@ int run_simulate(const SimulateArgs& a) {
   out += fmt::format("comm per device  {}\n", gib(r->comm_bytes));
   for (const auto& [link, bytes] : r->link_bytes)
     out += fmt::format("  {:<14} {}\n", link, gib(bytes));
-  out += breakdown_text(*r);
+  out += cost::breakdown_text(*r);
   out += "stage  layers   busy s    idle s   states     activations  mesh\n";
   for (size_t i = 0; i < r->stages.size(); ++i) {
     const auto& s = r->stages[i];

@@ -35,7 +35,9 @@ class DeviceExecutor {
   /// (KernelOptions::threads). `feeds` holds every graph input and parameter the program loads
   /// (whole tensors) and must stay unchanged until the run returns. A kernel error marks the run
   /// failed (and calls the on_error callback once) but the program keeps taking part in
-  /// collectives, so peers never wait forever. Returns the first error.
+  /// collectives, so peers never wait forever. Returns the first error. An exception of a step
+  /// (a failed assert under throw_on_assert) fails the run the same way and is rethrown once the
+  /// program has finished, on the calling thread.
   Status run(Communicator& comm, const TensorMap& feeds, const ExecOptions& options, int threads);
 
   /// Called once per failing run, from the running thread, when the device first fails.
@@ -63,6 +65,9 @@ class DeviceExecutor {
 
   void fail(Diagnostic d);
   void load(const Step& s, const TensorMap& feeds);
+  // One step of the program: a load, a collective or fetch, a kernel instruction.
+  void run_step(const Step& s, Communicator& comm, const TensorMap& feeds,
+                const kernels::KernelOptions& ko);
   // Every kernel call of the executor goes through here: the calls of one kernel instruction (a
   // fused elementwise chain when more than one), in order, on their precomputed tiles.
   void run_kernels(const Step& s, const kernels::KernelOptions& ko);

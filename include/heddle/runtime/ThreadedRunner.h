@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <exception>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -33,7 +34,9 @@ class ThreadedRunner {
 
   /// One step from `feeds` (every graph input and parameter, whole; unchanged until the call
   /// returns). Returns the graph outputs (whole tensors, from device 0's tiles, which cover them
-  /// when lowering replicated the outputs). Repeated runs are bit-identical.
+  /// when lowering replicated the outputs). Repeated runs are bit-identical. An exception on a
+  /// device's thread (a failed assert under throw_on_assert) is rethrown here, on the calling
+  /// thread, once every device has finished the step; the runner stays usable.
   Result<TensorMap> run(const TensorMap& feeds, const ExecOptions& options = {});
   /// The same, writing the outputs into `outputs`: entries that already hold a tensor of the
   /// output's type are overwritten in place, so a steady-state loop allocates nothing.
@@ -51,11 +54,14 @@ class ThreadedRunner {
   void start_workers();
   void worker(int64_t d);
   void run_device_step(int64_t d);
+  // Rethrows the first device's exception (device order) and forgets them all; none: nothing.
+  void rethrow_first();
 
   const Graph& g_;
   std::vector<std::unique_ptr<DeviceExecutor>> devices_;
   ThreadedWorld world_;
   std::vector<Status> status_;
+  std::vector<std::exception_ptr> exceptions_;  // per device, from the last step or compilation
   std::vector<std::thread> workers_;
   // The current step's arguments, published to the workers with generation_.
   const TensorMap* feeds_ = nullptr;

@@ -1,10 +1,12 @@
-#include "StepReport.h"
+#include "heddle/cost/StepReport.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "heddle/support/Strings.h"
 
-namespace heddle::cli {
+namespace heddle::cost {
 
 namespace {
 
@@ -16,21 +18,21 @@ std::string count_text(double n) {
   return fmt::format("{:.4g}", n);
 }
 
-double tokens_per_step(const cost::SimulationResult& r, const cost::ModelSource& src) {
+double tokens_per_step(const SimulationResult& r, const model::ScalableModel& src) {
   (void)r;
   return static_cast<double>(src.batch) * static_cast<double>(std::max<int64_t>(src.seq, 1));
 }
 
 }  // namespace
 
-nlohmann::json breakdown_json(const cost::StepBreakdown& b) {
+nlohmann::json breakdown_json(const StepBreakdown& b) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& e : b.entries()) j[e.key] = e.seconds;
   j["total"] = b.total();
   return j;
 }
 
-void add_step_json(nlohmann::json& j, const cost::SimulationResult& r, const cost::ModelSource& src,
+void add_step_json(nlohmann::json& j, const SimulationResult& r, const model::ScalableModel& src,
                    const std::string& stages_key) {
   j["breakdown"] = breakdown_json(r.breakdown);
   if (j.contains(stages_key) && j[stages_key].is_array() && j[stages_key].size() == r.stages.size())
@@ -46,12 +48,12 @@ void add_step_json(nlohmann::json& j, const cost::SimulationResult& r, const cos
   j["micro_batch"] = r.micro_batch;
 }
 
-std::string breakdown_text(const cost::SimulationResult& r) {
+std::string breakdown_text(const SimulationResult& r) {
   const double total = r.breakdown.total();
   std::string out =
       fmt::format("breakdown        seconds per device per step (sums to the step time{})\n",
                   r.stages.size() > 1 ? "; mean over stages" : "");
-  std::vector<cost::StepBreakdown::Entry> rows;
+  std::vector<StepBreakdown::Entry> rows;
   for (const auto& e : r.breakdown.entries())
     if (e.seconds > 0) rows.push_back(e);
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
@@ -77,7 +79,7 @@ std::string breakdown_text(const cost::SimulationResult& r) {
   return out;
 }
 
-std::string workload_text(const cost::SimulationResult& r, const cost::ModelSource& src) {
+std::string workload_text(const SimulationResult& r, const model::ScalableModel& src) {
   const double tokens = tokens_per_step(r, src);
   const double per_device =
       r.step_time_s > 0 ? tokens / r.step_time_s / static_cast<double>(r.devices) : 0.0;
@@ -88,7 +90,7 @@ std::string workload_text(const cost::SimulationResult& r, const cost::ModelSour
                      count_text(per_device));
 }
 
-std::string micro_batches_text(const cost::SimulationResult& r) {
+std::string micro_batches_text(const SimulationResult& r) {
   const std::string unit = r.micro_batches == 1 ? "micro-batch" : "micro-batches";
   if (r.heterogeneous) {
     std::vector<std::string> per;
@@ -100,7 +102,7 @@ std::string micro_batches_text(const cost::SimulationResult& r) {
                      r.micro_batch, r.micro_batch == 1 ? "sequence" : "sequences");
 }
 
-std::vector<std::string> workload_warnings(const cost::ModelSource& src, bool batch_given,
+std::vector<std::string> workload_warnings(const model::ScalableModel& src, bool batch_given,
                                            int64_t devices, bool train) {
   std::vector<std::string> out;
   if (!batch_given && src.batch < devices)
@@ -112,4 +114,4 @@ std::vector<std::string> workload_warnings(const cost::ModelSource& src, bool ba
   return out;
 }
 
-}  // namespace heddle::cli
+}  // namespace heddle::cost

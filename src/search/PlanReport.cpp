@@ -1,17 +1,46 @@
-#include "PlanCompare.h"
+#include "heddle/search/PlanReport.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <map>
 
-#include "StepReport.h"
+#include "heddle/cost/StepReport.h"
 #include "heddle/support/Strings.h"
 
-namespace heddle::cli {
+namespace heddle::search {
+
+nlohmann::json stage_meshes_json(const cost::SimulationResult& r) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : r.stages)
+    out.push_back({{"dp", s.dp},
+                   {"tp", s.tp},
+                   {"devices", s.devices},
+                   {"micro_batch", s.micro_batch},
+                   {"layers", s.layers}});
+  return out;
+}
+
+nlohmann::json plan_json(const ConfigResult& c) {
+  const auto& r = c.sim;
+  return {{"strategy", r.strategy},
+          {"step_time_s", r.step_time_s},
+          {"mfu", r.mfu},
+          {"tflops_per_device", r.tflops_per_device},
+          {"peak_memory_bytes", r.peak_memory_bytes},
+          {"memory_limit_bytes", r.memory_limit_bytes},
+          {"bubble_fraction", r.bubble_fraction},
+          {"comm_bytes", r.comm_bytes},
+          {"stages", r.pp},
+          {"devices", r.devices},
+          {"energy_j", r.energy_j},
+          {"stage_planner", c.stage_planner},
+          {"feasible", r.feasible},
+          {"stage_meshes", stage_meshes_json(r)}};
+}
 
 Result<std::vector<ComparedPlan>> price_compared(const std::vector<std::string>& given,
-                                                 const cost::ModelSource& model,
+                                                 const model::ScalableModel& model,
                                                  const cost::Cluster& cluster, bool train,
                                                  bool overlap) {
   std::vector<ComparedPlan> out;
@@ -78,7 +107,7 @@ nlohmann::json compare_json(const std::vector<ComparedPlan>& compared,
                    {"feasible", r.feasible},
                    {"peak_memory_bytes", r.peak_memory_bytes},
                    {"mfu", r.mfu},
-                   {"breakdown", breakdown_json(r.breakdown)},
+                   {"breakdown", cost::breakdown_json(r.breakdown)},
                    {"difference", difference_json(r.breakdown, plan.breakdown)},
                    {"slowdown", r.step_time_s / plan.step_time_s},
                    {"why", cost::explain_difference(r.breakdown, plan.breakdown)}});
@@ -133,7 +162,7 @@ std::string strategy_difference(const std::string& a, const std::string& b) {
   return join(diffs, ", ");
 }
 
-std::string ranking_text(const std::vector<search::ConfigResult>& ranking) {
+std::string ranking_text(const std::vector<ConfigResult>& ranking) {
   std::string out =
       fmt::format("\n{:<74} {:>10} {:>7} {:>12}\n", "ranking", "step (s)", "MFU", "memory");
   for (size_t i = 0; i < ranking.size(); ++i) {
@@ -153,7 +182,7 @@ std::string ranking_text(const std::vector<search::ConfigResult>& ranking) {
   return out;
 }
 
-nlohmann::json ranking_json(const std::vector<search::ConfigResult>& ranking) {
+nlohmann::json ranking_json(const std::vector<ConfigResult>& ranking) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& c : ranking)
     out.push_back({{"strategy", c.sim.strategy},
@@ -165,4 +194,4 @@ nlohmann::json ranking_json(const std::vector<search::ConfigResult>& ranking) {
   return out;
 }
 
-}  // namespace heddle::cli
+}  // namespace heddle::search

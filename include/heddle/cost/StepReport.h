@@ -1,6 +1,7 @@
-// How `plan` and `simulate` report a priced step: the step breakdown (text and JSON, whole step
-// and per stage), the workload it assumes (batch, sequence, tokens per step and per second per
-// device, memory limit, cluster), and warnings about defaults that make a plan meaningless.
+// How a priced step is reported (`heddle plan`, `heddle simulate`, the Python Plan): the step
+// breakdown (text and JSON, whole step and per stage), the workload it assumes (batch, sequence,
+// tokens per step and per second per device, memory limit, cluster), and warnings about defaults
+// that make a plan meaningless.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,31 +11,31 @@
 
 #include "heddle/cost/Simulator.h"
 
-namespace heddle::cli {
+namespace heddle::cost {
 
 /// The breakdown as a JSON object: one key per category (StepBreakdown::entries()), seconds.
-nlohmann::json breakdown_json(const cost::StepBreakdown& b);
+nlohmann::json breakdown_json(const StepBreakdown& b);
 
 /// The result's JSON keys shared by plan and simulate: `breakdown`, each stage's breakdown
 /// (into `stages_key`'s array, entry by entry, when that key holds one), `batch`, `seq` (when
 /// the model has sequences), `tokens_per_step`, `tokens_per_s_per_device`, `micro_batches`,
 /// `micro_batch`.
-void add_step_json(nlohmann::json& j, const cost::SimulationResult& r, const cost::ModelSource& src,
+void add_step_json(nlohmann::json& j, const SimulationResult& r, const model::ScalableModel& src,
                    const std::string& stages_key);
 
 /// The text block: where a device's step goes (seconds and share, largest first; overlapped
 /// time listed apart) and, with several stages, one line per stage.
-std::string breakdown_text(const cost::SimulationResult& r);
+std::string breakdown_text(const SimulationResult& r);
 
 /// `workload   batch 1536 x seq 2048 = 3.1M tokens per step, 12.3k tokens/s per device`.
-std::string workload_text(const cost::SimulationResult& r, const cost::ModelSource& src);
+std::string workload_text(const SimulationResult& r, const model::ScalableModel& src);
 
 /// `128 micro-batches of 1 sequence per data-parallel replica` (per stage when they differ).
-std::string micro_batches_text(const cost::SimulationResult& r);
+std::string micro_batches_text(const SimulationResult& r);
 
 /// The warnings about a plan's workload: a batch left at the preset's default (`batch_given`
 /// false) that cannot keep `devices` busy. Empty when there is nothing to say.
-std::vector<std::string> workload_warnings(const cost::ModelSource& src, bool batch_given,
+std::vector<std::string> workload_warnings(const model::ScalableModel& src, bool batch_given,
                                            int64_t devices, bool train);
 
-}  // namespace heddle::cli
+}  // namespace heddle::cost

@@ -1,5 +1,7 @@
-// `heddle plan --compare S`: the user's own strategies priced beside the plan, with the step
-// breakdown difference that explains the gap, and what tied rows of the ranking differ in.
+// How a plan is reported: its JSON keys (`heddle plan --json`, the Python Plan), its ranking, and
+// the user's own strategies (`heddle plan --compare S`) priced beside the plan,
+// with the step breakdown difference that explains the gap, and what tied rows of the ranking
+// differ in.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,7 +11,15 @@
 #include "heddle/cost/Simulator.h"
 #include "heddle/search/ConfigSearch.h"
 
-namespace heddle::cli {
+namespace heddle::search {
+
+/// Per pipeline stage of `r`: its sub-mesh (`dp`, `tp`, `devices`), micro-batch per replica and
+/// layers (JSON `stage_meshes`).
+nlohmann::json stage_meshes_json(const cost::SimulationResult& r);
+
+/// A plan's keys as `heddle plan --json` prints them (strategy, step_time_s, mfu, ...,
+/// stage_meshes).
+nlohmann::json plan_json(const ConfigResult& c);
 
 /// One `--compare` strategy, priced.
 struct ComparedPlan {
@@ -20,7 +30,7 @@ struct ComparedPlan {
 /// Simulates every strategy of `given` for `model` on `cluster` (with as many of its devices as
 /// each strategy's degrees use), training when `train`. Diagnostics name the `--compare` value.
 Result<std::vector<ComparedPlan>> price_compared(const std::vector<std::string>& given,
-                                                 const cost::ModelSource& model,
+                                                 const model::ScalableModel& model,
                                                  const cost::Cluster& cluster, bool train,
                                                  bool overlap);
 
@@ -41,9 +51,9 @@ std::string strategy_difference(const std::string& a, const std::string& b);
 
 /// The ranking table, each row that ties the one above it (step times within 0.1%) followed by
 /// what differs between them and which uses less memory.
-std::string ranking_text(const std::vector<search::ConfigResult>& ranking);
+std::string ranking_text(const std::vector<ConfigResult>& ranking);
 
 /// The `ranking` JSON array: per alternative its strategy, step time, MFU and memory.
-nlohmann::json ranking_json(const std::vector<search::ConfigResult>& ranking);
+nlohmann::json ranking_json(const std::vector<ConfigResult>& ranking);
 
-}  // namespace heddle::cli
+}  // namespace heddle::search

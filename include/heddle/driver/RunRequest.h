@@ -1,0 +1,152 @@
+// A run request: a loaded model turned into a plan, its programs (SPMD per device, or a pipeline),
+// a runtime Session, its feeds and the reference check, run for N steps on thread-devices, with
+// what its summary says. `heddle run` and `heddle.run` call these; they only parse and print.
+// (A driver over model, search and runtime: the runtime itself never plans, so this sits above.)
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "heddle/model/LoadModel.h"
+#include "heddle/ops/Autodiff.h"
+#include "heddle/runtime/Checkpoint.h"
+#include "heddle/runtime/Lower.h"
+#include "heddle/runtime/PipelineRunPlan.h"
+#include "heddle/runtime/ReferenceCheck.h"
+#include "heddle/runtime/Session.h"
+#include "heddle/sharding/StrategySpec.h"
+
+namespace heddle::driver {
+
+/// What a run is asked for, parsed (the CLI's flags, the Python keywords).
+struct RunRequest {
+  /// The model (its source also names the zoo preset a pipeline rebuilds at the micro-batch size,
+  /// with its loss when `train`).
+  model::ModelRequest model;
+  std::string mesh = "1";  ///< `4`, `2x2`, `dp=2,tp=2` (default 1)
+  std::string strategy;    ///< strategy text, `auto`, or empty (default: propagation)
+  /// `threads` (default) or `mpi`: pipelines on sub-meshes of different shapes need threads.
+  std::string backend = "threads";
+  bool train = false;  ///< training steps (the model carries its loss); default forward only
+  bool check = false;  ///< compare with the single-device interpreter; default off
+  int steps = -1;      ///< total steps; -1 (default): 10 with train, else 1
+  /// The optimizer of training steps (default: TrainStepOptions, AdamW).
+  TrainStepOptions optimizer;
+  uint64_t seed = 0;     ///< parameters from seed, random inputs from seed + 1 (default 0)
+  double rtol = 1e-3;    ///< relative tolerance of the check (default 1e-3)
+  double atol = 1e-4;    ///< absolute tolerance of the check (default 1e-4)
+  std::string emit_dir;  ///< write each device's SPMD program here (default none)
+};
+
+/// The steps to run: `steps`, or 10 with train and 1 without.
+int steps_of(const RunRequest& r);
+
+/// The optimizer `name` (adamw or sgd) with learning rate `lr`. Precondition: a known name.
+TrainStepOptions optimizer_options(const std::string& name, double lr);
+
+/// A request made ready to run on any backend: the graph to run (the training step with its
+/// gradients as extra outputs when checking), the strategy parsed once, the pipeline when pp > 1.
+struct PreparedRun {
+  Graph graph;
+  std::map<ValueId, Tensor> weights;  ///< ONNX parameter data (others are generated)
+  StrategySpec spec;
+  std::optional<PipelinePlan> pipe;
+  std::vector<ParamUpdate> updates;  ///< training only
+  size_t model_outputs = 0;          ///< the model's own outputs, before any gradient
+};
+
+/// Without pipeline stages, keys a run cannot honour are diagnostics naming them: `recompute`
+/// other than none (the run keeps every activation), `schedule` other than the default 1f1b
+/// (which plan prints for pp=1), and `mb` / `microbatches` giving more than one micro-batch of
+/// `full`'s batch (no gradient accumulation without pp).
+Status check_unpipelined_keys(const Graph& full, const StrategySpec& spec);
+
+/// The pipeline `spec` asks for (pp > 1) for `full` (the model at its batch; with its loss for
+/// training), planned by the runtime's plan_pipeline_run(); nothing when it asks for none (after
+/// check_unpipelined_keys()). `emit_dir` with pp is a diagnostic (stage programs are not
+/// written). `recompute` is executed as given; sub-meshes of different shapes run on threads only.
+Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const Graph& full,
+                                                      const StrategySpec& spec);
+
+/// Verifies `loaded` (the first verifier diagnostic), parses the strategy, plans the pipeline
+/// and builds the training step. Deterministic, so every MPI rank prepares the same run.
+Result<PreparedRun> prepare_run(const RunRequest& r, model::LoadedModel loaded);
+
+/// The reference check's options for `r`: its tolerances and seed, and AdamW's rule when AdamW
+/// is the optimizer.
+CheckOptions check_options(const RunRequest& r);
+
+/// The reference check of a run with the request's tolerances and seed (AdamW's rule when it is
+/// the optimizer): `params` and `inputs` are the whole tensors the partitioned run starts from.
+ReferenceCheck make_reference(const RunRequest& r, const PreparedRun& p, TensorMap params,
+                              std::vector<Tensor> inputs);
+
+/// What a run's summary says (front ends print it: text, JSON, a Python dict).
+struct RunSummary {
+  std::string note;          ///< how the plan was made
+  std::string devices_text;  ///< `4 threads`, `4 MPI ranks`
+  Mesh mesh;
+  std::string strategy;
+  ProgramStats stats;  ///< over every device's programs
+  size_t reshards = 0;
+  RunResult result;  ///< outputs, losses, step times (wall time: their sum)
+  /// Per device, its peak bytes of tiles (JSON `peak_bytes_per_device`): the executor's planned
+  /// arena on threads, else the programs' estimate (HostMemory.h); empty: unknown.
+  std::vector<int64_t> peak_bytes_per_device;
+  std::string digest;         ///< output_digest() of the last step
+  std::string params_digest;  ///< training: params_digest() of the final parameters (JSON)
+  const CheckErrors* check = nullptr;
+  /// Pipelines: stages, micro-batches per step and the schedule followed (JSON `pipeline`).
+  int64_t stages = 0, micro_batches = 0;
+  std::string schedule;
+  /// Training pipelines: the recompute mode executed and the kernel calls per step that
+  /// recompute the forward, of all (JSON `pipeline.recompute`, `recompute_kernel_calls`,
+  /// `kernel_calls`).
+  std::string recompute;
+  PipelineCounts counts;
+  /// MPI: the most bytes of parameters and inputs one rank holds (generated, or cut from the
+  /// weights and input files), and the model's total.
+  std::optional<std::pair<int64_t, int64_t>> feed_bytes;
+};
+
+/// A training run's checkpoints (runtime/Checkpoint.h), as a front end decides them.
+struct CheckpointPlan {
+  /// The checkpoint to continue from: its tensors replace the initial parameters and optimizer
+  /// state, and the run starts at its step + 1. Default none: start at step 1.
+  std::optional<LoadedCheckpoint> resume;
+  /// Writes checkpoints after each update (checkpoint_hook()). Default none.
+  std::function<Status(int step, const TensorMap& tensors)> after_update;
+};
+
+/// What a front end adds to run_threads().
+struct ThreadRunHooks {
+  /// Checks made once the session exists, before feeds are made (an --output that needs one
+  /// output, the host memory the session needs). Default none.
+  std::function<Status(const Graph& g, const Session& session)> before_feeds;
+  /// The model inputs in graph-input order; default: random from seed + 1.
+  std::function<Result<std::vector<Tensor>>(const Graph& g)> inputs;
+  /// Called after each step with its number and outputs (progress printing). Default none.
+  std::function<void(int step, const TensorMap& outputs)> on_step;
+  /// Training: called once the plan is known (`planned`'s note, mesh and strategy filled) with
+  /// the graph and its updates; the checkpoint to resume from and the writer. Default none.
+  std::function<Result<CheckpointPlan>(const Graph& g, const std::vector<ParamUpdate>& updates,
+                                       const RunSummary& planned)>
+      checkpoints;
+};
+
+/// A finished run on thread-devices: its summary (whose `check` points into `reference`).
+struct ThreadRun {
+  RunSummary summary;
+  std::unique_ptr<ReferenceCheck> reference;  ///< with check only
+};
+
+/// Runs `p` on thread-devices: a pipeline when it has one, else SPMD programs planned with
+/// search::plan_run and lowered (written to `emit_dir`); feeds from the hooks' inputs and the
+/// weights (or generated); the steps with the reference check; the summary filled.
+Result<ThreadRun> run_threads(const RunRequest& r, PreparedRun& p, const ThreadRunHooks& hooks);
+
+}  // namespace heddle::driver

@@ -1,0 +1,205 @@
+#include "heddle/driver/RunRequest.h"
+
+#include <fmt/format.h>
+
+#include "heddle/ops/Interpreter.h"
+#include "heddle/runtime/ProgramFiles.h"
+#include "heddle/runtime/RunInputs.h"
+#include "heddle/search/RunPlan.h"
+
+namespace heddle::driver {
+
+int steps_of(const RunRequest& r) { return r.steps != -1 ? r.steps : r.train ? 10 : 1; }
+
+TrainStepOptions optimizer_options(const std::string& name, double lr) {
+  TrainStepOptions to;
+  to.optimizer = name == "sgd" ? TrainStepOptions::Optimizer::kSgdMomentum
+                               : TrainStepOptions::Optimizer::kAdamW;
+  to.adamw.lr = lr;
+  to.sgd.lr = lr;
+  return to;
+}
+
+Status check_unpipelined_keys(const Graph& full, const StrategySpec& spec) {
+  const std::string why = "heddle run does that only with pipeline stages (pp > 1)";
+  if (spec.recompute && *spec.recompute != Recompute::kNone)
+    return Diagnostic(fmt::format(
+        "recompute={}: {}; without pp it keeps every activation (recompute=none): drop the key "
+        "or add pp",
+        to_string(*spec.recompute), why));
+  // 1F1B is the default wherever it matters (what plan prints with pp=1): nothing to honour.
+  if (spec.schedule && spec.schedule->kind != pipeline::ScheduleKind::k1f1b)
+    return Diagnostic(fmt::format(
+        "schedule={} orders pipeline stages; without pp > 1 there are none to order: drop the key "
+        "or add pp",
+        spec.schedule->to_string()));
+  if (spec.micro_batch || spec.microbatches) {
+    const int64_t B = full.inputs().empty() || full.type(full.inputs()[0]).rank() == 0
+                          ? 1
+                          : full.type(full.inputs()[0]).shape()[0];
+    auto batching = spec.micro_batching(B, false);
+    HEDDLE_TRY(batching);
+    const int64_t count = batching->count;
+    if (count > 1)
+      return Diagnostic(fmt::format(
+          "{}: {} micro-batches of the batch of {}; {}, without it the batch runs whole: drop "
+          "the key or add pp",
+          spec.micro_batch ? fmt::format("mb={}", *spec.micro_batch)
+                           : fmt::format("microbatches={}", *spec.microbatches),
+          count, B, why));
+  }
+  return {};
+}
+
+Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const Graph& full,
+                                                      const StrategySpec& spec) {
+  if (spec.pp.value_or(1) <= 1) {
+    HEDDLE_TRY(check_unpipelined_keys(full, spec));
+    return std::optional<PipelinePlan>();
+  }
+  if (!r.emit_dir.empty())
+    return Diagnostic(
+        "--emit writes the programs of runs without pipeline stages; drop pp from the strategy "
+        "to see one stage's programs");
+  auto given = Mesh::parse(r.mesh);
+  if (!given.ok()) return Diagnostic("--mesh: " + given.error().message);
+  if (spec.heterogeneous() && r.backend == "mpi")
+    return Diagnostic(fmt::format(
+        "--strategy {}: pipeline stages on sub-meshes of different shapes run on threads "
+        "(--backend threads); the MPI backend runs stages of one shape",
+        spec.to_string()));
+  model::ModelRequest rebuilt = r.model;  // rebuilt as `full` was built: with its loss to train
+  rebuilt.options.with_loss = r.train;
+  auto plan = plan_pipeline_run({.full = &full,
+                                 .rebuild = model::batch_rebuilder(rebuilt),
+                                 .spec = spec,
+                                 .devices = given->num_devices(),
+                                 .train = r.train,
+                                 .optimizer = r.optimizer});
+  HEDDLE_TRY(plan);
+  return std::optional<PipelinePlan>(std::move(*plan));
+}
+
+Result<PreparedRun> prepare_run(const RunRequest& r, model::LoadedModel loaded) {
+  PreparedRun p;
+  p.graph = std::move(loaded.graph);
+  p.weights = std::move(loaded.weights);
+  auto spec = search::requested_strategy(r.mesh, r.strategy);  // the one parse of the strategy
+  HEDDLE_TRY(spec);
+  p.spec = std::move(*spec);
+  auto pipe = pipeline_if_asked(r, p.graph, p.spec);
+  HEDDLE_TRY(pipe);
+  p.pipe = std::move(*pipe);
+  p.model_outputs = p.graph.outputs().size();
+  if (r.train) {
+    auto step = build_train_step(p.graph, r.optimizer);
+    HEDDLE_TRY(step);
+    p.graph = std::move(step->graph);
+    p.updates = std::move(step->updates);
+    // Gradients become outputs too, so the check compares them directly.
+    if (r.check)
+      for (const auto& u : p.updates) p.graph.add_output(u.grad);
+  }
+  return p;
+}
+
+CheckOptions check_options(const RunRequest& r) {
+  return {.rtol = r.rtol,
+          .atol = r.atol,
+          .seed = r.seed,
+          .adamw = r.optimizer.optimizer == TrainStepOptions::Optimizer::kAdamW};
+}
+
+ReferenceCheck make_reference(const RunRequest& r, const PreparedRun& p, TensorMap params,
+                              std::vector<Tensor> inputs) {
+  return ReferenceCheck(p.graph, p.updates, std::move(params), std::move(inputs), check_options(r));
+}
+
+namespace {
+
+// The session of `p`: its pipeline, else SPMD programs (written to emit_dir). Fills the
+// summary's plan fields.
+Result<std::unique_ptr<Session>> make_session(const RunRequest& r, PreparedRun& p,
+                                              RunSummary& summary) {
+  const Graph& g = p.graph;
+  if (p.pipe) {
+    summary.note = p.pipe->note;
+    summary.mesh = p.pipe->mesh;
+    summary.strategy = p.pipe->spec.to_string();
+    return std::make_unique<Session>(g, p.updates, std::move(p.pipe->program));
+  }
+  auto planned = search::plan_run(g, r.mesh, p.spec);
+  HEDDLE_TRY(planned);
+  auto programs = lower(g, planned->propagation.plan);
+  HEDDLE_TRY(programs);
+  if (!r.emit_dir.empty()) HEDDLE_TRY(write_programs(r.emit_dir, g, planned->mesh, *programs));
+  summary.note = planned->note;
+  summary.mesh = planned->mesh;
+  summary.strategy = planned->spec.to_string();
+  summary.reshards = planned->propagation.reshards.size();
+  return std::make_unique<Session>(g, p.updates, std::move(*programs));
+}
+
+// The summary's program fields of a finished session.
+void describe(const Graph& g, const Session& session, RunSummary& s) {
+  s.peak_bytes_per_device = session.peak_bytes_per_device();  // the executor's plan
+  if (const auto& P = session.pipeline()) {
+    s.stats = P->stats();
+    s.stages = P->stages;
+    s.micro_batches = P->micro_batches;
+    s.schedule = P->schedule.to_string();
+    if (P->train) {
+      s.recompute = std::string(to_string(P->recompute));
+      s.counts = P->step_counts();
+    }
+  } else {
+    s.stats = program_stats(g, session.programs());
+  }
+  s.devices_text = std::to_string(s.mesh.num_devices()) + " threads";
+}
+
+}  // namespace
+
+Result<ThreadRun> run_threads(const RunRequest& r, PreparedRun& p, const ThreadRunHooks& hooks) {
+  const Graph& g = p.graph;
+  ThreadRun out;
+  auto session = make_session(r, p, out.summary);
+  HEDDLE_TRY(session);
+  if (hooks.before_feeds) HEDDLE_TRY(hooks.before_feeds(g, **session));
+  // The synthetic task: one fixed random batch (inputs and labels), learned by memorisation.
+  // ONNX models bring their own weights; given inputs replace the random batch.
+  Result<std::vector<Tensor>> inputs =
+      hooks.inputs ? hooks.inputs(g) : random_inputs(g, r.seed + 1, integer_range(g));
+  HEDDLE_TRY(inputs);
+  CheckpointPlan checkpoints;
+  if (hooks.checkpoints && r.train) {
+    auto planned = hooks.checkpoints(g, p.updates, out.summary);
+    HEDDLE_TRY(planned);
+    checkpoints = std::move(*planned);
+  }
+  std::map<ValueId, Tensor> weights = p.weights;
+  if (checkpoints.resume)  // the checkpoint's parameters and optimizer state replace the initial
+    for (auto& [v, t] : checkpoints.resume->tensors) weights.insert_or_assign(v, std::move(t));
+  TensorMap feeds = run_feeds(g, *inputs, weights, r.seed);
+  if (r.check)
+    out.reference =
+        std::make_unique<ReferenceCheck>(make_reference(r, p, feeds, std::move(*inputs)));
+  StepLoopOptions loop;
+  loop.steps = steps_of(r);
+  loop.first_step = checkpoints.resume ? checkpoints.resume->step + 1 : 1;
+  loop.train = r.train;
+  loop.after_update = std::move(checkpoints.after_update);
+  loop.reference = out.reference.get();
+  loop.on_step = hooks.on_step;
+  auto ran = (*session)->run(std::move(feeds), loop);
+  HEDDLE_TRY(ran);
+  RunSummary& s = out.summary;
+  s.digest = output_digest(g, ran->outputs);
+  if (r.train) s.params_digest = params_digest(p.updates, ran->outputs);
+  s.result = std::move(*ran);
+  s.check = out.reference ? &out.reference->errors() : nullptr;
+  describe(g, **session, s);
+  return out;
+}
+
+}  // namespace heddle::driver
