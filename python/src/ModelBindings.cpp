@@ -118,7 +118,8 @@ void bind_model(py::module_& m) {
     PyModel p;
     p.onnx_bytes = std::string(data);
     p.name = name;
-    auto imported = unwrap(import_onnx_bytes(p.onnx_bytes, name, {.dims = dims, .base_dir = ""}));
+    auto imported = unwrap(import_onnx_bytes(
+        p.onnx_bytes, name, {.dims = dims, .base_dir = "", .batch = 0, .loss = ""}));
     p.loaded.graph = std::move(imported.graph);
     p.loaded.from_onnx = true;
     p.loaded.weights = std::move(imported.weights);

@@ -24,7 +24,8 @@ struct Fixture {
 
 Fixture load(const std::string& name) {
   Fixture f;
-  auto m = import_onnx_file(fixture(name + ".onnx"), {.dims = {{"batch", 4}}, .base_dir = ""});
+  auto m = import_onnx_file(fixture(name + ".onnx"),
+                            {.dims = {{"batch", 4}}, .base_dir = "", .batch = 0, .loss = ""});
   EXPECT_TRUE(m.ok()) << m.error().to_string();
   if (m.ok()) f.model = std::move(*m);
   auto in = read_npy(fixture(name + ".in.npy"));
@@ -76,7 +77,8 @@ TEST_P(OnnxFixture, RunsPartitionedAndMatchesTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, OnnxFixture,
-                         ::testing::Values("mlp", "cnn", "encoder", "decoder", "mobilenet", "vit"));
+                         ::testing::Values("mlp", "cnn", "encoder", "decoder", "mobilenet", "vit",
+                                           "pools", "recurrent"));
 
 TEST(OnnxImport, MapsNodesOntoHeddleOps) {
   Fixture cnn = load("cnn");
@@ -112,7 +114,7 @@ TEST_P(OnnxFixture, ImportsWithoutWeightsToTheSameOps) {
   Fixture full = load(name);
   auto bare = import_onnx_file(
       std::string(HEDDLE_SOURCE_DIR) + "/fuzz/corpus/onnx/" + name + "_noweights.onnx",
-      {.dims = {{"batch", 4}}, .base_dir = ""});
+      {.dims = {{"batch", 4}}, .base_dir = "", .batch = 0, .loss = ""});
   ASSERT_TRUE(bare.ok()) << bare.error().to_string();
   EXPECT_TRUE(verify(bare->graph).empty());
   EXPECT_FALSE(bare->has_all_weights());
@@ -131,7 +133,8 @@ TEST_P(OnnxFixture, ImportsWithoutWeightsToTheSameOps) {
 }
 
 TEST(OnnxImport, BindsDynamicDims) {
-  auto m8 = import_onnx_file(fixture("mlp.onnx"), {.dims = {{"batch", 8}}, .base_dir = ""});
+  auto m8 = import_onnx_file(fixture("mlp.onnx"),
+                             {.dims = {{"batch", 8}}, .base_dir = "", .batch = 0, .loss = ""});
   ASSERT_TRUE(m8.ok());
   EXPECT_EQ(m8->graph.type(m8->graph.inputs()[0]).shape(), (IVec{8, 16}));
   auto unbound = import_onnx_file(fixture("mlp.onnx"));

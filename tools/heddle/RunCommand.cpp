@@ -31,6 +31,7 @@ model::ModelRequest model_request(const RunOptions& o) {
   r.overrides = o.overrides;
   r.options.with_loss = o.train;
   r.dims = o.dims;
+  r.loss = o.loss;
   return r;
 }
 
@@ -51,7 +52,9 @@ Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g) 
 }
 
 Result<std::vector<Tensor>> read_input_files(const Graph& g, const RunOptions& o) {
-  auto files = heddle::read_input_files(g, o.input_files, o.check);
+  std::vector<std::string> paths = o.input_files;
+  if (!o.labels_file.empty()) paths.push_back(o.labels_file);  // the loss's input comes last
+  auto files = heddle::read_input_files(g, paths, o.check);
   HEDDLE_TRY(files);
   for (const Diagnostic& d : files->warnings)
     std::fprintf(stderr, "%s: warning: %s\n", d.loc.to_string().c_str(), d.message.c_str());
@@ -120,7 +123,8 @@ namespace {
 
 // One tensor per graph input: from --input files (in graph-input order), else random.
 Result<std::vector<Tensor>> read_inputs(const Graph& g, const RunOptions& o) {
-  if (o.input_files.empty()) return random_inputs(g, o.seed + 1, integer_range(g));
+  if (o.input_files.empty() && o.labels_file.empty())
+    return random_inputs(g, o.seed + 1, integer_range(g));
   return read_input_files(g, o);
 }
 
@@ -263,6 +267,9 @@ Command add_run_command(CLI::App& root) {
   app->add_option("--emit", opts->emit_dir, "Write each device's lowered program to DIR");
   app->add_flag("--train", opts->train,
                 "Run training steps (forward, loss, backward, optimizer) on a synthetic task");
+  add_loss_option(app, opts->loss);
+  app->add_option("--labels", opts->labels_file,
+                  "With --loss: the labels .npy, fed after the --input files (default: random)");
   app->add_option("--steps", opts->steps,
                   "Steps to run, forward-only runs too (default 10 with --train, else 1)");
   app->add_option("--host-memory", opts->host_memory,
