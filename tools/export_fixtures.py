@@ -172,12 +172,12 @@ class TinyVit(nn.Module):
 
 class Pools(nn.Module):
     """ceil_mode pooling (squeezenet, googlenet), Pad in its three modes, inception's padded average
-    pool and swin's padding up to a window multiple (Mod on the traced shape)."""
+    pool, swin's padding up to a window multiple (Mod on the traced shape) and strided slices."""
 
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(3, 4, 3)
-        self.fc = nn.Linear(4 * (36 + 49 + 36 + 144 + 195 + 195 + 176 + 225), 3)
+        self.fc = nn.Linear(4 * (36 + 49 + 36 + 144 + 195 + 195 + 176 + 225 + 24), 3)
 
     def forward(self, x):  # x [B, 3, 14, 14] -> conv 12 x 12
         x = self.conv(x)
@@ -191,6 +191,7 @@ class Pools(nn.Module):
             F.pad(x, (2, 1, 1, 0), mode="replicate"),                              # 13 x 15 -> 195
             F.pad(x, (0, 0, 2, 2), value=0.5)[:, :, :, :11],                       # 16 x 11 -> 176
             F.pad(x, (0, pad_r, 0, pad_r)),                                        # 15 x 15
+            x[:, :, 0::2, 1::3],                                                   # 6 x 4
         ]
         return self.fc(torch.cat([p.flatten(1) for p in parts], 1))
 

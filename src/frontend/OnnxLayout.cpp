@@ -94,6 +94,34 @@ ValueId slice_axis(Ops& ops, ValueId x, int64_t axis, int64_t start, int64_t end
   return start == 0 && end == s[axis] ? x : ops.slice(x, b, e);
 }
 
+// Every `step`-th entry of `x` along `axis`, from the first (swin's x[:, 0::2, 1::2]): the
+// entries up to the last full group, reshaped to [groups, step] and cut to column 0, and the
+// last entry when the dim is not a multiple of the step.
+ValueId every_nth(Ops& ops, ValueId x, int64_t axis, int64_t step) {
+  std::vector<int64_t> s = dims(ops.shape(x));
+  const int64_t len = s[axis], n = (len + step - 1) / step, full = (n - 1) * step;
+  std::vector<ValueId> parts;
+  if (n > 1) {
+    std::vector<int64_t> lo(s.size(), 0), hi = s;
+    hi[axis] = full;
+    ValueId head = ops.slice(x, lo, hi);
+    std::vector<int64_t> grouped = s;
+    grouped[axis] = n - 1;
+    grouped.insert(grouped.begin() + axis + 1, step);
+    head = ops.reshape(head, grouped);
+    std::vector<int64_t> glo(grouped.size(), 0), ghi = grouped;
+    ghi[axis + 1] = 1;
+    std::vector<int64_t> picked = s;
+    picked[axis] = n - 1;
+    parts.push_back(ops.reshape(ops.slice(head, glo, ghi), picked));
+  }
+  std::vector<int64_t> lo(s.size(), 0), hi = s;
+  lo[axis] = full;
+  hi[axis] = full + 1;
+  parts.push_back(ops.slice(x, lo, hi));
+  return parts.size() == 1 ? parts[0] : ops.concat(parts, axis);
+}
+
 Status slice(Importer& im, const onnx::NodeProto& n) {
   auto x = im.value(n.input(0));
   HEDDLE_TRY(x);
@@ -114,6 +142,7 @@ Status slice(Importer& im, const onnx::NodeProto& n) {
   }
   IVec s = im.ops().shape(*x);
   std::vector<int64_t> b(static_cast<size_t>(s.size()), 0), e = dims(s);
+  std::vector<int64_t> step(static_cast<size_t>(s.size()), 1);
   for (size_t k = 0; k < starts->size(); ++k) {
     if ((!axes.empty() && axes.size() != starts->size()) || ends->size() != starts->size() ||
         (!steps.empty() && steps.size() != starts->size()))
@@ -122,19 +151,23 @@ Status slice(Importer& im, const onnx::NodeProto& n) {
                            "axes entry");
     HEDDLE_TRY(ax);
     int64_t d = *ax;
-    if (!steps.empty() && steps[k] != 1)
+    if (!steps.empty() && steps[k] < 1)
       return im.error(n, "step " + std::to_string(steps[k]) + " on axis " + std::to_string(d) +
-                             " is not supported (only step 1 on graph values)");
+                             " is not supported (positive steps on graph values)");
     int64_t dim = s[d];
     int64_t lo = (*starts)[k] < 0 ? (*starts)[k] + dim : (*starts)[k];
     int64_t hi = (*ends)[k] < 0 ? (*ends)[k] + dim : (*ends)[k];
     b[d] = std::clamp<int64_t>(lo, 0, dim);
     e[d] = std::clamp<int64_t>(hi, b[d], dim);
+    if (!steps.empty() && steps[k] > 1) step[d] = steps[k];
   }
-  im.set_value(n.output(0), IVec(b) == IVec(std::vector<int64_t>(b.size(), 0)) && IVec(e) == s
-                                ? *x
-                                : im.ops().slice(*x, b, e));
-  return {};
+  Ops& ops = im.ops();
+  ValueId y =
+      IVec(b) == IVec(std::vector<int64_t>(b.size(), 0)) && IVec(e) == s ? *x : ops.slice(*x, b, e);
+  for (int64_t d = 0; d < s.size(); ++d)
+    if (step[d] > 1 && e[d] > b[d]) y = every_nth(ops, y, d, step[d]);
+  im.set_value(n.output(0), y);
+  return im.check(n);
 }
 
 Status split(Importer& im, const onnx::NodeProto& n) {
