@@ -26,7 +26,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Input sizes: the smallest the architecture accepts comfortably (ViTs fix theirs).
 SIZES = {"inception_v3": 96, "googlenet": 64, "vit_b_16": 224, "vit_b_32": 224, "vit_l_16": 224,
-         "vit_l_32": 224, "vit_h_14": 224, "maxvit_t": 224}
+         "vit_l_32": 224, "vit_h_14": 224, "maxvit_t": 224, "alexnet": 224}
+# VGG's AdaptiveAvgPool2d((7, 7)) exports only when it divides evenly: 224 (7 x 7 features).
+SIZES.update({v: 224 for v in ("vgg11", "vgg11_bn", "vgg13", "vgg13_bn", "vgg16", "vgg16_bn",
+                               "vgg19", "vgg19_bn")})
 KWARGS = {"googlenet": {"aux_logits": False, "init_weights": True},
           "inception_v3": {"aux_logits": False, "init_weights": True}}
 
@@ -52,6 +55,8 @@ def randomize_norms(model, seed=0):
                 if getattr(m, "weight", None) is not None:
                     m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=g))
                     m.bias.copy_(0.2 * torch.randn(m.bias.shape, generator=g))
+            if isinstance(m, torch.nn.Linear) and not m.weight.detach().any():
+                m.weight.copy_(0.05 * torch.randn(m.weight.shape, generator=g))  # ViT's zero head
             if isinstance(m, torch.nn.BatchNorm2d):
                 m.running_mean.copy_(0.1 * torch.randn(m.running_mean.shape, generator=g))
                 m.running_var.copy_(1 + 0.3 * torch.rand(m.running_var.shape, generator=g))
