@@ -105,8 +105,11 @@ void bind_model(py::module_& m) {
   m.def("load", [](const std::string& source, const std::map<std::string, int64_t>& overrides,
                    const std::map<std::string, int64_t>& dims) {
     PyModel p;
-    p.request = {
-        .source = source, .overrides = overrides_of(overrides), .options = {}, .dims = dims};
+    p.request = {.source = source,
+                 .overrides = overrides_of(overrides),
+                 .options = {},
+                 .dims = dims,
+                 .loss = ""};
     p.name = source;
     p.is_zoo = zoo::is_zoo_model(source);
     p.loaded = unwrap(model::load_model(p.request));

@@ -40,6 +40,7 @@ Status check_arity(const Importer& im, const onnx::NodeProto& n) {
                                                         {"Conv", 2},
                                                         {"Gemm", 2},
                                                         {"MatMul", 2},
+                                                        {"Einsum", 1},
                                                         {"Add", 2},
                                                         {"Sub", 2},
                                                         {"Mul", 2},
