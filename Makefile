@@ -79,7 +79,7 @@ test-sanitize: deps
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" build-tsan/tests/runtime/test_runtime --gtest_brief=1
 
 # The CI subset of test-sanitize (.ci/run): ASan+UBSan on the ir, sharding and runtime unit tests
-# and the graph-building ops tests (every zoo training step),
+# and test_ops_graphs (every zoo training step: built at default size, run shrunk),
 # TSan on the runtime's tests; builds only those binaries. ~15 min on 2 idle cores
 # (docs/reliability.md).
 SANITIZE_CI_ASAN ?= test_support test_ir test_ops_graphs test_sharding test_runtime

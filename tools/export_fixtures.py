@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Exports the ONNX test fixtures in tests/data/ with Debian's python3-torch.
 
-Run with `/usr/bin/python3 tools/export_fixtures.py` (needs python3-torch and python3-onnx; CI
+Run with `/usr/bin/python3 tools/export_fixtures.py [NAME...]` (needs python3-torch and python3-onnx; CI
 does not: it uses the committed files). For each model NAME it writes NAME.onnx, NAME.in.npy (a
 fixed input) and NAME.out.npy (torch's output for that input). Deterministic: fixed seeds.
 """
@@ -170,6 +170,52 @@ class TinyVit(nn.Module):
         return self.head(self.ln(self.enc(x))[:, 0])
 
 
+class Pools(nn.Module):
+    """ceil_mode pooling (squeezenet, googlenet), Pad in its three modes, inception's padded average
+    pool, swin's padding up to a window multiple (Mod on the traced shape) and strided slices."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * (36 + 49 + 36 + 144 + 195 + 195 + 176 + 225 + 24), 3)
+
+    def forward(self, x):  # x [B, 3, 14, 14] -> conv 12 x 12
+        x = self.conv(x)
+        pad_r = (5 - x.shape[-1] % 5) % 5
+        parts = [
+            F.max_pool2d(x, 3, 2, ceil_mode=True),                                 # 6 x 6
+            F.avg_pool2d(x, 3, 2, padding=1, ceil_mode=True, count_include_pad=False),  # 7 x 7
+            F.avg_pool2d(x, 3, 2, ceil_mode=True),                                 # 6 x 6
+            F.avg_pool2d(x, 3, 1, padding=1),                                      # 12 x 12
+            F.pad(x, (1, 2, 0, 1), mode="reflect"),                                # 13 x 15
+            F.pad(x, (2, 1, 1, 0), mode="replicate"),                              # 13 x 15 -> 195
+            F.pad(x, (0, 0, 2, 2), value=0.5)[:, :, :, :11],                       # 16 x 11 -> 176
+            F.pad(x, (0, pad_r, 0, pad_r)),                                        # 15 x 15
+            x[:, :, 0::2, 1::3],                                                   # 6 x 4
+        ]
+        return self.fc(torch.cat([p.flatten(1) for p in parts], 1))
+
+
+class Recurrent(nn.Module):
+    """nn.LSTM (2 layers, bidirectional), nn.GRU started from a given state, and a bidirectional
+    ReLU nn.RNN, over a batch-first sequence."""
+
+    def __init__(self, d=8, h=6):
+        super().__init__()
+        self.lstm = nn.LSTM(d, h, num_layers=2, bidirectional=True, batch_first=True)
+        self.gru = nn.GRU(2 * h, h, batch_first=True)
+        self.rnn = nn.RNN(h, h, nonlinearity="relu", bidirectional=True)
+        self.h0 = nn.Parameter(torch.randn(1, 1, h) * 0.5)
+        self.head = nn.Linear(2 * h, 5)
+
+    def forward(self, x):  # x [B, S, d]
+        y, _ = self.lstm(x)
+        h0 = self.h0.expand(1, x.shape[0], -1).contiguous()
+        y, hn = self.gru(y, h0)
+        y, _ = self.rnn(y.transpose(0, 1), hn.expand(2, -1, -1).contiguous())
+        return self.head(y[-1])
+
+
 def randomize_norms(model):
     # Non-trivial BatchNorm statistics and LayerNorm affines, so the tests exercise them.
     g = torch.Generator().manual_seed(1)
@@ -203,6 +249,11 @@ def export(name, model, x, opset, dynamic_batch=False, fold=True):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    only = set(sys.argv[1:])  # fixture names to write; default all
+    if only:
+        global export
+        full = export
+        export = lambda name, *a, **k: full(name, *a, **k) if name in only else None  # noqa
     torch.manual_seed(0)
     export("mlp", Mlp(), torch.randn(4, 16), 13, dynamic_batch=True)
     torch.manual_seed(0)
@@ -216,6 +267,10 @@ def main():
     export("mobilenet", MobileNet(), torch.randn(4, 3, 32, 32), 13, fold=False)
     torch.manual_seed(0)
     export("vit", TinyVit(), torch.randn(4, 3, 16, 16), 17)
+    torch.manual_seed(0)
+    export("pools", Pools(), torch.randn(4, 3, 14, 14), 17)
+    torch.manual_seed(0)
+    export("recurrent", Recurrent(), torch.randn(4, 7, 8), 17)
 
 
 if __name__ == "__main__":

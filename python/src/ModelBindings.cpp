@@ -105,8 +105,11 @@ void bind_model(py::module_& m) {
   m.def("load", [](const std::string& source, const std::map<std::string, int64_t>& overrides,
                    const std::map<std::string, int64_t>& dims) {
     PyModel p;
-    p.request = {
-        .source = source, .overrides = overrides_of(overrides), .options = {}, .dims = dims};
+    p.request = {.source = source,
+                 .overrides = overrides_of(overrides),
+                 .options = {},
+                 .dims = dims,
+                 .loss = ""};
     p.name = source;
     p.is_zoo = zoo::is_zoo_model(source);
     p.loaded = unwrap(model::load_model(p.request));
@@ -118,7 +121,8 @@ void bind_model(py::module_& m) {
     PyModel p;
     p.onnx_bytes = std::string(data);
     p.name = name;
-    auto imported = unwrap(import_onnx_bytes(p.onnx_bytes, name, {.dims = dims, .base_dir = ""}));
+    auto imported = unwrap(import_onnx_bytes(
+        p.onnx_bytes, name, {.dims = dims, .base_dir = "", .batch = 0, .loss = ""}));
     p.loaded.graph = std::move(imported.graph);
     p.loaded.from_onnx = true;
     p.loaded.weights = std::move(imported.weights);

@@ -91,6 +91,7 @@ Result<std::vector<int64_t>> reshape_target(Importer& im, const onnx::NodeProto&
                                             const IVec& in) {
   auto s = im.ints(n, 1, "shape");
   HEDDLE_TRY(s);
+  if (auto t = im.rebatch_reshape(n, in, *s)) *s = *t;
   std::vector<int64_t> out = *s;
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < out.size(); ++i) {
@@ -217,6 +218,8 @@ Result<bool> fold_binary(Importer& im, const onnx::NodeProto& n,
     if (op == "Mul") v = a * b;
     if (op == "Div") v = x.is_int() ? (b == 0 ? 0 : std::trunc(a / b)) : a / b;
     if (op == "Pow") v = std::pow(a, b);
+    if (op == "Mod")  // fmod=1: C's fmod (sign of a); fmod=0: Python's (sign of b)
+      v = b == 0 ? 0 : attr_int(n, "fmod", 0) ? std::fmod(a, b) : a - b * std::floor(a / b);
     if (op == "Equal") v = a == b;
     if (op == "Less") v = a < b;
     if (op == "Greater") v = a > b;
@@ -402,7 +405,20 @@ Result<bool> fold_expand(Importer& im, const onnx::NodeProto& n,
   std::vector<int64_t> want = to_ints(*in[1]);
   for (int64_t d : want)
     if (d < 0 || d > kMaxFoldElements) return im.error(n, "'shape' has a bad entry");
+  im.rebatch_expand(n, x.shape(), want);
   auto s = bcast_shape({x.shape(), IVec(want)});
+  if (!s && im.rebatching() && x.numel() > 0) {
+    // A uniform constant made at the exported batch (torch folds an LSTM's zero initial state
+    // to [directions, batch, hidden]) expanded to a shape computed at the new batch: the same
+    // value at the new shape.
+    bool uniform = true;
+    for (int64_t i = 1; i < x.numel() && uniform; ++i) uniform = get(x, i) == get(x, 0);
+    if (uniform) {
+      s = bcast_shape({IVec(std::vector<int64_t>(static_cast<size_t>(x.rank()), 1)), IVec(want)});
+      if (s && s->product() <= kMaxFoldElements)
+        return set_output(im, n, gather_by(x, x.dtype(), *s, [](const IVec&) { return 0; }));
+    }
+  }
   if (!s) return im.error(n, "shapes do not broadcast");
   if (s->product() > kMaxFoldElements) return false;
   return set_output(im, n,
@@ -423,6 +439,36 @@ Result<bool> fold_transpose(Importer& im, const onnx::NodeProto& n,
                       for (size_t d = 0; d < perm.size(); ++d) q[perm[d]] = p[d];
                       return ravel(q, x.shape());
                     }));
+}
+
+// ScatterND (reduction none) on constants: out = data with the slices that `indices` [..., k]
+// address (by their first k coordinates) replaced by `updates`. Swin's shifted-window mask.
+Result<bool> fold_scatter_nd(Importer& im, const onnx::NodeProto& n,
+                             const std::vector<const Tensor*>& in) {
+  const Tensor &data = *in[0], &idx = *in[1], &upd = *in[2];
+  if (attr_string(n, "reduction", "none") != "none")
+    return im.error(n, "only reduction='none' is supported");
+  int64_t k = idx.rank() ? idx.shape()[idx.rank() - 1] : 0;
+  if (!idx.is_int() || idx.rank() < 1 || k < 1 || k > data.rank())
+    return im.error(n, "'indices' must be integers of shape [..., k], k <= data rank");
+  int64_t slice = 1;
+  for (int64_t d = k; d < data.rank(); ++d) slice *= data.shape()[d];
+  int64_t count = idx.numel() / k;
+  if (upd.numel() != count * slice || upd.dtype() != data.dtype())
+    return im.error(n, "'updates' must hold one data slice per index");
+  Tensor out(data.dtype(), data.shape());
+  for (int64_t i = 0; i < data.numel(); ++i) put(out, i, get(data, i));
+  for (int64_t j = 0; j < count; ++j) {
+    int64_t base = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t c = idx.i64()[j * k + d], size = data.shape()[d];
+      if (c < 0) c += size;
+      if (c < 0 || c >= size) return im.error(n, "an index is out of range");
+      base = base * size + c;
+    }
+    for (int64_t e = 0; e < slice; ++e) put(out, base * slice + e, get(upd, j * slice + e));
+  }
+  return set_output(im, n, out);
 }
 
 struct FoldRule {
@@ -448,12 +494,14 @@ const std::map<std::string, FoldRule>& fold_rules() {
       {"Less", {fold_binary, true}},
       {"Max", {fold_binary, true}},
       {"Min", {fold_binary, true}},
+      {"Mod", {fold_binary, true}},
       {"Mul", {fold_binary, true}},
       {"Neg", {fold_unary, true}},
       {"Not", {fold_unary, true}},
       {"Pow", {fold_binary, true}},
       {"Range", {fold_range, true}},
       {"Reshape", {fold_reshape, true}},
+      {"ScatterND", {fold_scatter_nd, true}},
       {"Shape", {fold_shape, false}},
       {"Slice", {fold_slice, true}},
       {"Sqrt", {fold_unary, true}},

@@ -2,6 +2,7 @@
 // arithmetic, and hand each node to its family's handler.
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "OnnxImporter.h"
@@ -21,6 +22,7 @@ std::map<std::string, NodeHandler>& handler_table() {
     register_math_ops(t);
     register_layout_ops(t);
     register_vision_ops(t);
+    register_recurrent_ops(t);
     return t;
   }();
   return table;
@@ -28,7 +30,8 @@ std::map<std::string, NodeHandler>& handler_table() {
 
 // Ops that only ever appear folded (shape arithmetic) are supported too.
 const std::vector<std::string> kFoldOnly = {"Shape", "ConstantOfShape", "Range", "Equal",
-                                            "Not",   "Constant"};
+                                            "Not",   "Constant",        "Mod",   "ScatterND",
+                                            "Less",  "Greater"};
 
 // Inputs each op needs at least (optional inputs may be empty names); the handlers and folding
 // index inputs below these counts without further checks.
@@ -37,6 +40,7 @@ Status check_arity(const Importer& im, const onnx::NodeProto& n) {
                                                         {"Conv", 2},
                                                         {"Gemm", 2},
                                                         {"MatMul", 2},
+                                                        {"Einsum", 1},
                                                         {"Add", 2},
                                                         {"Sub", 2},
                                                         {"Mul", 2},
@@ -55,6 +59,11 @@ Status check_arity(const Importer& im, const onnx::NodeProto& n) {
                                                         {"Slice", 3},
                                                         {"Gather", 2},
                                                         {"Pad", 2},
+                                                        {"Mod", 2},
+                                                        {"LSTM", 3},
+                                                        {"GRU", 3},
+                                                        {"RNN", 3},
+                                                        {"ScatterND", 3},
                                                         {"Range", 3}};
   auto it = kMinInputs.find(n.op_type());
   int need = it == kMinInputs.end() ? 1 : it->second;
@@ -74,8 +83,32 @@ std::string join(const std::vector<std::string>& xs) {
   return s;
 }
 
+// The shapes of one node's outputs as imported, in node order: re-batching compares two imports.
+struct NodeShapes {
+  std::string node;  // "'name' (OpType)"
+  std::vector<std::pair<std::string, IVec>> outputs;
+};
+struct ShapeLog {
+  std::vector<NodeShapes> nodes;
+  std::map<std::string, std::vector<int64_t>> targets;  // Reshape/Expand shape inputs by name
+};
+
+// Records node `n`'s output shapes and, for Reshape and Expand, its constant shape input.
+void log_node(const Importer& im, const onnx::NodeProto& n, ShapeLog& log) {
+  log.nodes.push_back({"'" + n.name() + "' (" + n.op_type() + ")", {}});
+  for (const auto& o : n.output())
+    if (!o.empty() && im.has(o)) log.nodes.back().outputs.emplace_back(o, im.type(o).shape());
+  if ((n.op_type() == "Reshape" || n.op_type() == "Expand") && n.input_size() > 1)
+    if (const Tensor* t = im.constant(n.input(1)); t && t->is_int())
+      log.targets[n.input(1)] = std::vector<int64_t>(t->i64(), t->i64() + t->numel());
+}
+
+// Imports `model` (its initializer data is moved out). With options.batch, dim 0 of every graph
+// input that has the first input's dim 0 (fixed, or dynamic and unbound) becomes the batch. Logs
+// every node's output shapes into `log` when given.
 Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& file,
-                                   const OnnxImportOptions& options) {
+                                   const OnnxImportOptions& options, ShapeLog* log = nullptr,
+                                   const ExportedBatch* exported = nullptr) {
   auto err = [&](const std::string& m) { return Diagnostic(SourceLoc{file, 0, 0}, m); };
   if (!model.has_graph() || model.opset_import_size() == 0)
     return err("not an ONNX model: the protobuf has no graph or no opset_import");
@@ -114,6 +147,7 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
     std::string().swap(*init.mutable_raw_data());
     init.clear_float_data();
   }
+  bool first_input = true;
   for (const auto& in : g.input()) {
     if (im.has(in.name())) continue;  // initializers may be listed as inputs (IR < 4)
     const auto& tt = in.type().tensor_type();
@@ -124,7 +158,15 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
     std::vector<int64_t> shape;
     for (int i = 0; i < tt.shape().dim_size(); ++i) {
       const auto& d = tt.shape().dim(i);
-      if (d.has_dim_value() && d.dim_value() > 0) {
+      bool fixed = d.has_dim_value() && d.dim_value() > 0;
+      if (i == 0 && first_input) out.exported_batch = fixed ? d.dim_value() : 0;
+      if (i == 0 && options.batch > 0 && !options.dims.count(d.dim_param()) &&
+          (fixed ? d.dim_value() == out.exported_batch : first_input)) {
+        if (!fixed && !d.dim_param().empty()) out.dynamic_dims.push_back(d.dim_param());
+        shape.push_back(options.batch);
+        continue;
+      }
+      if (fixed) {
         shape.push_back(d.dim_value());
         continue;
       }
@@ -138,9 +180,11 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
       if (it->second <= 0) return err("--dim " + sym + " must be positive");
       shape.push_back(it->second);
     }
+    first_input = false;
     im.set_value(in.name(), im.ops().input(in.name(), TensorType(*dt, IVec(shape))));
   }
 
+  if (options.batch > 0 && exported) im.set_rebatch(exported, options.batch);
   std::sort(out.dynamic_dims.begin(), out.dynamic_dims.end());
   out.dynamic_dims.erase(std::unique(out.dynamic_dims.begin(), out.dynamic_dims.end()),
                          out.dynamic_dims.end());
@@ -152,7 +196,10 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
     if (auto arity = check_arity(im, n); !arity.ok()) return arity.error();
     auto folded = try_fold(im, n);
     HEDDLE_TRY(folded);
-    if (*folded) continue;
+    if (*folded) {
+      if (log) log_node(im, n, *log);
+      continue;
+    }
     auto h = table.find(n.op_type());
     if (h == table.end())
       return im.error(n, "unsupported ONNX op '" + n.op_type() + "' (node '" + n.name() +
@@ -160,13 +207,24 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
                              "). Supported ops: " + join(onnx_supported_ops()) + ".");
     HEDDLE_TRY(h->second(im, n));
     HEDDLE_TRY(im.check(n));
+    if (log) log_node(im, n, *log);
   }
+  std::vector<ValueId> outputs;
   for (const auto& o : g.output()) {
     if (!im.has(o.name())) return err("graph output '" + o.name() + "' is never defined");
     auto v = im.value(o.name());
     HEDDLE_TRY(v);
-    im.ops().output(*v);
+    outputs.push_back(*v);
   }
+  if (!options.loss.empty()) {
+    if (outputs.size() != 1)
+      return err("--loss needs a model with one output; this one has " +
+                 std::to_string(outputs.size()));
+    auto l = append_loss(im.ops(), outputs[0], options.loss, file);
+    HEDDLE_TRY(l);
+    outputs = {*l};
+  }
+  for (ValueId v : outputs) im.ops().output(v);
   HEDDLE_TRY(im.ops().status());
   // The builders check shapes; element types an ONNX op accepts but heddle's op does not (a
   // MatMul of bools) surface here, as an error rather than a graph that fails verification later.
@@ -191,6 +249,138 @@ const std::vector<std::string>& onnx_supported_ops() {
   return ops;
 }
 
+namespace {
+
+// Large float initializers of `model` pointed at an absent external file: they import as
+// parameters without data, so an import of the copy gives the shapes only, cheaply.
+void strip_weights(onnx::ModelProto& model) {
+  for (auto& init : *model.mutable_graph()->mutable_initializer()) {
+    if (init.data_type() != onnx::TensorProto::FLOAT ||
+        (init.raw_data().size() <= 4096 && init.float_data_size() <= 1024))
+      continue;
+    std::string().swap(*init.mutable_raw_data());
+    init.clear_float_data();
+    init.set_data_location(onnx::TensorProto::EXTERNAL);
+    init.clear_external_data();
+    auto* kv = init.add_external_data();
+    kv->set_key("location");
+    kv->set_value("heddle-shapes-only.absent");
+  }
+}
+
+// The shapes that differ between the exported batch `b0` and batch `b`: the batch on an axis of
+// its own (`clean`), merged into another dim, or unchanged.
+enum class BatchFate : uint8_t { kSame, kClean, kMerged };
+BatchFate batch_fate(const IVec& at_b0, const IVec& at_b, int64_t b0, int64_t b) {
+  if (at_b0 == at_b) return BatchFate::kSame;
+  if (at_b0.size() != at_b.size()) return BatchFate::kMerged;
+  int64_t differ = 0, axis = 0;
+  for (int64_t d = 0; d < at_b.size(); ++d)
+    if (at_b0[d] != at_b[d]) ++differ, axis = d;
+  return differ == 1 && at_b0[axis] == b0 && at_b[axis] == b ? BatchFate::kClean
+                                                             : BatchFate::kMerged;
+}
+
+// Imports `model` re-batched to options.batch, checked against an import at the exported batch:
+// every graph output keeps the batch on an axis of its own (or loses it to a reduction). A failure
+// names the last node that merged the batch into another dim: a shape constant fixed at export.
+Result<ImportedModel> import_rebatched(onnx::ModelProto& model, const std::string& file,
+                                       const OnnxImportOptions& options) {
+  onnx::ModelProto shapes = model;
+  strip_weights(shapes);
+  OnnxImportOptions o0 = options;
+  o0.batch = 0;
+  ShapeLog before, after;
+  auto ref = import_model(shapes, file, o0, &before);
+  // A dynamic batch (nothing to check against) or the exported one: a plain import.
+  if (!ref.ok() || ref->exported_batch <= 0 || ref->exported_batch == options.batch)
+    return import_model(model, file, options);
+  const int64_t b0 = ref->exported_batch, b = options.batch;
+  ExportedBatch exported{b0, {}, std::move(before.targets)};
+  std::map<std::string, IVec>& at_b0 = exported.shapes;
+  for (const auto& in : ref->graph.inputs())
+    at_b0[ref->graph.value(in).name] = ref->graph.type(in).shape();
+  for (const auto& ns : before.nodes)
+    for (const auto& [name, shape] : ns.outputs) at_b0[name] = shape;
+  auto got = import_model(model, file, options, &after, &exported);
+  auto pinned = [&](const std::string& what) {
+    const NodeShapes* merged = nullptr;
+    std::pair<IVec, IVec> shapes;
+    for (const auto& ns : after.nodes)
+      for (const auto& [name, shape] : ns.outputs)
+        if (at_b0.count(name) && batch_fate(at_b0.at(name), shape, b0, b) == BatchFate::kMerged) {
+          merged = &ns;
+          shapes = {at_b0.at(name), shape};
+        }
+    std::string msg = "cannot re-batch from the exported batch " + std::to_string(b0) + " to " +
+                      std::to_string(b) + ": " + what;
+    if (merged)
+      msg += "; the batch is merged into another dim by node " + merged->node + " (" +
+             shapes.first.to_string() + " at batch " + std::to_string(b0) + ", " +
+             shapes.second.to_string() + " at batch " + std::to_string(b) +
+             "): a shape fixed at export pins the batch";
+    return Diagnostic(SourceLoc{file, 0, 0},
+                      msg +
+                          ". Re-export with dynamic_axes={INPUT: {0: 'batch'}} and bind it "
+                          "with --dim batch=N");
+  };
+  if (!got.ok()) return pinned(got.error().message);
+  const Graph& g = got->graph;
+  for (size_t i = 0; i < g.outputs().size() && i < ref->graph.outputs().size(); ++i) {
+    const IVec& s0 = ref->graph.type(ref->graph.outputs()[i]).shape();
+    const IVec& s = g.type(g.outputs()[i]).shape();
+    if (batch_fate(s0, s, b0, b) == BatchFate::kMerged)
+      return pinned("output '" + model.graph().output(static_cast<int>(i)).name() + "' is " +
+                    s.to_string() + " at batch " + std::to_string(b) + " but " + s0.to_string() +
+                    " at batch " + std::to_string(b0));
+  }
+  return got;
+}
+
+Result<ImportedModel> import_any(onnx::ModelProto& model, const std::string& file,
+                                 const OnnxImportOptions& options) {
+  if (options.batch < 0) return Diagnostic(SourceLoc{file, 0, 0}, "--batch must be positive");
+  if (options.batch == 0) return import_model(model, file, options);
+  // A dynamic leading dim of the first input is bound to the batch (unless --dim binds it).
+  OnnxImportOptions o = options;
+  std::set<std::string> inits;
+  for (const auto& init : model.graph().initializer()) inits.insert(init.name());
+  for (const auto& in : model.graph().input()) {
+    if (inits.count(in.name())) continue;
+    const auto& shape = in.type().tensor_type().shape();
+    if (shape.dim_size() > 0 && !shape.dim(0).dim_param().empty())
+      o.dims.emplace(shape.dim(0).dim_param(), options.batch);
+    break;
+  }
+  return import_rebatched(model, file, o);
+}
+
+}  // namespace
+
+namespace {
+
+// The ModelProto in the file at `path`. Diagnostics: unreadable, too large, not a protobuf.
+Result<onnx::ModelProto> parse_file(const std::string& path) {
+  auto bytes = read_file_bounded(
+      path, {.max_bytes = limits::kMaxOnnxBytes, .what = "ONNX file", .raise_with = ""});
+  HEDDLE_TRY(bytes);
+  onnx::ModelProto model;
+  if (!model.ParseFromString(*bytes))
+    return Diagnostic(SourceLoc{path, 0, 0},
+                      "not a valid ONNX file: the protobuf does not parse (truncated or not an "
+                      "ONNX model)");
+  return model;
+}
+
+}  // namespace
+
+Result<std::string> read_onnx_shapes_only(const std::string& path) {
+  auto model = parse_file(path);
+  HEDDLE_TRY(model);
+  strip_weights(*model);
+  return model->SerializeAsString();
+}
+
 Result<ImportedModel> import_onnx_bytes(const std::string& bytes, const std::string& name,
                                         const OnnxImportOptions& options) {
   onnx::ModelProto model;
@@ -200,19 +390,13 @@ Result<ImportedModel> import_onnx_bytes(const std::string& bytes, const std::str
                       "ONNX model)");
   OnnxImportOptions o = options;
   if (o.base_dir.empty()) o.base_dir = ".";
-  return import_model(model, name, o);
+  return import_any(model, name, o);
 }
 
 Result<ImportedModel> import_onnx_file(const std::string& path, const OnnxImportOptions& options) {
-  auto bytes = read_file_bounded(
-      path, {.max_bytes = limits::kMaxOnnxBytes, .what = "ONNX file", .raise_with = ""});
-  HEDDLE_TRY(bytes);
-  onnx::ModelProto model;
-  if (!model.ParseFromString(*bytes))
-    return Diagnostic(SourceLoc{path, 0, 0},
-                      "not a valid ONNX file: the protobuf does not parse (truncated or not an "
-                      "ONNX model)");
-  return import_model(model, path, options);
+  auto model = parse_file(path);
+  HEDDLE_TRY(model);
+  return import_any(*model, path, options);
 }
 
 }  // namespace heddle

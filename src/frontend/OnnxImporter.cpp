@@ -97,6 +97,81 @@ Diagnostic Importer::error(const onnx::NodeProto& n, const std::string& message)
                     "node '" + n.name() + "' (" + n.op_type() + "): " + message);
 }
 
+std::optional<std::vector<int64_t>> Importer::rebatch_reshape(
+    const onnx::NodeProto& n, const IVec& in, const std::vector<int64_t>& target) const {
+  if (!exported_) return std::nullopt;
+  const int64_t b0 = exported_->batch, b = batch_;
+  const bool allowzero = attr_int(n, "allowzero", 0) != 0;
+  auto lit = exported_->targets.find(n.input(1));
+  if (lit == exported_->targets.end() || lit->second != target) return std::nullopt;
+  auto it = exported_->shapes.find(n.input(0));
+  if (it == exported_->shapes.end() || it->second.size() != in.size()) return std::nullopt;
+  const IVec& in0 = it->second;
+  int64_t axis = -1;
+  for (int64_t d = 0; d < in.size(); ++d) {
+    if (in0[d] == in[d]) continue;
+    if (axis >= 0 || in0[d] % b0 != 0 || in[d] != in0[d] / b0 * b) return std::nullopt;
+    axis = d;
+  }
+  if (axis < 0) return std::nullopt;
+  // The target at the exported batch, 0 and -1 resolved against the input's exported shape.
+  std::vector<int64_t> t = target;
+  int64_t known = 1, infer = -1;
+  for (size_t j = 0; j < t.size(); ++j) {
+    if (t[j] == 0 && !allowzero) {
+      if (static_cast<int64_t>(j) >= in0.size()) return std::nullopt;
+      t[j] = in0[j];
+    }
+    if (t[j] == -1 && infer < 0)
+      infer = static_cast<int64_t>(j);
+    else if (t[j] < 0)
+      return std::nullopt;
+    else
+      known *= t[j];
+  }
+  if (infer >= 0) {
+    if (known == 0 || in0.product() % known != 0) return std::nullopt;
+    t[infer] = in0.product() / known;
+  }
+  // The batch is a factor b0 of the changed dim, at row-major position outer * q for some
+  // divisor q of the rest of that dim (q = 1: the outermost factor, as when torch merges the
+  // batch and the heads; q > 1: sequence-first layouts). The first position some target dim j
+  // holds whole (its prefix p_j divides the position, p_{j+1} is a multiple of position * b0)
+  // is taken, and that dim scaled.
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= in0[d];
+  const int64_t rest = in0[axis] / b0;
+  for (int64_t q = 1; q <= rest; ++q) {
+    if (rest % q != 0) continue;
+    const int64_t pos = outer * q;
+    int64_t p = 1;
+    for (size_t j = 0; j < t.size(); ++j) {
+      int64_t next = p * t[j];
+      if (p > 0 && pos % p == 0 && next % (pos * b0) == 0) {
+        t[j] = t[j] / b0 * b;
+        return t;
+      }
+      p = next;
+    }
+  }
+  return std::nullopt;
+}
+
+void Importer::rebatch_expand(const onnx::NodeProto& n, const IVec& in,
+                              std::vector<int64_t>& want) const {
+  if (!exported_) return;
+  auto it = exported_->targets.find(n.input(1));
+  if (it == exported_->targets.end() || it->second != want) return;
+  const int64_t lead = static_cast<int64_t>(want.size()) - in.size();
+  int64_t hit = -1, hits = 0;
+  for (int64_t j = 0; j < static_cast<int64_t>(want.size()); ++j)
+    if (want[j] == exported_->batch && (j < lead || in[j - lead] == 1)) {
+      hit = j;
+      ++hits;
+    }
+  if (hits == 1) want[hit] = batch_;
+}
+
 Result<int64_t> checked_axis(const Importer& im, const onnx::NodeProto& n, int64_t axis,
                              int64_t rank, const char* what) {
   if (axis < -rank || axis >= rank)

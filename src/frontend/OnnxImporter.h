@@ -22,6 +22,15 @@ struct Entry {
   std::optional<TensorType> data_free;  ///< an initializer whose data is missing
 };
 
+/// What an import at the exported batch saw, for re-batching (OnnxImportOptions::batch).
+struct ExportedBatch {
+  int64_t batch = 0;                   ///< the batch the file fixes
+  std::map<std::string, IVec> shapes;  ///< shapes of the inputs and node outputs, by name
+  /// The constant shape inputs of Reshape and Expand nodes, by name: one that is the same at the
+  /// new batch was written into the file (a literal); one that changed was computed from Shape.
+  std::map<std::string, std::vector<int64_t>> targets;
+};
+
 class Importer;
 /// Maps one node; the node's outputs must be defined on success.
 using NodeHandler = Status (*)(Importer&, const onnx::NodeProto&);
@@ -59,6 +68,28 @@ class Importer {
   Status check(const onnx::NodeProto& n);
   /// A diagnostic about node `n` located at the model file.
   Diagnostic error(const onnx::NodeProto& n, const std::string& message) const;
+  /// Re-batching to batch `to` from what an import at the exported batch saw (`exported`, which
+  /// outlives the importer).
+  void set_rebatch(const ExportedBatch* exported, int64_t to) {
+    exported_ = exported;
+    batch_ = to;
+  }
+  /// True while importing re-batched.
+  bool rebatching() const { return exported_ != nullptr; }
+  /// The target of Reshape node `n` (`target`, its constant shape input) for its input, now of
+  /// shape `in`, re-batched. Only a literal target (the same as at the exported batch) changes:
+  /// when `in` differs from the input's exported shape in one dim, by the batch ratio, the batch
+  /// is a factor of that dim, and the target dim that holds the same factor (at the same
+  /// row-major position; the outermost such position first) is scaled by the ratio. Nullopt
+  /// otherwise.
+  std::optional<std::vector<int64_t>> rebatch_reshape(const onnx::NodeProto& n, const IVec& in,
+                                                      const std::vector<int64_t>& target) const;
+  /// The target `want` of Expand node `n` for an input of shape `in`, re-batched: in a literal
+  /// target (as at the exported batch), the one entry equal to the exported batch that broadcasts
+  /// a size-1 (or absent) input dim becomes the new batch (torch folds
+  /// `class_token.expand(x.shape[0], -1, -1)` to a constant at a fixed batch). Unchanged when
+  /// several entries could be the batch.
+  void rebatch_expand(const onnx::NodeProto& n, const IVec& in, std::vector<int64_t>& want) const;
   /// A fresh parameter holding `data` (named after `stem`), or without data when `data` is null.
   ValueId add_param(const std::string& stem, const TensorType& type, const Tensor* data);
 
@@ -70,6 +101,8 @@ class Importer {
   std::string file_;
   int64_t opset_;
   std::unordered_map<std::string, Entry> entries_;
+  const ExportedBatch* exported_ = nullptr;  // re-batching: what the exported batch gave
+  int64_t batch_ = 0;                        // re-batching: the new batch
 };
 
 // Attribute access with ONNX defaults.
@@ -112,6 +145,15 @@ Result<bool> try_fold(Importer& im, const onnx::NodeProto& n);
 void register_math_ops(std::map<std::string, NodeHandler>& table);
 void register_layout_ops(std::map<std::string, NodeHandler>& table);
 void register_vision_ops(std::map<std::string, NodeHandler>& table);
+void register_recurrent_ops(std::map<std::string, NodeHandler>& table);
+
+/// A scalar training loss on `output`, the model's single output: `cross_entropy` (logits
+/// [batch, ..., classes] against a new int64 input `labels` [batch, ...], mean over positions),
+/// `mse` (mean squared difference from a new input `labels` shaped as the output), or `auto`
+/// (cross_entropy for outputs of rank 2 or more, else mse). Diagnostics located at `file`: an
+/// unknown loss, an output the loss does not fit.
+Result<ValueId> append_loss(Ops& ops, ValueId output, const std::string& loss,
+                            const std::string& file);
 
 /// The graph's nodes with torch's one-op subgraphs rewritten into that op, in place: the
 /// Erf-based GELU `x * 0.5 * (1 + erf(x / sqrt(2)))` (either association) becomes a node of op

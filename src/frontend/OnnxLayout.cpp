@@ -1,5 +1,6 @@
 // ONNX layout nodes (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Concat, Slice, Split,
-// Gather, Expand, Identity, Dropout, Cast) on graph values; constant cases fold in OnnxFold.cpp.
+// Gather, Expand, Identity, Dropout, Cast, Pad) on graph values; constant cases fold in
+// OnnxFold.cpp.
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -93,6 +94,34 @@ ValueId slice_axis(Ops& ops, ValueId x, int64_t axis, int64_t start, int64_t end
   return start == 0 && end == s[axis] ? x : ops.slice(x, b, e);
 }
 
+// Every `step`-th entry of `x` along `axis`, from the first (swin's x[:, 0::2, 1::2]): the
+// entries up to the last full group, reshaped to [groups, step] and cut to column 0, and the
+// last entry when the dim is not a multiple of the step.
+ValueId every_nth(Ops& ops, ValueId x, int64_t axis, int64_t step) {
+  std::vector<int64_t> s = dims(ops.shape(x));
+  const int64_t len = s[axis], n = (len + step - 1) / step, full = (n - 1) * step;
+  std::vector<ValueId> parts;
+  if (n > 1) {
+    std::vector<int64_t> lo(s.size(), 0), hi = s;
+    hi[axis] = full;
+    ValueId head = ops.slice(x, lo, hi);
+    std::vector<int64_t> grouped = s;
+    grouped[axis] = n - 1;
+    grouped.insert(grouped.begin() + axis + 1, step);
+    head = ops.reshape(head, grouped);
+    std::vector<int64_t> glo(grouped.size(), 0), ghi = grouped;
+    ghi[axis + 1] = 1;
+    std::vector<int64_t> picked = s;
+    picked[axis] = n - 1;
+    parts.push_back(ops.reshape(ops.slice(head, glo, ghi), picked));
+  }
+  std::vector<int64_t> lo(s.size(), 0), hi = s;
+  lo[axis] = full;
+  hi[axis] = full + 1;
+  parts.push_back(ops.slice(x, lo, hi));
+  return parts.size() == 1 ? parts[0] : ops.concat(parts, axis);
+}
+
 Status slice(Importer& im, const onnx::NodeProto& n) {
   auto x = im.value(n.input(0));
   HEDDLE_TRY(x);
@@ -113,6 +142,7 @@ Status slice(Importer& im, const onnx::NodeProto& n) {
   }
   IVec s = im.ops().shape(*x);
   std::vector<int64_t> b(static_cast<size_t>(s.size()), 0), e = dims(s);
+  std::vector<int64_t> step(static_cast<size_t>(s.size()), 1);
   for (size_t k = 0; k < starts->size(); ++k) {
     if ((!axes.empty() && axes.size() != starts->size()) || ends->size() != starts->size() ||
         (!steps.empty() && steps.size() != starts->size()))
@@ -121,19 +151,23 @@ Status slice(Importer& im, const onnx::NodeProto& n) {
                            "axes entry");
     HEDDLE_TRY(ax);
     int64_t d = *ax;
-    if (!steps.empty() && steps[k] != 1)
+    if (!steps.empty() && steps[k] < 1)
       return im.error(n, "step " + std::to_string(steps[k]) + " on axis " + std::to_string(d) +
-                             " is not supported (only step 1 on graph values)");
+                             " is not supported (positive steps on graph values)");
     int64_t dim = s[d];
     int64_t lo = (*starts)[k] < 0 ? (*starts)[k] + dim : (*starts)[k];
     int64_t hi = (*ends)[k] < 0 ? (*ends)[k] + dim : (*ends)[k];
     b[d] = std::clamp<int64_t>(lo, 0, dim);
     e[d] = std::clamp<int64_t>(hi, b[d], dim);
+    if (!steps.empty() && steps[k] > 1) step[d] = steps[k];
   }
-  im.set_value(n.output(0), IVec(b) == IVec(std::vector<int64_t>(b.size(), 0)) && IVec(e) == s
-                                ? *x
-                                : im.ops().slice(*x, b, e));
-  return {};
+  Ops& ops = im.ops();
+  ValueId y =
+      IVec(b) == IVec(std::vector<int64_t>(b.size(), 0)) && IVec(e) == s ? *x : ops.slice(*x, b, e);
+  for (int64_t d = 0; d < s.size(); ++d)
+    if (step[d] > 1 && e[d] > b[d]) y = every_nth(ops, y, d, step[d]);
+  im.set_value(n.output(0), y);
+  return im.check(n);
 }
 
 Status split(Importer& im, const onnx::NodeProto& n) {
@@ -232,6 +266,7 @@ Status expand(Importer& im, const onnx::NodeProto& n) {
   auto want = im.ints(n, 1, "shape");
   HEDDLE_TRY(want);
   IVec s = im.ops().shape(*x);
+  im.rebatch_expand(n, s, *want);
   int64_t r = std::max<int64_t>(s.size(), want->size());
   std::vector<int64_t> out(static_cast<size_t>(r), 1);
   for (int64_t d = 0; d < r; ++d) {
@@ -265,17 +300,78 @@ Status cast(Importer& im, const onnx::NodeProto& n) {
   return {};
 }
 
-// Pad with all-zero pads (what torch emits in front of AvgPool2d) is an identity; real padding
-// belongs in the consuming Conv or pool's pads.
+// `x` cut to [lo, hi) along `axis`.
+ValueId cut(Ops& ops, ValueId x, int64_t axis, int64_t lo, int64_t hi) {
+  std::vector<int64_t> starts(static_cast<size_t>(ops.shape(x).size()), 0);
+  std::vector<int64_t> ends = dims(ops.shape(x));
+  starts[axis] = lo;
+  ends[axis] = hi;
+  return ops.slice(x, starts, ends);
+}
+
+// The `width` entries Pad puts before (`front`) or after `x` along `axis`: `value` everywhere
+// (constant), the edge entry repeated (edge), or the entries next to the edge mirrored (reflect).
+ValueId pad_block(Ops& ops, ValueId x, int64_t axis, int64_t width, bool front,
+                  const std::string& mode, double value) {
+  int64_t size = ops.shape(x)[axis];
+  if (mode == "reflect") {
+    std::vector<ValueId> parts;
+    for (int64_t k = width; k >= 1; --k) {  // front: x[width], ..., x[1]
+      int64_t i = front ? k : size - 1 - (width + 1 - k);
+      parts.push_back(cut(ops, x, axis, i, i + 1));
+    }
+    return parts.size() == 1 ? parts[0] : ops.concat(parts, axis);
+  }
+  std::vector<int64_t> shape = dims(ops.shape(x));
+  shape[axis] = width;
+  ValueId edge = ops.broadcast(cut(ops, x, axis, front ? 0 : size - 1, front ? 1 : size), shape);
+  return mode == "edge" ? edge : ops.fill_like(edge, value);
+}
+
+// Pad (constant, reflect, edge) as slices and concats along each padded axis; negative pads crop.
+// All-zero pads (torch's Pad in front of AvgPool2d with count_include_pad) are an identity.
 Status pad(Importer& im, const onnx::NodeProto& n) {
+  auto x = im.value(n.input(0));
+  HEDDLE_TRY(x);
   auto pads = im.ints(n, 1, "pads");
   HEDDLE_TRY(pads);
-  for (int64_t p : *pads)
-    if (p != 0)
-      return im.error(n,
-                      "non-zero padding as a separate op is not supported; pad inside Conv or "
-                      "pooling (their 'pads' attribute) instead");
-  return identity(im, n);
+  Ops& ops = im.ops();
+  int64_t r = ops.shape(*x).size();
+  if (static_cast<int64_t>(pads->size()) != 2 * r)
+    return im.error(n, "'pads' has " + std::to_string(pads->size()) + " entries for a rank-" +
+                           std::to_string(r) + " input (needs " + std::to_string(2 * r) + ")");
+  if (n.input_size() > 3 && !n.input(3).empty())
+    return im.error(n, "the 'axes' input (opset 18) is not supported");
+  std::string mode = attr_string(n, "mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return im.error(n, "mode '" + mode + "' is not supported (constant, reflect, edge are)");
+  double value = 0;
+  if (n.input_size() > 2 && !n.input(2).empty()) {
+    const Tensor* c = im.constant(n.input(2));
+    if (!c || c->numel() != 1) return im.error(n, "'constant_value' must be a constant scalar");
+    value = c->is_int() ? static_cast<double>(c->i64()[0]) : c->f32()[0];
+  }
+  ValueId y = *x;
+  for (int64_t d = 0; d < r; ++d) {
+    int64_t pb = (*pads)[d], pe = (*pads)[d + r], size = ops.shape(y)[d];
+    if (pb < 0 || pe < 0) {
+      if (-std::min<int64_t>(pb, 0) - std::min<int64_t>(pe, 0) >= size)
+        return im.error(n, "negative pads crop all of dim " + std::to_string(d));
+      y = cut(ops, y, d, std::max<int64_t>(-pb, 0), size + std::min<int64_t>(pe, 0));
+      size = ops.shape(y)[d];
+    }
+    if (mode == "reflect" && (pb >= size || pe >= size))
+      return im.error(n, "reflect pads of dim " + std::to_string(d) + " must be smaller than " +
+                             std::to_string(size));
+    std::vector<ValueId> parts;
+    if (pb > 0) parts.push_back(pad_block(ops, y, d, pb, true, mode, value));
+    parts.push_back(y);
+    if (pe > 0) parts.push_back(pad_block(ops, y, d, pe, false, mode, value));
+    if (parts.size() > 1) y = ops.concat(parts, d);
+    HEDDLE_TRY(im.check(n));
+  }
+  im.set_value(n.output(0), y);
+  return {};
 }
 
 }  // namespace

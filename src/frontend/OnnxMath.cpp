@@ -1,6 +1,8 @@
 // ONNX elementwise, activation, contraction (MatMul, Gemm), reduction and normalization nodes,
 // each mapped onto the Ops builders.
+#include <cctype>
 #include <cmath>
+#include <map>
 
 #include "OnnxImporter.h"
 #include "heddle/support/Numeric.h"
@@ -136,6 +138,42 @@ Status reduce(Importer& im, const onnx::NodeProto& n) {
 
 // Letters for batch dims of batched matmuls; m, k, n use p, q, r.
 constexpr std::string_view kBatchLetters = "abcdefghij";
+
+// Einsum with one or two operands and an explicit output ("BGHID,BGHJD->BGHIJ", maxvit's window
+// attention): heddle's einsum, letters renamed to a-z (ONNX allows either case and spaces).
+Status einsum(Importer& im, const onnx::NodeProto& n) {
+  std::string eq;
+  for (char c : attr_string(n, "equation"))
+    if (c != ' ') eq += c;
+  size_t arrow = eq.find("->");
+  if (arrow == std::string::npos || eq.find("...") != std::string::npos)
+    return im.error(n, "equation '" + eq + "' needs an explicit output and no ellipsis");
+  if (n.input_size() < 1 || n.input_size() > 2)
+    return im.error(n, "only one or two operands are supported");
+  std::map<char, char> rename;
+  std::string spec;
+  for (char c : eq) {
+    if (!std::isalpha(static_cast<unsigned char>(c))) {
+      spec += c;
+      continue;
+    }
+    if (!rename.count(c)) {
+      if (rename.size() == 26) return im.error(n, "more than 26 distinct indices");
+      rename[c] = static_cast<char>('a' + rename.size());
+    }
+    spec += rename[c];
+  }
+  auto a = im.value(n.input(0));
+  HEDDLE_TRY(a);
+  ValueId b = kNoValue;
+  if (n.input_size() == 2) {
+    auto bv = im.value(n.input(1));
+    HEDDLE_TRY(bv);
+    b = *bv;
+  }
+  im.set_value(n.output(0), im.ops().einsum(spec, *a, b));
+  return im.check(n);
+}
 
 Status matmul(Importer& im, const onnx::NodeProto& n) {
   auto a = im.value(n.input(0));
@@ -293,6 +331,7 @@ void register_math_ops(std::map<std::string, NodeHandler>& t) {
   t["LogSoftmax"] = softmax;
   for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"}) t[op] = reduce;
   t["MatMul"] = matmul;
+  t["Einsum"] = einsum;
   t["Gemm"] = gemm;
   t["LayerNormalization"] = layernorm;
 }

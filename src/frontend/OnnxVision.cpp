@@ -1,4 +1,5 @@
 // ONNX convolution, pooling and batch normalization nodes (NCHW, 2-D).
+#include <algorithm>
 #include <cmath>
 
 #include "OnnxImporter.h"
@@ -13,7 +14,6 @@ Status check_2d(Importer& im, const onnx::NodeProto& n, ValueId x) {
   std::string pad = attr_string(n, "auto_pad", "NOTSET");
   if (pad != "NOTSET" && pad != "VALID")
     return im.error(n, "auto_pad=" + pad + " is not supported; export with explicit pads");
-  if (attr_int(n, "ceil_mode", 0) != 0) return im.error(n, "ceil_mode=1 is not supported");
   return {};
 }
 
@@ -49,6 +49,21 @@ Status conv(Importer& im, const onnx::NodeProto& n) {
   return {};
 }
 
+// The output size of pooling one spatial dim of size `in` (ONNX and torch): with ceil_mode the
+// last window may start inside the end padding or past it, and one starting past the input's
+// end plus its begin padding is dropped.
+int64_t pool_out(int64_t in, int64_t k, int64_t stride, int64_t pb, int64_t pe, bool ceil) {
+  int64_t span = in + pb + pe - k;
+  int64_t out = (ceil ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil && (out - 1) * stride >= in + pb) --out;
+  return out;
+}
+
+// MaxPool and AveragePool. ceil_mode extends the end padding to hold the last window (max pooling
+// ignores padding). Average pooling pools with zero padding divided by the window size, then
+// multiplies by window / count per output position, count being the elements each window reads
+// of the input and, with count_include_pad=1, of the declared pads (never of the ceil_mode
+// extension): torch's divisors.
 Status pool(Importer& im, const onnx::NodeProto& n) {
   auto x = im.value(n.input(0));
   HEDDLE_TRY(x);
@@ -56,18 +71,59 @@ Status pool(Importer& im, const onnx::NodeProto& n) {
   Pool2dOptions o;
   o.kernel = attr_ints(n, "kernel_shape");
   o.stride = attr_ints(n, "strides", o.kernel);
-  o.padding = attr_ints(n, "pads", {0, 0, 0, 0});
+  std::vector<int64_t> pads = attr_ints(n, "pads", {0, 0, 0, 0});
   for (int64_t d : attr_ints(n, "dilations", {1, 1}))
     if (d != 1) return im.error(n, "dilated pooling is not supported");
-  bool padded = false;
-  for (int64_t p : o.padding) padded |= p != 0;
-  if (n.op_type() == "AveragePool" && padded && attr_int(n, "count_include_pad", 0) == 0)
-    return im.error(n,
-                    "padded average pooling needs count_include_pad=1 "
-                    "(AvgPool2d(count_include_pad=True), PyTorch's default)");
-  im.set_value(n.output(0),
-               n.op_type() == "MaxPool" ? im.ops().maxpool2d(*x, o) : im.ops().avgpool2d(*x, o));
-  return {};
+  if (o.kernel.size() != 2 || o.stride.size() != 2 || pads.size() != 4)
+    return im.error(n, "'kernel_shape', 'strides' and 'pads' must describe 2 spatial dims");
+  for (size_t i = 0; i < 2; ++i)
+    if (o.kernel[i] < 1 || o.stride[i] < 1 || pads[i] < 0 || pads[i + 2] < 0)
+      return im.error(n, "kernel, strides and pads must be positive");
+  bool ceil = attr_int(n, "ceil_mode", 0) != 0;
+  IVec s = im.ops().shape(*x);
+  int64_t outs[2];
+  bool exact = true;  // every window's divisor is the kernel size
+  o.padding = pads;
+  for (int i = 0; i < 2; ++i) {
+    if (s[2 + i] + pads[i] + pads[i + 2] < o.kernel[i])
+      return im.error(n, "the kernel is larger than the padded input " + s.to_string());
+    outs[i] = pool_out(s[2 + i], o.kernel[i], o.stride[i], pads[i], pads[i + 2], ceil);
+    int64_t extra = (outs[i] - 1) * o.stride[i] + o.kernel[i] - (s[2 + i] + pads[i] + pads[i + 2]);
+    if (extra > 0) {
+      o.padding[i + 2] += extra;
+      exact = false;
+    }
+    if (pads[i] || pads[i + 2]) exact = exact && attr_int(n, "count_include_pad", 0) != 0;
+  }
+  Ops& ops = im.ops();
+  if (n.op_type() == "MaxPool") {
+    if (n.output_size() > 1 && !n.output(1).empty())
+      return im.error(n, "the 'Indices' output is not supported");
+    im.set_value(n.output(0), ops.maxpool2d(*x, o));
+    return im.check(n);
+  }
+  ValueId y = ops.avgpool2d(*x, o);
+  HEDDLE_TRY(im.check(n));
+  if (!exact) {
+    bool include = attr_int(n, "count_include_pad", 0) != 0;
+    TensorType ft(DType::kF32, IVec{outs[0], outs[1]});
+    Tensor f(ft);
+    for (int64_t a = 0; a < outs[0]; ++a)
+      for (int64_t b = 0; b < outs[1]; ++b) {
+        int64_t count = 1;
+        for (int i = 0; i < 2; ++i) {
+          int64_t lo = (i == 0 ? a : b) * o.stride[i] - pads[i];
+          int64_t hi = lo + o.kernel[i];
+          int64_t first = include ? -pads[i] : 0, end = s[2 + i] + (include ? pads[i + 2] : 0);
+          count *= std::max<int64_t>(1, std::min(hi, end) - std::max(lo, first));
+        }
+        f.f32()[a * outs[1] + b] = static_cast<float>(o.kernel[0] * o.kernel[1]) / count;
+      }
+    std::string stem = n.name().empty() ? n.output(0) : n.name();
+    y = ops.mul(y, im.add_param(stem + ".divisor", ft, &f));
+  }
+  im.set_value(n.output(0), y);
+  return im.check(n);
 }
 
 Status global_avgpool(Importer& im, const onnx::NodeProto& n) {

@@ -26,15 +26,17 @@ Status no_dims(const ModelRequest& r) {
   return Diagnostic(SourceLoc{r.source, 0, 0}, "--dim applies to ONNX models only");
 }
 
-// Size overrides apply to zoo presets only.
-Status no_overrides(const ModelRequest& r) {
+// Size overrides apply to zoo presets only; ONNX models re-batch (`onnx`: --batch is allowed).
+Status no_overrides(const ModelRequest& r, bool onnx) {
   const auto& o = r.overrides;
-  if (!(o.layers || o.hidden || o.heads || o.seq || o.vocab || o.batch || o.ffn || o.kv_heads ||
-        o.experts || o.top_k))
+  if (!(o.layers || o.hidden || o.heads || o.seq || o.vocab || (o.batch && !onnx) || o.ffn ||
+        o.kv_heads || o.experts || o.top_k))
     return {};
   return Diagnostic(SourceLoc{r.source, 0, 0},
-                    "--layers/--hidden/--heads/--seq/--vocab/--batch/--ffn/--kv-heads/--experts/"
-                    "--top-k apply to zoo models only");
+                    onnx ? "--layers/--hidden/--heads/--seq/--vocab/--ffn/--kv-heads/--experts/"
+                           "--top-k apply to zoo models only (an ONNX model takes --batch)"
+                         : "--layers/--hidden/--heads/--seq/--vocab/--batch/--ffn/--kv-heads/"
+                           "--experts/--top-k apply to zoo models only");
 }
 
 Result<LoadedModel> graph_only(Result<Graph> g) {
@@ -64,7 +66,7 @@ Status check_dims_known(const ModelRequest& r, const std::vector<std::string>& k
 }
 
 Result<LoadedModel> load_onnx(const ModelRequest& r) {
-  auto imported = import_onnx_file(r.source, {.dims = r.dims, .base_dir = ""});
+  auto imported = import_onnx_file(r.source, onnx_options(r, r.options.with_loss));
   HEDDLE_TRY(imported);
   HEDDLE_TRY(check_has_outputs(imported->graph));
   HEDDLE_TRY(check_dims_known(r, imported->dynamic_dims));
@@ -78,17 +80,32 @@ Result<LoadedModel> load_onnx(const ModelRequest& r) {
 
 }  // namespace
 
+OnnxImportOptions onnx_options(const ModelRequest& r, bool with_loss) {
+  OnnxImportOptions o;
+  o.dims = r.dims;
+  o.batch = r.overrides.batch.value_or(0);
+  if (with_loss) o.loss = r.loss.empty() ? "auto" : r.loss;
+  return o;
+}
+
 Result<LoadedModel> load_model(const ModelRequest& r) {
   const std::string& source = r.source;
   if (zoo::is_zoo_model(source)) {
     HEDDLE_TRY(no_dims(r));
+    if (!r.loss.empty())
+      return Diagnostic(SourceLoc{source, 0, 0},
+                        "--loss applies to ONNX models; zoo models bring their own loss");
     return graph_only(zoo::build_zoo_model(source, r.overrides, r.options));
   }
   std::ifstream probe(source);
   if (!probe && !ends_with(source, ".onnx"))  // the zoo's diagnostic lists the presets
     return graph_only(zoo::build_zoo_model(source, r.overrides, r.options));
-  HEDDLE_TRY(no_overrides(r));
-  if (ends_with(source, ".onnx")) return load_onnx(r);
+  const bool onnx = ends_with(source, ".onnx");
+  HEDDLE_TRY(no_overrides(r, onnx));
+  if (!onnx && !r.loss.empty())
+    return Diagnostic(SourceLoc{source, 0, 0},
+                      "--loss applies to ONNX models (zoo and text-IR models bring their own)");
+  if (onnx) return load_onnx(r);
   HEDDLE_TRY(no_dims(r));
   return graph_only(parse_graph_file(source));
 }
@@ -96,10 +113,6 @@ Result<LoadedModel> load_model(const ModelRequest& r) {
 Result<LoadedModel> load_model_to_run(const ModelRequest& r) {
   auto loaded = load_model(r);
   HEDDLE_TRY(loaded);
-  if (loaded->from_onnx && r.options.with_loss)
-    return Diagnostic(SourceLoc{r.source, 0, 0},
-                      "--train applies to zoo and text-IR models; an imported ONNX model has no "
-                      "loss");
   if (!loaded->missing_weights.empty())
     return Diagnostic(
         SourceLoc{r.source, 0, 0},

@@ -34,6 +34,38 @@ std::function<Result<Graph>(int64_t, int64_t)> zoo_builder(const std::string& na
   };
 }
 
+// An ONNX file for costing, imported without its weights: with `--batch` it is rebuilt at any
+// batch (re-imported; OnnxImportOptions::batch), and its training step has the requested loss.
+Result<ScalableModel> onnx_scalable_model(const ModelRequest& r) {
+  auto bytes = read_onnx_shapes_only(r.source);
+  HEDDLE_TRY(bytes);
+  auto shared = std::make_shared<const std::string>(std::move(*bytes));
+  const std::string file = r.source;
+  auto importer = [shared, file](OnnxImportOptions o) {
+    o.base_dir = ".";
+    return [shared, file, o](int64_t, int64_t batch) -> Result<Graph> {
+      OnnxImportOptions at = o;
+      if (at.batch > 0) at.batch = batch;  // re-batching asked for: any batch
+      auto m = import_onnx_bytes(*shared, file, at);
+      HEDDLE_TRY(m);
+      return std::move(m->graph);
+    };
+  };
+  ModelRequest forward = r;
+  forward.options = {};
+  auto g = importer(onnx_options(forward, false))(0, r.overrides.batch.value_or(0));
+  HEDDLE_TRY(g);
+  auto diags = verify(*g);
+  if (!diags.empty()) return diags.front();
+  ScalableModel m = fixed_scalable_model(std::move(*g));
+  m.build_loss = importer(onnx_options(forward, true));
+  if (r.overrides.batch) {
+    m.build = importer(onnx_options(forward, false));
+    m.rebuilds_batch = true;
+  }
+  return m;
+}
+
 }  // namespace
 
 Result<ScalableModel> zoo_scalable_model(const std::string& name, const zoo::ZooOverrides& over) {
@@ -70,6 +102,14 @@ Result<ScalableModel> load_scalable_model(const ModelRequest& request) {
     if (!request.dims.empty())
       return Diagnostic(SourceLoc{request.source, 0, 0}, "--dim applies to ONNX models only");
     return zoo_scalable_model(request.source, request.overrides);
+  }
+  if (request.source.size() > 5 &&
+      request.source.compare(request.source.size() - 5, 5, ".onnx") == 0) {
+    if (request.overrides.layers || request.overrides.hidden || request.overrides.heads ||
+        request.overrides.seq || request.overrides.vocab || request.overrides.ffn ||
+        request.overrides.kv_heads || request.overrides.experts || request.overrides.top_k)
+      return load_graph(request).error();  // load_model's diagnostic for the overrides
+    return onnx_scalable_model(request);
   }
   ModelRequest forward = request;
   forward.options = {};

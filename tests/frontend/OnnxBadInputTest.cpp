@@ -37,7 +37,7 @@ std::string write_temp(const onnx::ModelProto& m, const std::string& name) {
   return path;
 }
 
-const OnnxImportOptions kBatch4 = {.dims = {{"batch", 4}}, .base_dir = ""};
+const OnnxImportOptions kBatch4 = {.dims = {{"batch", 4}}, .base_dir = "", .batch = 0, .loss = ""};
 
 TEST(OnnxBadInput, UnsupportedOpNamesTypeNodeOpsetAndSupportedOps) {
   onnx::ModelProto m = read_model("mlp.onnx");

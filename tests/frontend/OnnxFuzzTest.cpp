@@ -22,7 +22,7 @@ std::string read_bytes(const std::string& path) {
   return ss.str();
 }
 
-const OnnxImportOptions kBatch4 = {.dims = {{"batch", 4}}, .base_dir = "."};
+const OnnxImportOptions kBatch4 = {.dims = {{"batch", 4}}, .base_dir = ".", .batch = 0, .loss = ""};
 
 // An import that succeeds must give a graph the verifier accepts.
 void import_and_check(const std::string& bytes, const std::string& what) {
@@ -88,7 +88,8 @@ TEST_P(OnnxFuzz, StructuralEditsAreDiagnosedOrImported) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, OnnxFuzz,
-                         ::testing::Values("mlp", "cnn", "encoder", "decoder", "mobilenet", "vit"));
+                         ::testing::Values("mlp", "cnn", "encoder", "decoder", "mobilenet", "vit",
+                                           "pools", "recurrent"));
 
 }  // namespace
 }  // namespace heddle

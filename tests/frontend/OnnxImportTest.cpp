@@ -1,6 +1,9 @@
 // The torch-exported fixtures import, run in the interpreter and partitioned over thread-devices,
 // and match torch's outputs.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <random>
 
 #include "OnnxTestUtil.h"
 #include "heddle/frontend/Npy.h"
@@ -24,7 +27,8 @@ struct Fixture {
 
 Fixture load(const std::string& name) {
   Fixture f;
-  auto m = import_onnx_file(fixture(name + ".onnx"), {.dims = {{"batch", 4}}, .base_dir = ""});
+  auto m = import_onnx_file(fixture(name + ".onnx"),
+                            {.dims = {{"batch", 4}}, .base_dir = "", .batch = 0, .loss = ""});
   EXPECT_TRUE(m.ok()) << m.error().to_string();
   if (m.ok()) f.model = std::move(*m);
   auto in = read_npy(fixture(name + ".in.npy"));
@@ -76,7 +80,8 @@ TEST_P(OnnxFixture, RunsPartitionedAndMatchesTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, OnnxFixture,
-                         ::testing::Values("mlp", "cnn", "encoder", "decoder", "mobilenet", "vit"));
+                         ::testing::Values("mlp", "cnn", "encoder", "decoder", "mobilenet", "vit",
+                                           "pools", "recurrent"));
 
 TEST(OnnxImport, MapsNodesOntoHeddleOps) {
   Fixture cnn = load("cnn");
@@ -112,7 +117,7 @@ TEST_P(OnnxFixture, ImportsWithoutWeightsToTheSameOps) {
   Fixture full = load(name);
   auto bare = import_onnx_file(
       std::string(HEDDLE_SOURCE_DIR) + "/fuzz/corpus/onnx/" + name + "_noweights.onnx",
-      {.dims = {{"batch", 4}}, .base_dir = ""});
+      {.dims = {{"batch", 4}}, .base_dir = "", .batch = 0, .loss = ""});
   ASSERT_TRUE(bare.ok()) << bare.error().to_string();
   EXPECT_TRUE(verify(bare->graph).empty());
   EXPECT_FALSE(bare->has_all_weights());
@@ -130,8 +135,56 @@ TEST_P(OnnxFixture, ImportsWithoutWeightsToTheSameOps) {
     EXPECT_EQ(ka[k], kb[k]) << op_kind_name(k);
 }
 
+// ONNX Einsum as torch exports it (maxvit: upper-case indices, spaces) against a hand loop.
+TEST(OnnxImport, EinsumMatchesAHandLoop) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  for (auto [name, dims] : std::vector<std::pair<const char*, std::vector<int64_t>>>{
+           {"x", {2, 3, 4}}, {"y", {2, 5, 4}}}) {
+    auto* in = g->add_input();
+    in->set_name(name);
+    auto* tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  auto* e = g->add_node();
+  e->set_op_type("Einsum");
+  e->set_name("attn");
+  e->add_input("x");
+  e->add_input("y");
+  e->add_output("z");
+  auto* eq = e->add_attribute();
+  eq->set_name("equation");
+  eq->set_type(onnx::AttributeProto::STRING);
+  eq->set_s("B I D, B J D -> B I J");
+  g->add_output()->set_name("z");
+  auto r = import_onnx_bytes(m.SerializeAsString(), "einsum.onnx");
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  const Graph& gr = r->graph;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  Tensor x(DType::kF32, IVec{2, 3, 4}), y(DType::kF32, IVec{2, 5, 4}), want(DType::kF32, {2, 3, 5});
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = u(rng);
+  for (int64_t i = 0; i < y.numel(); ++i) y.f32()[i] = u(rng);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 5; ++j) {
+        float acc = 0;
+        for (int64_t d = 0; d < 4; ++d)
+          acc += x.f32()[(b * 3 + i) * 4 + d] * y.f32()[(b * 5 + j) * 4 + d];
+        want.f32()[(b * 3 + i) * 5 + j] = acc;
+      }
+  Interpreter it(gr);
+  auto got = it.run({x, y});
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  expect_close((*got)[0], want);
+}
+
 TEST(OnnxImport, BindsDynamicDims) {
-  auto m8 = import_onnx_file(fixture("mlp.onnx"), {.dims = {{"batch", 8}}, .base_dir = ""});
+  auto m8 = import_onnx_file(fixture("mlp.onnx"),
+                             {.dims = {{"batch", 8}}, .base_dir = "", .batch = 0, .loss = ""});
   ASSERT_TRUE(m8.ok());
   EXPECT_EQ(m8->graph.type(m8->graph.inputs()[0]).shape(), (IVec{8, 16}));
   auto unbound = import_onnx_file(fixture("mlp.onnx"));

@@ -63,7 +63,24 @@ TEST(ScalableModel, FixedGraphIsNotLayered) {
   EXPECT_EQ(m->layers, 0);
   EXPECT_EQ(m->batch, 3);
   EXPECT_FALSE(m->rebuilds_batch);
-  EXPECT_FALSE(m->build_loss);
+  // An ONNX model's training step appends a loss (auto: cross-entropy on the logits).
+  ASSERT_TRUE(m->build_loss);
+  auto with_loss = m->build_loss(0, 3);
+  ASSERT_TRUE(with_loss.ok()) << with_loss.error().to_string();
+  ASSERT_EQ(with_loss->outputs().size(), 1u);
+  EXPECT_EQ(with_loss->type(with_loss->outputs()[0]).rank(), 0);
+  // With a batch override it re-batches, and rebuilds at any batch.
+  r.dims.clear();
+  r.overrides.batch = 16;
+  auto rebatched = load_scalable_model(r);
+  ASSERT_TRUE(rebatched.ok()) << rebatched.error().to_string();
+  EXPECT_TRUE(rebatched->rebuilds_batch);
+  EXPECT_EQ(rebatched->batch, 16);
+  auto at5 = rebatched->build(0, 5);
+  ASSERT_TRUE(at5.ok()) << at5.error().to_string();
+  EXPECT_EQ(at5->type(at5->inputs()[0]).shape()[0], 5);
+  r.overrides.batch.reset();
+  r.dims = {{"batch", 3}};
   r.source = "gpt-tiny";
   auto zoo_with_dims = load_scalable_model(r);
   ASSERT_FALSE(zoo_with_dims.ok());

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "OpsTestUtil.h"
+#include "common/TrainStepUtil.h"
 #include "heddle/ir/GraphBuilder.h"
 #include "heddle/ir/TextParser.h"
 #include "heddle/ir/Verifier.h"
@@ -297,14 +298,7 @@ TEST(TrainStep, LossFallsWithEitherOptimizer) {
       auto r = it.run(inputs, s);
       ASSERT_TRUE(r.ok()) << r.error().to_string();
       losses.push_back((*r)[0].f32()[0]);
-      size_t k = 1;
-      for (const auto& u : step->updates) {
-        it.set_param(u.param, (*r)[k++]);
-        for (auto [sv, ns] : u.state) {
-          (void)ns;
-          it.set_param(sv, (*r)[k++]);
-        }
-      }
+      testing::apply_updates(it, *step, *r);
     }
     EXPECT_LT(losses.back(), 0.8 * losses.front()) << losses.front() << " -> " << losses.back();
   }

@@ -44,6 +44,9 @@ void add_dim_option(CLI::App* app, std::map<std::string, int64_t>& dims);
 /// on `app`, filling `o`.
 void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o);
 
+/// `--loss cross_entropy|mse`: the loss --train appends to an ONNX model (default: auto).
+void add_loss_option(CLI::App* app, std::string& loss);
+
 /// `heddle show`: summary, shape table, text/DOT/JSON export of a model.
 Command add_show_command(CLI::App& root);
 

@@ -32,11 +32,18 @@ void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o) {
   opt("--heads", o.heads, "Zoo models: attention heads");
   opt("--seq", o.seq, "Zoo models: sequence length");
   opt("--vocab", o.vocab, "Zoo models: vocabulary size");
-  opt("--batch", o.batch, "Zoo models: batch size");
+  opt("--batch", o.batch, "Zoo models: batch size; ONNX models: re-batch (the leading dim)");
   opt("--ffn", o.ffn, "Zoo models (llama, mixtral, moe): MLP inner width");
   opt("--kv-heads", o.kv_heads, "Zoo models (llama, mixtral): key/value heads");
   opt("--experts", o.experts, "Zoo models (mixtral, moe): experts per MoE layer");
   opt("--top-k", o.top_k, "Zoo models (mixtral, moe): experts per token, 1..experts (2)");
+}
+
+void add_loss_option(CLI::App* app, std::string& loss) {
+  app->add_option("--loss", loss,
+                  "ONNX models with --train: the loss on the output, cross_entropy or mse "
+                  "(default: cross_entropy for outputs of rank >= 2, else mse)")
+      ->check(CLI::IsMember({"cross_entropy", "mse"}));
 }
 
 }  // namespace heddle::cli

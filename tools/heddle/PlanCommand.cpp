@@ -32,6 +32,7 @@ struct PlanArgs {
   std::string model, cluster, strategy = "auto", memory, out_dir;
   zoo::ZooOverrides overrides;
   std::map<std::string, int64_t> dims;  ///< --dim: ONNX dynamic dims
+  std::string loss;  ///< --loss: an ONNX model's training loss (default empty: auto)
   bool train = false, json = false, overlap = false;
   std::vector<std::string> compare;  ///< --compare: the user's strategies, priced beside the plan
   double time_limit = 60, target_step_time = 0;
@@ -103,7 +104,7 @@ int run_plan(const PlanArgs& a) {
   auto spec = StrategySpec::parse(a.strategy);
   if (!spec.ok()) return user_error(Diagnostic("--strategy: " + spec.error().message));
   auto src = model::load_scalable_model(
-      {.source = a.model, .overrides = a.overrides, .options = {}, .dims = a.dims});
+      {.source = a.model, .overrides = a.overrides, .options = {}, .dims = a.dims, .loss = a.loss});
   if (!src.ok()) return user_error(src.error());
   search::ConfigSearchOptions o;
   if (a.objective == "energy") {
@@ -310,6 +311,7 @@ Command add_plan_command(CLI::App& root) {
   add_target_flags(app, a->target);
   add_zoo_overrides(app, a->overrides);
   add_dim_option(app, a->dims);
+  add_loss_option(app, a->loss);
   return {app, [a] { return run_plan(*a); }};
 }
 

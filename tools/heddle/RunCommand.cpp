@@ -31,6 +31,7 @@ model::ModelRequest model_request(const RunOptions& o) {
   r.overrides = o.overrides;
   r.options.with_loss = o.train;
   r.dims = o.dims;
+  r.loss = o.loss;
   return r;
 }
 
@@ -66,7 +67,9 @@ Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunOptions& o, const
 }
 
 Result<std::vector<Tensor>> read_input_files(const Graph& g, const RunOptions& o) {
-  auto files = heddle::read_input_files(g, o.input_files, o.check);
+  std::vector<std::string> paths = o.input_files;
+  if (!o.labels_file.empty()) paths.push_back(o.labels_file);  // the loss's input comes last
+  auto files = heddle::read_input_files(g, paths, o.check);
   HEDDLE_TRY(files);
   for (const Diagnostic& d : files->warnings)
     report_note(LogLevel::kWarn, "warning", d.loc.to_string() + ": warning: " + d.message);
@@ -160,7 +163,7 @@ int run(RunOptions o) {
                         std::to_string(run_g.outputs().size()) + " outputs");
     return check_memory(o, run_g, session);
   };
-  if (!o.input_files.empty())
+  if (!o.input_files.empty() || !o.labels_file.empty())  // else random inputs
     hooks.inputs = [&](const Graph& run_g) { return read_input_files(run_g, o); };
   hooks.on_step = [&](int s, const TensorMap& got) {
     if (o.train && !o.json)
@@ -219,6 +222,9 @@ Command add_run_command(CLI::App& root) {
   app->add_option("--emit", opts->emit_dir, "Write each device's lowered program to DIR");
   app->add_flag("--train", opts->train,
                 "Run training steps (forward, loss, backward, optimizer) on a synthetic task");
+  add_loss_option(app, opts->loss);
+  app->add_option("--labels", opts->labels_file,
+                  "With --loss: the labels .npy, fed after the --input files (default: random)");
   app->add_option("--steps", opts->steps,
                   "Steps to run, forward-only runs too (default 10 with --train, else 1)");
   app->add_option("--host-memory", opts->host_memory,

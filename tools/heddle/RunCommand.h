@@ -23,9 +23,11 @@ struct RunOptions {
   zoo::ZooOverrides overrides;           ///< --layers --hidden ... (default: the zoo's)
   std::map<std::string, int64_t> dims;   ///< --dim NAME=VALUE for ONNX dynamic dims (default none)
   std::vector<std::string> input_files;  ///< --input FILE.npy per graph input (default: random)
-  std::string output_file;               ///< --output FILE.npy (default none)
-  std::string mesh = "1";                ///< --mesh (default 1)
-  std::string strategy;                  ///< --strategy (default empty: propagation over the mesh)
+  std::string loss;         ///< --loss: an ONNX model's training loss (default empty: auto)
+  std::string labels_file;  ///< --labels FILE.npy: the last input, the loss's (default: random)
+  std::string output_file;  ///< --output FILE.npy (default none)
+  std::string mesh = "1";   ///< --mesh (default 1)
+  std::string strategy;     ///< --strategy (default empty: propagation over the mesh)
   /// --backend threads|mpi (default empty: mpi when an MPI launcher started several ranks, else
   /// threads; choose_backend()).
   std::string backend;

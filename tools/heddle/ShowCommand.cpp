@@ -31,6 +31,7 @@ struct ShowOptions {
   bool train = false;
   zoo::ZooOverrides overrides;
   std::map<std::string, int64_t> dims;
+  std::string loss;  ///< --loss: an ONNX model's training loss (default empty: auto)
   std::string dot_file;
   std::string text_file;
   bool json = false;
@@ -143,7 +144,7 @@ int run_show(const ShowOptions& o) {
   zoo::ModelOptions mo;
   mo.with_loss = o.train;
   auto parsed = model::load_graph(
-      {.source = o.model, .overrides = o.overrides, .options = mo, .dims = o.dims});
+      {.source = o.model, .overrides = o.overrides, .options = mo, .dims = o.dims, .loss = o.loss});
   if (!parsed.ok()) return user_error(parsed.error());
   if (o.train) {
     auto step = build_train_step(*parsed);
@@ -194,6 +195,7 @@ Command add_show_command(CLI::App& root) {
                 "Show the training step: forward, loss, backward and AdamW update");
   add_zoo_overrides(app, opts->overrides);
   add_dim_option(app, opts->dims);
+  add_loss_option(app, opts->loss);
   app->add_option("--dot", opts->dot_file, "Write the graph as Graphviz DOT to FILE");
   app->add_option("--text", opts->text_file, "Write the graph in heddle's text form to FILE");
   app->add_flag("--json", opts->json, "Print one JSON object instead of the text summary");

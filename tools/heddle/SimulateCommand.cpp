@@ -24,6 +24,7 @@ struct SimulateArgs {
   std::string model, cluster, strategy, trace, stage_planner = "tactics", memory;
   zoo::ZooOverrides overrides;
   std::map<std::string, int64_t> dims;  ///< --dim: ONNX dynamic dims
+  std::string loss;  ///< --loss: an ONNX model's training loss (default empty: auto)
   bool train = false, json = false, overlap = false, executor = false;
 };
 
@@ -59,7 +60,7 @@ int run_simulate(const SimulateArgs& a) {
   auto spec = StrategySpec::parse(a.strategy);
   if (!spec.ok()) return user_error(spec.error());
   auto src = model::load_scalable_model(
-      {.source = a.model, .overrides = a.overrides, .options = {}, .dims = a.dims});
+      {.source = a.model, .overrides = a.overrides, .options = {}, .dims = a.dims, .loss = a.loss});
   if (!src.ok()) return user_error(src.error());
   cost::SimulateOptions opts;
   if (a.stage_planner == "ilp")  // the stages `heddle plan` re-planned with the intra-op ILP
@@ -167,6 +168,7 @@ Command add_simulate_command(CLI::App& root) {
       ->required();
   add_zoo_overrides(app, args->overrides);
   add_dim_option(app, args->dims);
+  add_loss_option(app, args->loss);
   app->add_flag("--train", args->train, "Simulate a training step (default: forward only)");
   app->add_option("--memory", args->memory,
                   "Memory per device, e.g. 40GiB (default: the device's); the step is "

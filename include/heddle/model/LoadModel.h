@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "heddle/frontend/OnnxImport.h"
 #include "heddle/ir/Graph.h"
 #include "heddle/ops/Tensor.h"
 #include "heddle/ops/zoo/Zoo.h"
@@ -21,13 +22,19 @@ struct ModelRequest {
   /// A zoo preset name, a path ending in `.onnx`, else a text-IR file. A name that is neither a
   /// preset nor an existing file is reported against the zoo (the diagnostic lists the presets).
   std::string source;
-  /// Zoo models only: sizes replacing the preset's; default none. An error for files.
+  /// Zoo models: sizes replacing the preset's; default none. ONNX models take `batch` only
+  /// (re-batching, OnnxImportOptions::batch); an error for text-IR files and for other fields.
   zoo::ZooOverrides overrides;
-  /// Zoo models only: how the preset is built (e.g. `with_loss`); default the preset's forward.
+  /// How the model is built: zoo presets take all of it; `with_loss` on an ONNX model appends
+  /// the loss named by `loss`. Default: the forward pass.
   zoo::ModelOptions options;
   /// ONNX models only: values of the model's dynamic input dims by name; default none. An error
   /// for other sources, and for a name the model does not have.
   std::map<std::string, int64_t> dims;
+  /// ONNX models with `options.with_loss` (and planning an ONNX model's training step): the loss
+  /// appended to its output, `cross_entropy` or `mse` (OnnxImportOptions::loss); default empty:
+  /// `auto`. An error for other sources.
+  std::string loss;
 };
 
 /// A loaded model with, for ONNX files, the data of its parameters.
@@ -43,13 +50,17 @@ struct LoadedModel {
 /// and whatever the text parser or the ONNX importer reports.
 Result<LoadedModel> load_model(const ModelRequest& request);
 
-/// load_model() for a run: the model must be runnable. Diagnostics: those of load_model(), a loss
-/// asked of an ONNX model (`options.with_loss`: it has none), parameters without weight data.
+/// load_model() for a run: the model must be runnable. Diagnostics: those of load_model(),
+/// parameters without weight data.
 Result<LoadedModel> load_model_to_run(const ModelRequest& request);
 
 /// The model of `request` rebuilt at another batch (zoo presets, with their overrides and
 /// options); null for files, which cannot be rebuilt.
 std::function<Result<Graph>(int64_t batch)> batch_rebuilder(const ModelRequest& request);
+
+/// The ONNX import options of `r`: its dims, its batch override (re-batching) and, with
+/// `with_loss`, its loss (`auto` when none is named).
+OnnxImportOptions onnx_options(const ModelRequest& r, bool with_loss);
 
 /// load_model() for callers that need only the graph.
 Result<Graph> load_graph(const ModelRequest& request);

@@ -42,8 +42,10 @@ Result<ScalableModel> zoo_scalable_model(const std::string& name, const zoo::Zoo
 ScalableModel fixed_scalable_model(Graph g);
 
 /// `request.source` for costing: a zoo preset rebuilt at other sizes, else a fixed graph (a
-/// text-IR or ONNX file, dynamic dims bound by `request.dims`), verified. `request.options` is
-/// not used. Diagnostics as load_model(), and the verifier's first.
+/// text-IR or ONNX file, dynamic dims bound by `request.dims`), verified. An ONNX file is imported
+/// without its weights; with a batch override it is re-batched and rebuilt at any batch, and its
+/// `build_loss` appends `request.loss` (`auto` when empty). `request.options` is not used.
+/// Diagnostics as load_model(), and the verifier's first.
 Result<ScalableModel> load_scalable_model(const ModelRequest& request);
 
 }  // namespace heddle::model
