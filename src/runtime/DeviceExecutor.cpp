@@ -325,13 +325,15 @@ Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const Exe
   ko.threads = std::max(1, threads);
   feeds_unchanged_ = options.feeds_unchanged && runs_ > 0;
   ++runs_;
-  // An exception (a failed assert under throw_on_assert) fails the run like a kernel error, so
-  // the device still takes part in the remaining collectives; it is rethrown at the end.
+  // A failed assert under throw_on_assert (InternalError) fails the run like a kernel error, so
+  // the device still takes part in the remaining collectives; it is rethrown at the end. Other
+  // exceptions (a communicator that lost its peers, an injected fault) leave at once: the
+  // collectives they come from cannot go on.
   std::exception_ptr internal;
   for (const Step& s : steps_) {
     try {
       run_step(s, comm, feeds, ko);
-    } catch (...) {
+    } catch (const InternalError&) {
       if (!internal) internal = std::current_exception();
       fail(Diagnostic("internal error on device " + std::to_string(comm.rank())));
     }

@@ -30,9 +30,15 @@ std::vector<nlohmann::json> records(const std::string& err) {
   std::vector<nlohmann::json> out;
   std::istringstream lines(err);
   for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line[0] != '{') continue;
-    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_discarded()) out.push_back(std::move(j));
+    // mpirun, stopped by a signal, may cut a record short and go on with the next one on the
+    // same line: parse each record start on its own.
+    for (size_t at = line.find("{\"time\""); at != std::string::npos;) {
+      const size_t next = line.find("{\"time\"", at + 1);
+      auto j = nlohmann::json::parse(line.substr(at, next == std::string::npos ? next : next - at),
+                                     nullptr, /*allow_exceptions=*/false);
+      if (!j.is_discarded()) out.push_back(std::move(j));
+      at = next;
+    }
   }
   return out;
 }
