@@ -19,7 +19,9 @@ using v8 = float __attribute__((vector_size(32)));
 using v8i = int32_t __attribute__((vector_size(32)));
 constexpr int64_t kLanes = 8;
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// Not under ThreadSanitizer: a clone's ifunc resolver runs while the dynamic loader relocates,
+// before TSan's runtime is up, and its instrumented entry crashes the process at start-up.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define HEDDLE_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define HEDDLE_SIMD_CLONES
