@@ -79,10 +79,12 @@ test-sanitize: deps
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" build-tsan/tests/runtime/test_runtime --gtest_brief=1
 
 # The CI subset of test-sanitize (.ci/run): ASan+UBSan on the ir, sharding and runtime unit tests
-# and test_ops_graphs (every zoo training step: built at default size, run shrunk),
+# plus test_ops_graphs (every zoo training step: built at default size, run shrunk), test_frontend and
+# test_driver (every imported fixture: imported, run partitioned, trained on 2 thread-devices),
 # TSan on the runtime's tests; builds only those binaries. ~15 min on 2 idle cores
 # (docs/reliability.md).
-SANITIZE_CI_ASAN ?= test_support test_ir test_ops_graphs test_sharding test_runtime
+SANITIZE_CI_ASAN ?= test_support test_ir test_ops_graphs test_sharding test_runtime test_frontend \
+  test_driver
 test-sanitize-ci: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDDLE_SANITIZE=address,undefined \
 	  -DHEDDLE_BUILD_BENCH=OFF >/dev/null

@@ -92,7 +92,9 @@ Result<PreparedRun> prepare_run(const RunRequest& r, model::LoadedModel loaded) 
   p.pipe = std::move(*pipe);
   p.model_outputs = p.graph.outputs().size();
   if (r.train) {
-    auto step = build_train_step(p.graph, r.optimizer);
+    TrainStepOptions options = r.optimizer;
+    options.frozen.insert(loaded.constants.begin(), loaded.constants.end());
+    auto step = build_train_step(p.graph, options);
     HEDDLE_TRY(step);
     p.graph = std::move(step->graph);
     p.updates = std::move(step->updates);

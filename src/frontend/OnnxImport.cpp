@@ -143,6 +143,7 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
           init.name(),
           TensorType(*dt, IVec(std::vector<int64_t>(init.dims().begin(), init.dims().end()))));
     }
+    im.mark_initializer(init.name());
     // The data now lives in a Tensor: free the protobuf's copy (clear() would keep capacity).
     std::string().swap(*init.mutable_raw_data());
     init.clear_float_data();
@@ -197,6 +198,7 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
     auto folded = try_fold(im, n);
     HEDDLE_TRY(folded);
     if (*folded) {
+      im.inherit_weight(n);
       if (log) log_node(im, n, *log);
       continue;
     }

@@ -43,9 +43,27 @@ std::string Importer::unique_name(const std::string& stem) const {
   return name;
 }
 
-ValueId Importer::add_param(const std::string& stem, const TensorType& type, const Tensor* data) {
+void Importer::mark_initializer(const std::string& name) {
+  Entry& e = entries_.at(name);
+  TensorType t = type(name);
+  e.weight = dtype_is_float(t.dtype());
+}
+
+void Importer::inherit_weight(const onnx::NodeProto& n) {
+  bool any = false;
+  for (const auto& in : n.input()) {
+    auto it = entries_.find(in);
+    any = any || (it != entries_.end() && it->second.weight);
+  }
+  for (const auto& o : n.output())
+    if (auto it = entries_.find(o); it != entries_.end()) it->second.weight = any;
+}
+
+ValueId Importer::add_param(const std::string& stem, const TensorType& type, const Tensor* data,
+                            bool trainable) {
   std::string name = unique_name(stem);
   ValueId v = ops_.param(name, type);
+  if (!trainable) out_.constants.push_back(name);
   if (data)
     out_.weights.emplace(v, *data);  // copies; value() drops the entry's copy of large ones
   else
@@ -61,13 +79,13 @@ Result<ValueId> Importer::value(const std::string& name) {
   if (e.value != kNoValue) return e.value;
   if (e.constant) {
     TensorType t(e.constant->dtype(), e.constant->shape());
-    e.value = add_param(name, t, &*e.constant);
+    e.value = add_param(name, t, &*e.constant, e.weight);
     // Large constants are weights: keep one copy (in the model's weights), not two. Small ones
     // stay foldable.
     if (t.numel() > kKeepConstantElements) e.constant.reset();
   } else {
     HEDDLE_ASSERT(e.data_free) << "entry '" << name << "' is empty";
-    e.value = add_param(name, *e.data_free, nullptr);
+    e.value = add_param(name, *e.data_free, nullptr, e.weight);
   }
   return e.value;
 }

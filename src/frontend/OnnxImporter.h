@@ -20,6 +20,9 @@ struct Entry {
   ValueId value = kNoValue;             ///< a graph value, once there is one
   std::optional<Tensor> constant;       ///< known data (initializer, Constant, folded)
   std::optional<TensorType> data_free;  ///< an initializer whose data is missing
+  /// Data from a float initializer, or folded from one: trainable. Constant nodes, integer and
+  /// boolean initializers and what folds from them alone are constants (never trained).
+  bool weight = false;
 };
 
 /// What an import at the exported batch saw, for re-batching (OnnxImportOptions::batch).
@@ -91,7 +94,14 @@ class Importer {
   /// several entries could be the batch.
   void rebatch_expand(const onnx::NodeProto& n, const IVec& in, std::vector<int64_t>& want) const;
   /// A fresh parameter holding `data` (named after `stem`), or without data when `data` is null.
-  ValueId add_param(const std::string& stem, const TensorType& type, const Tensor* data);
+  /// `trainable` false records it in ImportedModel::constants (fixed data a training step never
+  /// updates: mask fill values, pooling divisors, synthesized zero biases).
+  ValueId add_param(const std::string& stem, const TensorType& type, const Tensor* data,
+                    bool trainable);
+  /// Marks the entry of initializer `name` (just defined) as a trainable weight when it is float.
+  void mark_initializer(const std::string& name);
+  /// After folding node `n`: its outputs are weights when any of its inputs is one.
+  void inherit_weight(const onnx::NodeProto& n);
 
  private:
   std::string unique_name(const std::string& stem) const;

@@ -256,7 +256,7 @@ Status layernorm(Importer& im, const onnx::NodeProto& n) {
     beta = *b;
   } else {
     Tensor zeros(ops.type(*gamma));
-    beta = im.add_param(n.name() + ".bias", ops.type(*gamma), &zeros);
+    beta = im.add_param(n.name() + ".bias", ops.type(*gamma), &zeros, false);
   }
   im.set_value(n.output(0), ops.layernorm(*x, *gamma, beta, attr_float(n, "epsilon", 1e-5f)));
   return {};
@@ -267,7 +267,7 @@ ValueId scalar_param(Importer& im, const onnx::NodeProto& n, const std::string& 
   Tensor t(DType::kF32, IVec{});
   t.f32()[0] = saturating_float(v);
   return im.add_param((n.name().empty() ? n.output(0) : n.name()) + "." + what,
-                      TensorType(DType::kF32, IVec{}), &t);
+                      TensorType(DType::kF32, IVec{}), &t, false);
 }
 
 // y = min(max(x, lo), hi), either bound optional.

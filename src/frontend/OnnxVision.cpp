@@ -120,7 +120,7 @@ Status pool(Importer& im, const onnx::NodeProto& n) {
         f.f32()[a * outs[1] + b] = static_cast<float>(o.kernel[0] * o.kernel[1]) / count;
       }
     std::string stem = n.name().empty() ? n.output(0) : n.name();
-    y = ops.mul(y, im.add_param(stem + ".divisor", ft, &f));
+    y = ops.mul(y, im.add_param(stem + ".divisor", ft, &f, false));
   }
   im.set_value(n.output(0), y);
   return im.check(n);
@@ -172,8 +172,8 @@ Status batchnorm(Importer& im, const onnx::NodeProto& n) {
       b.f32()[i] = static_cast<float>(p[1]->f32()[i] - p[2]->f32()[i] * ai);
     }
   std::string stem = n.name().empty() ? n.output(0) : n.name();
-  ValueId av = im.add_param(stem + ".scale", t, have ? &a : nullptr);
-  ValueId bv = im.add_param(stem + ".shift", t, have ? &b : nullptr);
+  ValueId av = im.add_param(stem + ".scale", t, have ? &a : nullptr, true);
+  ValueId bv = im.add_param(stem + ".shift", t, have ? &b : nullptr, true);
   im.set_value(n.output(0), ops.add(ops.mul(*x, av), bv));
   return {};
 }

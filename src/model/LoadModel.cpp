@@ -75,6 +75,7 @@ Result<LoadedModel> load_onnx(const ModelRequest& r) {
   m.from_onnx = true;
   m.weights = std::move(imported->weights);
   m.missing_weights = std::move(imported->missing_weights);
+  m.constants = std::move(imported->constants);
   return m;
 }
 

@@ -6,7 +6,8 @@
 
 namespace heddle {
 
-Result<Gradients> build_gradients(const Graph& forward, ValueId loss) {
+Result<Gradients> build_gradients(const Graph& forward, ValueId loss,
+                                  const std::set<std::string>& frozen) {
   if (loss < 0 || loss >= forward.num_values())
     return Diagnostic("autodiff: the loss is not a value of the graph");
   if (forward.type(loss).numel() != 1 || !dtype_is_float(forward.type(loss).dtype()))
@@ -16,7 +17,7 @@ Result<Gradients> build_gradients(const Graph& forward, ValueId loss) {
   Graph& g = out.graph;
   // Values that depend on a parameter and that the loss depends on carry gradients.
   std::vector<bool> from_param(static_cast<size_t>(g.num_values()), false);
-  for (ValueId p : g.params()) from_param[p] = true;
+  for (ValueId p : g.params()) from_param[p] = !frozen.count(g.value(p).name);
   OpId n_fwd = static_cast<OpId>(g.num_ops());
   for (OpId i = 0; i < n_fwd; ++i) {
     const Op& op = g.op(i);
@@ -65,7 +66,7 @@ Result<TrainStep> build_train_step(const Graph& forward, const TrainStepOptions&
   if (forward.outputs().size() != 1)
     return Diagnostic("training needs a graph whose single output is the loss; this one has " +
                       std::to_string(forward.outputs().size()) + " outputs");
-  auto grads = build_gradients(forward, forward.outputs()[0]);
+  auto grads = build_gradients(forward, forward.outputs()[0], options.frozen);
   HEDDLE_TRY(grads);
   TrainStep step{std::move(grads->graph), grads->loss, {}};
   Graph& g = step.graph;

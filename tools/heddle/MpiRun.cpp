@@ -117,7 +117,7 @@ Result<Prepared> prepare_locally(const RunOptions& o) {
         "with pp > 1 the MPI backend generates weights and inputs from --seed; an ONNX model's "
         "weights, --input and --output need pp=1 there, or --backend threads");
   if (o.train) {  // the same training step the threads backend builds
-    auto step = make_train_step(o, p.g);
+    auto step = make_train_step(o, p.g, loaded->constants);
     HEDDLE_TRY(step);
     p.updates = std::move(*step);
     if (o.check)  // gradients become outputs, so --check compares them (as with threads)

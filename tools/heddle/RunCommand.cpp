@@ -54,8 +54,11 @@ driver::RunRequest run_request(const RunOptions& o) {
           .emit_dir = o.emit_dir};
 }
 
-Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g) {
-  auto step = build_train_step(g, train_step_options(o));
+Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g,
+                                                 const std::vector<std::string>& constants) {
+  TrainStepOptions options = train_step_options(o);
+  options.frozen.insert(constants.begin(), constants.end());
+  auto step = build_train_step(g, options);
   HEDDLE_TRY(step);
   g = std::move(step->graph);
   return std::move(step->updates);

@@ -76,8 +76,10 @@ driver::RunRequest run_request(const RunOptions& o);
 TrainStepOptions train_step_options(const RunOptions& o);
 
 /// Replaces `g` (a model with a loss) by its training step with the optimizer `o` asks for and
-/// returns the parameter updates; diagnostics from the autodiff. Shared by both backends.
-Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g);
+/// returns the parameter updates; `constants` (an imported model's) are never trained.
+/// Diagnostics from the autodiff. Shared by both backends.
+Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g,
+                                                 const std::vector<std::string>& constants);
 
 /// MODEL loaded to run (model::load_model_to_run). Both backends.
 Result<model::LoadedModel> load_runnable(const RunOptions& o);

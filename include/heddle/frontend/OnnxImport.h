@@ -43,6 +43,12 @@ struct ImportedModel {
   std::map<ValueId, Tensor> weights;
   /// Names of parameters without data (stripped initializers, absent external files).
   std::vector<std::string> missing_weights;
+  /// Names of parameters holding constants rather than weights (Constant nodes, integer and
+  /// boolean initializers, what folds from those alone, and data the importer synthesizes:
+  /// pooling divisors, zero biases), in creation order: a training step never updates them
+  /// (TrainStepOptions::frozen). A causal mask's -inf fill value is one; AdamW's weight decay
+  /// would turn it into NaN.
+  std::vector<std::string> constants;
   int64_t opset = 0;  ///< the default-domain opset the model declares
   /// Names of the symbolic dims of the graph inputs (bound through OnnxImportOptions::dims),
   /// sorted, each once; the CLI rejects a `--dim` naming none of them.

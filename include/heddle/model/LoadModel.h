@@ -43,6 +43,7 @@ struct LoadedModel {
   bool from_onnx = false;                    ///< weights below are the model's own
   std::map<ValueId, Tensor> weights;         ///< ONNX parameter data
   std::vector<std::string> missing_weights;  ///< ONNX parameters without data
+  std::vector<std::string> constants;        ///< ONNX parameters that are constants (never trained)
 };
 
 /// Loads `request.source`. Diagnostics (located at the source): unknown zoo names, overrides or

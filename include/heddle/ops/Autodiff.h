@@ -3,6 +3,8 @@
 // costed and executed like any forward graph.
 #pragma once
 
+#include <set>
+#include <string>
 #include <vector>
 
 #include "heddle/ir/Graph.h"
@@ -22,8 +24,9 @@ struct Gradients {
 /// parameter. Gradients flow through every op kind except optimizer updates, top-2 gating (the
 /// routing is treated as constant) and the gradient helper kinds (no second order); parameters
 /// the loss does not reach get no entry. Diagnostics: a non-scalar loss, an op form the rules do
-/// not cover.
-Result<Gradients> build_gradients(const Graph& forward, ValueId loss);
+/// not cover. Parameters named in `frozen` are constants: no gradient flows to them.
+Result<Gradients> build_gradients(const Graph& forward, ValueId loss,
+                                  const std::set<std::string>& frozen = {});
 
 /// Options of a training step.
 struct TrainStepOptions {
@@ -31,6 +34,9 @@ struct TrainStepOptions {
   Optimizer optimizer = Optimizer::kAdamW;  ///< default AdamW
   SgdOptions sgd;                           ///< used with kSgdMomentum
   AdamWOptions adamw;                       ///< used with kAdamW
+  /// Parameters, by name, that get no gradient and no update: an imported model's constants
+  /// (ImportedModel::constants). Default none: every parameter the loss reaches trains.
+  std::set<std::string> frozen;
 };
 
 /// One parameter's update in a training step: values to copy back after the step.
