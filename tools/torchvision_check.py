@@ -2,7 +2,7 @@
 """Exports torchvision classification models to ONNX and checks heddle against torch.
 
 Usage: /usr/bin/python3 tools/torchvision_check.py [--heddle PATH] [--out DIR] [--batch N]
-           [--dynamic] [--mesh N --strategy S] [MODEL...]
+           [--dynamic] [--mesh N --strategy S] [--plan-only] [MODEL...]
 
 For each model (default: every classification builder of torchvision.models), with random weights
 (seeded; BatchNorm statistics and norm affines randomized so outputs are not degenerate), writes
@@ -13,6 +13,7 @@ against heddle's interpreter), and prints one table row: import/run status, the 
 python3-torchvision and python3-onnx (scripts/install-deps --bench); CI does not run it.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -77,6 +78,8 @@ def check(name, args):
                       opset_version=17, **extra)
     export_s = time.time() - t0
     np.save(base + ".in.npy", x.numpy())
+    if args.plan_only:
+        return f"| `{name}` | {size} | | | {export_s:.0f} s | | {plan(base + '.onnx', args)} |"
     cmd = [args.heddle, "run", base + ".onnx", "--mesh", str(args.mesh), "--strategy",
            args.strategy, "--input", base + ".in.npy", "--output", base + ".heddle.npy", "--check"]
     if args.dynamic:
@@ -84,14 +87,28 @@ def check(name, args):
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     run_s = time.time() - t0
+    planned = plan(base + ".onnx", args)
     if r.returncode != 0:
         msg = (r.stderr.strip().splitlines() or ["?"])[-1]
-        return f"| `{name}` | {size} | fails: {msg[:160]} | | {export_s:.0f} s | {run_s:.0f} s |"
+        return (f"| `{name}` | {size} | fails: {msg[:160]} | | {export_s:.0f} s | {run_s:.0f} s "
+                f"| {planned} |")
     got = np.load(base + ".heddle.npy")
     want = y.numpy()
     rel = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
     ok = "matches" if rel <= 1e-4 else "DIFFERS"
-    return f"| `{name}` | {size} | {ok} | {rel:.1e} | {export_s:.0f} s | {run_s:.0f} s |"
+    return (f"| `{name}` | {size} | {ok} | {rel:.1e} | {export_s:.0f} s | {run_s:.0f} s "
+            f"| {planned} |")
+
+
+def plan(path, args):
+    """Plans the model's training step at batch 256 on 8 A100s: the plan's step time and MFU."""
+    cmd = [args.heddle, "plan", path, "--cluster", "a100x8", "--train", "--json"]
+    cmd += ["--dim", "batch=256"] if args.dynamic else ["--batch", "256"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return "fails: " + (r.stderr.strip().splitlines() or ["?"])[-1][:120]
+    j = json.loads(r.stdout)
+    return f"{j['strategy']}: {j['step_time_s'] * 1e3:.1f} ms, MFU {j['mfu'] * 100:.1f}%"
 
 
 def main():
@@ -103,16 +120,18 @@ def main():
     p.add_argument("--dynamic", action="store_true")
     p.add_argument("--mesh", type=int, default=2)
     p.add_argument("--strategy", default="dp=2")
+    p.add_argument("--plan-only", action="store_true", help="export and plan; do not run")
     p.add_argument("models", nargs="*")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    print("| model | input | heddle vs torch | max rel error | export | heddle run --check |")
-    print("|---|---|---|---|---|---|")
+    print("| model | input | heddle vs torch | max rel error | export | heddle run --check "
+          "| plan --train --batch 256, a100x8 |")
+    print("|---|---|---|---|---|---|---|")
     for name in args.models or classification_models():
         try:
             row = check(name, args)
         except Exception as e:  # an export failure is a row too
-            row = f"| `{name}` | | torch export fails: {type(e).__name__} | | | |"
+            row = f"| `{name}` | | torch export fails: {type(e).__name__} | | | | |"
         print(row, flush=True)
 
 
