@@ -78,10 +78,18 @@ Result<InputFiles> read_input_files(const Graph& g, const std::vector<std::strin
                                     bool finite_only) {
   InputFiles out;
   if (files.empty()) return out;
-  if (files.size() != g.inputs().size())
-    return Diagnostic("--input given " + std::to_string(files.size()) +
-                      " time(s), but the model has " + std::to_string(g.inputs().size()) +
-                      " input(s); give one .npy file per input, in order");
+  if (files.size() != g.inputs().size()) {
+    std::vector<std::string> names;
+    for (ValueId v : g.inputs()) names.push_back("'" + g.value(v).name + "'");
+    // A training step's labels are its last input (OnnxImportOptions::loss): say how to give them.
+    const bool labels_missing =
+        files.size() + 1 == g.inputs().size() && g.value(g.inputs().back()).name == "labels";
+    return Diagnostic(fmt::format(
+        "--input given {} time(s), but the model has {} input(s) ({}); give one .npy file per "
+        "input, in order{}",
+        files.size(), g.inputs().size(), fmt::join(names, ", "),
+        labels_missing ? "; 'labels' is the loss's input: give it with --labels FILE.npy" : ""));
+  }
   for (size_t i = 0; i < files.size(); ++i) {
     // An .npy of this input holds at most 8 bytes per element (int64, float64) and its header.
     const int64_t elements = g.type(g.inputs()[i]).shape().product();
