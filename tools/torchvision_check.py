@@ -2,7 +2,7 @@
 """Exports torchvision classification models to ONNX and checks heddle against torch.
 
 Usage: /usr/bin/python3 tools/torchvision_check.py [--heddle PATH] [--out DIR] [--batch N]
-           [--dynamic] [--mesh N --strategy S] [--plan-only] [MODEL...]
+           [--dynamic] [--rebatch N] [--mesh N --strategy S] [--plan-only] [MODEL...]
 
 For each model (default: every classification builder of torchvision.models), with random weights
 (seeded; BatchNorm statistics and norm affines randomized so outputs are not degenerate), writes
@@ -77,13 +77,19 @@ def check(name, args):
     torch.onnx.export(model, (x,), base + ".onnx", input_names=["x"], output_names=["y"],
                       opset_version=17, **extra)
     export_s = time.time() - t0
+    if args.rebatch:  # run the batch-`batch` export at another batch, against torch at that batch
+        x = torch.randn(args.rebatch, 3, size, size)
+        with torch.no_grad():
+            y = model(x)
     np.save(base + ".in.npy", x.numpy())
     if args.plan_only:
         return f"| `{name}` | {size} | | | {export_s:.0f} s | | {plan(base + '.onnx', args)} |"
     cmd = [args.heddle, "run", base + ".onnx", "--mesh", str(args.mesh), "--strategy",
            args.strategy, "--input", base + ".in.npy", "--output", base + ".heddle.npy", "--check"]
     if args.dynamic:
-        cmd += ["--dim", f"batch={args.batch}"]
+        cmd += ["--dim", f"batch={args.rebatch or args.batch}"]
+    elif args.rebatch:
+        cmd += ["--batch", str(args.rebatch)]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     run_s = time.time() - t0
@@ -120,6 +126,8 @@ def main():
     p.add_argument("--dynamic", action="store_true")
     p.add_argument("--mesh", type=int, default=2)
     p.add_argument("--strategy", default="dp=2")
+    p.add_argument("--rebatch", type=int, default=0,
+                   help="run the export at this batch (--batch N), against torch at it")
     p.add_argument("--plan-only", action="store_true", help="export and plan; do not run")
     p.add_argument("models", nargs="*")
     args = p.parse_args()

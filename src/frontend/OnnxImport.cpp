@@ -165,6 +165,7 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
           (fixed ? d.dim_value() == out.exported_batch : first_input)) {
         if (!fixed && !d.dim_param().empty()) out.dynamic_dims.push_back(d.dim_param());
         shape.push_back(options.batch);
+        im.place_input_batch(in.name());
         continue;
       }
       if (fixed) {
@@ -199,6 +200,7 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
     HEDDLE_TRY(folded);
     if (*folded) {
       im.inherit_weight(n);
+      im.place_batch(n);
       if (log) log_node(im, n, *log);
       continue;
     }
@@ -209,6 +211,7 @@ Result<ImportedModel> import_model(onnx::ModelProto& model, const std::string& f
                              "). Supported ops: " + join(onnx_supported_ops()) + ".");
     HEDDLE_TRY(h->second(im, n));
     HEDDLE_TRY(im.check(n));
+    im.place_batch(n);
     if (log) log_node(im, n, *log);
   }
   std::vector<ValueId> outputs;

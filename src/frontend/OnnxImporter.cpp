@@ -115,8 +115,9 @@ Diagnostic Importer::error(const onnx::NodeProto& n, const std::string& message)
                     "node '" + n.name() + "' (" + n.op_type() + "): " + message);
 }
 
-std::optional<std::vector<int64_t>> Importer::rebatch_reshape(
-    const onnx::NodeProto& n, const IVec& in, const std::vector<int64_t>& target) const {
+std::optional<std::vector<int64_t>> Importer::rebatch_reshape(const onnx::NodeProto& n,
+                                                              const IVec& in,
+                                                              const std::vector<int64_t>& target) {
   if (!exported_) return std::nullopt;
   const int64_t b0 = exported_->batch, b = batch_;
   const bool allowzero = attr_int(n, "allowzero", 0) != 0;
@@ -153,19 +154,25 @@ std::optional<std::vector<int64_t>> Importer::rebatch_reshape(
   }
   // The batch is a factor b0 of the changed dim, at row-major position outer * q for some
   // divisor q of the rest of that dim (q = 1: the outermost factor, as when torch merges the
-  // batch and the heads; q > 1: sequence-first layouts). The first position some target dim j
-  // holds whole (its prefix p_j divides the position, p_{j+1} is a multiple of position * b0)
-  // is taken, and that dim scaled.
+  // batch and the heads; q > 1: sequence-first layouts). Where the batch sits in the input is
+  // known when it was tracked (BatchPlace: q = rest / inner); else every q is tried, outermost
+  // first. The first position some target dim j holds whole (its prefix p_j divides the
+  // position, p_{j+1} is a multiple of position * b0) is taken, and that dim scaled.
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= in0[d];
   const int64_t rest = in0[axis] / b0;
-  for (int64_t q = 1; q <= rest; ++q) {
+  int64_t q_first = 1, q_last = rest;
+  if (auto known = batch_place_.find(n.input(0));
+      known != batch_place_.end() && known->second.axis == axis && rest % known->second.inner == 0)
+    q_first = q_last = rest / known->second.inner;
+  for (int64_t q = q_first; q <= q_last; ++q) {
     if (rest % q != 0) continue;
     const int64_t pos = outer * q;
     int64_t p = 1;
     for (size_t j = 0; j < t.size(); ++j) {
       int64_t next = p * t[j];
       if (p > 0 && pos % p == 0 && next % (pos * b0) == 0) {
+        batch_place_[n.output(0)] = {static_cast<int64_t>(j), next / (pos * b0)};
         t[j] = t[j] / b0 * b;
         return t;
       }
@@ -173,6 +180,40 @@ std::optional<std::vector<int64_t>> Importer::rebatch_reshape(
     }
   }
   return std::nullopt;
+}
+
+void Importer::place_batch(const onnx::NodeProto& n) {
+  if (!exported_ || n.op_type() == "Reshape") return;
+  auto shape0 = [&](const std::string& name) -> const IVec* {
+    auto it = exported_->shapes.find(name);
+    return it == exported_->shapes.end() ? nullptr : &it->second;
+  };
+  if (n.op_type() == "Transpose" && n.input_size() == 1 && n.output_size() == 1) {
+    auto in = batch_place_.find(n.input(0));
+    const IVec* s = shape0(n.input(0));
+    if (in == batch_place_.end() || !s) return;
+    std::vector<int64_t> perm = attr_ints(n, "perm");
+    if (perm.empty())
+      for (int64_t d = s->size() - 1; d >= 0; --d) perm.push_back(d);
+    for (size_t j = 0; j < perm.size(); ++j)
+      if (perm[j] == in->second.axis)
+        batch_place_[n.output(0)] = {static_cast<int64_t>(j), in->second.inner};
+    return;
+  }
+  for (const auto& o : n.output()) {
+    const IVec* so = shape0(o);
+    if (!so) continue;
+    for (const auto& i : n.input()) {
+      auto in = batch_place_.find(i);
+      const IVec* si = shape0(i);
+      if (in == batch_place_.end() || !si) continue;
+      const int64_t a = in->second.axis + (so->size() - si->size());
+      if (a >= 0 && a < so->size() && (*so)[a] == (*si)[in->second.axis]) {
+        batch_place_[o] = {a, in->second.inner};
+        break;
+      }
+    }
+  }
 }
 
 void Importer::rebatch_expand(const onnx::NodeProto& n, const IVec& in,

@@ -34,6 +34,15 @@ struct ExportedBatch {
   std::map<std::string, std::vector<int64_t>> targets;
 };
 
+/// Where the batch sits in a value at the exported batch, when re-batching: dim `axis` of the
+/// exported shape is outer x b0 x `inner` in row-major order (a graph input: axis 0, inner 1;
+/// torch's `view(seq, batch * heads, d)`: axis 1, inner heads). A Reshape keeps the batch's element
+/// stride, so this tells which dim of a literal Reshape target holds the batch.
+struct BatchPlace {
+  int64_t axis = 0;
+  int64_t inner = 1;
+};
+
 class Importer;
 /// Maps one node; the node's outputs must be defined on success.
 using NodeHandler = Status (*)(Importer&, const onnx::NodeProto&);
@@ -86,7 +95,13 @@ class Importer {
   /// row-major position; the outermost such position first) is scaled by the ratio. Nullopt
   /// otherwise.
   std::optional<std::vector<int64_t>> rebatch_reshape(const onnx::NodeProto& n, const IVec& in,
-                                                      const std::vector<int64_t>& target) const;
+                                                      const std::vector<int64_t>& target);
+  /// Re-batching: records where the batch sits in graph input `name` (dim 0).
+  void place_input_batch(const std::string& name) { batch_place_[name] = {0, 1}; }
+  /// Re-batching, after node `n` (not a Reshape, which places its own output): where the batch
+  /// sits in its outputs. A Transpose moves it with `perm`; other ops keep it when an output has
+  /// an input's dim (aligned from the right, as broadcasting does) at the same exported size.
+  void place_batch(const onnx::NodeProto& n);
   /// The target `want` of Expand node `n` for an input of shape `in`, re-batched: in a literal
   /// target (as at the exported batch), the one entry equal to the exported batch that broadcasts
   /// a size-1 (or absent) input dim becomes the new batch (torch folds
@@ -112,7 +127,8 @@ class Importer {
   int64_t opset_;
   std::unordered_map<std::string, Entry> entries_;
   const ExportedBatch* exported_ = nullptr;  // re-batching: what the exported batch gave
-  int64_t batch_ = 0;                        // re-batching: the new batch
+  std::unordered_map<std::string, BatchPlace> batch_place_;  // re-batching: by value name
+  int64_t batch_ = 0;                                        // re-batching: the new batch
 };
 
 // Attribute access with ONNX defaults.

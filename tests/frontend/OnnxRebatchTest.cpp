@@ -140,6 +140,75 @@ TEST(OnnxRebatch, AShapeFixedAtExportIsNamed) {
   EXPECT_EQ(d->graph.type(d->graph.outputs()[0]).shape(), (IVec{4, 5}));
 }
 
+// torch's nn.MultiheadAttention at a fixed batch: x [2, 4, 6] goes sequence-first, the batch
+// merges with 3 heads (`view(seq, batch * heads, 2)`), comes back, merges with the sequence as its
+// inner factor (`view(seq * batch, 6)`) and splits out again (`view(seq, batch, 6)`). The last
+// literal [4, 2, 6] could scale its 4 or its 2: only where the batch sits in [8, 6] (tracked from
+// the input through every Reshape and Transpose) says the 2. Every step inverts, so y is x.
+std::string attention_reshapes_model() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("mha_reshapes");
+  auto* x = g->add_input();
+  x->set_name("x");
+  auto* tt = x->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {2, 4, 6}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  int k = 0;
+  std::string last = "x";
+  auto transpose = [&] {
+    auto* n = g->add_node();
+    n->set_op_type("Transpose");
+    n->set_name("t" + std::to_string(k));
+    n->add_input(last);
+    last = "v" + std::to_string(k++);
+    n->add_output(last);
+    auto* a = n->add_attribute();
+    a->set_name("perm");
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t v : {1, 0, 2}) a->add_ints(v);
+  };
+  auto reshape = [&](const std::vector<int64_t>& shape) {
+    auto* s = g->add_initializer();
+    s->set_name("shape" + std::to_string(k));
+    s->set_data_type(onnx::TensorProto::INT64);
+    s->add_dims(static_cast<int64_t>(shape.size()));
+    for (int64_t v : shape) s->add_int64_data(v);
+    auto* n = g->add_node();
+    n->set_op_type("Reshape");
+    n->set_name("r" + std::to_string(k));
+    n->add_input(last);
+    n->add_input(s->name());
+    last = "v" + std::to_string(k++);
+    n->add_output(last);
+  };
+  transpose();         // [4, 2, 6]
+  reshape({4, 6, 2});  // batch x 3 heads
+  transpose();         // [6, 4, 2]
+  transpose();         // [4, 6, 2]
+  reshape({8, 6});     // sequence x batch
+  reshape({4, 2, 6});
+  transpose();  // [2, 4, 6]
+  g->mutable_node(g->node_size() - 1)->set_output(0, "y");
+  g->add_output()->set_name("y");
+  return m.SerializeAsString();
+}
+
+TEST(OnnxRebatch, TheBatchIsTrackedThroughAttentionReshapes) {
+  auto m = import_onnx_bytes(attention_reshapes_model(), "mha.onnx", batch(4));
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  const Graph& g = m->graph;
+  ASSERT_EQ(g.type(g.outputs()[0]).shape(), (IVec{4, 4, 6}));
+  Tensor x(DType::kF32, IVec{2, 4, 6});
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = static_cast<float>(i);
+  Interpreter it(g);
+  auto got = it.run({repeat_batch(x, 2)});
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  expect_close((*got)[0], repeat_batch(x, 2), 0, 0);
+}
+
 // The loss appended to an imported classifier trains: the loss falls over a few AdamW steps on a
 // fixed batch, for both losses.
 TEST(OnnxTrain, AppendedLossTrainsInTheInterpreter) {
