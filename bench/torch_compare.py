@@ -209,17 +209,39 @@ def step_seconds(j):
     return float(j["wall_time_s"]) / steps
 
 
+def _openblas():
+    """The OpenBLAS instance PyTorch's matrix products run on (Debian's torch calls the system
+    BLAS, OpenBLAS here), or None. torch.set_num_threads does not reach it: OpenBLAS keeps its own
+    thread pool, sized from the core count when it loads."""
+    try:
+        import ctypes
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_set_num_threads.argtypes = [ctypes.c_int]
+        return lib
+    except (OSError, AttributeError):
+        return None
+
+
 class TorchThreads:
-    """Sets PyTorch's intra-op threads and, with pinning, this process's cores."""
+    """Sets PyTorch's intra-op threads, OpenBLAS's threads and, with pinning, the cores of every
+    thread of this process (sched_setaffinity(0) pins only the calling thread; the OpenBLAS and
+    OpenMP workers started when torch loaded would keep every core)."""
 
     def __init__(self, pin, ncores):
         self.pin, self.ncores = pin, ncores
+        self.openblas = _openblas()
 
     def use(self, threads):
-        if self.pin and hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(0, set(range(threads)) if threads < self.ncores
-                                 else set(range(self.ncores)))
         torch.set_num_threads(threads)
+        if self.openblas is not None:
+            self.openblas.openblas_set_num_threads(threads)
+        if self.pin and hasattr(os, "sched_setaffinity"):
+            cores = set(range(threads)) if threads < self.ncores else set(range(self.ncores))
+            for tid in os.listdir("/proc/self/task"):
+                try:
+                    os.sched_setaffinity(int(tid), cores)
+                except OSError:
+                    pass  # a thread that ended meanwhile
 
 
 def time_torch(step, steps, warmup):

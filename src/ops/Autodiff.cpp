@@ -15,7 +15,14 @@ Result<Gradients> build_gradients(const Graph& forward, ValueId loss,
                       " must be a float scalar, got " + forward.type(loss).to_string());
   Gradients out{forward, loss, {}};
   Graph& g = out.graph;
-  // Values that depend on a parameter and that the loss depends on carry gradients.
+  // Values that depend on a parameter through ops gradients flow back through, and that the loss
+  // depends on, carry gradients. No gradient flows through updates or routing decisions, so their
+  // results carry none (a MoE's dispatch and combine tensors: their gradients would be two
+  // [tokens, experts x capacity] contractions whose results nobody reads).
+  auto stops_gradient = [](const Op& op) {
+    return op_kind_info(op.kind).category == OpCategory::kOptimizer ||
+           op.kind == OpKind::kTopkGating;
+  };
   std::vector<bool> from_param(static_cast<size_t>(g.num_values()), false);
   for (ValueId p : g.params()) from_param[p] = !frozen.count(g.value(p).name);
   OpId n_fwd = static_cast<OpId>(g.num_ops());
@@ -23,7 +30,7 @@ Result<Gradients> build_gradients(const Graph& forward, ValueId loss,
     const Op& op = g.op(i);
     bool any = false;
     for (const auto& in : op.inputs) any = any || from_param[in.value];
-    for (const auto& r : op.results) from_param[r.value] = any;
+    for (const auto& r : op.results) from_param[r.value] = any && !stops_gradient(op);
   }
   std::vector<bool> to_loss(static_cast<size_t>(g.num_values()), false);
   to_loss[loss] = true;
@@ -42,11 +49,13 @@ Result<Gradients> build_gradients(const Graph& forward, ValueId loss,
     const Op& op = g.op(i);
     ValueId r0 = op.results[0].value;
     if (grad[r0] == kNoValue || !from_param[r0]) continue;
-    if (op_kind_info(op.kind).category == OpCategory::kOptimizer || op.kind == OpKind::kTopkGating)
-      continue;  // no gradient flows through updates or routing decisions
     std::vector<ValueId> inputs;
-    for (const auto& in : op.inputs) inputs.push_back(in.value);
-    auto contrib = grad_detail::op_gradients(ops, i, grad[r0]);
+    std::vector<bool> wanted;
+    for (const auto& in : op.inputs) {
+      inputs.push_back(in.value);
+      wanted.push_back(from_param[in.value] && to_loss[in.value]);
+    }
+    auto contrib = grad_detail::op_gradients(ops, i, grad[r0], wanted);
     HEDDLE_TRY(contrib);
     HEDDLE_TRY(ops.status());
     for (size_t k = 0; k < inputs.size(); ++k) {

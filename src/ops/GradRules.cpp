@@ -101,12 +101,14 @@ int64_t dim_with(const IndexProjection& p, int64_t row, int64_t coef) {
   return -1;
 }
 
-// conv2d: weight gradient over [(g), co, ci, kh, kw, n:sum, oh:sum, ow:sum] (an affine product
-// with a padded read of x) and input gradient over [n, (g), ci, ih, iw, co:sum]. The forward op is
-// verified (Verifier: the conv2d form), so its dims are found by role from the result projection
+// conv2d (the gradients `wanted` of (x, w)): weight gradient over [(g), co, ci, kh, kw, n:sum,
+// oh:sum, ow:sum] (an affine product with a padded read of x) and input gradient over [n, (g), ci,
+// ih, iw, co:sum]. The forward op is verified (Verifier: the conv2d form), so its dims are found by
+// role from the result projection
 // `(n, g*cog + co, oh, ow)` and the one reduce dim ci, whatever their names; the geometry comes
 // from the attributes with their defaults, and the gradient ops spell all of it out.
-Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy) {
+Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy,
+                                        const std::vector<bool>& wanted) {
   auto geo = window_geometry(fwd.kind, fwd.attrs);
   HEDDLE_TRY(geo);
   const IndexProjection& yp = fwd.results[0].proj;
@@ -148,7 +150,7 @@ Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy) {
       return r;
     };
   };
-  {  // weight
+  if (wanted[1]) {  // weight
     std::vector<std::string> names = {"co", "ci", "kh", "kw", "n", "oh", "ow"};
     std::vector<int64_t> e = {cog, cig, KH, KW, N, OH, OW};
     std::vector<std::optional<Monoid>> red = {std::nullopt, std::nullopt, std::nullopt,
@@ -183,7 +185,7 @@ Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy) {
     auto r = ops.emit(std::move(op), {TensorType(DType::kF32, wshape)});
     if (!r.empty()) out[1] = r[0];
   }
-  {  // input
+  if (wanted[0]) {  // input (not for an image fed to the first layer)
     std::vector<std::string> names = {"n", "ci", "ih", "iw", "co"};
     std::vector<int64_t> e = {N, cig, H, W, cog};
     std::vector<std::optional<Monoid>> red = {std::nullopt, std::nullopt, std::nullopt,
@@ -240,7 +242,8 @@ Result<ValueId> pool_grad(Ops& ops, const Op& fwd, ValueId dy) {
 
 }  // namespace
 
-Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
+Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy,
+                                          const std::vector<bool>& wanted) {
   const Op fwd = ops.graph().op(id);  // a copy: emitting ops may move the graph's op list
   const OpKind k = fwd.kind;
   const OpCategory cat = op_kind_info(k).category;
@@ -262,8 +265,9 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
       return out;
     case OpKind::kWhere:
       for (int i : {1, 2})
-        out[i] = space_op(ops, fwd, OpKind::kElementwiseGrad, {{"fn", name}, {"wrt", int64_t{i}}},
-                          ins_with_dy(), fwd.inputs[i]);
+        if (wanted[i])
+          out[i] = space_op(ops, fwd, OpKind::kElementwiseGrad, {{"fn", name}, {"wrt", int64_t{i}}},
+                            ins_with_dy(), fwd.inputs[i]);
       return out;
     case OpKind::kReduceSum:
     case OpKind::kBroadcast:
@@ -301,9 +305,10 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
     case OpKind::kRmsNorm: {
       double eps = std::get<double>(fwd.attrs.count("eps") ? fwd.attrs.at("eps") : AttrValue(1e-5));
       for (size_t i = 0; i < fwd.inputs.size(); ++i)
-        out[i] = space_op(ops, fwd, OpKind::kNormGrad,
-                          {{"fn", name}, {"wrt", static_cast<int64_t>(i)}, {"eps", eps}},
-                          ins_with_dy(), fwd.inputs[i]);
+        if (wanted[i])
+          out[i] = space_op(ops, fwd, OpKind::kNormGrad,
+                            {{"fn", name}, {"wrt", static_cast<int64_t>(i)}, {"eps", eps}},
+                            ins_with_dy(), fwd.inputs[i]);
       return out;
     }
     case OpKind::kEmbedding:
@@ -346,6 +351,7 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
       int64_t axis = std::get<int64_t>(fwd.attrs.at("axis"));
       const IVec ys = ops.shape(dy);
       for (size_t i = 0; i < fwd.inputs.size(); ++i) {
+        if (!wanted[i]) continue;
         const IVec xs = ops.shape(fwd.inputs[i].value);
         std::vector<int64_t> s(static_cast<size_t>(ys.size()), 0), e(ys.values());
         s[axis] = -fwd.inputs[i].proj.map().offset()[axis];
@@ -365,13 +371,13 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
       HEDDLE_TRY(la);
       HEDDLE_TRY(lb);
       HEDDLE_TRY(lc);
-      out[0] = ops.einsum(*lc + "," + *lb + "->" + *la, dy, fwd.inputs[1].value);
-      out[1] = ops.einsum(*la + "," + *lc + "->" + *lb, fwd.inputs[0].value, dy);
+      if (wanted[0]) out[0] = ops.einsum(*lc + "," + *lb + "->" + *la, dy, fwd.inputs[1].value);
+      if (wanted[1]) out[1] = ops.einsum(*la + "," + *lc + "->" + *lb, fwd.inputs[0].value, dy);
       return out;
     }
     case OpKind::kConv2d:
       if (fwd.inputs.size() != 2) break;
-      return conv_grads(ops, fwd, dy);
+      return conv_grads(ops, fwd, dy, wanted);
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d: {
       auto d = pool_grad(ops, fwd, dy);
@@ -384,9 +390,10 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
           (cat == OpCategory::kBinary && k != OpKind::kElementwiseGrad)) {
         double alpha = fwd.attrs.count("alpha") ? std::get<double>(fwd.attrs.at("alpha")) : 1.0;
         for (size_t i = 0; i < fwd.inputs.size(); ++i)
-          out[i] = space_op(ops, fwd, OpKind::kElementwiseGrad,
-                            {{"fn", name}, {"wrt", static_cast<int64_t>(i)}, {"alpha", alpha}},
-                            ins_with_dy(), fwd.inputs[i]);
+          if (wanted[i])
+            out[i] = space_op(ops, fwd, OpKind::kElementwiseGrad,
+                              {{"fn", name}, {"wrt", static_cast<int64_t>(i)}, {"alpha", alpha}},
+                              ins_with_dy(), fwd.inputs[i]);
         return out;
       }
       break;

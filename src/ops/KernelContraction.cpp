@@ -1,7 +1,11 @@
-// Contraction kernels. einsum groups its index dims into batch, M, N and K and calls cblas_sgemm
-// once per batch point, on the tiles in place when their strides allow, else on packed copies.
-// Embedding lookups and their gradients are gathers/scatter-adds over the one-hot dim.
+// Contraction kernels. einsum groups its index dims into batch, M, N and K and calls sgemm once
+// per batch point, on the tiles in place when their strides allow, else on packed copies. On one
+// thread the sgemm is oneDNN's (its AVX-512 kernels ran the GPT step's shapes about 10% faster
+// per core than OpenBLAS 0.3.21 here; docs/benchmarks.md), else OpenBLAS's (see sgemm()). Embedding
+// lookups and their gradients are gathers/scatter-adds over the one-hot dim.
 #include <cblas.h>
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 
@@ -103,6 +107,24 @@ int64_t loop_dim(const Access& A, const Access& B, const Access& C, const Group&
       if (all_fit(m, n, k)) best = d;
     }
   return best;
+}
+
+// Row-major C = A B (+ C when beta is 1) on `threads` threads: oneDNN's sgemm on one thread,
+// OpenBLAS's on more (and when oneDNN refuses the arguments). oneDNN threads through OpenMP, whose
+// workers spin at every barrier by default: on a busy host hundreds of small parallel sgemms per
+// step each waited for a descheduled spinning peer (a GPT step took 6 s instead of 0.7 s at load
+// 18 on 2 cores), where OpenBLAS's pool yields.
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int threads) {
+  if (threads <= 1) {
+    omp_set_num_threads(1);
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) ==
+        dnnl_success)
+      return;
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
 // One matrix operand of sgemm: [rows x cols] at `data` with transposition and leading dim.
@@ -225,11 +247,8 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
     int64_t ldc = M.total == 1 ? N.total : c_rs;
     float beta = accumulate ? 1.0f : 0.0f;
     if (c_transposed) {
-      cblas_sgemm(CblasRowMajor, mb.trans ? CblasNoTrans : CblasTrans,
-                  ma.trans ? CblasNoTrans : CblasTrans, static_cast<int>(N.total),
-                  static_cast<int>(M.total), static_cast<int>(K.total), 1.0f, mb.data,
-                  static_cast<int>(mb.ld), ma.data, static_cast<int>(ma.ld), beta, cd,
-                  static_cast<int>(N.total == 1 ? M.total : c_cs));
+      sgemm(!mb.trans, !ma.trans, N.total, M.total, K.total, mb.data, mb.ld, ma.data, ma.ld, beta,
+            cd, N.total == 1 ? M.total : c_cs, o.threads);
       return;
     }
     if (!c_direct) {
@@ -238,11 +257,8 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
       ldc = N.total;
       beta = 0.0f;
     }
-    cblas_sgemm(CblasRowMajor, ma.trans ? CblasTrans : CblasNoTrans,
-                mb.trans ? CblasTrans : CblasNoTrans, static_cast<int>(M.total),
-                static_cast<int>(N.total), static_cast<int>(K.total), 1.0f, ma.data,
-                static_cast<int>(ma.ld), mb.data, static_cast<int>(mb.ld), beta, cptr,
-                static_cast<int>(ldc));
+    sgemm(ma.trans, mb.trans, M.total, N.total, K.total, ma.data, ma.ld, mb.data, mb.ld, beta, cptr,
+          ldc, o.threads);
     if (!c_direct)
       for (int64_t r = 0; r < M.total; ++r)
         for (int64_t c = 0; c < N.total; ++c) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "heddle/runtime/HostMemory.h"
 #include "heddle/runtime/PipelineExecutor.h"
@@ -65,6 +66,7 @@ Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_ste
 }
 
 Result<RunResult> Session::run(TensorMap feeds, const StepLoopOptions& options) {
+  if (options.train && !pipeline_) return train_in_place(std::move(feeds), options);
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
     // Forward-only steps run on the same feeds: kernels may keep what they derive from them.
     auto got = execute(feeds, options.train ? s : 0, !options.train && s > 1);
@@ -78,6 +80,43 @@ Result<RunResult> Session::run(TensorMap feeds, const StepLoopOptions& options) 
     return std::optional<TensorMap>(std::move(*got));
   };
   return run_steps(g_, step, options);
+}
+
+Result<RunResult> Session::train_in_place(TensorMap feeds, const StepLoopOptions& options) {
+  // The value each fed-back output replaces: updated parameters and optimizer state.
+  std::map<ValueId, ValueId> feeds_back;
+  for (const auto& u : updates_) {
+    feeds_back[u.updated] = u.param;
+    for (const auto& st : u.state) feeds_back[st.second] = st.first;
+  }
+  if (!runner_) runner_ = std::make_unique<ThreadedRunner>(g_, programs_);
+  TensorMap kept;  // the outputs' buffers, reused from step to step
+  StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
+    HEDDLE_TRY(runner_->run_into(feeds, kept, {.optimizer_step = s}));
+    TensorMap out;
+    for (auto& [v, t] : kept) {
+      Tensor* now = &t;
+      auto back = feeds_back.find(v);
+      auto fed = back == feeds_back.end() ? feeds.end() : feeds.find(back->second);
+      if (fed != feeds.end() && !fed->second.is_view() && fed->second.dtype() == t.dtype() &&
+          fed->second.shape() == t.shape() && fed->second.origin() == t.origin()) {
+        std::swap(fed->second, t);  // `t` keeps the old buffer for the next step to overwrite
+        now = &fed->second;
+      } else if (back != feeds_back.end()) {
+        feeds.insert_or_assign(back->second, t);
+      }
+      out.emplace(v, Tensor::view(now->dtype(), now->region(),
+                                  now->is_int() ? static_cast<void*>(now->i64())
+                                                : static_cast<void*>(now->f32())));
+    }
+    if (options.after_update) HEDDLE_TRY(options.after_update(s, feeds));
+    return std::optional<TensorMap>(std::move(out));
+  };
+  auto r = run_steps(g_, step, options);
+  HEDDLE_TRY(r);
+  // The last step's outputs view `feeds` and `kept`, which end here: owning copies.
+  for (auto& [v, t] : r->outputs) t = Tensor(t);
+  return r;
 }
 
 std::vector<int64_t> Session::peak_bytes_per_device() const {

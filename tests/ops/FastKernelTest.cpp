@@ -105,6 +105,7 @@ bool check_op(const Graph& g, const Op& op, std::map<ValueId, Tensor>& full, std
   ref.reference = true;
   fast.accumulate = ref.accumulate = uniform(rng, 0, 1) == 1;
   fast.optimizer_step = ref.optimizer_step = uniform(rng, 1, 5);
+  fast.threads = uniform(rng, 1, 2);  // contractions: oneDNN's sgemm on 1, OpenBLAS's on 2
   std::vector<Tensor> out_fast, out_ref;
   for (const auto& r : op.results) {
     Tensor& t = value(r.value);
@@ -118,7 +119,7 @@ bool check_op(const Graph& g, const Op& op, std::map<ValueId, Tensor>& full, std
     pr.push_back(&out_ref[i]);
   }
   SCOPED_TRACE(std::string(op_kind_name(op.kind)) + " box " + box.to_string() +
-               (fast.accumulate ? " accumulate" : ""));
+               (fast.accumulate ? " accumulate" : "") + " threads " + std::to_string(fast.threads));
   Status sf = kernels::run(op, box, in_ptrs, pf, fast);
   Status sr = kernels::run(op, box, in_ptrs, pr, ref);
   EXPECT_EQ(sf.ok(), sr.ok());

@@ -86,6 +86,11 @@ class Session {
   /// The one call into the executor, per step (`optimizer_step` and `feeds_unchanged` as
   /// ExecOptions takes them).
   Result<TensorMap> execute(const TensorMap& feeds, int64_t optimizer_step, bool feeds_unchanged);
+  /// run() for training SPMD programs: each step's outputs land in buffers kept across steps (no
+  /// allocation or page faults after the first step), the updated parameters and optimizer state
+  /// move into the feeds by swapping buffers instead of copying, and the step loop sees views of
+  /// them (its last step's outputs are returned as owning copies).
+  Result<RunResult> train_in_place(TensorMap feeds, const StepLoopOptions& options);
 
   const Graph& g_;
   std::vector<ParamUpdate> updates_;
