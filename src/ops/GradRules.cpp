@@ -365,8 +365,22 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
       HEDDLE_TRY(la);
       HEDDLE_TRY(lb);
       HEDDLE_TRY(lc);
-      out[0] = ops.einsum(*lc + "," + *lb + "->" + *la, dy, fwd.inputs[1].value);
-      out[1] = ops.einsum(*la + "," + *lc + "->" + *lb, fwd.inputs[0].value, dy);
+      // A dim only one input reads that is summed away (`ij,j->j` sums i) makes that input's
+      // gradient a broadcast over it, which Ops::einsum cannot size from its operands: such a
+      // gradient is the einsum over the forward space itself, writing through the input's
+      // projection.
+      auto grad = [&](size_t i, const std::string& own, const std::string& other,
+                      const std::string& spec) {
+        for (char c : own)
+          if (other.find(c) == std::string::npos && lc->find(c) == std::string::npos)
+            return space_op(ops, fwd, OpKind::kEinsum, {{"spec", spec}},
+                            {i == 0 ? dyo : fwd.inputs[0], i == 0 ? fwd.inputs[1] : dyo},
+                            fwd.inputs[i]);
+        return i == 0 ? ops.einsum(spec, dy, fwd.inputs[1].value)
+                      : ops.einsum(spec, fwd.inputs[0].value, dy);
+      };
+      out[0] = grad(0, *la, *lb, *lc + "," + *lb + "->" + *la);
+      out[1] = grad(1, *lb, *la, *la + "," + *lc + "->" + *lb);
       return out;
     }
     case OpKind::kConv2d:
