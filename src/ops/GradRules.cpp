@@ -102,10 +102,11 @@ int64_t dim_with(const IndexProjection& p, int64_t row, int64_t coef) {
 }
 
 // conv2d: weight gradient over [(g), co, ci, kh, kw, n:sum, oh:sum, ow:sum] (an affine product
-// with a padded read of x) and input gradient over [n, (g), ci, ih, iw, co:sum]. The forward op is
-// verified (Verifier: the conv2d form), so its dims are found by role from the result projection
-// `(n, g*cog + co, oh, ow)` and the one reduce dim ci, whatever their names; the geometry comes
-// from the attributes with their defaults, and the gradient ops spell all of it out.
+// with a padded read of x), input gradient over [n, (g), ci, ih, iw, co:sum] and, with a bias,
+// its gradient summed over n, oh and ow. The forward op is verified (Verifier: the conv2d form),
+// so its dims are found by role from the result projection `(n, g*cog + co, oh, ow)` and the one
+// reduce dim ci, whatever their names; the geometry comes from the attributes with their
+// defaults, and the gradient ops spell all of it out.
 Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy) {
   auto geo = window_geometry(fwd.kind, fwd.attrs);
   HEDDLE_TRY(geo);
@@ -213,6 +214,14 @@ Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy) {
                    false}};
     auto r = ops.emit(std::move(op), {TensorType(DType::kF32, xshape)});
     if (!r.empty()) out[0] = r[0];
+  }
+  if (fwd.inputs.size() > 2) {  // bias: each output point adds it once (at ci = 0)
+    Op once = fwd;
+    std::vector<IndexDim> dims = fwd.space.dims();
+    dims[static_cast<size_t>(ci_dim)].extent = 1;
+    once.space = IndexSpace(std::move(dims));
+    out[2] = space_op(ops, once, OpKind::kReduceSum, {}, {with_value(fwd.results[0], dy)},
+                      fwd.inputs[2]);
   }
   return out;
 }
@@ -384,7 +393,6 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
       return out;
     }
     case OpKind::kConv2d:
-      if (fwd.inputs.size() != 2) break;
       return conv_grads(ops, fwd, dy);
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d: {
@@ -406,13 +414,9 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy) {
       break;
   }
   std::string form;
-  if (k == OpKind::kConv2d)
-    form =
-        "a conv2d with a bias operand; write conv2d of (x, w) followed by an add of the bias "
-        "(the form Ops::conv2d builds), which trains";
-  else if (cat == OpCategory::kOptimizer || k == OpKind::kElementwiseGrad ||
-           k == OpKind::kNormGrad || k == OpKind::kEmbeddingGrad || k == OpKind::kConv2dGradInput ||
-           k == OpKind::kConv2dGradWeight || k == OpKind::kPool2dGrad || k == OpKind::kRotaryGrad)
+  if (cat == OpCategory::kOptimizer || k == OpKind::kElementwiseGrad || k == OpKind::kNormGrad ||
+      k == OpKind::kEmbeddingGrad || k == OpKind::kConv2dGradInput ||
+      k == OpKind::kConv2dGradWeight || k == OpKind::kPool2dGrad || k == OpKind::kRotaryGrad)
     form = "gradient and optimizer kinds are not differentiated (no second-order gradients)";
   else
     form = "the forms that train are the ones the Ops builders make (docs/ir.md, 'Training')";

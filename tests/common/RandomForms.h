@@ -156,7 +156,7 @@ class Gen {
         O[i] = (X[i] + pad[i] + pad[i + 2] - e[i]) / s[i] + 1;
       } while (s[i] * (O[i] - 1) - pad[i] + e[i] <= 0);
     }
-    const bool padded = pad[0] || pad[1] || pad[2] || pad[3] || coin(4);
+    const bool padded = pad[0] || pad[1] || pad[2] || pad[3] || coin(4), bias = coin(3);
     std::vector<std::pair<std::string, std::string>> a;
     if (d[0] != 1 || d[1] != 1 || coin()) a.push_back({"dilation", list({d[0], d[1]})});
     if (G != 1 || coin()) a.push_back({"groups", std::to_string(G)});
@@ -182,18 +182,20 @@ class Gen {
                                      affine({{s[1], "ow"}}, -pad[1])};
       return "conv2d" + attrs(at) + " " + space(ds) + " %x" + rows(xr) + list(win) +
              (pad_mark ? " padded" : "") + ", %w" + rows({affine(yc, 0), "ci", "0", "0"}) +
-             list({1, 1, K[0], K[1]}) + " -> " + rows({"n", affine(yc, 0), "oh", "ow"});
+             list({1, 1, K[0], K[1]}) + (bias ? ", %b" + rows({affine(yc, 0)}) : "") + " -> " +
+             rows({"n", affine(yc, 0), "oh", "ow"});
     };
-    const std::vector<std::pair<std::string, std::vector<int64_t>>> params = {
+    std::vector<std::pair<std::string, std::vector<int64_t>>> params = {
         {"x", {N, G * cig, X[0], X[1]}}, {"w", {G * cog, cig, K[0], K[1]}}};
+    if (bias) params.push_back({"b", {G * cog}});
     OpForm f;
-    f.family = "conv2d";
+    f.family = bias ? "conv2d(bias)" : "conv2d";
     f.text = graph(params, {N, G * cog, O[0], O[1]}, op_line({1, 1, e[0], e[1]}, O[0], padded, a));
     f.textbook = [=](const std::vector<Tensor>& in) {
       Tensor y(DType::kF32, IVec{N, G * cog, O[0], O[1]});
       each({N, G * cog, O[0], O[1]}, [&](const IVec& p) {
         const int64_t g = p[1] / cog;
-        double acc = 0;
+        double acc = bias ? in[2].at(IVec{p[1]}) : 0.0;
         each({cig, K[0], K[1]}, [&](const IVec& t) {
           int64_t h = p[2] * s[0] - pad[0] + t[1] * d[0], w = p[3] * s[1] - pad[1] + t[2] * d[1];
           if (h < 0 || h >= X[0] || w < 0 || w >= X[1]) return;

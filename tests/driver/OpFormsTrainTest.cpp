@@ -3,6 +3,8 @@
 // matches the single-device reference at every step.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "common/RandomForms.h"
 #include "heddle/driver/RunRequest.h"
 #include "heddle/ir/TextParser.h"
@@ -10,10 +12,11 @@
 namespace heddle::driver {
 namespace {
 
-// Four forms of every family (seeds cycle through the families), each trained for 2 steps.
+// Six forms of every family (seeds cycle through the families), each trained for 2 steps.
 TEST(OpFormsTrain, EveryGeneratedFormTrainsOnOneAndFourDevices) {
-  const uint64_t forms = 4 * testing::form_families().size();
+  const uint64_t forms = 6 * testing::form_families().size();
   int trained = 0;
+  std::set<std::string> families;
   for (uint64_t seed = 0; seed < forms; ++seed) {
     testing::OpForm f = testing::random_form(seed);
     if (!f.trains) continue;
@@ -41,8 +44,10 @@ TEST(OpFormsTrain, EveryGeneratedFormTrainsOnOneAndFourDevices) {
       EXPECT_EQ(s.mesh.num_devices(), mesh[0] - '0');
     }
     ++trained;
+    families.insert(f.family);
   }
-  EXPECT_GE(trained, static_cast<int>(forms) - 4);
+  EXPECT_GE(trained, static_cast<int>(forms) - 6);
+  EXPECT_TRUE(families.count("conv2d(bias)") && families.count("conv2d"));
 }
 
 }  // namespace

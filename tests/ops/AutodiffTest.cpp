@@ -217,22 +217,38 @@ TEST(Autodiff, EinsumSummingADimOfOneInputTrains) {
   testing::check_gradients(*g, g->outputs()[0], -1, 1, rng);
 }
 
-// A form without a gradient rule is refused with the form that trains.
-TEST(Autodiff, ConvWithBiasNamesTheFormThatTrains) {
+// A conv2d with a bias operand trains (issue #23: it verified but had no gradient rule); a bias
+// that is not one value per output channel is refused by the verifier, naming the form.
+TEST(Autodiff, ConvWithBiasMatchesFiniteDifferences) {
+  const std::string head =
+      "graph t {\n input %x: f32[2, 2, 5, 5]\n param %k: f32[4, 1, 3, 3]\n param %bias: f32[4]\n";
+  const std::string tail =
+      " %l: f32[] = reduce_sum [n=2:sum, c=4:sum, h=3:sum, w=3:sum] %c(n, c, h, w) -> ()\n"
+      " output %l\n}\n";
   auto g = parse_graph(
-      "graph t {\n input %x: f32[1, 1, 4, 4]\n param %k: f32[2, 1, 3, 3]\n param %bias: f32[2]\n"
-      " %c: f32[1, 2, 2, 2] = conv2d [n=1, co=2, oh=2, ow=2, ci=1:sum] %x(n, ci, oh, ow)[1, 1, 3, "
-      "3], %k(co, ci, 0, 0)[1, 1, 3, 3], %bias(co) -> (n, co, oh, ow)\n"
-      " %l: f32[] = reduce_sum [n=1:sum, c=2:sum, h=2:sum, w=2:sum] %c(n, c, h, w) -> ()\n"
-      " output %l\n}\n",
+      head +
+          " %c: f32[2, 4, 3, 3] = conv2d{groups=2} [n=2, g=2, co=2, oh=3, ow=3, ci=1:sum] %x(n, g "
+          "+ ci, oh, ow)[1, 1, 3, 3], %k(2*g + co, ci, 0, 0)[1, 1, 3, 3], %bias(2*g + co) -> (n, "
+          "2*g + co, oh, ow)\n" +
+          tail,
       "t.hd");
   ASSERT_TRUE(g.ok()) << g.error().to_string();
-  ASSERT_TRUE(verify(*g).empty()) << verify(*g).front().to_string();
-  auto gr = build_gradients(*g, g->outputs()[0]);
-  ASSERT_FALSE(gr.ok());
-  EXPECT_NE(gr.error().message.find("write conv2d of (x, w) followed by an add of the bias"),
+  std::mt19937 rng(23);
+  testing::check_gradients(*g, g->outputs()[0], -1, 1, rng);
+  auto bad = parse_graph(
+      head +
+          " %c: f32[2, 4, 3, 3] = conv2d{groups=2} [n=2, g=2, co=2, oh=3, ow=3, ci=1:sum] %x(n, g "
+          "+ ci, oh, ow)[1, 1, 3, 3], %k(2*g + co, ci, 0, 0)[1, 1, 3, 3], %bias(2*co) -> (n, "
+          "2*g + co, oh, ow)\n" +
+          tail,
+      "t.hd");
+  ASSERT_TRUE(bad.ok()) << bad.error().to_string();
+  auto d = verify(*bad);
+  ASSERT_FALSE(d.empty());
+  EXPECT_NE(d.front().message.find("input 2 (%bias): f32[4] (2*co) is not the conv2d bias form [4] "
+                                   "(2*g + co)"),
             std::string::npos)
-      << gr.error().message;
+      << d.front().message;
 }
 
 TEST(Autodiff, NonScalarLossIsADiagnostic) {
