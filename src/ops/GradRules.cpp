@@ -9,6 +9,8 @@
 #include <cmath>
 
 #include "OpsUtil.h"
+#include "heddle/ir/TextPrinter.h"
+#include "heddle/ir/Verifier.h"
 #include "heddle/ir/WindowGeometry.h"
 
 namespace heddle::grad_detail {
@@ -23,13 +25,20 @@ bool uses(const IndexProjection& p, int64_t dim) {
   return false;
 }
 
-// An op over fwd's index space writing `target`'s value shape through target's projection.
+// An op over fwd's index space writing `target`'s value shape through target's projection. When
+// that projection reads a box of the tensor rather than all of it (`%x(i - 1, j) padded`,
+// `%x(i + 1, j)` over fewer rows), the op writes the box and a padded one-input concat places it
+// in zeros of the tensor's shape, as slice's gradient does; a projection that reads no box exactly
+// once (strides with gaps, overlapping windows) has no gradient here: a diagnostic.
 ValueId space_op(Ops& ops, const Op& fwd, OpKind kind, Attrs attrs, std::vector<Operand> ins,
                  const Operand& target) {
   if (!ops.ok()) return kNoValue;
   std::vector<IndexDim> dims = fwd.space.dims();
-  for (int64_t k = 0; k < static_cast<int64_t>(dims.size()); ++k)
+  std::vector<bool> reduce;
+  for (int64_t k = 0; k < static_cast<int64_t>(dims.size()); ++k) {
     dims[k].reduce = uses(target.proj, k) ? std::nullopt : std::optional<Monoid>(Monoid::kSum);
+    reduce.push_back(dims[k].reduce.has_value());
+  }
   Op op;
   op.kind = kind;
   op.attrs = std::move(attrs);
@@ -37,7 +46,40 @@ ValueId space_op(Ops& ops, const Op& fwd, OpKind kind, Attrs attrs, std::vector<
   op.inputs = std::move(ins);
   op.results = {{-1, target.proj, false}};
   const IVec shape = ops.shape(target.value);  // a copy: emit appends to the graph
-  auto r = ops.emit(std::move(op), {TensorType(DType::kF32, shape)});
+  if (check_exact_cover(target.proj, op.space.extents(), reduce, shape).ok()) {
+    auto r = ops.emit(std::move(op), {TensorType(DType::kF32, shape)});
+    return r.empty() ? kNoValue : r[0];
+  }
+  const Box box = target.proj.image(op.space.box());
+  const int64_t rank = shape.size();
+  const AffineMap& m = target.proj.map();
+  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(rank));
+  std::vector<int64_t> back, into;
+  for (int64_t d = 0; d < rank; ++d) {
+    for (int64_t k = 0; k < m.in_rank(); ++k) rows[static_cast<size_t>(d)].push_back(m.at(d, k));
+    back.push_back(m.offset()[d] - box.start()[d]);
+    into.push_back(-box.start()[d]);
+  }
+  IndexProjection local(AffineMap::from_rows(m.in_rank(), rows, IVec(back)), target.proj.window());
+  if (!check_exact_cover(local, op.space.extents(), reduce, box.shape()).ok()) {
+    ops.fail("autodiff: no gradient rule for op '" + std::string(op_kind_name(fwd.kind)) +
+             "' in this form: it reads " + value_ref(ops.graph().value(target.value).name) +
+             " through " + target.proj.to_string(fwd.space.names()) +
+             ", which does not read a box of it exactly once; the forms that train read each "
+             "element of a box (or the whole tensor) from one index point, e.g. (i - 1, j) or "
+             "(2*j + k)");
+    return kNoValue;
+  }
+  op.results = {{-1, local, false}};
+  auto part = ops.emit(std::move(op), {TensorType(DType::kF32, box.shape())});
+  if (part.empty()) return kNoValue;
+  Op place;
+  place.kind = OpKind::kConcat;
+  place.attrs = {{"axis", int64_t{0}}};
+  place.space = make_space(dim_names(rank), shape.values());
+  place.inputs = {{part[0], shifted_identity(rank, into), true}};
+  place.results = {{-1, identity_proj(rank), false}};
+  auto r = ops.emit(std::move(place), {TensorType(DType::kF32, shape)});
   return r.empty() ? kNoValue : r[0];
 }
 

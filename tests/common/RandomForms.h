@@ -1,6 +1,7 @@
 // A generator of op forms as a user writes them in the text IR (issue #23): convolutions with
 // random groups, strides, dilations and asymmetric padding, max/avg pooling, global pooling in
-// both forms, einsums of random specs, softmax over any axis, transposes and slices; optional
+// both forms, einsums of random specs, softmax over any axis, transposes, slices, and elementwise
+// ops and row sums reading a shifted box of their input (padded, or a part of it); optional
 // attributes sometimes spelled out, sometimes left to their defaults, index dims in random order.
 // Each form carries its textbook meaning, computed from the attributes (not from the
 // projections), and a broken twin that breaks one verifier rule, with the words its diagnostic
@@ -557,6 +558,45 @@ class Gen {
     return f;
   }
 
+  // An elementwise op or a row sum reading a shifted box of its input: `%x(i - 1, j + 2) padded`,
+  // or an unpadded part of it (`%x(i + 1, j)` over fewer rows).
+  OpForm shifted() {
+    const int64_t X[2] = {pick(1, 6), pick(1, 6)}, Y[2] = {pick(1, 6), pick(1, 6)};
+    int64_t off[2];
+    bool padded = coin() || Y[0] > X[0] || Y[1] > X[1];
+    for (int i = 0; i < 2; ++i) off[i] = padded ? pick(-Y[i] + 1, X[i] - 1) : pick(0, X[i] - Y[i]);
+    const bool sum = coin(3);
+    const int kind = static_cast<int>(pick(0, 3));
+    const char* names[] = {"relu", "neg", "square", "tanh"};
+    std::vector<Dim> dims = {{"i", Y[0]}, {"j", Y[1], sum}};
+    shuffle(dims);
+    auto line = [&](bool pad_mark, int64_t o0) {
+      return std::string(sum ? "reduce_sum" : names[kind]) + " " + space(dims) + " %x" +
+             rows({affine({{1, "i"}}, o0), affine({{1, "j"}}, off[1])}) +
+             (pad_mark ? " padded" : "") + " -> " + (sum ? "(i)" : "(i, j)");
+    };
+    std::vector<int64_t> ys = {Y[0]};
+    if (!sum) ys.push_back(Y[1]);
+    OpForm f;
+    f.family = sum ? "shifted(reduce_sum)" : "shifted(" + std::string(names[kind]) + ")";
+    f.text = graph({{"x", {X[0], X[1]}}}, ys, line(padded, off[0]));
+    f.textbook = [=](const std::vector<Tensor>& in) {
+      Tensor y(DType::kF32, IVec(ys));
+      y.fill(0);
+      each({Y[0], Y[1]}, [&](const IVec& p) {
+        int64_t a = p[0] + off[0], b = p[1] + off[1];
+        double v = a >= 0 && a < X[0] && b >= 0 && b < X[1] ? in[0].at(IVec{a, b}) : 0.0;
+        if (sum) return y.set(IVec{p[0]}, y.at(IVec{p[0]}) + v);
+        y.set(p, kind == 0 ? std::max(v, 0.0) : kind == 1 ? -v : kind == 2 ? v * v : std::tanh(v));
+      });
+      return y;
+    };
+    // The broken twin: rows past the end of the input, unpadded.
+    f.broken_text = graph({{"x", {X[0], X[1]}}}, ys, line(false, X[0]));
+    f.broken_expect = "outside the tensor";
+    return f;
+  }
+
  private:
   void shuffle_chars(std::string& s) { std::shuffle(s.begin(), s.end(), rng_); }
 
@@ -565,38 +605,44 @@ class Gen {
 
 }  // namespace forms_detail
 
-/// The families random_form() draws from, in draw order.
-inline const std::vector<std::string>& form_families() {
-  static const std::vector<std::string> f = {"conv2d",         "maxpool2d", "avgpool2d",
-                                             "global_avgpool", "einsum",    "softmax",
-                                             "log_softmax",    "transpose", "slice"};
+namespace forms_detail {
+
+struct Family {
+  std::string name;
+  OpForm (*draw)(Gen&);
+};
+
+inline const std::vector<Family>& families() {
+  static const std::vector<Family> f = {
+      {"conv2d", [](Gen& g) { return g.conv2d(); }},
+      {"maxpool2d", [](Gen& g) { return g.pool(true); }},
+      {"avgpool2d", [](Gen& g) { return g.pool(false); }},
+      {"global_avgpool", [](Gen& g) { return g.global_avgpool(); }},
+      {"einsum", [](Gen& g) { return g.einsum(); }},
+      {"softmax", [](Gen& g) { return g.softmax(false); }},
+      {"log_softmax", [](Gen& g) { return g.softmax(true); }},
+      {"transpose", [](Gen& g) { return g.transpose(); }},
+      {"slice", [](Gen& g) { return g.slice(); }},
+      {"shifted", [](Gen& g) { return g.shifted(); }},
+  };
   return f;
+}
+
+}  // namespace forms_detail
+
+/// The families random_form() draws from, in draw order.
+inline std::vector<std::string> form_families() {
+  std::vector<std::string> names;
+  for (const auto& f : forms_detail::families()) names.push_back(f.name);
+  return names;
 }
 
 /// A random op form of family `form_families()[seed % size]` (so consecutive seeds cycle through
 /// every family), with shapes and attributes drawn from `seed`.
 inline OpForm random_form(uint64_t seed) {
   forms_detail::Gen g(seed * 0x9E3779B97F4A7C15ull + 1);
-  switch (seed % form_families().size()) {
-    case 0:
-      return g.conv2d();
-    case 1:
-      return g.pool(true);
-    case 2:
-      return g.pool(false);
-    case 3:
-      return g.global_avgpool();
-    case 4:
-      return g.einsum();
-    case 5:
-      return g.softmax(false);
-    case 6:
-      return g.softmax(true);
-    case 7:
-      return g.transpose();
-    default:
-      return g.slice();
-  }
+  const auto& f = forms_detail::families();
+  return f[seed % f.size()].draw(g);
 }
 
 }  // namespace heddle::testing

@@ -251,6 +251,37 @@ TEST(Autodiff, ConvWithBiasMatchesFiniteDifferences) {
       << d.front().message;
 }
 
+// Ops reading a box of their input (shifted, padded, or part of it) train: the gradient is
+// written for the box and placed in zeros (found by the op-form generator: the gradient graph
+// failed verification, "starts writing tensor dim 0 at -1"). A read with gaps has no gradient
+// rule: the diagnostic names the form that trains.
+TEST(Autodiff, ShiftedReadsTrainAndGappedReadsNameTheFormThatTrains) {
+  auto graph = [](const std::string& read, int64_t rows) {
+    std::string r = std::to_string(rows);
+    return "graph t {\n param %x: f32[8, 6]\n %y: f32[" + r + ", 6] = tanh [i=" + r + ", j=6] %x" +
+           read + " -> (i, j)\n %l: f32[] = reduce_sum [i=" + r +
+           ":sum, j=6:sum] %y(i, j) -> ()\n output %l\n}\n";
+  };
+  std::mt19937 rng(23);
+  for (const auto& [read, rows] : std::vector<std::pair<std::string, int64_t>>{
+           {"(i - 1, j + 2) padded", 8}, {"(i + 3, j)", 5}, {"(7 - i, j)", 8}}) {
+    SCOPED_TRACE(read);
+    auto g = parse_graph(graph(read, rows), "t.hd");
+    ASSERT_TRUE(g.ok()) << g.error().to_string();
+    testing::check_gradients(*g, g->outputs()[0], -1, 1, rng);
+  }
+  auto g = parse_graph(graph("(2*i, j)", 4), "t.hd");
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  ASSERT_TRUE(verify(*g).empty()) << verify(*g).front().to_string();
+  auto gr = build_gradients(*g, g->outputs()[0]);
+  ASSERT_FALSE(gr.ok());
+  EXPECT_NE(gr.error().message.find("no gradient rule for op 'tanh' in this form: it reads %x "
+                                    "through (2*i, j), which does not read a box of it exactly "
+                                    "once; the forms that train"),
+            std::string::npos)
+      << gr.error().message;
+}
+
 TEST(Autodiff, NonScalarLossIsADiagnostic) {
   Graph g;
   Ops ops(g);
