@@ -48,7 +48,7 @@ bench-torch: configure
 # behaviour: UBSan halts) are left in build-fuzz/ as crash-*. fuzz_onnx mutates the seeds under
 # 32 KB only (the weight-stripped models): whole exported models run it at half the speed.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= text_ir placement onnx cluster npy
+FUZZ_TARGETS ?= text_ir text_ir_run placement onnx cluster npy
 fuzz:
 	@scripts/install-deps --fuzz
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -77,6 +77,7 @@ class OpChecker {
     for (size_t i = 0; i < op_.inputs.size(); ++i) check_input(i);
     for (size_t i = 0; i < op_.results.size(); ++i) check_result(i);
     check_dtypes();
+    check_float_results();
     // Attributes against projections, once the projections themselves are sound.
     if (out_.size() == reported_before_)
       for (auto& m : verify_detail::check_form(g_, id_)) report(m);
@@ -243,6 +244,20 @@ class OpChecker {
     for (const auto& r : op_.results) add(r);
     if (seen.size() > 1)
       report("operands and results must share one element type, got " + dtype_list(seen));
+  }
+
+  // The kernels compute in floating point: integer and bool tensors enter as graph inputs (ids,
+  // labels, conditions) and are only read.
+  void check_float_results() {
+    for (size_t i = 0; i < op_.results.size(); ++i) {
+      const Operand& r = op_.results[i];
+      if (r.value < 0 || r.value >= g_.num_values() || dtype_is_float(g_.type(r.value).dtype()))
+        continue;
+      report("result " + std::to_string(i) + " (" + value_ref(g_.value(r.value).name) + ") is " +
+             std::string(dtype_name(g_.type(r.value).dtype())) +
+             "; ops compute floating-point results (f32, f16, bf16): integer and bool tensors "
+             "are graph inputs, read as ids, labels or conditions");
+    }
   }
 
   const Graph& g_;

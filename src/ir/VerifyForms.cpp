@@ -220,6 +220,18 @@ class FormChecker {
     if (wo.proj != wp || wo.padded)
       report(what("input", 1) + ": projection " + proj(wo) + " is not the conv2d weight form " +
              wp.to_string(names_) + " (the whole kernel, unpadded)");
+    // The bias: one value per output channel, read where the result writes its channel.
+    if (op_.inputs.size() > 2) {
+      const Operand& bo = op_.inputs[2];
+      std::vector<std::vector<int64_t>> brow(1, std::vector<int64_t>(names_.size(), 0));
+      brow[0][static_cast<size_t>(co)] = 1;
+      if (g >= 0) brow[0][static_cast<size_t>(g)] = cog;
+      IndexProjection bp(AffineMap::from_rows(op_.space.rank(), brow, IVec{0}), IVec{1});
+      if (type(bo).shape() != IVec{G * cog} || bo.proj != bp || bo.padded)
+        report(what("input", 2) + ": " + type(bo).to_string() + " " + proj(bo) +
+               " is not the conv2d bias form [" + std::to_string(G * cog) + "] " +
+               bp.to_string(names_) + " (one value per output channel, unpadded)");
+    }
     // The input: stride, padding and the dilated kernel against the projection.
     std::string why = op_.attrs.count("stride") ? "" : " (the default)";
     int64_t step[2], start[2], keff[2];

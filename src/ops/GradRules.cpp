@@ -9,6 +9,8 @@
 #include <cmath>
 
 #include "OpsUtil.h"
+#include "heddle/ir/TextPrinter.h"
+#include "heddle/ir/Verifier.h"
 #include "heddle/ir/WindowGeometry.h"
 
 namespace heddle::grad_detail {
@@ -23,13 +25,20 @@ bool uses(const IndexProjection& p, int64_t dim) {
   return false;
 }
 
-// An op over fwd's index space writing `target`'s value shape through target's projection.
+// An op over fwd's index space writing `target`'s value shape through target's projection. When
+// that projection reads a box of the tensor rather than all of it (`%x(i - 1, j) padded`,
+// `%x(i + 1, j)` over fewer rows), the op writes the box and a padded one-input concat places it
+// in zeros of the tensor's shape, as slice's gradient does; a projection that reads no box exactly
+// once (strides with gaps, overlapping windows) has no gradient here: a diagnostic.
 ValueId space_op(Ops& ops, const Op& fwd, OpKind kind, Attrs attrs, std::vector<Operand> ins,
                  const Operand& target) {
   if (!ops.ok()) return kNoValue;
   std::vector<IndexDim> dims = fwd.space.dims();
-  for (int64_t k = 0; k < static_cast<int64_t>(dims.size()); ++k)
+  std::vector<bool> reduce;
+  for (int64_t k = 0; k < static_cast<int64_t>(dims.size()); ++k) {
     dims[k].reduce = uses(target.proj, k) ? std::nullopt : std::optional<Monoid>(Monoid::kSum);
+    reduce.push_back(dims[k].reduce.has_value());
+  }
   Op op;
   op.kind = kind;
   op.attrs = std::move(attrs);
@@ -37,7 +46,40 @@ ValueId space_op(Ops& ops, const Op& fwd, OpKind kind, Attrs attrs, std::vector<
   op.inputs = std::move(ins);
   op.results = {{-1, target.proj, false}};
   const IVec shape = ops.shape(target.value);  // a copy: emit appends to the graph
-  auto r = ops.emit(std::move(op), {TensorType(DType::kF32, shape)});
+  if (check_exact_cover(target.proj, op.space.extents(), reduce, shape).ok()) {
+    auto r = ops.emit(std::move(op), {TensorType(DType::kF32, shape)});
+    return r.empty() ? kNoValue : r[0];
+  }
+  const Box box = target.proj.image(op.space.box());
+  const int64_t rank = shape.size();
+  const AffineMap& m = target.proj.map();
+  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(rank));
+  std::vector<int64_t> back, into;
+  for (int64_t d = 0; d < rank; ++d) {
+    for (int64_t k = 0; k < m.in_rank(); ++k) rows[static_cast<size_t>(d)].push_back(m.at(d, k));
+    back.push_back(m.offset()[d] - box.start()[d]);
+    into.push_back(-box.start()[d]);
+  }
+  IndexProjection local(AffineMap::from_rows(m.in_rank(), rows, IVec(back)), target.proj.window());
+  if (!check_exact_cover(local, op.space.extents(), reduce, box.shape()).ok()) {
+    ops.fail("autodiff: no gradient rule for op '" + std::string(op_kind_name(fwd.kind)) +
+             "' in this form: it reads " + value_ref(ops.graph().value(target.value).name) +
+             " through " + target.proj.to_string(fwd.space.names()) +
+             ", which does not read a box of it exactly once; the forms that train read each "
+             "element of a box (or the whole tensor) from one index point, e.g. (i - 1, j) or "
+             "(2*j + k)");
+    return kNoValue;
+  }
+  op.results = {{-1, local, false}};
+  auto part = ops.emit(std::move(op), {TensorType(DType::kF32, box.shape())});
+  if (part.empty()) return kNoValue;
+  Op place;
+  place.kind = OpKind::kConcat;
+  place.attrs = {{"axis", int64_t{0}}};
+  place.space = make_space(dim_names(rank), shape.values());
+  place.inputs = {{part[0], shifted_identity(rank, into), true}};
+  place.results = {{-1, identity_proj(rank), false}};
+  auto r = ops.emit(std::move(place), {TensorType(DType::kF32, shape)});
   return r.empty() ? kNoValue : r[0];
 }
 
@@ -101,12 +143,12 @@ int64_t dim_with(const IndexProjection& p, int64_t row, int64_t coef) {
   return -1;
 }
 
-// conv2d (the gradients `wanted` of (x, w)): weight gradient over [(g), co, ci, kh, kw, n:sum,
-// oh:sum, ow:sum] (an affine product with a padded read of x) and input gradient over [n, (g), ci,
-// ih, iw, co:sum]. The forward op is verified (Verifier: the conv2d form), so its dims are found by
-// role from the result projection
-// `(n, g*cog + co, oh, ow)` and the one reduce dim ci, whatever their names; the geometry comes
-// from the attributes with their defaults, and the gradient ops spell all of it out.
+// conv2d (the gradients `wanted` of (x, w, bias)): weight gradient over [(g), co, ci, kh, kw, n:sum, oh:sum, ow:sum] (an affine product
+// with a padded read of x), input gradient over [n, (g), ci, ih, iw, co:sum] and, with a bias,
+// its gradient summed over n, oh and ow. The forward op is verified (Verifier: the conv2d form),
+// so its dims are found by role from the result projection `(n, g*cog + co, oh, ow)` and the one
+// reduce dim ci, whatever their names; the geometry comes from the attributes with their
+// defaults, and the gradient ops spell all of it out.
 Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy,
                                         const std::vector<bool>& wanted) {
   auto geo = window_geometry(fwd.kind, fwd.attrs);
@@ -215,6 +257,14 @@ Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy,
                    false}};
     auto r = ops.emit(std::move(op), {TensorType(DType::kF32, xshape)});
     if (!r.empty()) out[0] = r[0];
+  }
+  if (fwd.inputs.size() > 2 && wanted[2]) {  // bias: each output point adds it once (at ci = 0)
+    Op once = fwd;
+    std::vector<IndexDim> dims = fwd.space.dims();
+    dims[static_cast<size_t>(ci_dim)].extent = 1;
+    once.space = IndexSpace(std::move(dims));
+    out[2] = space_op(ops, once, OpKind::kReduceSum, {}, {with_value(fwd.results[0], dy)},
+                      fwd.inputs[2]);
   }
   return out;
 }
@@ -371,12 +421,25 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy,
       HEDDLE_TRY(la);
       HEDDLE_TRY(lb);
       HEDDLE_TRY(lc);
-      if (wanted[0]) out[0] = ops.einsum(*lc + "," + *lb + "->" + *la, dy, fwd.inputs[1].value);
-      if (wanted[1]) out[1] = ops.einsum(*la + "," + *lc + "->" + *lb, fwd.inputs[0].value, dy);
+      // A dim only one input reads that is summed away (`ij,j->j` sums i) makes that input's
+      // gradient a broadcast over it, which Ops::einsum cannot size from its operands: such a
+      // gradient is the einsum over the forward space itself, writing through the input's
+      // projection.
+      auto grad = [&](size_t i, const std::string& own, const std::string& other,
+                      const std::string& spec) {
+        for (char c : own)
+          if (other.find(c) == std::string::npos && lc->find(c) == std::string::npos)
+            return space_op(ops, fwd, OpKind::kEinsum, {{"spec", spec}},
+                            {i == 0 ? dyo : fwd.inputs[0], i == 0 ? fwd.inputs[1] : dyo},
+                            fwd.inputs[i]);
+        return i == 0 ? ops.einsum(spec, dy, fwd.inputs[1].value)
+                      : ops.einsum(spec, fwd.inputs[0].value, dy);
+      };
+      if (wanted[0]) out[0] = grad(0, *la, *lb, *lc + "," + *lb + "->" + *la);
+      if (wanted[1]) out[1] = grad(1, *lb, *la, *la + "," + *lc + "->" + *lb);
       return out;
     }
     case OpKind::kConv2d:
-      if (fwd.inputs.size() != 2) break;
       return conv_grads(ops, fwd, dy, wanted);
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d: {
@@ -399,13 +462,9 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy,
       break;
   }
   std::string form;
-  if (k == OpKind::kConv2d)
-    form =
-        "a conv2d with a bias operand; write conv2d of (x, w) followed by an add of the bias "
-        "(the form Ops::conv2d builds), which trains";
-  else if (cat == OpCategory::kOptimizer || k == OpKind::kElementwiseGrad ||
-           k == OpKind::kNormGrad || k == OpKind::kEmbeddingGrad || k == OpKind::kConv2dGradInput ||
-           k == OpKind::kConv2dGradWeight || k == OpKind::kPool2dGrad || k == OpKind::kRotaryGrad)
+  if (cat == OpCategory::kOptimizer || k == OpKind::kElementwiseGrad || k == OpKind::kNormGrad ||
+      k == OpKind::kEmbeddingGrad || k == OpKind::kConv2dGradInput ||
+      k == OpKind::kConv2dGradWeight || k == OpKind::kPool2dGrad || k == OpKind::kRotaryGrad)
     form = "gradient and optimizer kinds are not differentiated (no second-order gradients)";
   else
     form = "the forms that train are the ones the Ops builders make (docs/ir.md, 'Training')";

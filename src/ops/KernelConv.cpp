@@ -3,21 +3,26 @@
 // point of a direct loop reads its windows through the projections (padded reads outside the tile
 // are zero, or skipped for max pooling), so any sub-box, including a split of the channel
 // reduction, computes its share.
+#include <array>
 #include <cmath>
 
 #include "KernelUtil.h"
+#include "heddle/ir/WindowGeometry.h"
 
 namespace heddle::kdetail {
 
 namespace {
 
+// The op's geometry with the defaults every reader uses (window_geometry()).
 struct Geometry {
-  std::vector<int64_t> stride, pad, dil;
+  std::array<int64_t, 2> stride = {1, 1}, dil = {1, 1};
+  std::array<int64_t, 4> pad = {0, 0, 0, 0};
   explicit Geometry(const Op& op) {
-    stride = attr_ints(op, "stride", {1, 1});
-    pad = attr_ints(op, "padding", {0, 0, 0, 0});
-    if (pad.size() == 2) pad = {pad[0], pad[1], pad[0], pad[1]};
-    dil = attr_ints(op, "dilation", {1, 1});
+    auto g = window_geometry(op.kind, op.attrs);
+    if (!g.ok()) return;  // the verifier refuses such attributes
+    stride = g->stride;
+    pad = g->padding;
+    dil = g->dilation;
   }
 };
 

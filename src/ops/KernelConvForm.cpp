@@ -38,8 +38,20 @@ std::optional<ConvForward> conv_forward_form(const Op& op, const Box& box, const
       !row_is(yo, 1, {{g_, cog}, {co_, 1}}) || !row_is(yo, 2, {{oh_, 1}}) ||
       !row_is(yo, 3, {{ow_, 1}}))
     return std::nullopt;
-  return ConvForward(X, W, Y, geo, KH, KW, cig, cog, d.range(box, 0), d.range(box, 1),
-                     d.range(box, 2), d.range(box, 3), d.range(box, 4), d.range(box, 5));
+  return ConvForward{X,
+                     W,
+                     Y,
+                     geo,
+                     KH,
+                     KW,
+                     cig,
+                     cog,
+                     d.range(box, 0),
+                     d.range(box, 1),
+                     d.range(box, 2),
+                     d.range(box, 3),
+                     d.range(box, 4),
+                     d.range(box, 5)};
 }
 
 std::optional<ConvGradInput> conv_grad_input_form(const Op& op, const Box& box, const Ins& ins,
@@ -61,9 +73,24 @@ std::optional<ConvGradInput> conv_grad_input_form(const Op& op, const Box& box, 
       !row_is(xo, 1, {{g_, cig}, {ci_, 1}}) || !row_is(xo, 2, {{ih_, 1}}) ||
       !row_is(xo, 3, {{iw_, 1}}))
     return std::nullopt;
-  return ConvGradInput(DY, W, DX, Geom(op), OH, OW, KH, KW, op.space.dim(ih_).extent,
-                       op.space.dim(iw_).extent, cig, cog, d.range(box, 0), d.range(box, 1),
-                       d.range(box, 2), d.range(box, 3), d.range(box, 4), d.range(box, 5));
+  return ConvGradInput{DY,
+                       W,
+                       DX,
+                       Geom(op),
+                       OH,
+                       OW,
+                       KH,
+                       KW,
+                       op.space.dim(ih_).extent,
+                       op.space.dim(iw_).extent,
+                       cig,
+                       cog,
+                       d.range(box, 0),
+                       d.range(box, 1),
+                       d.range(box, 2),
+                       d.range(box, 3),
+                       d.range(box, 4),
+                       d.range(box, 5)};
 }
 
 std::optional<ConvGradWeight> conv_grad_weight_form(const Op& op, const Box& box, const Ins& ins,
@@ -89,9 +116,22 @@ std::optional<ConvGradWeight> conv_grad_weight_form(const Op& op, const Box& box
       !row_is(yo, 3, {{ow_, 1}}) || !row_is(wo, 0, {{g_, cog}, {co_, 1}}) ||
       !row_is(wo, 1, {{ci_, 1}}) || !row_is(wo, 2, {{kh_, 1}}) || !row_is(wo, 3, {{kw_, 1}}))
     return std::nullopt;
-  return ConvGradWeight(X, DY, DW, geo, op.space.dim(kh_).extent, op.space.dim(kw_).extent, cig,
-                        cog, d.range(box, 0), d.range(box, 1), d.range(box, 2), d.range(box, 3),
-                        d.range(box, 4), d.range(box, 5), d.range(box, 6), d.range(box, 7));
+  return ConvGradWeight{X,
+                        DY,
+                        DW,
+                        geo,
+                        op.space.dim(kh_).extent,
+                        op.space.dim(kw_).extent,
+                        cig,
+                        cog,
+                        d.range(box, 0),
+                        d.range(box, 1),
+                        d.range(box, 2),
+                        d.range(box, 3),
+                        d.range(box, 4),
+                        d.range(box, 5),
+                        d.range(box, 6),
+                        d.range(box, 7)};
 }
 
 std::optional<PoolForward> pool_forward_form(const Op& op, const Box& box, const Ins& ins,
@@ -111,7 +151,7 @@ std::optional<PoolForward> pool_forward_form(const Op& op, const Box& box, const
     return std::nullopt;
   for (int64_t r = 0; r < 4; ++r)
     if (!row_is(yo, r, {{r, 1}})) return std::nullopt;
-  return PoolForward(X, Y, geo, k, along(box, 0), along(box, 1), along(box, 2), along(box, 3));
+  return PoolForward{X, Y, geo, k, along(box, 0), along(box, 1), along(box, 2), along(box, 3)};
 }
 
 std::optional<PoolGrad> pool_grad_form(const Op& op, const Box& box, const Ins& ins,
@@ -131,9 +171,20 @@ std::optional<PoolGrad> pool_grad_form(const Op& op, const Box& box, const Ins& 
     if (!row_is(op.results[0], r, {{r, 1}})) return std::nullopt;
   auto k = attr_ints(op, "kernel", {1, 1});
   if (k.size() != 2) return std::nullopt;
-  return PoolGrad(DY, X, DX, Geom(op), OH, OW, H, Wd, attr_s(op, "mode") == "max",
-                  std::array<int64_t, 2>{k[0], k[1]}, along(box, 0), along(box, 1), along(box, 2),
-                  along(box, 3));
+  return PoolGrad{DY,
+                  X,
+                  DX,
+                  Geom(op),
+                  OH,
+                  OW,
+                  H,
+                  Wd,
+                  attr_s(op, "mode") == "max",
+                  std::array<int64_t, 2>{k[0], k[1]},
+                  along(box, 0),
+                  along(box, 1),
+                  along(box, 2),
+                  along(box, 3)};
 }
 
 }  // namespace heddle::kdetail::convform

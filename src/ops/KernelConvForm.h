@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "KernelUtil.h"
+#include "heddle/ir/WindowGeometry.h"
 
 namespace heddle::kdetail::convform {
 
@@ -63,18 +64,17 @@ struct Dims {
 /// Strides, leading padding and dilations of the two spatial dims.
 struct Geom {
   int64_t s0 = 1, s1 = 1, p0 = 0, p1 = 0, d0 = 1, d1 = 1;
-  /// From the attributes (what the direct gradient loops use too).
+  /// From the attributes with the defaults every reader uses (window_geometry(); what the
+  /// direct gradient loops use too). Precondition: a conv or pooling kind.
   explicit Geom(const Op& op) {
-    auto st = attr_ints(op, "stride", {1, 1});
-    auto pad = attr_ints(op, "padding", {0, 0, 0, 0});
-    auto dil = attr_ints(op, "dilation", {1, 1});
-    if (st.size() != 2 || pad.size() < 2 || dil.size() != 2) return;
-    s0 = st[0];
-    s1 = st[1];
-    p0 = pad[0];
-    p1 = pad[1];
-    d0 = dil[0];
-    d1 = dil[1];
+    auto g = window_geometry(op.kind, op.attrs);
+    if (!g.ok()) return;  // the verifier refuses such attributes
+    s0 = g->stride[0];
+    s1 = g->stride[1];
+    p0 = g->padding[0];
+    p1 = g->padding[1];
+    d0 = g->dilation[0];
+    d1 = g->dilation[1];
   }
 };
 

@@ -283,7 +283,7 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
   bool layer = fn == "layernorm";
   std::vector<RowIn> gr;
   if (ai.size() > 2) gr.emplace_back(ai[2]);
-  RowOut o(ao, out, mode, t1.data());
+  RowOut ro(ao, out, mode, t1.data());
   for_each_point(box, [&](const int64_t* p) {
     const float* d = dy.at(p);
     const float* xr = x.at(p);
@@ -310,9 +310,9 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
     }
     auto dn = static_cast<float>(n);
     float mgf = layer ? row_sum_simd(gy, n) / dn : 0.0f, mgxf = row_dot_simd(gy, xh, n) / dn;
-    r = o.at(p);
+    r = ro.at(p);
     for (int64_t i = 0; i < n; ++i) r[i] = rstd * (gy[i] - mgf - xh[i] * mgxf);
-    o.put(p, r);
+    ro.put(p, r);
   });
   return true;
 }

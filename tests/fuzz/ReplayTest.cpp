@@ -12,6 +12,7 @@
 #include <string>
 
 extern "C" int heddle_fuzz_TextIr(const uint8_t* data, size_t size);
+extern "C" int heddle_fuzz_TextIrRun(const uint8_t* data, size_t size);
 extern "C" int heddle_fuzz_Placement(const uint8_t* data, size_t size);
 extern "C" int heddle_fuzz_Onnx(const uint8_t* data, size_t size);
 extern "C" int heddle_fuzz_Cluster(const uint8_t* data, size_t size);
@@ -54,6 +55,7 @@ TEST_P(FuzzReplay, SeedsAndRegressionsPassTheTargetsChecks) {
 
 INSTANTIATE_TEST_SUITE_P(Targets, FuzzReplay,
                          ::testing::Values(Target{"text_ir", heddle_fuzz_TextIr},
+                                           Target{"text_ir_run", heddle_fuzz_TextIrRun},
                                            Target{"placement", heddle_fuzz_Placement},
                                            Target{"onnx", heddle_fuzz_Onnx},
                                            Target{"cluster", heddle_fuzz_Cluster},

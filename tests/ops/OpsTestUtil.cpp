@@ -5,6 +5,9 @@
 #include <cmath>
 #include <limits>
 
+#include "heddle/ir/Verifier.h"
+#include "heddle/ops/Autodiff.h"
+#include "heddle/ops/Interpreter.h"
 #include "heddle/ops/Kernel.h"
 
 namespace heddle::testing {
@@ -37,7 +40,8 @@ Tensor random_tensor(const TensorType& t, std::mt19937& rng, double lo, double h
   return x;
 }
 
-std::vector<Tensor> run_whole(const Graph& g, OpId id, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> run_whole(const Graph& g, OpId id, const std::vector<Tensor>& inputs,
+                              const kernels::KernelOptions& options) {
   const Op& op = g.op(id);
   std::vector<Tensor> outs;
   for (const auto& r : op.results) outs.emplace_back(g.type(r.value));
@@ -45,7 +49,7 @@ std::vector<Tensor> run_whole(const Graph& g, OpId id, const std::vector<Tensor>
   for (const auto& t : inputs) in.push_back(&t);
   std::vector<Tensor*> out;
   for (auto& t : outs) out.push_back(&t);
-  Status s = kernels::run(op, op.space.box(), in, out);
+  Status s = kernels::run(op, op.space.box(), in, out, options);
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
   return outs;
 }
@@ -142,6 +146,50 @@ double max_rel_diff(const Tensor& a, const Tensor& b) {
     m = std::max(m, d);
   });
   return m;
+}
+
+void check_gradients(const Graph& g, ValueId loss, double lo, double hi, std::mt19937& rng) {
+  ASSERT_TRUE(verify(g).empty()) << verify(g).front().to_string();
+  auto gr = build_gradients(g, loss);
+  ASSERT_TRUE(gr.ok()) << gr.error().to_string();
+  auto d = verify(gr->graph);
+  ASSERT_TRUE(d.empty()) << d.front().to_string();
+  ASSERT_FALSE(gr->grads.empty());
+
+  std::vector<Tensor> inputs;
+  for (ValueId v : g.inputs())
+    inputs.push_back(
+        testing::random_tensor(g.type(v), rng, -1, 1, g.type(v).dtype() == DType::kBool ? 2 : 5));
+  Interpreter fwd(g), bwd(gr->graph);
+  for (ValueId p : g.params()) {
+    Tensor t = testing::random_tensor(g.type(p), rng, lo, hi);
+    fwd.set_param(p, t);
+    bwd.set_param(p, t);
+  }
+  ASSERT_TRUE(bwd.run(inputs).ok());
+  for (auto [p, dv] : gr->grads) {
+    const Tensor& analytic = bwd.value(dv);
+    Tensor base = fwd.param(p);
+    int64_t n = base.numel();
+    for (int64_t k = 0; k < std::min<int64_t>(n, 6); ++k) {
+      int64_t i = n <= 6 ? k : std::uniform_int_distribution<int64_t>(0, n - 1)(rng);
+      const double eps = 1e-3;
+      Tensor t = base;
+      t.f32()[i] = static_cast<float>(base.f32()[i] + eps);
+      double step_up = t.f32()[i] - base.f32()[i];
+      fwd.set_param(p, t);
+      double lp = (*fwd.run(inputs))[0].f32()[0];
+      t.f32()[i] = static_cast<float>(base.f32()[i] - eps);
+      double step_dn = base.f32()[i] - t.f32()[i];
+      fwd.set_param(p, t);
+      double lm = (*fwd.run(inputs))[0].f32()[0];
+      fwd.set_param(p, base);
+      double fd = (lp - lm) / (step_up + step_dn);
+      double a = analytic.f32()[i];
+      EXPECT_NEAR(a, fd, 5e-3 + 5e-3 * std::fabs(fd))
+          << "param " << g.value(p).name << " element " << i;
+    }
+  }
 }
 
 }  // namespace heddle::testing

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "heddle/ir/Graph.h"
+#include "heddle/ops/Kernel.h"
 #include "heddle/ops/Tensor.h"
 
 namespace heddle::testing {
@@ -18,8 +19,9 @@ void for_all(const IVec& shape, const std::function<void(const IVec&)>& f);
 Tensor random_tensor(const TensorType& t, std::mt19937& rng, double lo = -1.0, double hi = 1.0,
                      int64_t int_hi = 2);
 
-/// Runs op `id` of `g` over its whole index space on full tensors.
-std::vector<Tensor> run_whole(const Graph& g, OpId id, const std::vector<Tensor>& inputs);
+/// Runs op `id` of `g` over its whole index space on full tensors, with kernel `options`.
+std::vector<Tensor> run_whole(const Graph& g, OpId id, const std::vector<Tensor>& inputs,
+                              const kernels::KernelOptions& options = {});
 
 /// Runs op `id` as a random partition of its index space into sub-boxes (reduce dims split too),
 /// each on cropped input tiles into its own output tile, then merges: partials of reduce dims
@@ -30,5 +32,10 @@ std::vector<Tensor> run_pieces(const Graph& g, OpId id, const std::vector<Tensor
 
 /// Max |a - b| / (1 + |b|) over elements; infinity on shape mismatch. Equal infinities count 0.
 double max_rel_diff(const Tensor& a, const Tensor& b);
+
+/// Checks the gradient of scalar `loss` with respect to every parameter of `g` (some elements
+/// of each) against central finite differences of the interpreter's loss, parameters drawn in
+/// [lo, hi); the graph and its backward graph must verify.
+void check_gradients(const Graph& g, ValueId loss, double lo, double hi, std::mt19937& rng);
 
 }  // namespace heddle::testing
