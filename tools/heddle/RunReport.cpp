@@ -9,14 +9,7 @@
 
 namespace heddle::cli {
 
-ReferenceCheck make_reference(const Graph& g, const RunOptions& o,
-                              const std::vector<ParamUpdate>& updates, TensorMap params,
-                              std::vector<Tensor> inputs) {
-  return ReferenceCheck(g, updates, std::move(params), std::move(inputs),
-                        driver::check_options(run_request(o)));
-}
-
-int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {
+int report_run(const RunOptions& o, const RunSummary& s) {
   const CheckErrors* c = s.check;
   if (o.json) {
     nlohmann::json j = {{"ok", c == nullptr || c->ok},
@@ -54,7 +47,7 @@ int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {
     if (!s.peak_bytes_per_device.empty()) j["peak_bytes_per_device"] = s.peak_bytes_per_device;
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("model      {} ({} ops{})\n", g.name(), g.num_ops(),
+    fmt::print("model      {} ({} ops{})\n", s.model_name, s.model_ops,
                o.train ? ", training step: forward, loss, backward, " + o.optimizer : "");
     fmt::print("plan       {}\n", s.note);
     fmt::print("devices    {}\n", s.devices_text);
