@@ -213,6 +213,26 @@ Result<RunSummary> rank0_summary(const RankRun& p, RunSummary s, MpiRankRun run)
 
 }  // namespace
 
+Status choose_backend(std::string& backend) {
+  const int64_t ranks = MpiEnvironment::launcher_size();
+  if (backend.empty()) {
+    backend = ranks > 1 ? "mpi" : "threads";
+    if (ranks > 1)
+      log(LogLevel::kInfo, "backend",
+          "started by an MPI launcher with " + std::to_string(ranks) +
+              " ranks: running as --backend mpi");
+    return {};
+  }
+  if (backend != "threads" && backend != "mpi")
+    return Diagnostic("--backend " + backend + ": use 'threads' or 'mpi'");
+  if (backend == "threads" && ranks > 1)
+    return Diagnostic("--backend threads was given, but an MPI launcher started " +
+                      std::to_string(ranks) +
+                      " ranks: each would run the whole job and write the same files. Use "
+                      "--backend mpi (one rank per device), or start one process");
+  return {};
+}
+
 MpiRun run_mpi(const RunRequest& r, Result<model::LoadedModel> loaded, const MpiRunHooks& hooks) {
   // One BLAS thread per rank unless the user chose: ranks already fill the cores.
   const bool blas_set = std::getenv("OPENBLAS_NUM_THREADS") || std::getenv("OMP_NUM_THREADS");

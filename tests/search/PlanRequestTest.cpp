@@ -2,6 +2,8 @@
 // diagnostic naming the flag; the trace of the winner is simulated as it was planned.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "heddle/search/PlanRequest.h"
 
 namespace heddle::search {
@@ -21,21 +23,24 @@ TEST(PlanRequest, FiguresBecomeSearchOptionsOrADiagnostic) {
   EXPECT_EQ(o->time_limit_s, 0);
   EXPECT_TRUE(o->train);
   struct Bad {
-    PlanRequest r;
+    std::function<void(PlanRequest&)> set;
     const char* says;
   } bad[] = {
-      {{.objective = "speed"}, "--objective 'speed' is not an objective"},
-      {{.max_devices = -1}, "--max-devices must be positive"},
-      {{.target_step_time_s = -1}, "--target-step-time must be positive"},
-      {{.time_limit_s = -2}, "--time-limit must be zero or more seconds, not -2"},
+      {[](PlanRequest& q) { q.objective = "speed"; }, "--objective 'speed' is not an objective"},
+      {[](PlanRequest& q) { q.max_devices = -1; }, "--max-devices must be positive"},
+      {[](PlanRequest& q) { q.target_step_time_s = -1; }, "--target-step-time must be positive"},
+      {[](PlanRequest& q) { q.time_limit_s = -2; },
+       "--time-limit must be zero or more seconds, not -2"},
   };
   for (const Bad& b : bad) {
-    auto e = plan_search_options(b.r, cluster);
+    PlanRequest q;
+    b.set(q);
+    auto e = plan_search_options(q, cluster);
     ASSERT_FALSE(e.ok()) << b.says;
     EXPECT_NE(e.error().message.find(b.says), std::string::npos) << e.error().message;
   }
   cluster.device.tdp_watts = 0;  // no power figures: no energy objective
-  EXPECT_FALSE(plan_search_options({.objective = "energy"}, cluster).ok());
+  EXPECT_FALSE(plan_search_options(r, cluster).ok());
 }
 
 TEST(PlanRequest, TheWinnersFilesDescribeIt) {
@@ -44,7 +49,9 @@ TEST(PlanRequest, TheWinnersFilesDescribeIt) {
   over.batch = 8;
   auto src = *model::zoo_scalable_model("gpt3-1.3b", over);
   auto cluster = *cost::cluster_preset("a100x8");
-  auto o = plan_search_options({.time_limit_s = 20}, cluster);
+  PlanRequest r;
+  r.time_limit_s = 20;
+  auto o = plan_search_options(r, cluster);
   ASSERT_TRUE(o.ok());
   o->intra_op = false;
   auto found = search_configs(src, cluster, *o);

@@ -12,9 +12,9 @@
 #include "Command.h"
 #include "RunCheckpoint.h"
 #include "RunReport.h"
+#include "heddle/driver/RunMpi.h"
 #include "heddle/driver/RunRequest.h"
 #include "heddle/frontend/Npy.h"
-#include "heddle/runtime/MpiEnvironment.h"
 #include "heddle/support/AtomicFile.h"
 #include "heddle/support/ByteSize.h"
 #include "heddle/support/Limits.h"
@@ -98,26 +98,6 @@ Status check_run_options(const RunOptions& o) {
   return check_checkpoint_flags(o);
 }
 
-Status choose_backend(RunOptions& o) {
-  const int64_t ranks = MpiEnvironment::launcher_size();
-  if (o.backend.empty()) {
-    o.backend = ranks > 1 ? "mpi" : "threads";
-    if (ranks > 1)
-      log(LogLevel::kInfo, "backend",
-          "started by an MPI launcher with " + std::to_string(ranks) +
-              " ranks: running as --backend mpi");
-    return {};
-  }
-  if (o.backend != "threads" && o.backend != "mpi")
-    return Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'");
-  if (o.backend == "threads" && ranks > 1)
-    return Diagnostic("--backend threads was given, but an MPI launcher started " +
-                      std::to_string(ranks) +
-                      " ranks: each would run the whole job and write the same files. Use "
-                      "--backend mpi (one rank per device), or start one process");
-  return {};
-}
-
 Result<int64_t> host_memory_limit(const RunOptions& o) {
   if (o.host_memory.empty()) return physical_memory_bytes();
   auto b = parse_bytes(o.host_memory, "--host-memory");
@@ -137,7 +117,7 @@ Status check_memory(const RunOptions& o, const Graph& g, const Session& session)
 }
 
 int run(RunOptions o) {
-  if (auto st = choose_backend(o); !st.ok()) return user_error(st.error());
+  if (auto st = driver::choose_backend(o.backend); !st.ok()) return user_error(st.error());
   if (o.backend == "mpi") return run_mpi(o);
   if (auto st = check_run_options(o); !st.ok()) return user_error(st.error());
   auto loaded = load_runnable(o);

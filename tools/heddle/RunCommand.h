@@ -28,7 +28,7 @@ struct RunOptions {
   std::string mesh = "1";   ///< --mesh (default 1)
   std::string strategy;     ///< --strategy (default empty: propagation over the mesh)
   /// --backend threads|mpi (default empty: mpi when an MPI launcher started several ranks, else
-  /// threads; choose_backend()).
+  /// threads; driver::choose_backend()).
   std::string backend;
   std::string emit_dir;  ///< --emit DIR (default none)
   bool check = false;    ///< --check (default off)
@@ -52,11 +52,6 @@ struct RunOptions {
 /// The options both backends check before loading: --steps, --optimizer, the tolerances,
 /// --train with --output, and that --output and --emit can be written.
 Status check_run_options(const RunOptions& o);
-
-/// Settles `o.backend`: the one asked for, else mpi under an MPI launcher with several ranks
-/// (said at --log-level info), else threads. Diagnostics: an unknown backend; `threads` under a
-/// launcher with several ranks (each would run the whole job).
-Status choose_backend(RunOptions& o);
 
 /// The host memory a run may use: --host-memory, else the physical memory (0: unknown).
 /// Diagnostic: a --host-memory that is not a size.

@@ -50,6 +50,11 @@ struct MpiRun {
   std::optional<Tensor> output;        ///< rank 0 with hooks.output: the single output, whole
 };
 
+/// Settles `backend`: the one asked for, else `mpi` under an MPI launcher that started several
+/// ranks (said at log level info), else `threads`. Diagnostics: an unknown backend; `threads`
+/// under a launcher with several ranks (each would run the whole job).
+Status choose_backend(std::string& backend);
+
 /// Runs `r` on this MPI rank: `loaded` (or why it could not be loaded: reported, and every rank
 /// stops) is verified and prepared (prepare_run()); MPI starts; the launch, plan and checkpoint
 /// agreements; the rank's steps with the reference check (rank 0) and the checkpoint writer
