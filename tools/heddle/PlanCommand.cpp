@@ -39,7 +39,7 @@ struct PlanArgs {
 
 // What the plan assumes, restated: the workload, micro-batches, cluster and memory limit, and
 // the warnings about defaults.
-std::string assumptions_text(const cost::SimulationResult& r, const cost::ModelSource& src,
+std::string assumptions_text(const cost::SimulationResult& r, const model::ScalableModel& src,
                              const cost::Cluster& cluster, const PlanArgs& a) {
   std::string out = fmt::format("workload   {}\n", cost::workload_text(r, src));
   out += fmt::format("batches    {}\n", cost::micro_batches_text(r));
@@ -75,7 +75,7 @@ std::string search_text(const search::ConfigSearch& found, const std::string& ca
 // The JSON keys that explain the plan: its breakdown and workload, the ranking, the compared
 // strategies and the warnings.
 void add_explain_json(nlohmann::json& j, const search::ConfigSearch& found,
-                      const cost::ModelSource& src, const cost::Cluster& cluster,
+                      const model::ScalableModel& src, const cost::Cluster& cluster,
                       const PlanArgs& a, const std::vector<search::ComparedPlan>& compared,
                       const std::vector<std::string>& warnings) {
   cost::add_step_json(j, found.best.sim, src, "stage_meshes");
