@@ -76,7 +76,7 @@ struct PyModel {
 };
 
 /// The simulator's view of `m` with `batch` (> 0: the global batch; zoo models only).
-cost::ModelSource model_source(const PyModel& m, int64_t batch);
+model::ScalableModel model_source(const PyModel& m, int64_t batch);
 
 void bind_model(py::module_& m);
 void bind_plan(py::module_& m);

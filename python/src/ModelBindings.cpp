@@ -69,7 +69,7 @@ std::string summary(const PyModel& m) {
 
 }  // namespace
 
-cost::ModelSource model_source(const PyModel& m, int64_t batch) {
+model::ScalableModel model_source(const PyModel& m, int64_t batch) {
   if (m.is_zoo) {
     zoo::ZooOverrides o = m.request.overrides;
     if (batch > 0) o.batch = batch;

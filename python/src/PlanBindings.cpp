@@ -22,7 +22,7 @@ namespace {
 /// to export and trace it.
 struct PyPlan {
   std::string json;  ///< the attributes, as one JSON object
-  cost::ModelSource source;
+  model::ScalableModel source;
   cost::Cluster cluster;  ///< with the plan's device count and the memory limit it was priced at
   search::ConfigResult result;
   bool train = false;
@@ -45,7 +45,7 @@ nlohmann::json result_json(const search::ConfigResult& c) {
   return j;
 }
 
-PyPlan finish(nlohmann::json j, const cost::ModelSource& src, const cost::Cluster& cluster,
+PyPlan finish(nlohmann::json j, const model::ScalableModel& src, const cost::Cluster& cluster,
               const search::ConfigResult& best, bool train, const exporting::PlanTarget& target) {
   PyPlan p;
   p.source = src;

@@ -9,7 +9,7 @@
 namespace heddle::cost {
 
 Result<std::vector<int64_t>> layer_split(const std::vector<int64_t>& layers,
-                                         const ModelSource& model, int64_t chunks) {
+                                         const model::ScalableModel& model, int64_t chunks) {
   if (model.layers < 2 * model.unit)
     return Diagnostic("layers= splits a model's repeating layers over pipeline chunks; " +
                       model.name + " has none");

@@ -24,7 +24,7 @@ struct Timing {
 /// The units per chunk of a `layers=` split: one entry per chunk, each a positive whole number of
 /// the model's repeating units, summing to its layers.
 Result<std::vector<int64_t>> layer_split(const std::vector<int64_t>& layers,
-                                         const ModelSource& model, int64_t chunks);
+                                         const model::ScalableModel& model, int64_t chunks);
 
 /// One micro-batch's blocks over the `pp` stages (chunk spans in seconds, memory in bytes):
 /// schedule_placement()'s forward chain or training placement, with the chunks' timings, and

@@ -47,7 +47,7 @@ struct CostedStage {
 
 // Costs the stage of shape `shape` holding `mb` sequences per replica: its two-layer graph
 // sharded on its mesh (without dp when data parallelism only splits the batch), cached.
-Result<CostedStage> cost_stage(const ModelSource& model, const Cluster& cluster,
+Result<CostedStage> cost_stage(const model::ScalableModel& model, const Cluster& cluster,
                                const StrategySpec& spec, const SimulateOptions& options,
                                const StrategySpec::StageMesh& shape, int64_t mb, bool layered,
                                std::map<std::string, SimulationCache::Stage>& local) {
@@ -102,7 +102,7 @@ Result<CostedStage> cost_stage(const ModelSource& model, const Cluster& cluster,
 
 // What the executor's loads and gathers cost on the whole stage mesh (dp included), as
 // `heddle run` lowers, for a forward step of `units` layer units.
-Result<PartCost> executor_io_cost(const ModelSource& model, const Cluster& cluster,
+Result<PartCost> executor_io_cost(const model::ScalableModel& model, const Cluster& cluster,
                                   const StrategySpec& spec, const Mesh& mesh, int64_t batch,
                                   bool layered, int64_t units) {
   auto g2 = model.build(layered ? 2 * model.unit : 0, batch);
@@ -137,9 +137,9 @@ StepBreakdown part_breakdown(const PartCost& p, double compute_mult) {
 
 // Everything one simulate() call works on, filled step by step by the functions below.
 struct Sim {
-  Sim(const ModelSource& m_, const Cluster& c_, const SimulateOptions& o_)
+  Sim(const model::ScalableModel& m_, const Cluster& c_, const SimulateOptions& o_)
       : model(m_), cluster(c_), options(o_) {}
-  const ModelSource& model;
+  const model::ScalableModel& model;
   const Cluster& cluster;
   const SimulateOptions& options;
   StrategySpec spec;
@@ -731,7 +731,7 @@ std::string canonical_strategy(const Sim& s) {
 
 }  // namespace
 
-Result<SimulationResult> simulate(const ModelSource& model, const Cluster& cluster,
+Result<SimulationResult> simulate(const model::ScalableModel& model, const Cluster& cluster,
                                   const StrategySpec& given, const SimulateOptions& options) {
   if (given.auto_search)
     return Diagnostic("simulate needs explicit degrees (dp=..,tp=..,pp=..); 'auto' is for plan");

@@ -114,4 +114,55 @@ std::vector<std::string> workload_warnings(const model::ScalableModel& src, bool
   return out;
 }
 
+nlohmann::json simulation_json(const SimulationResult& r, const model::ScalableModel& src) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& s : r.stages)
+    stages.push_back({{"layers", s.layers},
+                      {"dp", s.dp},
+                      {"tp", s.tp},
+                      {"devices", s.devices},
+                      {"micro_batch", s.micro_batch},
+                      {"busy_s", s.busy_s},
+                      {"idle_s", s.idle_s},
+                      {"state_bytes", s.state_bytes},
+                      {"activation_bytes", s.activation_bytes},
+                      {"peak_memory_bytes", s.peak_memory_bytes},
+                      {"parameters", s.parameters}});
+  nlohmann::json j = {{"step_time_s", r.step_time_s},
+                      {"mfu", r.mfu},
+                      {"energy_j", r.energy_j},
+                      {"tflops_per_device", r.tflops_per_device},
+                      {"model_flops", r.model_flops},
+                      {"peak_memory_bytes", r.peak_memory_bytes},
+                      {"memory_limit_bytes", r.memory_limit_bytes},
+                      {"host_memory_bytes", r.host_memory_bytes},
+                      {"host_memory_limit_bytes", r.host_memory_limit_bytes},
+                      {"bubble_fraction", r.bubble_fraction},
+                      {"comm_bytes", r.comm_bytes},
+                      {"link_bytes", r.link_bytes},
+                      {"strategy", r.strategy},
+                      {"stages", stages},
+                      {"micro_batches", r.micro_batches},
+                      {"devices", r.devices},
+                      {"events", r.events},
+                      {"feasible", r.feasible},
+                      {"cluster_source", r.cluster_source}};
+  add_step_json(j, r, src, "stages");
+  return j;
+}
+
+std::optional<Diagnostic> infeasibility(const SimulationResult& r) {
+  if (r.feasible) return std::nullopt;
+  if (r.peak_memory_bytes <= r.memory_limit_bytes)  // the offloaded state overflows the host
+    return Diagnostic(fmt::format(
+        "the plan's offloaded state needs {} of host memory per device but the cluster gives {}; "
+        "offload less (offload=optimizer), raise zero, or describe more host memory "
+        "(host_memory_bytes in a cluster file)",
+        human_bytes(r.host_memory_bytes), human_bytes(r.host_memory_limit_bytes)));
+  return Diagnostic(fmt::format(
+      "the plan needs {} on its fullest device but the device has {}; try a higher zero stage, "
+      "recompute=selective or full, a smaller mb, or more tp/pp",
+      human_bytes(r.peak_memory_bytes), human_bytes(r.memory_limit_bytes)));
+}
+
 }  // namespace heddle::cost

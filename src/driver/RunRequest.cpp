@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "heddle/driver/RunCheckpoints.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/runtime/ProgramFiles.h"
 #include "heddle/runtime/RunInputs.h"
@@ -117,6 +118,14 @@ ReferenceCheck make_reference(const RunRequest& r, const PreparedRun& p, TensorM
   return ReferenceCheck(p.graph, p.updates, std::move(params), std::move(inputs), check_options(r));
 }
 
+std::function<void(int, const TensorMap&)> step_callback(const Graph& g, bool train,
+                                                         StepHook hook) {
+  if (!hook) return nullptr;
+  return [&g, train, hook = std::move(hook)](int s, const TensorMap& got) {
+    hook(s, train ? std::optional<float>(got.at(g.outputs()[0]).f32()[0]) : std::nullopt);
+  };
+}
+
 namespace {
 
 // The session of `p`: its pipeline, else SPMD programs (written to emit_dir). Fills the
@@ -158,6 +167,8 @@ void describe(const Graph& g, const Session& session, RunSummary& s) {
     s.stats = program_stats(g, session.programs());
   }
   s.devices_text = std::to_string(s.mesh.num_devices()) + " threads";
+  s.model_name = g.name();
+  s.model_ops = g.num_ops();
 }
 
 }  // namespace
@@ -173,26 +184,22 @@ Result<ThreadRun> run_threads(const RunRequest& r, PreparedRun& p, const ThreadR
   Result<std::vector<Tensor>> inputs =
       hooks.inputs ? hooks.inputs(g) : random_inputs(g, r.seed + 1, integer_range(g));
   HEDDLE_TRY(inputs);
-  CheckpointPlan checkpoints;
-  if (hooks.checkpoints && r.train) {
-    auto planned = hooks.checkpoints(g, p.updates, out.summary);
-    HEDDLE_TRY(planned);
-    checkpoints = std::move(*planned);
-  }
+  auto checkpoints = plan_checkpoints(r, g, p.updates, out.summary, {});
+  HEDDLE_TRY(checkpoints);
   std::map<ValueId, Tensor> weights = p.weights;
-  if (checkpoints.resume)  // the checkpoint's parameters and optimizer state replace the initial
-    for (auto& [v, t] : checkpoints.resume->tensors) weights.insert_or_assign(v, std::move(t));
+  if (checkpoints->resume)  // the checkpoint's parameters and optimizer state replace the initial
+    for (auto& [v, t] : checkpoints->resume->tensors) weights.insert_or_assign(v, std::move(t));
   TensorMap feeds = run_feeds(g, *inputs, weights, r.seed);
   if (r.check)
     out.reference =
         std::make_unique<ReferenceCheck>(make_reference(r, p, feeds, std::move(*inputs)));
   StepLoopOptions loop;
   loop.steps = steps_of(r);
-  loop.first_step = checkpoints.resume ? checkpoints.resume->step + 1 : 1;
+  loop.first_step = checkpoints->resume ? checkpoints->resume->step + 1 : 1;
   loop.train = r.train;
-  loop.after_update = std::move(checkpoints.after_update);
+  loop.after_update = std::move(checkpoints->after_update);
   loop.reference = out.reference.get();
-  loop.on_step = hooks.on_step;
+  loop.on_step = step_callback(g, r.train, hooks.on_step);
   auto ran = (*session)->run(std::move(feeds), loop);
   HEDDLE_TRY(ran);
   RunSummary& s = out.summary;

@@ -26,7 +26,7 @@ bool even_split(const ExportPlan& plan) {
 
 }  // namespace detail
 
-ExportPlan export_plan_of(const cost::ModelSource& model, const cost::Cluster& cluster,
+ExportPlan export_plan_of(const model::ScalableModel& model, const cost::Cluster& cluster,
                           const search::ConfigResult& result, bool train) {
   const auto& sim = result.sim;
   ExportPlan p;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -235,10 +236,17 @@ Result<std::string> read_checked(const std::string& dir, const json& entry) {
   return std::move(*bytes);
 }
 
-// The whole tensors a run resumes from, being assembled from shards.
+// The tensors a run resumes from (whole, or the needed boxes), being assembled from shards.
 struct Assembly {
   std::map<std::string, ValueId> by_name;  // every value the checkpoint must hold
+  const std::optional<std::map<ValueId, Box>>* need = nullptr;
   std::map<ValueId, Tensor> whole, covered;
+  // The box of `v` to assemble: its need, the whole tensor without one; nullopt: not needed.
+  std::optional<Box> box_of(const Graph& g, ValueId v) const {
+    if (!*need) return Box::of_shape(g.type(v).shape());
+    auto it = (*need)->find(v);
+    return it == (*need)->end() ? std::nullopt : std::optional<Box>(it->second);
+  }
 };
 
 // Copies one index entry's tile (in `bytes`) into the assembly.
@@ -267,14 +275,44 @@ Status place_tile(const Graph& g, Assembly& a, const json& e, std::string& bytes
   if (n != static_cast<size_t>(probe.numel()) * element_bytes(probe) || offset % 8 != 0 ||
       offset + n > bytes.size())
     return bad(file, "records a tile of '" + name + "' that its shard does not hold");
+  const std::optional<Box> want = a.box_of(g, v);
+  if (!want || want->intersect(probe.region()).empty()) return {};  // not needed here
   Tensor view = Tensor::view(type.dtype(), probe.region(), bytes.data() + offset);
-  auto [w, fresh] = a.whole.try_emplace(v, type);
-  auto [c, unused] = a.covered.try_emplace(v, Tensor(DType::kF32, type.shape()));
+  auto [w, fresh] = a.whole.try_emplace(v, Tensor::tile(type.dtype(), *want));
+  auto [c, unused] = a.covered.try_emplace(v, Tensor::tile(DType::kF32, *want));
   w->second.copy_from(view);
   probe = Tensor::tile(DType::kF32, probe.region());
   probe.fill(1);
   c->second.copy_from(probe);
   return {};
+}
+
+// True when the index `entries` name a tile of a needed box that `masks` (per value, 1 where
+// an earlier chosen shard holds it) do not cover yet; marks them. Entries that do not parse
+// count as adding (their shard is read, and place_tile names what is wrong).
+bool adds_needed(const Graph& g, const Assembly& a, const json& entries,
+                 std::map<ValueId, Tensor>& masks) {
+  bool adds = false;
+  for (const json& e : entries) {
+    auto it = a.by_name.find(e.value("name", ""));
+    if (it == a.by_name.end()) return true;
+    const std::optional<Box> want = a.box_of(g, it->second);
+    if (!want) continue;
+    const IVec start(e.at("start").get<std::vector<int64_t>>());
+    const IVec extent(e.at("extent").get<std::vector<int64_t>>());
+    if (start.size() != want->rank() || extent.size() != want->rank()) return true;
+    const Box part = want->intersect(Box(start, start + extent));
+    if (part.empty()) continue;
+    auto [m, fresh] = masks.try_emplace(it->second, Tensor::tile(DType::kF32, *want));
+    const Tensor have = m->second.crop(part);
+    if (std::find(have.f32(), have.f32() + have.numel(), 0.0f) == have.f32() + have.numel())
+      continue;
+    Tensor ones = Tensor::tile(DType::kF32, part);
+    ones.fill(1);
+    m->second.copy_from(ones);
+    adds = true;
+  }
+  return adds;
 }
 
 // `field` of the recorded run against this run's.
@@ -290,7 +328,9 @@ Status same(const std::string& file, const char* field, const T& recorded, const
 
 Result<LoadedCheckpoint> read_checkpoint(const std::string& dir, const Graph& g,
                                          const std::vector<ParamUpdate>& updates,
-                                         const CheckpointRun& run) {
+                                         const CheckpointRun& run,
+                                         const std::optional<std::map<ValueId, Box>>& need,
+                                         int64_t reader) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string latest_path = dir + "/latest";
   if (!fs::exists(latest_path))
@@ -314,6 +354,7 @@ Result<LoadedCheckpoint> read_checkpoint(const std::string& dir, const Graph& g,
   const json* m = &read->first;
   out.manifest_fnv1a = read->second;
   Assembly a;
+  a.need = &need;
   for (ValueId v : saved_values(updates)) a.by_name.emplace(g.value(v).name, v);
   try {
     if (m->value("format", "") != kFormat || m->value("version", 0) != kVersion)
@@ -339,29 +380,45 @@ Result<LoadedCheckpoint> read_checkpoint(const std::string& dir, const Graph& g,
     const int64_t ranks = m->at("ranks").get<int64_t>();
     if (ranks < 1 || m->at("files").size() != static_cast<size_t>(2 * ranks))
       return bad(manifest_path, "does not list two files per rank (manifest mismatch)");
-    // Every file checked before any tensor is placed; indexes name tiles of their shard.
+    // Every index checked first (they are small); then the shards holding needed tiles, each
+    // checked before its tiles are placed: the reader's own first, then in rank order.
+    std::vector<json> indexes;
     for (int64_t rank = 0; rank < ranks; ++rank) {
       const json& shard_entry = m->at("files")[static_cast<size_t>(2 * rank)];
       const json& index_entry = m->at("files")[static_cast<size_t>(2 * rank + 1)];
       if (shard_entry.at("name") != shard_name(rank) || index_entry.at("name") != index_name(rank))
         return bad(manifest_path, "lists files out of rank order (manifest mismatch)");
-      auto shard = read_checked(out.path, shard_entry);
-      HEDDLE_TRY(shard);
       auto index_text = read_checked(out.path, index_entry);
       HEDDLE_TRY(index_text);
-      const std::string index_path = out.path + "/" + index_name(rank);
       json index = json::parse(*index_text, nullptr, false);
       if (index.is_discarded() || !index.contains("tensors"))
-        return bad(index_path, "is not a shard index");
-      for (const json& e : index.at("tensors")) HEDDLE_TRY(place_tile(g, a, e, *shard, index_path));
+        return bad(out.path + "/" + index_name(rank), "is not a shard index");
+      indexes.push_back(std::move(index));
     }
+    std::vector<int64_t> order;
+    if (reader >= 0 && reader < ranks) order.push_back(reader);
+    for (int64_t rank = 0; rank < ranks; ++rank)
+      if (rank != reader) order.push_back(rank);
+    std::map<ValueId, Tensor> masks;
+    for (int64_t rank : order) {
+      const json& index = indexes[static_cast<size_t>(rank)];
+      if (need && !adds_needed(g, a, index.at("tensors"), masks)) continue;
+      auto shard = read_checked(out.path, m->at("files")[static_cast<size_t>(2 * rank)]);
+      HEDDLE_TRY(shard);
+      out.shards_read.push_back(rank);
+      for (const json& e : index.at("tensors"))
+        HEDDLE_TRY(place_tile(g, a, e, *shard, out.path + "/" + index_name(rank)));
+    }
+    std::sort(out.shards_read.begin(), out.shards_read.end());
   } catch (const json::exception& e) {
     return bad(manifest_path,
                std::string("misses a field or has one of the wrong type (") + e.what() + ")");
   }
   for (const auto& [n, v] : a.by_name) {
+    const std::optional<Box> want = a.box_of(g, v);
+    if (!want) continue;
     auto c = a.covered.find(v);
-    int64_t missing = g.type(v).shape().product();
+    int64_t missing = want->shape().product();
     if (c != a.covered.end())
       for (int64_t i = 0; i < c->second.numel(); ++i) missing -= c->second.f32()[i] != 0 ? 1 : 0;
     if (missing > 0)
@@ -371,7 +428,9 @@ Result<LoadedCheckpoint> read_checkpoint(const std::string& dir, const Graph& g,
   }
   out.tensors = std::move(a.whole);
   log(LogLevel::kInfo, "checkpoint", "checkpoint read from " + out.path,
-      {{"step", out.step}, {"seconds", seconds_since(t0)}});
+      {{"step", out.step},
+       {"shards", static_cast<double>(out.shards_read.size())},
+       {"seconds", seconds_since(t0)}});
   return out;
 }
 

@@ -278,7 +278,8 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
 
 MpiOutcome run_pipeline_rank(MpiCommunicator& mpi, const Graph& g,
                              const std::vector<ParamUpdate>& updates, const PipelineProgram& P,
-                             const Mesh& mesh, const MpiRunOptions& o) {
+                             const Mesh& mesh, const std::map<ValueId, Tensor>& weights,
+                             const MpiRunOptions& o) {
   const int64_t r = mpi.rank();
   if (auto st = mpi.prepare(mesh_partitions(mesh)); !st.ok()) fail_from_comm(mpi, st.error());
   std::optional<FaultInjector> injector;
@@ -287,6 +288,12 @@ MpiOutcome run_pipeline_rank(MpiCommunicator& mpi, const Graph& g,
   // Only this rank's tiles of its stage's parameters and state and of the micro-batches its
   // stage reads.
   PipelineFeeds feeds = device_pipeline_feeds(P, g, r, o.seed, o.int_hi);
+  std::map<std::string, ValueId> ids;  // this rank's parameters and state, by name
+  for (auto& [name, t] : feeds.params) {
+    const ValueId v = *g.find_value(name);
+    ids.emplace(name, v);
+    if (auto w = weights.find(v); w != weights.end()) t = w->second.crop(t.region());
+  }
   int64_t bytes = 0;
   for (const auto& [n, t] : feeds.params) bytes += tensor_storage_bytes(t.dtype(), t.numel());
   for (const auto& micro : feeds.inputs)
@@ -311,6 +318,11 @@ MpiOutcome run_pipeline_rank(MpiCommunicator& mpi, const Graph& g,
     for (auto& [name, t] : feeds.params)  // the next step starts from this rank's updated tiles
       if (auto it = res->updated.find(name); it != res->updated.end())
         t = it->second.crop(t.region());
+    if (o.loop.train && o.loop.after_update) {  // collective: every rank writes its tiles
+      TensorMap tiles;
+      for (const auto& [name, t] : feeds.params) tiles.emplace(ids.at(name), t);
+      HEDDLE_TRY(o.loop.after_update(s, tiles));
+    }
     if (r != 0) return std::optional<TensorMap>();
     auto got = unpack_pipeline_result(P, g, updates, *res);
     HEDDLE_TRY(got);

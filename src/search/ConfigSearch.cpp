@@ -135,7 +135,7 @@ StrategySpec spec_of(const Layout& l, const Rung& r, const StrategySpec& pins) {
 // the activations outside the tensor-parallel regions, so a lighter level may now fit). Returns
 // those that fit and beat their base; counts every simulation in `evaluated`.
 std::vector<ConfigResult> sequence_parallel_candidates(
-    const cost::ModelSource& model, const cost::Cluster& c, const ConfigSearchOptions& o,
+    const model::ScalableModel& model, const cost::Cluster& c, const ConfigSearchOptions& o,
     const std::vector<ConfigResult>& feasible, const std::shared_ptr<cost::SimulationCache>& cache,
     int64_t& evaluated, const std::function<bool()>& out_of_time) {
   std::vector<ConfigResult> out;

@@ -57,5 +57,39 @@ TEST(StepReport, ADefaultBatchSmallerThanTheDevicesIsWarnedAbout) {
   EXPECT_TRUE(workload_warnings(src, false, 2, true).empty());
 }
 
+TEST(StepReport, SimulationJsonHasTheStepStagesAndSharedKeys) {
+  model::ScalableModel src;
+  src.batch = 8;
+  src.seq = 16;
+  SimulationResult r = result_of(2, 0.5);
+  r.stages.resize(2);
+  r.stages[1].layers = 3;
+  r.feasible = true;
+  nlohmann::json j = simulation_json(r, src);
+  EXPECT_EQ(j["step_time_s"].get<double>(), 0.5);
+  EXPECT_EQ(j["devices"], 2);
+  ASSERT_EQ(j["stages"].size(), 2u);
+  EXPECT_EQ(j["stages"][1]["layers"], 3);
+  EXPECT_TRUE(j["stages"][1].contains("breakdown"));  // add_step_json's per-stage keys
+  EXPECT_EQ(j["batch"], 8);
+  EXPECT_TRUE(j["feasible"].get<bool>());
+}
+
+TEST(StepReport, InfeasibilitySaysWhatOverflowsAndWhatToTry) {
+  SimulationResult r = result_of(2, 0.5);
+  r.feasible = true;
+  EXPECT_FALSE(infeasibility(r).has_value());
+  r.feasible = false;
+  r.peak_memory_bytes = 2e9;
+  r.memory_limit_bytes = 1e9;
+  auto device = infeasibility(r);
+  ASSERT_TRUE(device.has_value());
+  EXPECT_NE(device->message.find("on its fullest device"), std::string::npos) << device->message;
+  r.peak_memory_bytes = 5e8;  // the device fits: the host does not
+  auto host = infeasibility(r);
+  ASSERT_TRUE(host.has_value());
+  EXPECT_NE(host->message.find("host memory"), std::string::npos) << host->message;
+}
+
 }  // namespace
 }  // namespace heddle::cost

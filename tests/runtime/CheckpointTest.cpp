@@ -1,6 +1,7 @@
 // Training checkpoints (heddle/runtime/Checkpoint.h): a round trip gives the tensors back bit for
 // bit; shards written by two ranks reassemble whole (what a resume on another mesh starts from);
-// a corrupted, truncated, missing or mismatched file is refused naming the file and the rule.
+// a reader needing some tiles reads only the shards holding them; a corrupted, truncated,
+// missing or mismatched file is refused naming the file and the rule.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -121,49 +122,88 @@ TEST(Checkpoint, AFailedWriteSaysWhyAndKeepsThePreviousCheckpoint) {
   EXPECT_EQ(c->step, 1);
 }
 
-// Two ranks (threads here), each holding half of every tensor along dim 0, write their shards;
-// reading gives the whole tensors back. A rank that leaves a tile out makes the read fail.
+// Two ranks (threads here), each holding half of every tensor along dim 0 (rank 1 without the
+// first parameter when `drop`), write their shards of step 5 into `dir`.
+void write_two_ranks(const Fixture& f, const std::string& dir, bool drop) {
+  std::barrier sync(2);
+  std::vector<std::vector<int64_t>> slots(2);
+  Status st[2];
+  auto rank = [&](int64_t r) {
+    TensorMap tiles;
+    for (const auto& [v, t] : f.state) {
+      if (drop && r == 1 && v == f.updates[0].param) continue;
+      tiles.emplace(v, t.crop(t.region().split_part(0, 2, r)));
+    }
+    CheckpointOptions o = options(f, dir);
+    o.rank = r;
+    o.ranks = 2;
+    o.all_gather = [&, r](const std::vector<int64_t>& mine) -> Result<std::vector<int64_t>> {
+      slots[static_cast<size_t>(r)] = mine;
+      sync.arrive_and_wait();
+      std::vector<int64_t> all = slots[0];
+      all.insert(all.end(), slots[1].begin(), slots[1].end());
+      sync.arrive_and_wait();
+      return all;
+    };
+    st[r] = write_checkpoint(f.g, f.updates, tiles, 5, o);
+  };
+  std::thread t1(rank, 1);
+  rank(0);
+  t1.join();
+  ASSERT_TRUE(st[0].ok() && st[1].ok());
+  EXPECT_TRUE(fs::exists(dir + "/step-00000005/rank-1.bin"));
+}
+
+// Reading gives the whole tensors back. A rank that leaves a tile out makes the read fail.
 TEST(Checkpoint, ShardsOfTwoRanksReassembleWhole) {
   Fixture f = fixture();
   for (bool drop : {false, true}) {
     std::string dir = fresh_dir(drop ? "shards_missing" : "shards");
-    std::barrier sync(2);
-    std::vector<std::vector<int64_t>> slots(2);
-    Status st[2];
-    auto rank = [&](int64_t r) {
-      TensorMap tiles;
-      for (const auto& [v, t] : f.state) {
-        if (drop && r == 1 && v == f.updates[0].param) continue;
-        tiles.emplace(v, t.crop(t.region().split_part(0, 2, r)));
-      }
-      CheckpointOptions o = options(f, dir);
-      o.rank = r;
-      o.ranks = 2;
-      o.all_gather = [&, r](const std::vector<int64_t>& mine) -> Result<std::vector<int64_t>> {
-        slots[static_cast<size_t>(r)] = mine;
-        sync.arrive_and_wait();
-        std::vector<int64_t> all = slots[0];
-        all.insert(all.end(), slots[1].begin(), slots[1].end());
-        sync.arrive_and_wait();
-        return all;
-      };
-      st[r] = write_checkpoint(f.g, f.updates, tiles, 5, o);
-    };
-    std::thread t1(rank, 1);
-    rank(0);
-    t1.join();
-    ASSERT_TRUE(st[0].ok() && st[1].ok());
-    EXPECT_TRUE(fs::exists(dir + "/step-00000005/rank-1.bin"));
+    write_two_ranks(f, dir, drop);
     if (!drop) {
       auto c = read_checkpoint(dir, f.g, f.updates, f.run);
       ASSERT_TRUE(c.ok()) << c.error().to_string();
       expect_same(f, *c);
+      EXPECT_EQ(c->shards_read, (std::vector<int64_t>{0, 1}));
     } else {
       std::string e = refusal(f, dir, f.run);
       EXPECT_NE(e.find("unwritten by any shard"), std::string::npos) << e;
       EXPECT_NE(e.find(f.g.value(f.updates[0].param).name), std::string::npos) << e;
     }
   }
+}
+
+// A reader that needs only rank 1's halves reads rank 1's shard alone: rank 0's, corrupted
+// here, is never opened (a whole read refuses it). Needing a box across both halves reads both.
+TEST(Checkpoint, AReaderReadsOnlyTheShardsHoldingItsTiles) {
+  Fixture f = fixture();
+  std::string dir = fresh_dir("partial");
+  write_two_ranks(f, dir, false);
+  std::map<ValueId, Box> second_half, across;
+  for (const auto& [v, t] : f.state) {
+    second_half.emplace(v, t.region().split_part(0, 2, 1));
+    across.emplace(v, t.region());
+  }
+  auto whole = read_checkpoint(dir, f.g, f.updates, f.run, across, 1);
+  ASSERT_TRUE(whole.ok()) << whole.error().to_string();
+  EXPECT_EQ(whole->shards_read, (std::vector<int64_t>{0, 1}));
+  expect_same(f, *whole);
+  const std::string bin = dir + "/step-00000005/rank-0.bin";
+  fs::resize_file(bin, fs::file_size(bin) - 8);
+  auto c = read_checkpoint(dir, f.g, f.updates, f.run, second_half, 1);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  EXPECT_EQ(c->shards_read, std::vector<int64_t>{1});
+  EXPECT_EQ(c->tensors.size(), f.state.size());
+  for (const auto& [v, box] : second_half) {
+    ASSERT_EQ(c->tensors.at(v).region(), box) << f.g.value(v).name;
+    EXPECT_TRUE(c->tensors.at(v) == f.state.at(v).crop(box)) << f.g.value(v).name;
+  }
+  std::string e = refusal(f, dir, f.run);
+  EXPECT_NE(e.find(bin), std::string::npos) << e;
+  // Rank 0's first half is needed too: its shard is read and refused.
+  auto both = read_checkpoint(dir, f.g, f.updates, f.run, across, 1);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.error().to_string().find("truncated"), std::string::npos);
 }
 
 TEST(Checkpoint, CorruptTruncatedMissingOrMismatchedIsRefused) {

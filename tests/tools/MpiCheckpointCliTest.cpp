@@ -1,7 +1,8 @@
 // Checkpoint and resume on the MPI backend (4 ranks, dp=2,tp=2, loopback): params_digest equals
 // the threads backend's; ranks SIGKILLed at seeded random collectives (random steps) or during a
 // checkpoint write, then resumed, end with parameters bit-identical to the uninterrupted run; a
-// checkpoint of 4 ranks resumes on 2 (dp=2) within the reference's tolerance. Kills use the
+// checkpoint of 4 ranks resumes on 2 (dp=2) within the reference's tolerance; pipelines resume
+// bit-identical; each rank reads only the shards holding its tiles. Kills use the
 // test-only HEDDLE_TEST_FAIL_* and HEDDLE_TEST_CHECKPOINT_KILL variables. The full 20-kill run
 // is bench/fault_resume.sh.
 #include <gtest/gtest.h>
@@ -130,6 +131,52 @@ TEST(MpiCheckpointCli, FourRankCheckpointResumesOnTwoRanks) {
   ASSERT_EQ(two["loss"].size(), 2u);
   const double want = plain["loss"].back().get<double>(), got = two["loss"].back();
   EXPECT_NEAR(got, want, 1e-3 * std::abs(want) + 1e-4);
+}
+
+// A pipeline (pp=2 on 2 ranks) checkpoints and resumes like the threads backend's: rank 1 killed
+// in its third write (its shard not yet renamed) leaves step 2 the latest; the resumed run ends
+// bit-identical to the uninterrupted one, each rank reading only its own stage's shard.
+TEST(MpiCheckpointCli, PipelineRanksResumeBitIdentical) {
+  const std::string run =
+      "run gpt-tiny --mesh 2 --strategy pp=2 --train --json --backend mpi "
+      "--steps 4";
+  auto plain = json_of(testing::mpirun(2, run, "", 1).r, "uninterrupted");
+  ASSERT_FALSE(plain.is_null());
+  std::string dir = fresh_dir("pipeline");
+  auto killed =
+      testing::mpirun(2, run + " --checkpoint " + dir, "HEDDLE_TEST_CHECKPOINT_KILL=1:3:shard", 1);
+  EXPECT_NE(killed.r.exit_code, 0) << killed.r.err;
+  std::ifstream latest(dir + "/latest");
+  std::string name;
+  latest >> name;
+  EXPECT_EQ(name, "step-00000002");
+  auto t = testing::mpirun(
+      2, run + " --checkpoint " + dir + " --resume " + dir + " --log-level info", "", 1);
+  auto done = json_of(t.r, "resumed pipeline");
+  ASSERT_FALSE(done.is_null());
+  EXPECT_EQ(done["loss"].size(), 2u);
+  EXPECT_EQ(done["params_digest"], plain["params_digest"]);
+  EXPECT_EQ(testing::count_of(t.r.err, "\"shards\":1,"), 2u) << t.r.err;
+}
+
+// Each rank reads only the shard files holding tiles it feeds, also when resharding: a dp=2
+// checkpoint (each rank's shard whole) resumed with tp=2 reads one shard per rank, and ends
+// bit-identical to the threads backend resuming the same checkpoint (which reads it whole).
+TEST(MpiCheckpointCli, EachRankReadsOnlyTheShardsHoldingItsTiles) {
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  std::string dir = fresh_dir("partial");
+  const std::string run = "run gpt-tiny --mesh 2 --train --json --steps ";
+  ASSERT_EQ(testing::mpirun(2, run + "2 --strategy dp=2 --backend mpi --checkpoint " + dir, "", 1)
+                .r.exit_code,
+            0);
+  const std::string resume = run + "4 --strategy tp=2 --resume " + dir;
+  auto t = testing::mpirun(2, resume + " --backend mpi --log-level info", "", 1);
+  auto mpi = json_of(t.r, "mpi resume");
+  auto threads = json_of(testing::run_heddle(resume), "threads resume");
+  if (mpi.is_null() || threads.is_null()) return;
+  EXPECT_EQ(testing::count_of(t.r.err, "\"shards\":1,"), 2u) << t.r.err;
+  EXPECT_EQ(mpi["loss"].size(), 2u);
+  EXPECT_EQ(mpi["params_digest"], threads["params_digest"]);
 }
 
 // Ranks given different checkpoints (two directories, as on hosts without a shared filesystem)

@@ -33,6 +33,9 @@ int user_error(const Diagnostic& d);
 /// user_error() for a failure of class `kind`; returns its exit code (support/ExitCode.h).
 int report_failure(const Diagnostic& d, FailureKind kind);
 
+/// Prints every verifier diagnostic of `g` (up to 20) to stderr; returns 1 when there were any.
+int report_verify(const Graph& g);
+
 /// Writes a warning or note that is not the result to stderr: `text` as it is, or with --json a
 /// log record of `level` and `event` (so stderr stays JSON lines, docs/cli.md "Logging").
 void report_note(LogLevel level, std::string_view event, const std::string& text);

@@ -5,20 +5,16 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "Command.h"
-#include "PlanTarget.h"
 #include "heddle/cost/StepReport.h"
+#include "heddle/export/PlanTarget.h"
 #include "heddle/ir/DotExport.h"
-#include "heddle/ir/Verifier.h"
-#include "heddle/search/ConfigSearch.h"
 #include "heddle/search/PlanReport.h"
+#include "heddle/search/PlanRequest.h"
 #include "heddle/support/AtomicFile.h"
 #include "heddle/support/ByteSize.h"
 #include "heddle/support/Log.h"
@@ -43,7 +39,7 @@ struct PlanArgs {
 
 // What the plan assumes, restated: the workload, micro-batches, cluster and memory limit, and
 // the warnings about defaults.
-std::string assumptions_text(const cost::SimulationResult& r, const cost::ModelSource& src,
+std::string assumptions_text(const cost::SimulationResult& r, const model::ScalableModel& src,
                              const cost::Cluster& cluster, const PlanArgs& a) {
   std::string out = fmt::format("workload   {}\n", cost::workload_text(r, src));
   out += fmt::format("batches    {}\n", cost::micro_batches_text(r));
@@ -79,8 +75,8 @@ std::string search_text(const search::ConfigSearch& found, const std::string& ca
 // The JSON keys that explain the plan: its breakdown and workload, the ranking, the compared
 // strategies and the warnings.
 void add_explain_json(nlohmann::json& j, const search::ConfigSearch& found,
-                      const cost::ModelSource& src, const cost::Cluster& cluster, const PlanArgs& a,
-                      const std::vector<search::ComparedPlan>& compared,
+                      const model::ScalableModel& src, const cost::Cluster& cluster,
+                      const PlanArgs& a, const std::vector<search::ComparedPlan>& compared,
                       const std::vector<std::string>& warnings) {
   cost::add_step_json(j, found.best.sim, src, "stage_meshes");
   j["ranking"] = search::ranking_json(found.ranking);
@@ -106,36 +102,21 @@ int run_plan(const PlanArgs& a) {
   auto src = model::load_scalable_model(
       {.source = a.model, .overrides = a.overrides, .options = {}, .dims = a.dims, .loss = a.loss});
   if (!src.ok()) return user_error(src.error());
-  search::ConfigSearchOptions o;
-  if (a.objective == "energy") {
-    if (cluster->device.tdp_watts <= 0)
-      return user_error(Diagnostic("--objective energy: device '" + cluster->device.name +
-                                   "' has no power figures (tdp_watts, idle_watts)"));
-    o.objective = search::Objective::kEnergy;
-  } else if (a.objective != "time") {
-    return user_error(
-        Diagnostic("--objective '" + a.objective + "' is not an objective; use time or energy"));
-  }
-  if (a.max_devices < 0)
-    return user_error(
-        Diagnostic("--max-devices must be positive, not " + std::to_string(a.max_devices)));
-  if (a.target_step_time < 0)
-    return user_error(Diagnostic("--target-step-time must be positive seconds"));
-  o.max_devices = a.max_devices;
-  o.target_step_time_s = a.target_step_time;
-  o.train = a.train;
-  o.overlap = a.overlap;
-  o.pins = *spec;
-  auto target = exporting::apply_target_flags(a.target, *cluster, o);
+  auto o = search::plan_search_options({.objective = a.objective,
+                                        .max_devices = a.max_devices,
+                                        .target_step_time_s = a.target_step_time,
+                                        .time_limit_s = a.time_limit,
+                                        .train = a.train,
+                                        .overlap = a.overlap,
+                                        .pins = *spec},
+                                       *cluster);
+  if (!o.ok()) return user_error(o.error());
+  auto target = exporting::apply_target_flags(a.target, *cluster, *o);
   if (!target.ok()) return user_error(target.error());
-  if (!(a.time_limit >= 0))
-    return user_error(Diagnostic("--time-limit must be zero or more seconds, not " +
-                                 fmt::format("{:g}", a.time_limit)));
-  o.time_limit_s = a.time_limit;
   // A bar redrawn in place on a terminal; into a log or pipe, one line per quarter of the search;
   // with --json, an info record per quarter, so stderr stays JSON lines (docs/cli.md, "Logging").
   const bool tty = isatty(STDERR_FILENO) != 0 && !a.json;
-  o.progress = [last = -1, tty, json = a.json](int64_t done, int64_t total) mutable {
+  o->progress = [last = -1, tty, json = a.json](int64_t done, int64_t total) mutable {
     const int width = tty ? 30 : 4;
     int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
     if (filled == last && done != total) return;  // redraw only when the bar moves
@@ -152,7 +133,7 @@ int run_plan(const PlanArgs& a) {
       std::fprintf(stderr, "searching: %ld of %ld configurations\n", static_cast<long>(done),
                    static_cast<long>(total));
   };
-  auto found = search::search_configs(*src, *cluster, o);
+  auto found = search::search_configs(*src, *cluster, *o);
   if (tty) std::fprintf(stderr, "\n");
   if (!found.ok() && target->target != exporting::Target::kAny)
     return user_error(Diagnostic(found.error().message + " (--target " +
@@ -175,13 +156,7 @@ int run_plan(const PlanArgs& a) {
   }
   if (!a.out_dir.empty()) {
     if (auto st = make_dirs(a.out_dir); !st.ok()) return user_error(st.error());
-    nlohmann::json plan = search::plan_json(best);
-    cost::add_step_json(plan, best.sim, *src, "stage_meshes");
-    plan["ranking"] = search::ranking_json(found->ranking);
-    plan["model"] = a.model;
-    plan["cluster"] = cluster->name;
-    plan["train"] = a.train;
-    plan["cluster_devices"] = cluster->count;
+    nlohmann::json plan = search::plan_file_json(*found, *src, a.model, *cluster, a.train);
     exporting::add_target_json(plan, *target, best_export);
     if (exported)
       if (auto st = write_file_atomic(a.out_dir + "/" + exported->file_name, exported->text);
@@ -189,17 +164,9 @@ int run_plan(const PlanArgs& a) {
         return user_error(st.error());
     if (auto st = write_file_atomic(a.out_dir + "/plan.json", plan.dump(2) + "\n"); !st.ok())
       return user_error(st.error());
-    cost::Cluster used = *cluster;
-    used.count = best.sim.devices;
-    cost::SimulateOptions so;
-    if (best.stage_planner != "tactics")  // trace the plan that won: the ILP's stages
-      so = search::intra_op_simulate_options(*src, used, a.train, a.time_limit, nullptr);
-    so.train = a.train;
-    so.overlap = a.overlap;
-    so.trace = true;
-    auto traced = cost::simulate(*src, used, best.spec, so);
+    auto traced = search::plan_trace(*src, *cluster, best, a.train, a.overlap, a.time_limit);
     if (traced.ok())
-      if (auto st = write_file_atomic(a.out_dir + "/trace.json", traced->trace_json); !st.ok())
+      if (auto st = write_file_atomic(a.out_dir + "/trace.json", *traced); !st.ok())
         return user_error(st.error());
     if (auto g = src->build(src->layers > 0 ? src->unit : 0, src->batch); g.ok())
       if (auto st = write_file_atomic(a.out_dir + "/graph.dot", to_dot(*g)); !st.ok())
@@ -275,6 +242,19 @@ int run_plan(const PlanArgs& a) {
   fmt::print("{}", search::compare_text(*compared, r));
   fmt::print("{}", search::ranking_text(found->ranking));
   return 0;
+}
+
+// --target, --export and --memory-reserve (what they mean: heddle/export/PlanTarget.h).
+void add_target_flags(CLI::App* app, exporting::TargetFlags& flags) {
+  app->add_option("--target", flags.target,
+                  "Only plans this stack can run: megatron, torchtitan, deepspeed, heddle or any "
+                  "(default: the --export format, else any)");
+  app->add_option("--export", flags.export_format,
+                  "Print the plan as megatron arguments, a torchtitan TOML or a deepspeed JSON "
+                  "(also written to --out DIR)");
+  app->add_option("--memory-reserve", flags.memory_reserve,
+                  "Memory per device left free for the CUDA context, NCCL buffers and "
+                  "fragmentation (default: 5% of it, at least 2GiB, at most a quarter; 0: none)");
 }
 
 }  // namespace

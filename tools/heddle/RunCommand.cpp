@@ -10,13 +10,11 @@
 #include <optional>
 
 #include "Command.h"
-#include "PipelineRun.h"
-#include "Planning.h"
 #include "RunCheckpoint.h"
 #include "RunReport.h"
+#include "heddle/driver/RunMpi.h"
 #include "heddle/driver/RunRequest.h"
 #include "heddle/frontend/Npy.h"
-#include "heddle/runtime/MpiEnvironment.h"
 #include "heddle/support/AtomicFile.h"
 #include "heddle/support/ByteSize.h"
 #include "heddle/support/Limits.h"
@@ -35,10 +33,6 @@ model::ModelRequest model_request(const RunOptions& o) {
   return r;
 }
 
-TrainStepOptions train_step_options(const RunOptions& o) {
-  return driver::optimizer_options(o.optimizer, o.lr);
-}
-
 driver::RunRequest run_request(const RunOptions& o) {
   return {.model = model_request(o),
           .mesh = o.mesh,
@@ -47,26 +41,22 @@ driver::RunRequest run_request(const RunOptions& o) {
           .train = o.train,
           .check = o.check,
           .steps = o.steps,
-          .optimizer = train_step_options(o),
+          .optimizer = driver::optimizer_options(o.optimizer, o.lr),
           .seed = o.seed,
           .rtol = o.rtol,
           .atol = o.atol,
-          .emit_dir = o.emit_dir};
+          .emit_dir = o.emit_dir,
+          .checkpoint_dir = o.checkpoint_dir,
+          .checkpoint_every = o.checkpoint_every == -1 ? 1 : o.checkpoint_every,
+          .resume_dir = o.resume_dir};
 }
 
-Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g,
-                                                 const std::vector<std::string>& constants) {
-  TrainStepOptions options = train_step_options(o);
-  options.frozen.insert(constants.begin(), constants.end());
-  auto step = build_train_step(g, options);
-  HEDDLE_TRY(step);
-  g = std::move(step->graph);
-  return std::move(step->updates);
-}
-
-Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunOptions& o, const Graph& full,
-                                                      const StrategySpec& spec) {
-  return driver::pipeline_if_asked(run_request(o), full, spec);
+void print_step(const RunOptions& o, int step, std::optional<float> loss, bool log_loss) {
+  if (o.train && !o.json) fmt::print("step {:>4}  loss {:.6f}\n", step, *loss);
+  if (o.train && log_loss)
+    log(LogLevel::kInfo, "step", "step done", {{"step", step}, {"loss", *loss}});
+  else
+    log(LogLevel::kInfo, "step", "step done", {{"step", step}});
 }
 
 Result<std::vector<Tensor>> read_input_files(const Graph& g, const RunOptions& o) {
@@ -108,28 +98,6 @@ Status check_run_options(const RunOptions& o) {
   return check_checkpoint_flags(o);
 }
 
-Status choose_backend(RunOptions& o) {
-  const int64_t ranks = MpiEnvironment::launcher_size();
-  if (o.backend.empty()) {
-    o.backend = ranks > 1 ? "mpi" : "threads";
-    if (ranks > 1)
-      log(LogLevel::kInfo, "backend",
-          "started by an MPI launcher with " + std::to_string(ranks) +
-              " ranks: running as --backend mpi");
-    return {};
-  }
-  if (o.backend != "threads" && o.backend != "mpi")
-    return Diagnostic("--backend " + o.backend + ": use 'threads' or 'mpi'");
-  if (o.backend == "threads" && ranks > 1)
-    return Diagnostic("--backend threads was given, but an MPI launcher started " +
-                      std::to_string(ranks) +
-                      " ranks: each would run the whole job and write the same files. Use "
-                      "--backend mpi (one rank per device), or start one process");
-  return {};
-}
-
-int run_steps_of(const RunOptions& o) { return driver::steps_of(run_request(o)); }
-
 Result<int64_t> host_memory_limit(const RunOptions& o) {
   if (o.host_memory.empty()) return physical_memory_bytes();
   auto b = parse_bytes(o.host_memory, "--host-memory");
@@ -149,7 +117,7 @@ Status check_memory(const RunOptions& o, const Graph& g, const Session& session)
 }
 
 int run(RunOptions o) {
-  if (auto st = choose_backend(o); !st.ok()) return user_error(st.error());
+  if (auto st = driver::choose_backend(o.backend); !st.ok()) return user_error(st.error());
   if (o.backend == "mpi") return run_mpi(o);
   if (auto st = check_run_options(o); !st.ok()) return user_error(st.error());
   auto loaded = load_runnable(o);
@@ -168,30 +136,13 @@ int run(RunOptions o) {
   };
   if (!o.input_files.empty() || !o.labels_file.empty())  // else random inputs
     hooks.inputs = [&](const Graph& run_g) { return read_input_files(run_g, o); };
-  hooks.on_step = [&](int s, const TensorMap& got) {
-    if (o.train && !o.json)
-      fmt::print("step {:>4}  loss {:.6f}\n", s, got.at(g.outputs()[0]).f32()[0]);
-    log(LogLevel::kInfo, "step", "step done", {{"step", s}});
-  };
-  if (!o.checkpoint_dir.empty() || !o.resume_dir.empty())
-    hooks.checkpoints = [&](const Graph& run_g, const std::vector<ParamUpdate>& updates,
-                            const driver::RunSummary& planned) -> Result<driver::CheckpointPlan> {
-      const CheckpointRun ck_run =
-          checkpoint_run(o, run_g, planned.mesh, planned.strategy, planned.note);
-      auto resumed = resume_if_asked(o, run_g, updates, ck_run);
-      HEDDLE_TRY(resumed);
-      driver::CheckpointPlan plan{.resume = std::move(*resumed), .after_update = {}};
-      if (!o.checkpoint_dir.empty())
-        plan.after_update =
-            checkpoint_hook(run_g, updates, checkpoint_options(o, ck_run, 0, 1, {}));
-      return plan;
-    };
+  hooks.on_step = [&](int s, std::optional<float> loss) { print_step(o, s, loss, false); };
   auto ran = driver::run_threads(request, *prepared, hooks);
   if (!ran.ok()) return user_error(ran.error());
   if (!o.output_file.empty())
     if (auto w = write_npy(o.output_file, ran->summary.result.outputs.at(g.outputs()[0])); !w.ok())
       return user_error(w.error());
-  return report_run(o, g, ran->summary);
+  return report_run(o, ran->summary);
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "Command.h"
-#include "Planning.h"
 #include "heddle/driver/RunRequest.h"
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/zoo/Zoo.h"
@@ -29,7 +28,7 @@ struct RunOptions {
   std::string mesh = "1";   ///< --mesh (default 1)
   std::string strategy;     ///< --strategy (default empty: propagation over the mesh)
   /// --backend threads|mpi (default empty: mpi when an MPI launcher started several ranks, else
-  /// threads; choose_backend()).
+  /// threads; driver::choose_backend()).
   std::string backend;
   std::string emit_dir;  ///< --emit DIR (default none)
   bool check = false;    ///< --check (default off)
@@ -54,14 +53,6 @@ struct RunOptions {
 /// --train with --output, and that --output and --emit can be written.
 Status check_run_options(const RunOptions& o);
 
-/// Settles `o.backend`: the one asked for, else mpi under an MPI launcher with several ranks
-/// (said at --log-level info), else threads. Diagnostics: an unknown backend; `threads` under a
-/// launcher with several ranks (each would run the whole job).
-Status choose_backend(RunOptions& o);
-
-/// The steps to run: --steps, or 10 with --train and 1 without.
-int run_steps_of(const RunOptions& o);
-
 /// The host memory a run may use: --host-memory, else the physical memory (0: unknown).
 /// Diagnostic: a --host-memory that is not a size.
 Result<int64_t> host_memory_limit(const RunOptions& o);
@@ -72,21 +63,16 @@ model::ModelRequest model_request(const RunOptions& o);
 /// The driver's request for `o` (heddle/driver/RunRequest.h).
 driver::RunRequest run_request(const RunOptions& o);
 
-/// --optimizer and --lr as the training step takes them.
-TrainStepOptions train_step_options(const RunOptions& o);
-
-/// Replaces `g` (a model with a loss) by its training step with the optimizer `o` asks for and
-/// returns the parameter updates; `constants` (an imported model's) are never trained.
-/// Diagnostics from the autodiff. Shared by both backends.
-Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g,
-                                                 const std::vector<std::string>& constants);
-
 /// MODEL loaded to run (model::load_model_to_run). Both backends.
 Result<model::LoadedModel> load_runnable(const RunOptions& o);
 
 /// The --input files read (runtime read_input_files(), non-finite values an error with
 /// --check), warnings printed to stderr. Both backends.
 Result<std::vector<Tensor>> read_input_files(const Graph& g, const RunOptions& o);
+
+/// Prints step `step`'s loss (training, without --json) and logs it (`loss` too when
+/// `log_loss`).
+void print_step(const RunOptions& o, int step, std::optional<float> loss, bool log_loss);
 
 /// `heddle run --backend mpi`, one process per device under mpirun (MpiRun.cpp).
 int run_mpi(const RunOptions& o);

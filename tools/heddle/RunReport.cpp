@@ -5,56 +5,18 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "heddle/driver/RunSummaryJson.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 
-ReferenceCheck make_reference(const Graph& g, const RunOptions& o,
-                              const std::vector<ParamUpdate>& updates, TensorMap params,
-                              std::vector<Tensor> inputs) {
-  return ReferenceCheck(g, updates, std::move(params), std::move(inputs),
-                        driver::check_options(run_request(o)));
-}
-
-int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {
+int report_run(const RunOptions& o, const RunSummary& s) {
   const CheckErrors* c = s.check;
   if (o.json) {
-    nlohmann::json j = {{"ok", c == nullptr || c->ok},
-                        {"devices", s.mesh.num_devices()},
-                        {"mesh", s.mesh.to_string()},
-                        {"strategy", s.strategy},
-                        {"wall_time_s", s.result.wall_time_s()},
-                        {"collectives", s.stats.collectives},
-                        {"reshards", s.reshards},
-                        {"backend", o.backend},
-                        {"output_digest", s.digest}};
-    if (s.stages > 0) {
-      j["pipeline"] = {
-          {"stages", s.stages}, {"micro_batches", s.micro_batches}, {"schedule", s.schedule}};
-      if (!s.recompute.empty()) {
-        j["pipeline"]["recompute"] = s.recompute;
-        j["pipeline"]["recompute_kernel_calls"] = s.counts.recompute_calls;
-        j["pipeline"]["kernel_calls"] = s.counts.kernel_calls;
-      }
-    }
-    if (s.feed_bytes) {
-      j["rank_feed_bytes_max"] = s.feed_bytes->first;
-      j["model_feed_bytes"] = s.feed_bytes->second;
-    }
-    if (c) {
-      j["max_abs_error"] = c->max_abs;
-      j["max_rel_error"] = c->max_rel;
-      j["reference_time_s"] = c->reference_time_s;
-      j["adamw_elements_compared_by_gradient"] = c->adamw_skipped;
-    }
-    if (o.train) j["loss"] = s.result.losses;
-    if (!s.params_digest.empty()) j["params_digest"] = s.params_digest;
-    j["step_times_s"] = s.result.step_times_s;
-    j["median_step_s"] = s.result.median_step_s();
-    if (!s.peak_bytes_per_device.empty()) j["peak_bytes_per_device"] = s.peak_bytes_per_device;
+    const nlohmann::json j = driver::summary_json(s, o.backend, o.train);
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("model      {} ({} ops{})\n", g.name(), g.num_ops(),
+    fmt::print("model      {} ({} ops{})\n", s.model_name, s.model_ops,
                o.train ? ", training step: forward, loss, backward, " + o.optimizer : "");
     fmt::print("plan       {}\n", s.note);
     fmt::print("devices    {}\n", s.devices_text);

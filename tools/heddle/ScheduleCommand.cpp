@@ -2,7 +2,6 @@
 // timeline and figures, or one JSON object with --json; --trace writes a Chrome trace.
 #include <fmt/format.h>
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -10,14 +9,11 @@
 
 #include "Command.h"
 #include "heddle/pipeline/Baselines.h"
-#include "heddle/pipeline/BuiltinPlacements.h"
 #include "heddle/pipeline/ChromeTrace.h"
-#include "heddle/pipeline/PlacementJson.h"
-#include "heddle/pipeline/ScheduleSearch.h"
+#include "heddle/pipeline/ScheduleRequest.h"
 #include "heddle/pipeline/Timeline.h"
 #include "heddle/pipeline/Validate.h"
 #include "heddle/support/AtomicFile.h"
-#include "heddle/support/Limits.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::cli {
@@ -47,51 +43,14 @@ std::string num(double v) {
 int run_schedule(const ScheduleArgs& a) {
   if (!a.trace.empty())
     if (auto st = check_writable_file(a.trace, "--trace"); !st.ok()) return user_error(st.error());
-  Result<pl::Placement> placement = Diagnostic("");
-  // A name without '/' or ".json" is a built-in (the error lists them); anything else a file.
-  const bool file = a.placement.find('/') != std::string::npos ||
-                    (a.placement.size() > 5 && a.placement.ends_with(".json"));
-  if (pl::is_builtin_placement(a.placement) || !file) {
-    if (a.devices < 1) {
-      return user_error(Diagnostic(fmt::format(
-          "--devices is required for the built-in placement '{}' (a positive device count)",
-          a.placement)));
-    }
-    if (a.devices > limits::kMaxScheduleDevices)
-      return user_error(
-          Diagnostic(fmt::format("--devices {} is more than the {} a schedule search handles",
-                                 a.devices, limits::kMaxScheduleDevices)));
-    placement = pl::builtin_placement(a.placement, a.devices);
-  } else {
-    placement = pl::load_placement_file(a.placement, a.devices);
-  }
+  auto placement = pl::resolve_placement(a.placement, a.devices);
   if (!placement.ok()) return user_error(placement.error());
   const pl::Placement& p = *placement;
-  if (auto st = pl::check_request(p, a.micro_batches, a.memory); !st.ok()) {
-    return user_error(st.error());
-  }
-
-  pl::Schedule schedule;
-  std::string method;
-  double period = 0, search_time = 0;
-  if (!a.baseline.empty()) {
-    auto t0 = std::chrono::steady_clock::now();
-    auto b = pl::build_baseline(a.baseline, p, a.micro_batches);
-    if (!b.ok()) return user_error(b.error());
-    search_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    schedule = b->schedule;
-    method = "baseline " + b->name;
-    period = b->period;
-  } else {
-    pl::ScheduleSearchOptions opt;
-    opt.time_limit_s = a.time_limit;
-    auto r = pl::search_schedule(p, a.micro_batches, a.memory, opt);
-    if (!r.ok()) return user_error(r.error());
-    schedule = r->schedule;
-    method = "searched (" + r->method + ")";
-    period = r->period;
-    search_time = r->search_time_s;
-  }
+  auto made = pl::make_schedule(p, a.micro_batches, a.memory, a.baseline, a.time_limit);
+  if (!made.ok()) return user_error(made.error());
+  const pl::Schedule& schedule = made->schedule;
+  const std::string& method = made->method;
+  const double period = made->period, search_time = made->search_time_s;
   auto valid = pl::validate_schedule(p, schedule, a.memory);
   if (!valid.ok()) {
     report_note(LogLevel::kWarn, "warning",

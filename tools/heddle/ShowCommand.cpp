@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "Command.h"
-#include "Planning.h"
 #include "heddle/ir/DotExport.h"
 #include "heddle/ir/GraphStats.h"
 #include "heddle/ir/TextParser.h"
@@ -18,6 +17,8 @@
 #include "heddle/ops/OpCost.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/Lower.h"
+#include "heddle/runtime/ProgramFiles.h"
+#include "heddle/search/RunPlan.h"
 #include "heddle/support/AtomicFile.h"
 #include "heddle/support/Strings.h"
 
@@ -44,7 +45,7 @@ struct ShowOptions {
 // `--mesh/--strategy`: the per-op placements the plan chose, the reshards it needed, and
 // (with --emit) each device's lowered program.
 int show_plan(const Graph& g, const ShowOptions& o) {
-  auto planned = plan_run(g, o.mesh.empty() ? "1" : o.mesh, o.strategy);
+  auto planned = search::plan_run(g, o.mesh.empty() ? "1" : o.mesh, o.strategy);
   if (!planned.ok()) return user_error(planned.error());
   const ShardingPlan& plan = planned->propagation.plan;
   fmt::print("plan: {}\n\n{}", planned->note, plan.to_string(g));

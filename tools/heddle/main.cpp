@@ -1,75 +1,24 @@
 // Entry point of the `heddle` command: wires the subcommands together, sets up the log
-// (--log-level, --json records), turns SIGINT/SIGTERM into cancellation, and maps failures onto
-// the exit codes of the CLI contract (support/ExitCode.h, docs/cli.md).
-#include <unistd.h>
-
-#include <chrono>
+// (--log-level, --json records), turns SIGINT/SIGTERM into cancellation (support/CancelSignals.h),
+// and maps failures onto the exit codes of the CLI contract (support/ExitCode.h, docs/cli.md).
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <new>
-#include <thread>
 #include <vector>
 
 #include "Command.h"
 #include "heddle/runtime/MpiEnvironment.h"
 #include "heddle/support/AtomicFile.h"
 #include "heddle/support/Cancel.h"
+#include "heddle/support/CancelSignals.h"
 #include "heddle/support/ExitCode.h"
 #include "heddle/support/Log.h"
 
 namespace {
 
-using heddle::CancelReason;
 using heddle::ExitCode;
 using heddle::to_int;
-
-// How long work may take to stop after SIGINT/SIGTERM before the watchdog ends the process.
-constexpr double kCancelGraceS = 1.0;
-
-int g_wake[2] = {-1, -1};  // the signal handler wakes the watchdog through this pipe
-
-// Internal asserts abort; the contract says an internal error exits with code 2.
-extern "C" void on_abort(int) { _exit(to_int(ExitCode::kInternalError)); }
-
-// First SIGINT/SIGTERM: ask all work to stop and wake the watchdog. A second: stop now.
-extern "C" void on_signal(int sig) {
-  const CancelReason reason = sig == SIGTERM ? CancelReason::kTerminate : CancelReason::kInterrupt;
-  if (heddle::cancel_requested()) _exit(to_int(heddle::exit_code_of(reason)));
-  heddle::request_cancel(reason);
-  char c = 1;
-  ssize_t ignored = write(g_wake[1], &c, 1);
-  (void)ignored;
-}
-
-// Waits for a signal; then gives the work kCancelGraceS to stop by itself (searches and step
-// loops poll the flag and return, so main exits normally) before removing unfinished output
-// files and exiting with 130/143, so that code which does not poll (a solver call) cannot keep
-// the process alive.
-void watchdog() {
-  char c;
-  while (read(g_wake[0], &c, 1) != 1) {
-  }
-  std::this_thread::sleep_for(std::chrono::duration<double>(kCancelGraceS));
-  heddle::remove_pending_atomic_files();
-  const int code = to_int(heddle::exit_code_of(heddle::cancel_reason()));
-  heddle::log(heddle::LogLevel::kError, "cancelled",
-              code == 143 ? "stopped by SIGTERM" : "interrupted (SIGINT)",
-              {{"exit_code", static_cast<double>(code)}});
-  _exit(code);
-}
-
-void install_signal_handlers() {
-  std::signal(SIGABRT, on_abort);
-  if (pipe(g_wake) != 0) return;
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  std::thread(watchdog).detach();
-}
 
 // Floating-point options must be finite: CLI11 reads `nan` and `inf` as numbers, and a NaN
 // timeout or limit compares false with everything (it disabled --timeout before).
@@ -114,7 +63,7 @@ heddle::Status configure_log(const std::string& level_text, bool timestamps, con
 }  // namespace
 
 int main(int argc, char** argv) {
-  install_signal_handlers();
+  heddle::install_cancel_signals();
   CLI::App app{
       "heddle: one tensor program, many devices. Plans, simulates and runs partitioned "
       "tensor programs."};

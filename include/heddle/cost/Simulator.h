@@ -23,10 +23,6 @@
 
 namespace heddle::cost {
 
-/// The simulator's name for the model layer's description (model::ScalableModel); kept for
-/// Simulator.cpp until its split into steps lands, then to be dropped.
-using ModelSource = model::ScalableModel;
-
 /// Costed stages kept between simulate() calls (one search): the sharded two-layer graph's
 /// parts and FLOPs per model, cluster, stage mesh, micro-batch, ZeRO-3, sp and planner.
 struct SimulationCache {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "heddle/cost/Simulator.h"
+#include "heddle/support/Diagnostic.h"
 
 namespace heddle::cost {
 
@@ -37,5 +38,14 @@ std::string micro_batches_text(const SimulationResult& r);
 /// false) that cannot keep `devices` busy. Empty when there is nothing to say.
 std::vector<std::string> workload_warnings(const model::ScalableModel& src, bool batch_given,
                                            int64_t devices, bool train);
+
+/// A simulated step as one JSON object (`heddle simulate --json`): step time, MFU, energy,
+/// memory (device and host, with their limits), bubble, bytes per link, per-stage figures
+/// (`stages`), feasibility, then add_step_json()'s keys.
+nlohmann::json simulation_json(const SimulationResult& r, const model::ScalableModel& src);
+
+/// Why a simulated step does not fit, with what to try: the offloaded state overflows the host,
+/// or the fullest device's peak exceeds its memory. Nothing when `r.feasible`.
+std::optional<Diagnostic> infeasibility(const SimulationResult& r);
 
 }  // namespace heddle::cost

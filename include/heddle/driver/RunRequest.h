@@ -40,6 +40,12 @@ struct RunRequest {
   double rtol = 1e-3;    ///< relative tolerance of the check (default 1e-3)
   double atol = 1e-4;    ///< absolute tolerance of the check (default 1e-4)
   std::string emit_dir;  ///< write each device's SPMD program here (default none)
+  /// Training checkpoints (RunCheckpoints.h): written to `checkpoint_dir` after every
+  /// `checkpoint_every`-th step (>= 1; default none, every step); the run continues from the
+  /// latest in `resume_dir` (default none: from step 1).
+  std::string checkpoint_dir;
+  int checkpoint_every = 1;
+  std::string resume_dir;
 };
 
 /// The steps to run: `steps`, or 10 with train and 1 without.
@@ -87,6 +93,8 @@ ReferenceCheck make_reference(const RunRequest& r, const PreparedRun& p, TensorM
 
 /// What a run's summary says (front ends print it: text, JSON, a Python dict).
 struct RunSummary {
+  std::string model_name;    ///< the graph's name
+  int64_t model_ops = 0;     ///< the ops of the graph run (a training step's, with --train)
   std::string note;          ///< how the plan was made
   std::string devices_text;  ///< `4 threads`, `4 MPI ranks`
   Mesh mesh;
@@ -113,14 +121,11 @@ struct RunSummary {
   std::optional<std::pair<int64_t, int64_t>> feed_bytes;
 };
 
-/// A training run's checkpoints (runtime/Checkpoint.h), as a front end decides them.
-struct CheckpointPlan {
-  /// The checkpoint to continue from: its tensors replace the initial parameters and optimizer
-  /// state, and the run starts at its step + 1. Default none: start at step 1.
-  std::optional<LoadedCheckpoint> resume;
-  /// Writes checkpoints after each update (checkpoint_hook()). Default none.
-  std::function<Status(int step, const TensorMap& tensors)> after_update;
-};
+/// Called after each step with its number and, training, its loss (the first output).
+using StepHook = std::function<void(int step, std::optional<float> loss)>;
+
+/// The step-loop callback calling `hook` for the steps of `g` (none without a hook).
+std::function<void(int, const TensorMap&)> step_callback(const Graph& g, bool train, StepHook hook);
 
 /// What a front end adds to run_threads().
 struct ThreadRunHooks {
@@ -129,13 +134,8 @@ struct ThreadRunHooks {
   std::function<Status(const Graph& g, const Session& session)> before_feeds;
   /// The model inputs in graph-input order; default: random from seed + 1.
   std::function<Result<std::vector<Tensor>>(const Graph& g)> inputs;
-  /// Called after each step with its number and outputs (progress printing). Default none.
-  std::function<void(int step, const TensorMap& outputs)> on_step;
-  /// Training: called once the plan is known (`planned`'s note, mesh and strategy filled) with
-  /// the graph and its updates; the checkpoint to resume from and the writer. Default none.
-  std::function<Result<CheckpointPlan>(const Graph& g, const std::vector<ParamUpdate>& updates,
-                                       const RunSummary& planned)>
-      checkpoints;
+  /// Called after each step (progress printing). Default none.
+  StepHook on_step;
 };
 
 /// A finished run on thread-devices: its summary (whose `check` points into `reference`).
@@ -146,7 +146,8 @@ struct ThreadRun {
 
 /// Runs `p` on thread-devices: a pipeline when it has one, else SPMD programs planned with
 /// search::plan_run and lowered (written to `emit_dir`); feeds from the hooks' inputs and the
-/// weights (or generated); the steps with the reference check; the summary filled.
+/// weights (or generated), or the checkpoint resumed; the steps with the reference check and the
+/// checkpoint writer (plan_checkpoints()); the summary filled.
 Result<ThreadRun> run_threads(const RunRequest& r, PreparedRun& p, const ThreadRunHooks& hooks);
 
 }  // namespace heddle::driver

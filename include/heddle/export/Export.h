@@ -28,7 +28,7 @@ struct ExportPlan {
 
 /// The ExportPlan of a search result (or a simulated strategy) of `model` on `cluster`: the
 /// strategy with the simulator's degrees, micro-batching, schedule and layer split filled in.
-ExportPlan export_plan_of(const cost::ModelSource& model, const cost::Cluster& cluster,
+ExportPlan export_plan_of(const model::ScalableModel& model, const cost::Cluster& cluster,
                           const search::ConfigResult& result, bool train);
 
 /// An export: the text and the file name it is written to, and what the user must still do in

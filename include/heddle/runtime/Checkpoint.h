@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,9 +77,13 @@ struct LoadedCheckpoint {
   /// The manifest's checksum (FNV-1a, hex): it lists every file's checksum, so equal values mean
   /// the same checkpoint (what MPI ranks compare before resuming).
   std::string manifest_fnv1a;
-  /// Every parameter and optimizer state of the updates, whole, by value id of the resuming
-  /// graph: feed them as a model's weights (each backend cuts its own tiles).
+  /// Every parameter and optimizer state of the updates, by value id of the resuming graph:
+  /// whole, or (read with `need`) just the needed tiles, each with its region. Feed them as a
+  /// model's weights (each backend cuts its own tiles).
   std::map<ValueId, Tensor> tensors;
+  /// The shard files read (rank order): every rank's, or with `need` only those holding tiles
+  /// the reader needs.
+  std::vector<int64_t> shards_read;
 };
 
 /// Reads the checkpoint `dir/latest` names and checks it before returning anything: the
@@ -86,8 +91,15 @@ struct LoadedCheckpoint {
 /// and optimizer state of `updates` present with `g`'s name, dtype and shape and covered whole by
 /// the shards; `model`, `optimizer`, `lr` and `seed` equal to `run`'s. Diagnostics name the file
 /// and the rule broken.
-Result<LoadedCheckpoint> read_checkpoint(const std::string& dir, const Graph& g,
-                                         const std::vector<ParamUpdate>& updates,
-                                         const CheckpointRun& run);
+///
+/// With `need` (value id -> box; a process's tiles, e.g. an MPI rank's loads), every index is
+/// read and checked but only the shard files holding needed tiles are: first `reader`'s own
+/// (the same mesh resumes from its own file alone), then others in rank order while they add
+/// needed elements. `tensors` then holds each needed value's box, which must be covered whole;
+/// values `need` leaves out are not returned.
+Result<LoadedCheckpoint> read_checkpoint(
+    const std::string& dir, const Graph& g, const std::vector<ParamUpdate>& updates,
+    const CheckpointRun& run, const std::optional<std::map<ValueId, Box>>& need = std::nullopt,
+    int64_t reader = 0);
 
 }  // namespace heddle

@@ -107,11 +107,15 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
 
 /// Runs this rank's part of a pipeline (its stage's blocks; collectives inside the stage over
 /// MPI, activations and gradients to other stages point to point); rank 0 unpacks the results.
-/// Each block is compiled once (its first step) and kept. Parameters and inputs are generated
-/// from the seed. Ends with the completion agreement.
+/// Each block is compiled once (its first step) and kept. Inputs are generated from the seed;
+/// parameters and optimizer state are cut from `weights` (by value id of `g`, whole or tiles
+/// covering this rank's: a checkpoint resumed) where given, else generated from the seed.
+/// After each training step `options.loop.after_update` (a checkpoint writer) gets this rank's
+/// tiles by value id of `g`. Ends with the completion agreement.
 MpiOutcome run_pipeline_rank(MpiCommunicator& mpi, const Graph& g,
                              const std::vector<ParamUpdate>& updates, const PipelineProgram& P,
-                             const Mesh& mesh, const MpiRunOptions& options);
+                             const Mesh& mesh, const std::map<ValueId, Tensor>& weights,
+                             const MpiRunOptions& options);
 
 /// Logs `d` as this rank's failure (rank and host prefix) and ends the whole job with the exit
 /// code of `kind` (telling the other ranks first). For failures that leave ranks out of step.
