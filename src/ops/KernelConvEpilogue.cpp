@@ -1,10 +1,13 @@
 // A convolution and the elementwise ops after it in a fused chain (its bias, activation, batch
 // norm scale and shift) as one oneDNN convolution with post-ops: the epilogue runs on the
 // convolution's output block while it is in cache, in the primitive's threads, and the values in
-// between never reach memory. The epilogue ops are recognized on the bound calls: each reads the
-// previous one's value point for point and, for a binary op, a value per output channel (a bias
-// broadcast over the plane, a scalar).
+// between never reach memory. A concat along the channels with such an epilogue (DenseNet's
+// concat, batch norm and ReLU) runs as one threaded loop over the channel planes of its inputs. The
+// epilogue ops are recognized on the bound calls: each reads the previous one's value point for
+// point and, for a binary op, a value per output channel (a bias broadcast over the plane, a
+// scalar).
 #include <algorithm>
+#include <cmath>
 
 #include "KernelConvForm.h"
 #include "heddle/ops/Chain.h"
@@ -117,6 +120,103 @@ std::optional<Step> step(const std::vector<BoundCall>& calls, size_t k, size_t a
   }
 }
 
+// Applies epilogue `ep` for channel `c` (its index in the region) to the n values at y in place.
+void apply(const std::vector<PostOp>& ep, int64_t c, float* y, int64_t n) {
+  for (const PostOp& e : ep) {
+    const float v = e.channel.empty() ? 0.0f : e.channel[static_cast<size_t>(c)];
+    switch (e.kind) {
+      case PostOp::kAdd:
+        for (int64_t j = 0; j < n; ++j) y[j] += v;
+        break;
+      case PostOp::kMul:
+        for (int64_t j = 0; j < n; ++j) y[j] *= v;
+        break;
+      case PostOp::kMax:
+        for (int64_t j = 0; j < n; ++j) y[j] = std::max(y[j], v);
+        break;
+      case PostOp::kMin:
+        for (int64_t j = 0; j < n; ++j) y[j] = std::min(y[j], v);
+        break;
+      case PostOp::kRelu:
+        for (int64_t j = 0; j < n; ++j) y[j] = std::max(y[j], 0.0f);
+        break;
+      case PostOp::kSigmoid:
+        for (int64_t j = 0; j < n; ++j) y[j] = 1.0f / (1.0f + std::exp(-y[j]));
+        break;
+      case PostOp::kSwish:
+        for (int64_t j = 0; j < n; ++j) y[j] = y[j] / (1.0f + std::exp(-y[j]));
+        break;
+    }
+  }
+}
+
+// For a concat along dim 1 of rank-4 tiles into `region` whose inputs hold every point of it:
+// the input tile and its channel that each channel of the region reads, else empty.
+std::vector<std::pair<const Tensor*, int64_t>> concat_sources(const BoundCall& c,
+                                                              const Box& region) {
+  const Op& op = *c.op;
+  std::vector<std::pair<const Tensor*, int64_t>> src(
+      static_cast<size_t>(region.end()[1] - region.start()[1]), {nullptr, 0});
+  if (!shifted_identity(op.results[0], 4) || op.results[0].proj.map().offset() != IVec::zeros(4))
+    return {};
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    const Tensor& t = *c.ins[i];
+    const IVec& off = op.inputs[i].proj.map().offset();
+    if (t.is_int() || t.rank() != 4 || !shifted_identity(op.inputs[i], 4) || off[0] != 0 ||
+        off[2] != 0 || off[3] != 0)
+      return {};
+    // The region's channels this tile holds (channel ch reads the input's ch + off[1]).
+    const int64_t lo = std::max(region.start()[1], t.origin()[1] - off[1]),
+                  hi = std::min(region.end()[1], t.origin()[1] + t.shape()[1] - off[1]);
+    if (lo >= hi) continue;
+    for (int64_t d : {0, 2, 3})
+      if (t.origin()[d] > region.start()[d] || t.origin()[d] + t.shape()[d] < region.end()[d])
+        return {};
+    for (int64_t ch = lo; ch < hi; ++ch)
+      src[static_cast<size_t>(ch - region.start()[1])] = {&t, ch + off[1]};
+  }
+  for (const auto& s : src)
+    if (!s.first) return {};
+  return src;
+}
+
+// The concat of `src` (concat_sources) into `out` over `region`, with epilogue `ep`, row by row
+// on `threads` threads.
+void run_concat_epilogue(const std::vector<std::pair<const Tensor*, int64_t>>& src, Tensor& out,
+                         const Box& region, const std::vector<PostOp>& ep, int threads) {
+  const int64_t n0 = region.start()[0], c0 = region.start()[1], h0 = region.start()[2],
+                w0 = region.start()[3];
+  const int64_t N = region.end()[0] - n0, C = region.end()[1] - c0, H = region.end()[2] - h0,
+                W = region.end()[3] - w0;
+  const Tile4 y(out);
+  // Per channel: where its source plane starts at (n0, h0, w0), the source's image stride and
+  // whether its planes are whole rows in both tiles.
+  std::vector<const float*> xs(static_cast<size_t>(C));
+  std::vector<int64_t> xn(static_cast<size_t>(C)), xh(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    const Tile4 x(*src[static_cast<size_t>(c)].first);
+    xs[c] = x.data + x.off(n0, src[static_cast<size_t>(c)].second, h0, w0);
+    xn[c] = x.st[0];
+    xh[c] = x.st[3] == 1 && x.st[2] == W && y.st[3] == 1 && y.st[2] == W ? 0 : x.st[2];
+  }
+  const int64_t planes = N * C;
+#pragma omp parallel for num_threads(threads) if (threads > 1 && planes * H * W >= 8192)
+  for (int64_t q = 0; q < planes; ++q) {
+    const int64_t n = q / C, c = q % C;
+    const float* xp = xs[c] + n * xn[c];
+    float* yp = y.data + y.off(n0 + n, c0 + c, h0, w0);
+    if (xh[c] == 0) {  // whole planes: one row
+      std::copy(xp, xp + H * W, yp);
+      apply(ep, c, yp, H * W);
+      continue;
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      std::copy(xp + h * xh[c], xp + h * xh[c] + W, yp + h * y.st[2]);
+      apply(ep, c, yp + h * y.st[2], W);
+    }
+  }
+}
+
 // True when value v is read by a call at or after j.
 bool read_from(const std::vector<BoundCall>& calls, ValueId v, size_t j) {
   for (size_t r = j; r < calls.size(); ++r)
@@ -131,11 +231,15 @@ bool run_conv_epilogue(const std::vector<BoundCall>& calls, size_t i,
                        const std::vector<ValueId>& temporaries, const KernelOptions& o, size_t* end,
                        Status* status) {
   const BoundCall& conv = calls[i];
-  if (o.reference || o.direct_conv || o.accumulate || conv.op->kind != OpKind::kConv2d ||
-      conv.outs.size() != 1 || conv.outs[0]->rank() != 4)
+  const bool cat = conv.op->kind == OpKind::kConcat;
+  if (o.reference || o.accumulate || (o.direct_conv && !cat) ||
+      (conv.op->kind != OpKind::kConv2d && !cat) || conv.outs.size() != 1 ||
+      conv.outs[0]->rank() != 4 || conv.outs[0]->is_int())
     return false;
   const Box region = conv.outs[0]->region();
   if (region != conv.op->results[0].proj.image(conv.box)) return false;
+  std::vector<std::pair<const Tensor*, int64_t>> sources;
+  if (cat && (sources = concat_sources(conv, region)).empty()) return false;
   // Walk the calls: independent ones (a bias's reshape) run first; each step reads the value of
   // the last. Stop at the first call that reads the chain's values otherwise.
   std::vector<ValueId> chain = {conv.op->results[0].value};  // values in order
@@ -188,7 +292,9 @@ bool run_conv_epilogue(const std::vector<BoundCall>& calls, size_t i,
     if (s.op.kind <= PostOp::kMin) s.op.channel = channel_values(calls[s.call], s.input, region);
     ep.push_back(std::move(s.op));
   }
-  if (!run_conv_dnnl_fused(*conv.op, conv.box, conv.ins, *calls[j - 1].outs[0], ep, o))
+  if (cat)
+    run_concat_epilogue(sources, *calls[j - 1].outs[0], region, ep, std::max(1, o.threads));
+  else if (!run_conv_dnnl_fused(*conv.op, conv.box, conv.ins, *calls[j - 1].outs[0], ep, o))
     return false;
   *end = j;
   *status = Status();

@@ -186,11 +186,16 @@ namespace heddle::kdetail {
 bool run_conv_dnnl_fused(const Op& op, const Box& box, const convform::Ins& ins, Tensor& out,
                          const std::vector<convform::PostOp>& epilogue, const KernelOptions& o);
 
+/// True when `o`'s map is the identity plus an offset and its window is 1 (KernelConcat.cpp).
+bool shifted_identity(const Operand& o, int64_t rank);
+
 /// When calls[i] is a conv2d that oneDNN runs and the calls after it start with an epilogue it
 /// takes as post-ops (KernelConvEpilogue.cpp): runs them as one convolution (and first the
 /// independent calls among them, such as a bias's reshape), sets *end past the last call covered
 /// and *status to the result, and returns true. Values inside the epilogue must be in
-/// `temporaries` and read by no call after it; they are never written. False: nothing ran.
+/// `temporaries` and read by no call after it; they are never written. A concat along the
+/// channels of rank-4 tiles with such an epilogue (DenseNet's concat, batch norm and ReLU) runs
+/// as one loop over the channel planes on `o.threads` threads instead. False: nothing ran.
 bool run_conv_epilogue(const std::vector<kernels::BoundCall>& calls, size_t i,
                        const std::vector<ValueId>& temporaries, const KernelOptions& o, size_t* end,
                        Status* status);

@@ -33,9 +33,9 @@ double max_diff(const Tensor& got, const Tensor& want) {
   return m;
 }
 
-// A random convolution and epilogue; *fusable: how many epilogue steps precede the first one the
-// fusion does not take.
-Graph random_graph(std::mt19937& rng, int* fusable) {
+// A random convolution (or, with `cat`, a concat along the channels) and epilogue; *fusable: how
+// many epilogue steps precede the first one the fusion does not take.
+Graph random_graph(std::mt19937& rng, int* fusable, bool cat) {
   Graph g("conv_epilogue");
   Ops ops(g);
   int64_t form = pick(rng, 0, 2), G = 1, cig = pick(rng, 1, 6), cog = pick(rng, 1, 6);
@@ -49,10 +49,22 @@ Graph random_graph(std::mt19937& rng, int* fusable) {
   o.stride = {pick(rng, 1, 2), pick(rng, 1, 2)};
   o.padding = {pick(rng, 0, k - 1), pick(rng, 0, k - 1), pick(rng, 0, k - 1), pick(rng, 0, k - 1)};
   o.groups = G;
-  const int64_t C = G * cog;
-  ValueId y =
-      ops.conv2d(ops.param("x", TensorType(DType::kF32, IVec{pick(rng, 1, 3), G * cig, H, W})),
-                 ops.param("w", TensorType(DType::kF32, IVec{C, cig, k, k})), o);
+  int64_t C = G * cog;
+  ValueId y = kNoValue;
+  if (cat) {
+    std::vector<ValueId> xs;
+    int64_t n = pick(rng, 1, 3);
+    C = 0;
+    for (int64_t i = pick(rng, 1, 4); i > 0; --i) {
+      int64_t c = pick(rng, 1, 5);
+      C += c;
+      xs.push_back(ops.param("c" + std::to_string(i), TensorType(DType::kF32, IVec{n, c, H, W})));
+    }
+    y = ops.concat(xs, 1);
+  } else {
+    y = ops.conv2d(ops.param("x", TensorType(DType::kF32, IVec{pick(rng, 1, 3), G * cig, H, W})),
+                   ops.param("w", TensorType(DType::kF32, IVec{C, cig, k, k})), o);
+  }
   auto channel = [&](const char* name) {
     return ops.param(name + std::to_string(g.num_values()), TensorType(DType::kF32, IVec{C, 1, 1}));
   };
@@ -140,13 +152,14 @@ Tensor run_fused(const Graph& g, const std::vector<Tensor>& params, const Box& p
   return tiles.at(g.outputs()[0]);
 }
 
-TEST(ConvEpilogue, FusedConvolutionsMatchTheReferenceOpByOp) {
+// Convolutions (rounds 0, 2, ...) and channel concats (1, 3, ...).
+TEST(ConvEpilogue, FusedConvolutionsAndConcatsMatchTheReferenceOpByOp) {
   std::mt19937 rng(20);
-  int fused = 0, rounds = 300;
+  int fused = 0, rounds = 400;
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     int fusable = 0;
-    Graph g = random_graph(rng, &fusable);
+    Graph g = random_graph(rng, &fusable, round % 2 == 1);
     // Params random (values indexed by ValueId; results get their tiles in run_fused).
     std::vector<Tensor> params;
     for (ValueId v = 0; v < g.num_values(); ++v)
