@@ -189,6 +189,11 @@ bool run_conv_dnnl_fused(const Op& op, const Box& box, const convform::Ins& ins,
 /// True when `o`'s map is the identity plus an offset and its window is 1 (KernelConcat.cpp).
 bool shifted_identity(const Operand& o, int64_t rank);
 
+/// global_avgpool over boxes that hold whole planes (KernelGlobalPool.cpp), on `o.threads`
+/// threads; false (nothing written) for other forms, accumulation or options.reference.
+bool run_global_avgpool_fast(const Op& op, const Box& box, const convform::Ins& ins,
+                             const convform::Outs& outs, const KernelOptions& o);
+
 /// When calls[i] is a conv2d that oneDNN runs and the calls after it start with an epilogue it
 /// takes as post-ops (KernelConvEpilogue.cpp): runs them as one convolution (and first the
 /// independent calls among them, such as a bias's reshape), sets *end past the last call covered
