@@ -379,11 +379,17 @@ Plan pool_plan(const ConvProblem& c, Kind kind, bool mx) {
   return p;
 }
 
+constexpr int64_t kSmallWork = int64_t{1} << 20;
+
 // `ep`: a forward convolution's epilogue (binary operands' data in it), or null.
 bool run_plan(const ConvProblem& c, Kind kind, const KernelOptions& o,
               const std::vector<const float*>& in, float* out, bool mx = false,
               bool weights_unchanged = false, const std::vector<PostOp>* ep = nullptr) {
-  const int threads = std::max(1, o.threads);
+  // Problems under kSmallWork multiply-adds take one thread: a second one saves less than the
+  // wake-up and barrier of a parallel region cost (more so on a busy host).
+  const int64_t taps = kind == kPoolFwd || kind == kPoolBwd ? c.KH * c.KW : c.IC * c.KH * c.KW;
+  const bool small = c.N * c.G * c.OC * c.OH * c.OW * taps < kSmallWork;
+  const int threads = small ? 1 : std::max(1, o.threads);
   omp_set_num_threads(threads);
   // Pooling has no reduce dims: it overwrites even when accumulating.
   const bool pool = kind == kPoolFwd || kind == kPoolBwd;
