@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include "KernelConvForm.h"
 #include "KernelUtil.h"
 #include "Scalar.h"
 #include "Simd.h"
@@ -365,10 +366,18 @@ Status run_chain_into(const std::vector<BoundCall>& calls, const std::vector<Val
                       const KernelOptions& options) {
   auto op_at = [&](size_t q) -> const Op& { return *calls[q].op; };
   auto box_at = [&](size_t q) -> const Box& { return calls[q].box; };
+  KernelOptions one = options;
   for (size_t i = 0; i < calls.size();) {
+    one.unchanged_inputs = calls[i].unchanged_inputs;
+    Status st;
+    if (size_t e = i; kdetail::run_conv_epilogue(calls, i, temporaries, one, &e, &st)) {
+      HEDDLE_TRY(st);
+      i = e;
+      continue;
+    }
     size_t j = group_end(i, calls.size(), op_at, box_at, options);
     if (j == i + 1) {
-      HEDDLE_TRY(run(*calls[i].op, calls[i].box, calls[i].ins, calls[i].outs, options));
+      HEDDLE_TRY(run(*calls[i].op, calls[i].box, calls[i].ins, calls[i].outs, one));
       ++i;
       continue;
     }

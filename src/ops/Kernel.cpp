@@ -1,6 +1,7 @@
 // Kernel dispatch and the shared operand-access machinery.
 #include "heddle/ops/Kernel.h"
 
+#include "KernelConvForm.h"
 #include "KernelUtil.h"
 #include "SharedRows.h"
 #include "heddle/ops/Chain.h"
@@ -188,6 +189,9 @@ Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& input
       return run_conv(op, box, inputs, outputs, options);
     case OpKind::kConcat:
       if (run_concat_fast(op, box, inputs, outputs)) return {};
+      break;
+    case OpKind::kGlobalAvgPool:
+      if (run_global_avgpool_fast(op, box, inputs, outputs, options)) return {};
       break;
     case OpKind::kTopkGating:
       return run_window(op, box, inputs, outputs, options);

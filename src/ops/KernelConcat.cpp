@@ -3,13 +3,10 @@
 // whole), instead of reading every input at every point as the pointwise loop does.
 #include <cstring>
 
-#include "KernelUtil.h"
+#include "KernelConvForm.h"
 
 namespace heddle::kdetail {
 
-namespace {
-
-// True when `o`'s map is the identity plus an offset and its window is 1.
 bool shifted_identity(const Operand& o, int64_t rank) {
   const AffineMap& m = o.proj.map();
   if (m.in_rank() != rank || m.out_rank() != rank) return false;
@@ -20,6 +17,8 @@ bool shifted_identity(const Operand& o, int64_t rank) {
   }
   return true;
 }
+
+namespace {
 
 // Copies region `b` (the destination's coordinates) from `src`, which holds it at b + shift.
 void copy_shifted(Tensor& dst, const Tensor& src, const Box& b, const std::vector<int64_t>& shift) {

@@ -11,6 +11,7 @@
 
 #include "KernelUtil.h"
 #include "heddle/ir/WindowGeometry.h"
+#include "heddle/ops/Chain.h"
 
 namespace heddle::kdetail::convform {
 
@@ -168,4 +169,40 @@ struct PoolGrad {
 std::optional<PoolGrad> pool_grad_form(const Op& op, const Box& box, const Ins& ins,
                                        const Outs& outs);
 
+/// One step of a convolution's epilogue, applied to its result in order as a oneDNN post-op.
+struct PostOp {
+  enum Kind { kAdd, kMul, kMax, kMin, kRelu, kSigmoid, kSwish } kind = kAdd;
+  /// kAdd to kMin: the other operand's value for each output channel of the box, in order.
+  std::vector<float> channel;
+};
+
 }  // namespace heddle::kdetail::convform
+
+namespace heddle::kdetail {
+
+/// conv2d over `box` with `epilogue` applied to its result, which goes to `out` (a tile of the
+/// result's image of `box`) through oneDNN post-ops (KernelDnnl.cpp); false (nothing written)
+/// for forms it does not take (one problem per group, accumulation, no oneDNN implementation).
+bool run_conv_dnnl_fused(const Op& op, const Box& box, const convform::Ins& ins, Tensor& out,
+                         const std::vector<convform::PostOp>& epilogue, const KernelOptions& o);
+
+/// True when `o`'s map is the identity plus an offset and its window is 1 (KernelConcat.cpp).
+bool shifted_identity(const Operand& o, int64_t rank);
+
+/// global_avgpool over boxes that hold whole planes (KernelGlobalPool.cpp), on `o.threads`
+/// threads; false (nothing written) for other forms, accumulation or options.reference.
+bool run_global_avgpool_fast(const Op& op, const Box& box, const convform::Ins& ins,
+                             const convform::Outs& outs, const KernelOptions& o);
+
+/// When calls[i] is a conv2d that oneDNN runs and the calls after it start with an epilogue it
+/// takes as post-ops (KernelConvEpilogue.cpp): runs them as one convolution (and first the
+/// independent calls among them, such as a bias's reshape), sets *end past the last call covered
+/// and *status to the result, and returns true. Values inside the epilogue must be in
+/// `temporaries` and read by no call after it; they are never written. A concat along the
+/// channels of rank-4 tiles with such an epilogue (DenseNet's concat, batch norm and ReLU) runs
+/// as one loop over the channel planes on `o.threads` threads instead. False: nothing ran.
+bool run_conv_epilogue(const std::vector<kernels::BoundCall>& calls, size_t i,
+                       const std::vector<ValueId>& temporaries, const KernelOptions& o, size_t* end,
+                       Status* status);
+
+}  // namespace heddle::kdetail

@@ -68,6 +68,8 @@ struct Plan {
   Port out;
   // Max pooling gradient: the forward pass that records the workspace of argmax positions.
   std::optional<dnnl::primitive> pre;
+  // Binary post-ops (a fused epilogue): the argument and layout of each one's second operand.
+  std::vector<std::pair<int, memory::desc>> post;
   memory::desc pre_dst, pre_scratch, workspace;
 };
 
@@ -145,11 +147,13 @@ float* reordered_weights(const Port& pt, const float* w, bool unchanged, dnnl::s
 }
 
 // Runs plan `p` on operands `in` (in p.ins order) into `out`; `weights_unchanged` as for
-// reordered_weights.
-void execute(const Plan& p, const std::vector<const float*>& in, float* out,
-             bool weights_unchanged) {
+// reordered_weights; `post`: the second operands of p.post, in order.
+void execute(const Plan& p, const std::vector<const float*>& in, float* out, bool weights_unchanged,
+             const std::vector<const float*>& post = {}) {
   dnnl::stream& s = stream();
   std::unordered_map<int, memory> args;
+  for (size_t k = 0; k < p.post.size(); ++k)
+    args[p.post[k].first] = memory(p.post[k].second, engine(), const_cast<float*>(post[k]));
   for (size_t i = 0; i < p.ins.size(); ++i) {
     const Port& pt = p.ins[i];
     memory u(pt.user, engine(), const_cast<float*>(in[i]));
@@ -268,9 +272,40 @@ std::atomic<int64_t> served{0};
 
 enum Kind : int { kFwd = 1, kBwdData, kBwdWeights, kPoolFwd, kPoolBwd };
 
-Plan conv_plan(const ConvProblem& c, Kind kind, bool acc) {
+// The post-ops of epilogue `ep` (binary operands per output channel), their operands' arguments
+// and layouts into p.post.
+dnnl::post_ops post_ops(const ConvProblem& c, const std::vector<PostOp>& ep, Plan& p) {
+  dnnl::post_ops po;
+  for (const PostOp& e : ep) {
+    const int k = po.len();
+    switch (e.kind) {
+      case PostOp::kRelu:
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        continue;
+      case PostOp::kSigmoid:
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
+        continue;
+      case PostOp::kSwish:
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+        continue;
+      default:
+        break;
+    }
+    const auto alg = e.kind == PostOp::kAdd   ? dnnl::algorithm::binary_add
+                     : e.kind == PostOp::kMul ? dnnl::algorithm::binary_mul
+                     : e.kind == PostOp::kMax ? dnnl::algorithm::binary_max
+                                              : dnnl::algorithm::binary_min;
+    memory::desc d({1, c.G * c.OC, 1, 1}, kF32, Tag::nchw);
+    po.append_binary(alg, d);
+    p.post.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(k) | DNNL_ARG_SRC_1, d);
+  }
+  return po;
+}
+
+Plan conv_plan(const ConvProblem& c, Kind kind, bool acc, const std::vector<PostOp>* ep = nullptr) {
   Plan p;
   dnnl::primitive_attr attr = user_scratchpad();
+  if (ep) attr.set_post_ops(post_ops(c, *ep, p));
   if (kind == kFwd) {
     dnnl::convolution_forward::primitive_desc pd(
         c.desc<dnnl::convolution_forward::desc>(dnnl::prop_kind::forward_inference), attr,
@@ -344,18 +379,34 @@ Plan pool_plan(const ConvProblem& c, Kind kind, bool mx) {
   return p;
 }
 
+constexpr int64_t kSmallWork = int64_t{1} << 20;
+
+// `ep`: a forward convolution's epilogue (binary operands' data in it), or null.
 bool run_plan(const ConvProblem& c, Kind kind, const KernelOptions& o,
               const std::vector<const float*>& in, float* out, bool mx = false,
-              bool weights_unchanged = false) {
-  const int threads = std::max(1, o.threads);
+              bool weights_unchanged = false, const std::vector<PostOp>* ep = nullptr) {
+  // Problems under kSmallWork multiply-adds take one thread: a second one saves less than the
+  // wake-up and barrier of a parallel region cost (more so on a busy host).
+  const int64_t taps = kind == kPoolFwd || kind == kPoolBwd ? c.KH * c.KW : c.IC * c.KH * c.KW;
+  const bool small = c.N * c.G * c.OC * c.OH * c.OW * taps < kSmallWork;
+  const int threads = small ? 1 : std::max(1, o.threads);
   omp_set_num_threads(threads);
   // Pooling has no reduce dims: it overwrites even when accumulating.
   const bool pool = kind == kPoolFwd || kind == kPoolBwd;
   const bool acc = o.accumulate && !pool;
-  auto plan = cached(c.key(kind + (mx ? 16 : 0), acc, threads),
-                     [&] { return pool ? pool_plan(c, kind, mx) : conv_plan(c, kind, acc); });
+  std::vector<int64_t> key = c.key(kind + (mx ? 16 : 0), acc, threads);
+  std::vector<const float*> post;
+  if (ep) {
+    key.push_back(-1);  // the epilogue's kinds follow
+    for (const PostOp& e : *ep) {
+      key.push_back(e.kind);
+      if (!e.channel.empty()) post.push_back(e.channel.data());
+    }
+  }
+  auto plan =
+      cached(key, [&] { return pool ? pool_plan(c, kind, mx) : conv_plan(c, kind, acc, ep); });
   if (!plan) return false;
-  execute(*plan, in, out, weights_unchanged);
+  execute(*plan, in, out, weights_unchanged, post);
   served.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -435,9 +486,10 @@ struct ConvAt {
 
 // Runs `c` of `kind` on the views of `at`, once for all the groups of `rg` or once per group step
 // of c.G (the view strides are set here); false when oneDNN has no implementation.
-// `weights_unchanged`: the weights tile is unchanged since the caller's last call (forward only).
+// `weights_unchanged`: the weights tile is unchanged since the caller's last call (forward only);
+// `ep`: the forward's epilogue (one problem for all groups only).
 bool run_groups(ConvProblem c, Kind kind, const KernelOptions& o, Range rg, const ConvAt& at,
-                bool weights_unchanged = false) {
+                bool weights_unchanged = false, const std::vector<PostOp>* ep = nullptr) {
   c.xs = strides4(at.src);
   c.ws = group_strides(at.wts, at.cog);
   c.ys = strides4(at.dst);
@@ -445,7 +497,7 @@ bool run_groups(ConvProblem c, Kind kind, const KernelOptions& o, Range rg, cons
     float* x = at.src.data + at.src.off(at.n, g * at.cig + at.ci, at.h, at.w);
     float* w = at.wts.data + at.wts.off(g * at.cog + at.co, at.ci, 0, 0);
     float* y = at.dst.data + at.dst.off(at.n, g * at.cog + at.co, at.oh, at.ow);
-    const bool ok = kind == kFwd       ? run_plan(c, kind, o, {x, w}, y, false, weights_unchanged)
+    const bool ok = kind == kFwd ? run_plan(c, kind, o, {x, w}, y, false, weights_unchanged, ep)
                     : kind == kBwdData ? run_plan(c, kind, o, {y, w}, x)
                                        : run_plan(c, kind, o, {x, y}, w);
     if (!ok) return false;
@@ -453,9 +505,11 @@ bool run_groups(ConvProblem c, Kind kind, const KernelOptions& o, Range rg, cons
   return true;
 }
 
-// conv2d over [n, (g), co, oh, ow, ci:sum].
+// conv2d over [n, (g), co, oh, ow, ci:sum], with epilogue `ep` when non-null (then false unless
+// all the box's groups make one problem).
 bool conv_forward(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
-                  const std::vector<Tensor*>& outs, const KernelOptions& o) {
+                  const std::vector<Tensor*>& outs, const KernelOptions& o,
+                  const std::vector<PostOp>* ep = nullptr) {
   auto form = conv_forward_form(op, box, ins, outs);
   if (!form) return false;
   const auto& [X, W, Y, geo, KH, KW, cig, cog, rn, rg, co, oh, ow, ci] = *form;
@@ -465,12 +519,17 @@ bool conv_forward(const Op& op, const Box& box, const std::vector<const Tensor*>
                           ow.size(), KH, KW, geo, true);
   auto at = clip(c, X, oh, ow, geo);
   if (!at) return false;
+  if (ep) {
+    if (c.G < rg.size() || o.accumulate) return false;
+    for (const PostOp& e : *ep)
+      if (!e.channel.empty() && static_cast<int64_t>(e.channel.size()) != c.G * c.OC) return false;
+  }
   // One problem per group leaves the channels between the groups' ranges unwritten: they are
   // part of the output image, which a non-accumulating call resets.
   if (c.G < rg.size() && !o.accumulate) reset_output(op, box, *outs[0]);
   return run_groups(c, kFwd, o, rg,
                     {X, W, Y, rn.lo, cig, cog, ci.lo, co.lo, at->first, at->second, oh.lo, ow.lo},
-                    (o.unchanged_inputs >> 1) & 1u);
+                    (o.unchanged_inputs >> 1) & 1u, ep);
 }
 
 // conv2d_grad_input over [n, (g), ci, ih, iw, co:sum], for boxes over the whole input plane.
@@ -547,6 +606,14 @@ bool pool_grad(const Op& op, const Box& box, const std::vector<const Tensor*>& i
 }
 
 }  // namespace
+
+bool run_conv_dnnl_fused(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                         Tensor& out, const std::vector<PostOp>& epilogue, const KernelOptions& o) {
+  if (op.kind != OpKind::kConv2d || out.rank() != 4 || out.is_int()) return false;
+  for (const Tensor* t : ins)
+    if (t->is_int() || t->rank() != 4) return false;
+  return conv_forward(op, box, ins, {&out}, o, &epilogue);
+}
 
 bool run_conv_dnnl(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                    const std::vector<Tensor*>& outs, const KernelOptions& o) {

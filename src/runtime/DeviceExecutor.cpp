@@ -325,6 +325,12 @@ Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const Exe
   ko.threads = std::max(1, threads);
   feeds_unchanged_ = options.feeds_unchanged && runs_ > 0;
   ++runs_;
+  if (feeds_unchanged_ != chain_unchanged_) {  // the chains' calls see it through their bits
+    chain_unchanged_ = feeds_unchanged_;
+    for (Step& s : steps_)
+      for (size_t k = 0; k < s.chain.size(); ++k)
+        s.chain[k].unchanged_inputs = feeds_unchanged_ ? s.calls[k].loaded_inputs : 0;
+  }
   // A failed assert under throw_on_assert (InternalError) fails the run like a kernel error, so
   // the device still takes part in the remaining collectives; it is rethrown at the end. Other
   // exceptions (a communicator that lost its peers, an injected fault) leave at once: the

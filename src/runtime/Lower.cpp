@@ -142,10 +142,21 @@ class Lowering {
   ProgramTemplate t_;
 };
 
+// True when op `op` reads value `v`.
+bool reads(const Op& op, ValueId v) {
+  for (const auto& x : op.inputs)
+    if (x.value == v) return true;
+  return false;
+}
+
 // Merges a kernel instruction with the next kernel (past frees, and past loads, which move before
 // the chain) when the next op is elementwise and reads the chain's last result, which nothing else
 // uses: that result becomes a temporary. (A batch norm's `mul` by the scale and `add` of the
-// shift have the shift's load between them.)
+// shift have the shift's load between them.) A chain that starts with a convolution also takes
+// an elementwise op that does not read its last result when the kernel after it reads both (the
+// reshape of a bias before its `add`; the `sigmoid` of SiLU before its `mul`), so the whole
+// epilogue follows the convolution in one instruction (ops/Chain.h runs it as the convolution's
+// post-ops); the last result becomes a temporary once every use of it is inside the chain.
 void fuse(const Graph& g, ProgramTemplate& p) {
   std::vector<int64_t> uses(static_cast<size_t>(g.num_values()), 0);
   for (const Op& op : g.ops())
@@ -153,6 +164,7 @@ void fuse(const Graph& g, ProgramTemplate& p) {
   for (ValueId v : g.outputs()) uses[v] += 1000;  // outputs must be stored
   std::vector<InstrTemplate> out;
   std::vector<InstrTemplate> deferred;  // frees and loads after the chain in out.back(), in order
+  ValueId pending = -1;  // a conv chain's result read again by a later op (see above)
   auto flush = [&] {
     for (auto& f : deferred) out.push_back(std::move(f));
     deferred.clear();
@@ -162,7 +174,18 @@ void fuse(const Graph& g, ProgramTemplate& p) {
       if (f.kind == Instr::Kind::kFree && f.value == v) return true;
     return false;
   };
-  for (auto& in : p.instrs) {
+  // The op of the next kernel instruction after position i when only loads and frees lie
+  // between, else null.
+  auto next_kernel = [&](size_t i) -> const Op* {
+    for (size_t k = i + 1; k < p.instrs.size(); ++k) {
+      const InstrTemplate& x = p.instrs[k];
+      if (x.kind == Instr::Kind::kKernel) return x.calls.size() == 1 ? &g.op(x.calls[0]) : nullptr;
+      if (x.kind != Instr::Kind::kLoad && x.kind != Instr::Kind::kFree) return nullptr;
+    }
+    return nullptr;
+  };
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    InstrTemplate& in = p.instrs[i];
     bool after_kernel = !out.empty() && out.back().kind == Instr::Kind::kKernel;
     if (after_kernel &&
         (in.kind == Instr::Kind::kFree || (in.kind == Instr::Kind::kLoad && !freed(in.value)))) {
@@ -173,19 +196,37 @@ void fuse(const Graph& g, ProgramTemplate& p) {
       InstrTemplate& chain = out.back();
       const Op& next = g.op(in.calls[0]);
       ValueId last = g.op(chain.calls.back()).results[0].value;
-      bool reads_last = false;
-      for (const auto& x : next.inputs) reads_last |= x.value == last;
-      if (is_elementwise(next.kind) && reads_last && uses[last] == 1 &&
-          g.op(chain.calls.back()).results.size() == 1) {
+      bool single = g.op(chain.calls.back()).results.size() == 1;
+      bool merge = is_elementwise(next.kind) && reads(next, last) && uses[last] == 1 && single;
+      bool hold = false;
+      if (!merge && pending < 0 && single &&
+          (is_elementwise(next.kind) || next.kind == OpKind::kReshape) &&
+          next.results.size() == 1 && g.op(chain.calls[0]).kind == OpKind::kConv2d &&
+          in.calls.size() == 1) {
+        const Op* after = next_kernel(i);
+        hold = after && is_elementwise(after->kind) && reads(*after, last) &&
+               reads(*after, next.results[0].value) && uses[next.results[0].value] == 1;
+      }
+      if (merge || hold) {
         chain.calls.push_back(in.calls[0]);
-        chain.temporaries.push_back(last);
+        if (merge) {
+          chain.temporaries.push_back(last);
+          if (pending >= 0) {
+            int64_t inside = 0;
+            for (OpId c : chain.calls) inside += reads(g.op(c), pending);
+            if (inside == uses[pending]) chain.temporaries.push_back(pending);
+            pending = -1;
+          }
+        } else {
+          pending = last;
+        }
         InstrTemplate merged = std::move(out.back());
         out.pop_back();
         std::vector<InstrTemplate> kept;
         for (auto& f : deferred) {
           if (f.kind == Instr::Kind::kLoad)
             out.push_back(std::move(f));  // before the chain, which now reads it
-          else if (f.value != last)
+          else if (f.value != last || hold)
             kept.push_back(std::move(f));
         }
         out.push_back(std::move(merged));
@@ -193,6 +234,7 @@ void fuse(const Graph& g, ProgramTemplate& p) {
         continue;
       }
     }
+    pending = -1;
     flush();
     out.push_back(std::move(in));
   }

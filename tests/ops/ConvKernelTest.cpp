@@ -296,5 +296,40 @@ TEST(ConvKernels, HaloTilesGiveTheWholeResult) {
   EXPECT_LT(testing::max_rel_diff(merged, whole[0]), 1e-6);
 }
 
+// global_avgpool's plane sums against the reference loops: random shapes, boxes over some images
+// and channels (whole planes), input tiles that are the box's image or the whole tensor, 1 or 2
+// threads.
+TEST(ConvKernels, GlobalAvgPoolPlanesMatchTheReference) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    Graph g("gap");
+    Ops ops(g);
+    ValueId x = ops.input("x", TensorType(DType::kF32, IVec{pick(rng, 1, 3), pick(rng, 1, 40),
+                                                            pick(rng, 1, 9), pick(rng, 1, 9)}));
+    ops.output(ops.global_avgpool(x));
+    const Op& op = g.op(0);
+    Tensor in = testing::random_tensor(g.type(x), rng);
+    Box all = op.space.box();
+    std::vector<int64_t> lo(all.start().values()), hi(all.end().values());
+    for (int64_t d : {0, 1}) {
+      lo[d] = pick(rng, 0, all.end()[d] - 1);
+      hi[d] = pick(rng, lo[d] + 1, all.end()[d]);
+    }
+    Box piece{IVec(lo), IVec(hi)};
+    Tensor xt = pick(rng, 0, 1) ? in : in.crop(op.inputs[0].proj.image(piece));
+    Tensor want = Tensor::tile(DType::kF32, op.results[0].proj.image(piece));
+    Tensor got = want;
+    kernels::KernelOptions ref;
+    ref.reference = true;
+    ASSERT_TRUE(kernels::run(op, piece, {&xt}, {&want}, ref).ok());
+    kernels::KernelOptions fast;
+    fast.threads = static_cast<int>(pick(rng, 1, 2));
+    ASSERT_TRUE(kernels::run(op, piece, {&xt}, {&got}, fast).ok());
+    for (int64_t i = 0; i < want.numel(); ++i)
+      EXPECT_NEAR(got.f32()[i], want.f32()[i], 1e-5 * std::max(1.0f, std::abs(want.f32()[i])));
+  }
+}
+
 }  // namespace
 }  // namespace heddle

@@ -40,6 +40,8 @@ struct BoundCall {
   Box box;
   std::vector<const Tensor*> ins;
   std::vector<Tensor*> outs;
+  /// As KernelOptions::unchanged_inputs, for this call (run_chain_into ignores the options').
+  uint32_t unchanged_inputs = 0;
 };
 
 /// run_chain on tiles the caller provides (an executor's planned buffers): each call's results

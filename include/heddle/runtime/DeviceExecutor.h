@@ -89,6 +89,7 @@ class DeviceExecutor {
   std::function<void()> on_error_;
   int64_t runs_ = 0;              // runs started
   bool feeds_unchanged_ = false;  // this run's feeds are the last run's (ExecOptions)
+  bool chain_unchanged_ = false;  // feeds_unchanged_ as the chains' calls last saw it
 };
 
 /// True while the calling thread is inside a kernel call of a DeviceExecutor: lets allocation
