@@ -145,8 +145,20 @@ class Lowering {
 // Merges a kernel instruction with the next kernel (past frees, and past loads, which move before
 // the chain) when the next op is elementwise and reads the chain's last result, which nothing else
 // uses: that result becomes a temporary. (A batch norm's `mul` by the scale and `add` of the
-// shift have the shift's load between them.)
+// shift have the shift's load between them.) Not when the next op reads a value that a call of
+// the chain reads through a fetched halo tile: a chain holds one tile per value (a reversal
+// `%a(15 - i)` fused with a `mul` reading `%a(i)` would read its own block from the halo tile).
 void fuse(const Graph& g, ProgramTemplate& p) {
+  std::vector<std::vector<ValueId>> fetched(static_cast<size_t>(g.num_ops()));
+  for (const auto& in : p.instrs)
+    if (in.kind == Instr::Kind::kFetch) fetched[in.op].push_back(in.value);
+  auto reads_fetched = [&](const InstrTemplate& chain, const Op& next) {
+    for (OpId c : chain.calls)
+      for (ValueId v : fetched[c])
+        for (const auto& x : next.inputs)
+          if (x.value == v) return true;
+    return false;
+  };
   std::vector<int64_t> uses(static_cast<size_t>(g.num_values()), 0);
   for (const Op& op : g.ops())
     for (const auto& in : op.inputs) ++uses[in.value];
@@ -176,7 +188,7 @@ void fuse(const Graph& g, ProgramTemplate& p) {
       bool reads_last = false;
       for (const auto& x : next.inputs) reads_last |= x.value == last;
       if (is_elementwise(next.kind) && reads_last && uses[last] == 1 &&
-          g.op(chain.calls.back()).results.size() == 1) {
+          !reads_fetched(chain, next) && g.op(chain.calls.back()).results.size() == 1) {
         chain.calls.push_back(in.calls[0]);
         chain.temporaries.push_back(last);
         InstrTemplate merged = std::move(out.back());
