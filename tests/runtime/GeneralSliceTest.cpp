@@ -1,7 +1,7 @@
 // General slicing (issue #23, docs/sharding.md "Any range from any owner"): index sums, reversals,
 // strides, halos as large as a block or larger, and extents the mesh does not divide are split,
 // lowered, run on threads and compared with the single-device interpreter: the fixtures in
-// tests/data/slicing under propagation, and generated graphs with random affine projections under
+// examples/slicing under propagation, and generated graphs with random affine projections under
 // random strategies on random meshes (most of which divide none of their extents).
 #include <gtest/gtest.h>
 
@@ -46,7 +46,7 @@ namespace {
 }
 
 Graph fixture(const std::string& name) {
-  auto g = parse_graph_file(std::string(HEDDLE_SOURCE_DIR) + "/tests/data/slicing/" + name);
+  auto g = parse_graph_file(std::string(HEDDLE_SOURCE_DIR) + "/examples/slicing/" + name);
   HEDDLE_ASSERT(g.ok()) << g.error().to_string();
   return std::move(*g);
 }

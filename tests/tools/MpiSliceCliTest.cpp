@@ -20,10 +20,10 @@ struct SliceCase {
 
 TEST(MpiSliceCli, GeneralSlicesAreSplitAndMatchTheReferenceOnThreadsAndMpi) {
   const SliceCase cases[] = {
-      {"tests/data/slicing/stencil_sum.hd", 4, "%s = reduce_sum {x: "},
-      {"tests/data/slicing/reversal.hd", 4, "%r = identity {x: "},
-      {"tests/data/slicing/wide_halo.hd", 6, "%m = reduce_max {x: "},
-      {"tests/data/slicing/wide_halo.hd", 6, "%s = reduce_sum {x: "},
+      {"examples/slicing/stencil_sum.hd", 4, "%s = reduce_sum {x: "},
+      {"examples/slicing/reversal.hd", 4, "%r = identity {x: "},
+      {"examples/slicing/wide_halo.hd", 6, "%m = reduce_max {x: "},
+      {"examples/slicing/wide_halo.hd", 6, "%s = reduce_sum {x: "},
       {"examples/attention.hd", 6, "%scores = einsum {x: "},
   };
   setenv("OPENBLAS_NUM_THREADS", "1", 1);
