@@ -156,8 +156,21 @@ bool reads(const Op& op, ValueId v) {
 // an elementwise op that does not read its last result when the kernel after it reads both (the
 // reshape of a bias before its `add`; the `sigmoid` of SiLU before its `mul`), so the whole
 // epilogue follows the convolution in one instruction (ops/Chain.h runs it as the convolution's
-// post-ops); the last result becomes a temporary once every use of it is inside the chain.
+// post-ops); the last result becomes a temporary once every use of it is inside the chain. Never
+// when the next op reads a value that a call of the chain reads through a fetched halo tile: a
+// chain holds one tile per value (a reversal `%a(15 - i)` fused with a `mul` reading `%a(i)`
+// would read its own block from the halo tile).
 void fuse(const Graph& g, ProgramTemplate& p) {
+  std::vector<std::vector<ValueId>> fetched(static_cast<size_t>(g.num_ops()));
+  for (const auto& in : p.instrs)
+    if (in.kind == Instr::Kind::kFetch) fetched[in.op].push_back(in.value);
+  auto reads_fetched = [&](const InstrTemplate& chain, const Op& next) {
+    for (OpId c : chain.calls)
+      for (ValueId v : fetched[c])
+        for (const auto& x : next.inputs)
+          if (x.value == v) return true;
+    return false;
+  };
   std::vector<int64_t> uses(static_cast<size_t>(g.num_values()), 0);
   for (const Op& op : g.ops())
     for (const auto& in : op.inputs) ++uses[in.value];
@@ -197,12 +210,13 @@ void fuse(const Graph& g, ProgramTemplate& p) {
       const Op& next = g.op(in.calls[0]);
       ValueId last = g.op(chain.calls.back()).results[0].value;
       bool single = g.op(chain.calls.back()).results.size() == 1;
-      bool merge = is_elementwise(next.kind) && reads(next, last) && uses[last] == 1 && single;
+      bool merge = is_elementwise(next.kind) && reads(next, last) && uses[last] == 1 && single &&
+                   !reads_fetched(chain, next);
       bool hold = false;
       if (!merge && pending < 0 && single &&
           (is_elementwise(next.kind) || next.kind == OpKind::kReshape) &&
           next.results.size() == 1 && g.op(chain.calls[0]).kind == OpKind::kConv2d &&
-          in.calls.size() == 1) {
+          in.calls.size() == 1 && !reads_fetched(chain, next)) {
         const Op* after = next_kernel(i);
         hold = after && is_elementwise(after->kind) && reads(*after, last) &&
                reads(*after, next.results[0].value) && uses[next.results[0].value] == 1;

@@ -10,37 +10,6 @@ namespace heddle {
 
 namespace {
 
-// How index dim `i` reaches one operand: the row it lands in (or -1 for none), or invalid.
-struct Reach {
-  bool valid = true;
-  int64_t row = -1;
-  std::string why;
-};
-
-Reach reach(const IndexProjection& proj, const IndexSpace& space, int64_t i) {
-  const AffineMap& m = proj.map();
-  Reach r;
-  for (int64_t row = 0; row < m.out_rank(); ++row) {
-    if (m.at(row, i) == 0) continue;
-    if (r.row >= 0) return {false, -1, "it reaches several tensor dims"};
-    r.row = row;
-  }
-  if (r.row < 0) return r;
-  // i must be alone in its row or its most major dim: |A_ri| equals the span of the others.
-  int64_t coef = std::abs(m.at(r.row, i)), others = 0;
-  bool alone = true;
-  for (int64_t c = 0; c < m.in_rank(); ++c) {
-    if (c == i || m.at(r.row, c) == 0 || space.dim(c).extent <= 1) continue;
-    alone = false;
-    others += std::abs(m.at(r.row, c)) * (space.dim(c).extent - 1);
-  }
-  if (!alone && coef != others + proj.window()[r.row])
-    return {false, -1,
-            "it is not the most major dim of tensor dim " + std::to_string(r.row) +
-                ", so its shards would be strided"};
-  return r;
-}
-
 // One sharded tensor dim of an operand: tensor dim `dim` (of `extent`) cut into `n` blocks, block
 // k computed by part k of index dim `index` split n ways.
 struct DimSplit {
@@ -112,32 +81,26 @@ class SpanRow {
   bool empty_ = false;
 };
 
-// Judges shard `k` from its span: a result must write exactly its block; an input may read
-// beyond its block by less than a block on each side (raising `below`/`above`, the halo, to what
-// it reads).
-Status check_shard(const DimSplit& s, const ShardSpan& sp, bool is_result, int64_t k,
+// Judges one shard from its span: a result must write exactly its block (or nothing, when its
+// block is empty); an input may read any range, and `below`/`above` rise to the number of elements
+// it reads below and above its own block (its halo: fetched from whichever devices own them).
+// `shard` names the shard for a diagnostic.
+template <typename Name>
+Status check_shard(const ShardSpan& sp, bool is_result, int64_t dim, const Name& shard,
                    int64_t& below, int64_t& above) {
-  int64_t block = sp.own_hi - sp.own_lo;
   auto range = [](int64_t lo, int64_t hi) {
     return "[" + std::to_string(lo) + ":" + std::to_string(hi) + "]";
   };
-  auto shard = [&] {
-    return "shard " + std::to_string(k) + " of index dim " + s.space.dim(s.index).name + " ";
-  };
   if (is_result) {
-    if (sp.lo != sp.own_lo || sp.hi != sp.own_hi)
+    bool both_empty = sp.hi <= sp.lo && sp.own_hi <= sp.own_lo;
+    if (!both_empty && (sp.lo != sp.own_lo || sp.hi != sp.own_hi))
       return Diagnostic(shard() + "writes " + range(sp.lo, sp.hi) + " of tensor dim " +
-                        std::to_string(s.dim) + " but its block is " + range(sp.own_lo, sp.own_hi));
+                        std::to_string(dim) + " but its block is " + range(sp.own_lo, sp.own_hi));
     return {};
   }
   if (sp.hi <= sp.lo) return {};  // reads nothing (all padding)
-  int64_t b = std::max<int64_t>(sp.own_lo - sp.lo, 0), a = std::max<int64_t>(sp.hi - sp.own_hi, 0);
-  if (sp.hi <= sp.own_lo || sp.lo >= sp.own_hi || b >= block || a >= block)
-    return Diagnostic(shard() + "reads " + range(sp.lo, sp.hi) + " of tensor dim " +
-                      std::to_string(s.dim) + ", beyond its block " + range(sp.own_lo, sp.own_hi) +
-                      " and its neighbours'");
-  below = std::max(below, b);
-  above = std::max(above, a);
+  below = std::max(below, std::min(sp.own_lo, sp.hi) - sp.lo);
+  above = std::max(above, sp.hi - std::max(sp.own_hi, sp.lo));
   return {};
 }
 
@@ -194,9 +157,14 @@ std::vector<int64_t> deciding_shards(const DimSplit& s, const SpanRow& span) {
 // there is no shortcut), by SpanRow.
 Status check_shards(const DimSplit& s, bool is_result, ShardCheck check, int64_t& below,
                     int64_t& above) {
+  auto named = [&](int64_t k) {
+    return [&s, k] {
+      return "shard " + std::to_string(k) + " of index dim " + s.space.dim(s.index).name + " ";
+    };
+  };
   if (check == ShardCheck::kEvery) {
     for (int64_t k = 0; k < s.n; ++k)
-      HEDDLE_TRY(check_shard(s, boxed_span(s, k), is_result, k, below, above));
+      HEDDLE_TRY(check_shard(boxed_span(s, k), is_result, s.dim, named(k), below, above));
     return {};
   }
   SpanRow span(s);
@@ -205,8 +173,40 @@ Status check_shards(const DimSplit& s, bool is_result, ShardCheck check, int64_t
     shards.resize(static_cast<size_t>(s.n));
     std::iota(shards.begin(), shards.end(), 0);
   }
-  for (int64_t k : shards) HEDDLE_TRY(check_shard(s, span(k), is_result, k, below, above));
+  for (int64_t k : shards)
+    HEDDLE_TRY(check_shard(span(k), is_result, s.dim, named(k), below, above));
   return {};
+}
+
+// Tensor dim `dim` of an operand placed by `placed` when several index dims split by the strategy
+// reach it (a sum `x(i + j)` with both split, a dim an input's column also reaches elsewhere):
+// every combination of coordinates on the mesh axes that decide the dim's read and block, checked
+// with boxes. Their number is at most the mesh's devices.
+Status check_devices(const Op& op, const Operand& o, const TensorType& t, const Mesh& mesh,
+                     const OpStrategy& s, const TensorSharding& placed, int64_t dim, bool is_result,
+                     int64_t& below, int64_t& above) {
+  const AffineMap& m = o.proj.map();
+  std::vector<int64_t> axes;  // the deciding axes
+  for (int64_t a = 0; a < mesh.rank(); ++a) {
+    bool shards_dim = placed.at(a).is_shard() && placed.at(a).dim() == dim;
+    bool reads_dim = s.dim(a) >= 0 && m.at(dim, s.dim(a)) != 0;
+    if (shards_dim || reads_dim) axes.push_back(a);
+  }
+  std::vector<int64_t> coords(static_cast<size_t>(mesh.rank()), 0);
+  const int64_t extent = t.shape()[dim];
+  while (true) {
+    int64_t device = mesh.device(IVec(coords));
+    Box need = o.proj.image(s.local_index_box(op.space, mesh, device));
+    Box own = placed.local_box(t.shape(), mesh, device);
+    ShardSpan sp{std::max<int64_t>(need.start()[dim], 0),
+                 std::min<int64_t>(need.end()[dim], extent), own.start()[dim], own.end()[dim]};
+    if (need.empty()) sp.hi = sp.lo;
+    auto named = [&] { return "device " + std::to_string(device) + " "; };
+    HEDDLE_TRY(check_shard(sp, is_result, dim, named, below, above));
+    size_t k = axes.size();
+    while (k > 0 && ++coords[axes[k - 1]] == mesh.size(axes[k - 1])) coords[axes[--k]] = 0;
+    if (k == 0) return {};
+  }
 }
 
 }  // namespace
@@ -241,6 +241,26 @@ std::string OpStrategy::to_string(const IndexSpace& space, const Mesh& mesh) con
   return "{" + join(parts, ", ") + "}";
 }
 
+Result<Placement> split_placement(const IndexProjection& proj, const IndexSpace& space, int64_t i,
+                                  bool is_result) {
+  HEDDLE_ASSERT(i >= 0 && i < space.rank()) << "index dim " << i << " of " << space.rank();
+  const AffineMap& m = proj.map();
+  int64_t row = -1;
+  for (int64_t r = 0; r < m.out_rank(); ++r) {
+    if (m.at(r, i) == 0) continue;
+    if (row >= 0 && is_result)
+      return Diagnostic("index dim " + space.dim(i).name + " reaches tensor dims " +
+                        std::to_string(row) + " and " + std::to_string(r) +
+                        " of the result, which one block cannot hold");
+    if (row < 0) row = r;
+  }
+  if (row >= 0) return Placement::shard(row);
+  if (!is_result) return Placement::replicate();
+  const IndexDim& d = space.dim(i);
+  if (!d.reduce) return Diagnostic("parallel dim " + d.name + " does not reach the result");
+  return Placement::partial(*d.reduce);
+}
+
 Result<StrategyPlacements> derive_placements(const Graph& g, OpId id, const Mesh& mesh,
                                              const OpStrategy& s, ShardCheck check) {
   const Op& op = g.op(id);
@@ -249,26 +269,23 @@ Result<StrategyPlacements> derive_placements(const Graph& g, OpId id, const Mesh
     return "op '" + std::string(op_kind_name(op.kind)) + "' defining " +
            value_ref(g.value(op.results.at(0).value).name);
   };
-  // Divisibility of index extents by the axes that split them.
-  for (int64_t i = 0; i < op.space.rank(); ++i) {
-    int64_t n = 1;
-    std::vector<std::string> axes;
-    for (int64_t a = 0; a < mesh.rank(); ++a)
-      if (s.dim(a) == i) {
-        n *= mesh.size(a);
-        axes.push_back(mesh.axis(a).name);
-      }
-    const IndexDim& d = op.space.dim(i);
-    if (n > 1 && d.extent % n != 0)
-      return Diagnostic(who() + ": mesh axes " + join(axes, ",") + " (" + std::to_string(n) +
-                        " devices) do not divide index dim " + d.name + "=" +
-                        std::to_string(d.extent) + "; divisors of " + std::to_string(d.extent) +
-                        ": " + divisors_text(d.extent));
-  }
   for (int64_t a = 0; a < mesh.rank(); ++a)
     if (s.dim(a) >= op.space.rank())
       return Diagnostic(who() + ": strategy names index dim " + std::to_string(s.dim(a)) +
                         " but the op has " + std::to_string(op.space.rank()));
+  // A split reduce dim leaves every device a partial result of the whole block, so every device
+  // needs a nonempty part of it (uneven blocks may leave trailing devices none).
+  for (int64_t i = 0; i < op.space.rank(); ++i) {
+    const IndexDim& d = op.space.dim(i);
+    int64_t n = 1;
+    for (int64_t a = 0; a < mesh.rank(); ++a)
+      if (s.dim(a) == i) n *= mesh.size(a);
+    if (n > 1 && d.reduce && (n - 1) * ((d.extent + n - 1) / n) >= d.extent)
+      return Diagnostic(who() + ": splitting reduce dim " + d.name + "=" +
+                        std::to_string(d.extent) + " " + std::to_string(n) +
+                        " ways leaves some devices no part of it, and each must hold a partial " +
+                        "result");
+  }
 
   auto one = [&](const Operand& o, bool is_result, size_t k) -> Result<OperandSharding> {
     const TensorType& t = g.type(o.value);
@@ -278,35 +295,36 @@ Result<StrategyPlacements> derive_placements(const Graph& g, OpId id, const Mesh
     };
     std::vector<Placement> per_axis(static_cast<size_t>(mesh.rank()));
     for (int64_t a = 0; a < mesh.rank(); ++a) {
-      int64_t i = s.dim(a);
-      if (i < 0) continue;
-      Reach r = reach(o.proj, op.space, i);
-      if (!r.valid)
-        return Diagnostic(what() + ": cannot split index dim " + op.space.dim(i).name +
-                          " because " + r.why);
-      if (r.row >= 0) {
-        per_axis[a] = Placement::shard(r.row);
-      } else if (is_result) {
-        const IndexDim& d = op.space.dim(i);
-        if (!d.reduce)
-          return Diagnostic(what() + ": parallel dim " + d.name + " does not reach the result");
-        per_axis[a] = Placement::partial(*d.reduce);
-      }
+      if (s.dim(a) < 0) continue;
+      auto p = split_placement(o.proj, op.space, s.dim(a), is_result);
+      if (!p.ok())
+        return Diagnostic(what() + ": cannot split index dim " + op.space.dim(s.dim(a)).name +
+                          " because " + p.error().message);
+      per_axis[a] = *p;
     }
     OperandSharding os{TensorSharding(per_axis), IVec::zeros(t.rank()), IVec::zeros(t.rank())};
+    if (!os.sharding.blocks_nest(t.shape(), mesh))
+      return Diagnostic(what() + ": the blocks of " + t.to_string() + " under " +
+                        os.sharding.to_string() + " on mesh " + mesh.to_string() +
+                        " do not nest (a tensor dim cut by several axes unevenly)");
     // Alignment: per tensor dim, every block's needed range vs its own block.
+    const AffineMap& m = o.proj.map();
     for (int64_t d = 0; d < t.rank(); ++d) {
       std::vector<int64_t> axes = os.sharding.axes_sharding(d);
       if (axes.empty()) continue;
-      int64_t n = os.sharding.shards_of_dim(d, mesh);
-      int64_t extent = t.shape()[d];
-      if (extent % n != 0)
-        return Diagnostic(what() + ": " + std::to_string(n) + " shards do not divide tensor dim " +
-                          std::to_string(d) + " of " + t.to_string() + "; divisors of " +
-                          std::to_string(extent) + ": " + divisors_text(extent));
-      DimSplit split{o.proj, op.space, s.dim(axes.front()), n, d, extent};
+      // One index dim alone decides the read of dim d: shards of one index dim, SpanRow's case.
+      int64_t i = s.dim(axes.front());
+      bool alone = true;
+      for (int64_t a = 0; a < mesh.rank(); ++a)
+        if (s.dim(a) >= 0 && s.dim(a) != i && m.at(d, s.dim(a)) != 0) alone = false;
       int64_t below = 0, above = 0;
-      auto checked = check_shards(split, is_result, check, below, above);
+      Status checked;
+      if (alone) {
+        DimSplit split{o.proj, op.space, i, os.sharding.shards_of_dim(d, mesh), d, t.shape()[d]};
+        checked = check_shards(split, is_result, check, below, above);
+      } else {
+        checked = check_devices(op, o, t, mesh, s, os.sharding, d, is_result, below, above);
+      }
       if (!checked.ok()) return Diagnostic(what() + ": " + checked.error().message);
       os.halo_lo = os.halo_lo.with(d, below);
       os.halo_hi = os.halo_hi.with(d, above);

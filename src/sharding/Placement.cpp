@@ -116,6 +116,20 @@ IVec TensorSharding::local_shape(const IVec& shape, const Mesh& mesh) const {
   return IVec(std::move(s));
 }
 
+bool TensorSharding::blocks_nest(const IVec& shape, const Mesh& mesh) const {
+  auto ceil_div = [](int64_t p, int64_t q) { return (p + q - 1) / q; };
+  for (int64_t d = 0; d < shape.size(); ++d) {
+    int64_t coarse = 1;
+    for (int64_t a : axes_sharding(d)) {
+      int64_t fine = coarse * mesh.size(a);
+      if (coarse > 1 && ceil_div(shape[d], coarse) != mesh.size(a) * ceil_div(shape[d], fine))
+        return false;
+      coarse = fine;
+    }
+  }
+  return true;
+}
+
 std::string TensorSharding::to_string() const {
   std::vector<std::string> parts;
   for (const auto& p : p_) parts.push_back(p.to_string());

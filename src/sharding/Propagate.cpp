@@ -38,6 +38,18 @@ void label_results(const Op& op, const std::vector<bool>& idx,
 
 }  // namespace
 
+double parallelism(const IndexSpace& space, const Mesh& mesh, const OpStrategy& s) {
+  double p = 1;
+  for (int64_t i = 0; i < space.rank(); ++i) {
+    int64_t n = 1;
+    for (int64_t a = 0; a < mesh.rank(); ++a)
+      if (s.dim(a) == i) n *= mesh.size(a);
+    int64_t e = space.dim(i).extent;
+    if (n > 1 && e > 0) p *= static_cast<double>(e) / static_cast<double>((e + n - 1) / n);
+  }
+  return p;
+}
+
 bool strategy_allowed(const Graph& g, OpId id, const Mesh& mesh, const Pins& pins,
                       const DimLabels& labels, const OpStrategy& s) {
   const Op& op = g.op(id);
@@ -147,6 +159,26 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
     return best.value_or(0);
   };
 
+  // Fetching the halos of one input: per sharded tensor dim, the halo rows times the rest of the
+  // local block, sent point to point.
+  auto halo_seconds = [&](ValueId v, const OperandSharding& os) {
+    if (!os.has_halo()) return 0.0;
+    const TensorType& t = g.type(v);
+    IVec local = os.sharding.local_shape(t.shape(), mesh);
+    double secs = 0;
+    for (int64_t d = 0; d < t.rank(); ++d) {
+      int64_t rows = os.halo_lo[d] + os.halo_hi[d];
+      if (rows == 0) continue;
+      double bytes = static_cast<double>(local.with(d, rows).product()) *
+                     static_cast<double>(dtype_bytes(t.dtype()));
+      std::vector<int64_t> axes = os.sharding.axes_sharding(d);
+      int64_t axis = axes.empty() ? 0 : axes.back();
+      double c = cost.cost(Collective::kHaloExchange, axis, mesh.size(axis), bytes);
+      secs += cost.in_seconds() ? c : c * o.seconds_per_byte;
+    }
+    return secs;
+  };
+
   for (OpId id = 0; id < g.num_ops(); ++id) {
     const Op& op = g.op(id);
     auto allowed = [&](const OpStrategy& s) {
@@ -169,10 +201,7 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
     for (const OpStrategy& s : candidates) {
       auto p = derive_placements(g, id, mesh, s, o.shard_check);
       if (!p.ok()) continue;
-      double parallel = 1;
-      for (int64_t a = 0; a < mesh.rank(); ++a)
-        if (s.dim(a) >= 0) parallel *= static_cast<double>(mesh.size(a));
-      double t = flops / parallel * o.seconds_per_flop;
+      double t = flops / parallelism(op.space, mesh, s) * o.seconds_per_flop;
       int moves = 0;  // inputs that must be resharded first
       bool feasible = true;
       for (size_t k = 0; k < op.inputs.size() && feasible; ++k) {
@@ -186,6 +215,8 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
           moves += *current[v] != p->inputs[k].sharding;
         }
       }
+      for (size_t k = 0; k < op.inputs.size(); ++k)  // halos fetched from their owners
+        t += halo_seconds(op.inputs[k].value, p->inputs[k]);
       for (size_t k = 0; k < p->results.size(); ++k)  // partial results must be settled later
         t += settle_seconds(op.results[k].value, p->results[k].sharding);
       // Equal estimates: prefer computing where the data already is (a consumer may settle a

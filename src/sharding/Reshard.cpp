@@ -22,10 +22,6 @@ bool minor_most(const TensorSharding& s, int64_t a, int64_t d) {
   return true;
 }
 
-bool divides(const TensorType& t, const Mesh& mesh, const TensorSharding& s, int64_t d) {
-  return t.shape()[d] % s.shards_of_dim(d, mesh) == 0;
-}
-
 }  // namespace
 
 std::string ReshardStep::to_string(const Mesh& mesh) const {
@@ -55,7 +51,7 @@ std::vector<ReshardStep> reshard_steps(const TensorType& type, const Mesh& mesh,
       for (int64_t e = 0; e < type.rank(); ++e) {
         if (p.is_shard() && p.dim() == e) continue;
         TensorSharding to = s.with(a, Placement::shard(e));
-        if (!minor_most(to, a, e) || !divides(type, mesh, to, e)) continue;
+        if (!minor_most(to, a, e) || !to.blocks_nest(type.shape(), mesh)) continue;
         add(c, a, to, bytes_of_from);
       }
     };
@@ -78,12 +74,10 @@ Result<ReshardPlan> plan_reshard(const TensorType& type, const Mesh& mesh,
                                  const CommCost& cost) {
   HEDDLE_ASSERT(from.rank() == mesh.rank() && to.rank() == mesh.rank())
       << from.to_string() << " -> " << to.to_string() << " on " << mesh.to_string();
-  for (int64_t d = 0; d < type.rank(); ++d)
-    if (type.shape()[d] % from.shards_of_dim(d, mesh) != 0)
-      return Diagnostic("cannot reshard " + type.to_string() + " on mesh " + mesh.to_string() +
-                        " from " + from.to_string() + ": tensor dim " + std::to_string(d) +
-                        " of size " + std::to_string(type.shape()[d]) + " does not split into " +
-                        std::to_string(from.shards_of_dim(d, mesh)) + " blocks");
+  if (!from.blocks_nest(type.shape(), mesh))
+    return Diagnostic("cannot reshard " + type.to_string() + " on mesh " + mesh.to_string() +
+                      " from " + from.to_string() +
+                      ": a tensor dim cut by several axes has blocks that do not nest");
   using Key = std::tuple<double, size_t, TensorSharding>;
   std::set<Key> frontier;
   std::map<TensorSharding, std::pair<double, size_t>> best;
@@ -114,10 +108,8 @@ Result<ReshardPlan> plan_reshard(const TensorType& type, const Mesh& mesh,
     }
   }
   std::string why;
-  for (int64_t d = 0; d < type.rank(); ++d)
-    if (type.shape()[d] % to.shards_of_dim(d, mesh) != 0)
-      why = ": tensor dim " + std::to_string(d) + " of size " + std::to_string(type.shape()[d]) +
-            " does not split into " + std::to_string(to.shards_of_dim(d, mesh)) + " blocks";
+  if (!to.blocks_nest(type.shape(), mesh))
+    why = ": a tensor dim cut by several axes has blocks that do not nest";
   if (why.empty() && to.has_partial()) why = ": a Partial placement cannot be created";
   return Diagnostic("no resharding of " + type.to_string() + " on mesh " + mesh.to_string() +
                     " from " + from.to_string() + " to " + to.to_string() + why);

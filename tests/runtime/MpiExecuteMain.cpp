@@ -1,12 +1,14 @@
 // All-reduces against a local group-order reduction, then random graphs under random sharding
 // plans, executed by MpiCommunicator ranks and compared bit for bit with the threaded executor on
 // rank 0: covers every collective and halo layout lowering
-// emits (all-gather, reduce-scatter, all-reduce, all-to-all, point-to-point halo fetches).
+// emits (all-gather, reduce-scatter, all-reduce, all-to-all, point-to-point halo fetches), and
+// general slices (tests/common/RandomAffine.h).
 // Not a gtest binary: MpiExecuteTest.cpp starts it under `mpirun -np 4`. Prints one summary line
 // on rank 0; exit 0 only when every case matched and halos and collectives were exercised.
 #include <cstdio>
 #include <random>
 
+#include "common/RandomAffine.h"
 #include "common/RandomFeeds.h"
 #include "common/RandomModel.h"
 #include "heddle/ops/Kernel.h"
@@ -59,8 +61,10 @@ int run(MpiCommunicator& comm) {
   const char* meshes[] = {"4", "2x2"};
   std::mt19937_64 rng(2026);  // the same plans on every rank
   int64_t cases = 0, mismatches = 0, collectives = 0, fetches = 0;
-  for (uint64_t seed = 1; seed <= 40; ++seed) {
-    Graph g = testing::random_model(8, seed);
+  // Seeds above 40: graphs reading through random affine projections (general slicing: sums,
+  // reversals, strides, extents 4 does not divide).
+  for (uint64_t seed = 1; seed <= 70; ++seed) {
+    Graph g = seed <= 40 ? testing::random_model(8, seed) : testing::random_affine_graph(seed);
     TensorMap feeds = random_feeds(g, seed);
     for (int rep = 0; rep < 3; ++rep) {
       Mesh mesh = *Mesh::parse(meshes[rng() % 2]);

@@ -50,12 +50,18 @@ TEST(Reshard, MinorAxisFirstOnSharedDims) {
             "[Shard(0), Shard(1)] -> [Replicate, Shard(1)]; all-to-all(y): [Replicate, Shard(1)] "
             "-> [Replicate, Shard(0)]");
   EXPECT_DOUBLE_EQ(p.cost, 0.5 * 64 + 0.5 * 128 + 0.5 * 128);
-  auto bad =
-      plan_reshard(TensorType(DType::kF32, IVec{3, 8}), m, TensorSharding::replicated(2), to, cost);
+  // 3 rows on 2 devices: uneven blocks [0:2] and [2:3], a local slice.
+  EXPECT_TRUE(
+      plan_reshard(TensorType(DType::kF32, IVec{3, 8}), m, TensorSharding::replicated(2), to, cost)
+          .ok());
+  // 10 rows cut 2 x 3: blocks of 5 on x but of 2 on both, which x's blocks do not nest.
+  TensorSharding both({Placement::shard(0), Placement::shard(0)});
+  auto bad = plan_reshard(TensorType(DType::kF32, IVec{10, 8}), mesh("a=2,b=3"),
+                          TensorSharding::replicated(2), both, cost);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message,
-            "no resharding of f32[3, 8] on mesh x=2,y=2 from [Replicate, Replicate] to [Replicate, "
-            "Shard(0)]: tensor dim 0 of size 3 does not split into 2 blocks");
+            "no resharding of f32[10, 8] on mesh a=2,b=3 from [Replicate, Replicate] to "
+            "[Shard(0), Shard(0)]: a tensor dim cut by several axes has blocks that do not nest");
 }
 
 // A reference model of the collectives on integer data: each device holds a box of the tensor

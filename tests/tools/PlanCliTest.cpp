@@ -201,9 +201,11 @@ TEST(PlanCli, SubMeshesOfDifferentSizesInPlanJsonSummaryAndTrace) {
   std::string model = "gpt3-1.3b --layers 8 --vocab 250000 --batch 16 --cluster v100x6 --train";
   std::string dir1 = ::testing::TempDir() + "/plan-submesh1";
   std::string dir2 = ::testing::TempDir() + "/plan-submesh2";
-  auto plan = run_heddle("plan " + model + " --out " + dir1);
+  // tp=3 splits the model in uneven blocks (docs/sharding.md) and dp=2,tp=3 is faster still
+  // (0.245 s against 0.270 s): pinning tp=1 keeps the search on the sub-mesh plans.
+  auto plan = run_heddle("plan " + model + " --strategy tp=1 --out " + dir1);
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
-  ASSERT_EQ(run_heddle("plan " + model + " --out " + dir2).exit_code, 0);
+  ASSERT_EQ(run_heddle("plan " + model + " --strategy tp=1 --out " + dir2).exit_code, 0);
   auto slurp = [](const std::string& path) {
     std::ifstream in(path);
     return std::string(std::istreambuf_iterator<char>(in), {});

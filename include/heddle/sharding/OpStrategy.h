@@ -38,8 +38,9 @@ class OpStrategy {
   std::vector<int64_t> dims_;
 };
 
-/// The placement an operand or result takes under a strategy, plus the halo (elements beyond its
-/// own block, per tensor dim, below and above) that a windowed op reads from neighbours.
+/// The placement an operand or result takes under a strategy, plus the halo: per tensor dim, the
+/// most elements any device reads below and above its own block (from neighbours, or from
+/// devices further away: lowering fetches them from whichever devices own them).
 struct OperandSharding {
   TensorSharding sharding;
   IVec halo_lo, halo_hi;
@@ -66,14 +67,27 @@ enum class ShardCheck : uint8_t {
   kEvery,
 };
 
+/// Whether and how splitting index dim `i` places one operand, from its projection alone: the
+/// one rule that decides "can this projection be split" (docs/sharding.md, "Strategies from
+/// projections"). Column `i` of the projection's matrix nonzero in some row: Shard of the first
+/// such tensor dim, whatever the coefficients (sums `x(i + t)`, reversals `15 - i`, strides) and
+/// offsets, since each device then fetches whatever range it reads from whichever devices own it;
+/// a result's column must reach exactly one tensor dim. Column zero: Replicate for an input,
+/// Partial(monoid of i) for a result when `i` is a reduce dim. Otherwise a diagnostic saying why
+/// (without the op's name). Whether each block then fits is derive_placements()'s business.
+/// Precondition: 0 <= i < space.rank(), proj.index_rank() == space.rank().
+Result<Placement> split_placement(const IndexProjection& proj, const IndexSpace& space, int64_t i,
+                                  bool is_result);
+
 /// Derives the placements of op `id` under strategy `s` on `mesh`, from the projections alone
-/// (DESIGN.md, "Sharding"): an axis splitting index dim i shards tensor dim d of an operand whose
-/// projection has its only nonzero entry of column i in row d, where i is the only dim of that row
-/// or its most major one; a zero column gives Replicate (inputs) or Partial (results, reduce dims).
-/// Each device's needed box must lie within its own block plus a halo smaller than a block, and
-/// results must be exactly their blocks. A strategy that breaks a rule, or whose extents the mesh
-/// does not divide, is a diagnostic saying why and what would divide (the first failing shard,
-/// whichever `check` is used). Precondition: the graph passed verify(); s.rank() == mesh.rank().
+/// (DESIGN.md, "Sharding"): every axis places every operand by split_placement(). Blocks use
+/// ceiling division, so extents the mesh does not divide give smaller (or empty) trailing blocks;
+/// a tensor dim cut by several axes must nest (TensorSharding::blocks_nest). An input may read any
+/// range of a sharded dim: its halo is the number of elements read below and above its own block,
+/// fetched from whichever devices own them (any size, even a block far away). Results must be
+/// exactly their blocks. A strategy that breaks a rule is a diagnostic saying why (the first
+/// failing shard, whichever `check` is used). Precondition: the graph passed verify();
+/// s.rank() == mesh.rank().
 Result<StrategyPlacements> derive_placements(const Graph& g, OpId id, const Mesh& mesh,
                                              const OpStrategy& s,
                                              ShardCheck check = ShardCheck::kDeciding);

@@ -70,6 +70,11 @@ class TensorSharding {
   Box local_box(const IVec& shape, const Mesh& mesh, int64_t device) const;
   /// The shape of the largest local block (the per-device buffer size).
   IVec local_shape(const IVec& shape, const Mesh& mesh) const;
+  /// True when, for every tensor dim of `shape` that several axes cut, the blocks nest: each
+  /// block cut by the first j of those axes is the union of the blocks cut by the first j + 1
+  /// (always so when the mesh divides the dim; `10` cut 2 x 3 does not nest: blocks of 5 vs 3 of
+  /// 2). Resharding on one axis then moves whole blocks. Precondition: as local_box().
+  bool blocks_nest(const IVec& shape, const Mesh& mesh) const;
 
   /// `[Shard(0), Replicate]`.
   std::string to_string() const;

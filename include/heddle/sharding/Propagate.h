@@ -74,6 +74,11 @@ struct DimLabels {
 /// labelled as graph inputs (and never as stacked experts).
 DimLabels label_dims(const Graph& g, const std::set<ValueId>& as_inputs = {});
 
+/// How many times faster strategy `s` computes op `space` than one device: per split index dim,
+/// its extent over the largest block (the number of devices when they divide it; fewer when
+/// blocks are uneven: 4 heads on 6 devices run in one head's time, 4 times faster).
+double parallelism(const IndexSpace& space, const Mesh& mesh, const OpStrategy& s);
+
 /// Whether strategy `s` of op `id` splits only index dims the pinned axis roles allow.
 bool strategy_allowed(const Graph& g, OpId id, const Mesh& mesh, const Pins& pins,
                       const DimLabels& labels, const OpStrategy& s);

@@ -41,8 +41,9 @@ std::vector<ReshardStep> reshard_steps(const TensorType& type, const Mesh& mesh,
 
 /// The cheapest sequence of steps from `from` to `to` (Dijkstra over placements; ties broken by
 /// fewer steps, then by placement order, so the result is deterministic). A target that no step
-/// sequence reaches (a dim the mesh does not divide in `from` or `to`, a Partial that `from`
-/// lacks) is a diagnostic.
+/// sequence reaches (blocks that do not nest in `from` or `to`, see TensorSharding::blocks_nest;
+/// a Partial that `from` lacks) is a diagnostic. Dims the mesh does not divide are fine otherwise:
+/// every step moves the intersections of uneven blocks.
 /// Precondition: both have rank mesh.rank().
 Result<ReshardPlan> plan_reshard(const TensorType& type, const Mesh& mesh,
                                  const TensorSharding& from, const TensorSharding& to,
