@@ -72,9 +72,10 @@ TEST(PlanCli, LongContextLlamaPlansContextParallelismThatSimulateReproduces) {
   EXPECT_TRUE(j["breakdown"].contains("overlapped_cp_ep_traffic"));
   auto sim = run_heddle("simulate " + model + " --json --strategy " + strategy);
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
-  if (j["stage_planner"] == "tactics")
+  if (j["stage_planner"] == "tactics") {
     EXPECT_DOUBLE_EQ(nlohmann::json::parse(sim.out)["step_time_s"].get<double>(),
                      j["step_time_s"].get<double>());
+  }
 }
 
 TEST(PlanCli, PlansAnImportedOnnxModelWhosePlanRunsAndVerifies) {
