@@ -43,8 +43,10 @@ Status pin_sequence(const Graph& g, const Mesh& mesh, int64_t cp, Pins& pins) {
 
 }  // namespace
 
-Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& spec) {
+Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& spec,
+                         const std::set<ValueId>& activation_params) {
   Pins pins;
+  pins.activation_params = activation_params;
   pins.axis_roles.assign(static_cast<size_t>(mesh.rank()), AxisRole::kAny);
   int64_t dp = mesh.find("dp"), tp = mesh.find("tp"), ep = mesh.find("ep"), cp = mesh.find("cp");
   if (mesh.find("pp") >= 0)

@@ -144,6 +144,7 @@ TEST(RunCli, ContextParallelTrainingMatchesTheReferenceAndSaysWhatIsWrong) {
       {"gpt-tiny", "4", "cp=2,dp=2"},
       {"gpt-tiny", "4", "cp=2,tp=2"},
       {"llama-tiny", "4", "cp=2,tp=2,sp=on"},
+      {"gpt-tiny --batch 4", "4", "pp=2,cp=2"},  // each stage's chunks split the sequence
   };
   for (const auto& c : cases) {
     std::string args = std::string("run ") + c.model + " --mesh " + c.mesh + " --strategy " +
