@@ -19,6 +19,7 @@ PartCost PartCost::operator+(const PartCost& o) const {
   r.comm_s = comm_s + o.comm_s;
   r.ep_comm_s = ep_comm_s + o.ep_comm_s;
   r.dp_comm_s = dp_comm_s + o.dp_comm_s;
+  r.cp_comm_s = cp_comm_s + o.cp_comm_s;
   r.flops = flops + o.flops;
   r.comm_bytes = comm_bytes + o.comm_bytes;
   r.attention_s = attention_s + o.attention_s;
@@ -33,9 +34,9 @@ PartCost PartCost::operator+(const PartCost& o) const {
 
 PartCost PartCost::scaled(double k) const {
   PartCost r = *this;
-  for (double* f : {&r.compute_s, &r.comm_s, &r.ep_comm_s, &r.dp_comm_s, &r.flops, &r.comm_bytes,
-                    &r.attention_s, &r.flash_s, &r.linear_s, &r.saved_bytes, &r.attention_bytes,
-                    &r.param_elements})
+  for (double* f : {&r.compute_s, &r.comm_s, &r.ep_comm_s, &r.dp_comm_s, &r.cp_comm_s, &r.flops,
+                    &r.comm_bytes, &r.attention_s, &r.flash_s, &r.linear_s, &r.saved_bytes,
+                    &r.attention_bytes, &r.param_elements})
     *f *= k;
   r.ops = static_cast<int64_t>(static_cast<double>(ops) * k);
   return r;
@@ -154,14 +155,16 @@ class Analysis {
     comm_s_.assign(static_cast<size_t>(n_ops), 0.0);
     ep_comm_s_.assign(static_cast<size_t>(n_ops), 0.0);
     dp_comm_s_.assign(static_cast<size_t>(n_ops), 0.0);
+    cp_comm_s_.assign(static_cast<size_t>(n_ops), 0.0);
     comm_bytes_.assign(static_cast<size_t>(n_ops), 0.0);
     for (const Reshard& r : prop_.reshards) {
       if (r.consumer < 0) continue;
-      double s = 0, b = 0, ep = 0, dp = 0;
-      HEDDLE_TRY(reshard_cost(r.value, r.from, r.to, &s, &b, &ep, &dp));
+      double s = 0, b = 0, ep = 0, dp = 0, cp = 0;
+      HEDDLE_TRY(reshard_cost(r.value, r.from, r.to, &s, &b, &ep, &dp, &cp));
       comm_s_[static_cast<size_t>(r.consumer)] += s;
       ep_comm_s_[static_cast<size_t>(r.consumer)] += ep;
       dp_comm_s_[static_cast<size_t>(r.consumer)] += dp;
+      cp_comm_s_[static_cast<size_t>(r.consumer)] += cp;
       comm_bytes_[static_cast<size_t>(r.consumer)] += b;
     }
     return {};
@@ -228,10 +231,11 @@ class Analysis {
   }
 
   // Seconds and bytes sent of moving `v` from placement `from` to `to`; the seconds spent on
-  // the ep/cp axes and on the dp axis also into `ep_seconds` and `dp_seconds` when non-null.
+  // the ep/cp axes, on the dp axis and on the cp axis alone also into `ep_seconds`,
+  // `dp_seconds` and `cp_seconds` when non-null.
   Status reshard_cost(ValueId v, const TensorSharding& from, const TensorSharding& to,
                       double* seconds, double* bytes, double* ep_seconds = nullptr,
-                      double* dp_seconds = nullptr) const {
+                      double* dp_seconds = nullptr, double* cp_seconds = nullptr) const {
     auto plan = plan_reshard(g_.type(v), mesh_, from, to, comm_);
     HEDDLE_TRY(plan);
     double scale = dev_.element_bytes / 4.0;
@@ -243,6 +247,7 @@ class Analysis {
       const std::string& axis = mesh_.axis(st.axis).name;
       if (ep_seconds && (axis == "ep" || axis == "cp")) *ep_seconds += s;
       if (dp_seconds && axis == "dp") *dp_seconds += s;
+      if (cp_seconds && axis == "cp") *cp_seconds += s;
     }
     return {};
   }
@@ -298,6 +303,7 @@ class Analysis {
       p.comm_s += comm_s_[static_cast<size_t>(id)];
       p.ep_comm_s += ep_comm_s_[static_cast<size_t>(id)];
       p.dp_comm_s += dp_comm_s_[static_cast<size_t>(id)];
+      p.cp_comm_s += cp_comm_s_[static_cast<size_t>(id)];
       p.comm_bytes += comm_bytes_[static_cast<size_t>(id)];
       bool attn = false;
       for (const Operand& r : op.results) attn = attn || quadratic(r.value);
@@ -349,7 +355,7 @@ class Analysis {
   std::vector<OpTime> times_;
   std::vector<bool> flash_;                 ///< per op: part of a fused attention kernel
   std::unordered_set<ValueId> recomputed_;  ///< fused-chain values the backward recomputes
-  std::vector<double> comm_s_, ep_comm_s_, dp_comm_s_, comm_bytes_;
+  std::vector<double> comm_s_, ep_comm_s_, dp_comm_s_, cp_comm_s_, comm_bytes_;
 };
 
 }  // namespace

@@ -51,7 +51,7 @@ Result<CostedStage> cost_stage(const model::ScalableModel& model, const Cluster&
                                const StrategySpec& spec, const SimulateOptions& options,
                                const StrategySpec::StageMesh& shape, int64_t mb, bool layered,
                                std::map<std::string, SimulationCache::Stage>& local) {
-  const int64_t ep = spec.ep.value_or(1), zero = spec.zero.value_or(0);
+  const int64_t ep = spec.ep.value_or(1), cp = spec.cp.value_or(1), zero = spec.zero.value_or(0);
   StrategySpec inner = spec;
   inner.pp.reset();
   if (!spec.meshes.empty()) {
@@ -59,7 +59,7 @@ Result<CostedStage> cost_stage(const model::ScalableModel& model, const Cluster&
     inner.dp = shape.dp;
     inner.tp = shape.tp;
   }
-  auto mesh = inner.mesh(shape.dp * shape.tp * ep);
+  auto mesh = inner.mesh(shape.dp * cp * shape.tp * ep);
   HEDDLE_TRY(mesh);
   // Data parallelism only splits the batch (unless ZeRO-3 shards parameters over it or experts
   // share the axis): the representative device's stage costs the same on the mesh without dp,
@@ -67,7 +67,7 @@ Result<CostedStage> cost_stage(const model::ScalableModel& model, const Cluster&
   const bool dp_free = shape.dp > 1 && zero < 3 && ep == 1 && model.rebuilds_batch;
   StrategySpec cost_spec = inner;
   if (dp_free) cost_spec.dp.reset();
-  auto cost_mesh = cost_spec.mesh(dp_free ? shape.tp : shape.dp * shape.tp * ep);
+  auto cost_mesh = cost_spec.mesh(dp_free ? cp * shape.tp : shape.dp * cp * shape.tp * ep);
   HEDDLE_TRY(cost_mesh);
   const int64_t cost_batch = dp_free ? mb : mb * shape.dp;
   Cluster keyed = cluster;  // a stage's costing does not depend on how many stages there are
@@ -146,7 +146,7 @@ struct Sim {
   Techniques tech;
   double base_peak = 0;  // the device's bf16 peak: MFU is against it whatever the precision
   bool hetero = false, layered = false, train = false;
-  int64_t pp = 1, ep = 1, dp = 1, tp = 1, zero = 0;
+  int64_t pp = 1, ep = 1, dp = 1, tp = 1, cp = 1, zero = 0;
   int64_t B = 1, m = 1, mb = 1;     // global batch, micro-batches, micro-batch size per replica
   int64_t v = 1, C = 1, units = 0;  // chunks per stage, chunks, layer units
   pipeline::PipelineSchedule schedule;
@@ -167,7 +167,7 @@ struct Sim {
 
   int64_t stage_devices(int64_t d) const {
     const auto& s = shapes[static_cast<size_t>(d)];
-    return s.dp * s.tp * ep;
+    return s.dp * s.tp * cp * ep;
   }
   // A stage-to-stage send: every receiving device gets its own tile of the boundary value (its
   // stage's tiling), every sending device sends its share of all of them (the resharding
@@ -200,6 +200,7 @@ Status read_strategy(Sim& s, const StrategySpec& given) {
   StrategySpec& spec = s.spec;
   s.pp = spec.pp.value_or(1);
   s.ep = spec.ep.value_or(1);
+  s.cp = spec.cp.value_or(1);
   s.dp = s.hetero ? spec.meshes.front().dp : spec.dp.value_or(1);
   s.tp = s.hetero ? spec.meshes.front().tp : spec.tp.value_or(1);
   if (s.hetero) {
@@ -215,6 +216,15 @@ Status read_strategy(Sim& s, const StrategySpec& given) {
   s.shapes = s.hetero
                  ? spec.meshes
                  : std::vector<StrategySpec::StageMesh>(static_cast<size_t>(s.pp), {s.dp, s.tp});
+  if (s.cp > 1 && s.model.seq <= 0)
+    return Diagnostic(fmt::format(
+        "cp={} splits the sequence over devices, but {} has no token sequence; use cp with a "
+        "transformer (gpt, llama, moe zoo models)",
+        s.cp, s.model.name));
+  if (s.cp > 1 && s.model.seq % s.cp != 0)
+    return Diagnostic(fmt::format("cp={} does not divide the sequence {} of {}; divisors of {}: {}",
+                                  s.cp, s.model.seq, s.model.name, s.model.seq,
+                                  divisors_text(s.model.seq)));
   s.B = s.model.batch;
   s.train = s.options.train;
   s.layered = s.model.layers >= 2 * s.model.unit && s.model.layers > 0;
@@ -333,6 +343,13 @@ void hide_behind_compute(const Sim& s, int64_t d, const PartCost& body, double r
   if (recompute_mult > 0)  // the recomputed forward gathers again, prefetched the same way
     hide(std::min(dp_comm, body.compute_s), &StepBreakdown::recompute_s,
          &StepBreakdown::overlapped_grad_s, t.bwd_parts, t.bwd);
+  // Ring attention: each device computes attention on the key/value block it holds while the
+  // next block travels around the cp ring (and in backward their gradients travel back), so
+  // the exchange hides behind the attention kernels, forward once and backward twice.
+  hide(std::min(body.cp_comm_s, body.attention_s), &StepBreakdown::cp_ep_s,
+       &StepBreakdown::overlapped_cp_s, t.fwd_parts, t.fwd);
+  hide(std::min(body.cp_comm_s, 2 * body.attention_s), &StepBreakdown::cp_ep_s,
+       &StepBreakdown::overlapped_cp_s, t.bwd_parts, t.bwd);
   const double k = static_cast<double>(s.st_of[static_cast<size_t>(d)].tp);
   if (s.tech.overlap != Overlap::kDpTp || k < 2) return;
   const double tp = std::max(body.comm_s - body.ep_comm_s - body.dp_comm_s, 0.0) * (k - 1) / k;
@@ -493,10 +510,13 @@ StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkC
   const double params = st.parameters;
   const double grad_bytes = params * dev.element_bytes;
   const double factor = s.zero == 3 ? 1.5 : 1.0;
+  // Every cp rank holds the whole weights and a gradient of its part of the sequence: gradients
+  // reduce (and ZeRO shards) over dp x cp, as Megatron-LM's distributed optimizer does.
+  const int64_t group = st.dp * s.cp;
   BytesMovedCost moved;
-  t.sync = factor * collective_time(Collective::kAllReduce, st.dp, grad_bytes, dp_link);
-  t.dp_bytes = st.dp > 1 ? factor * moved.cost(Collective::kAllReduce, 0, st.dp, grad_bytes) : 0;
-  double owned = s.zero >= 1 ? params / static_cast<double>(st.dp) : params;
+  t.sync = factor * collective_time(Collective::kAllReduce, group, grad_bytes, dp_link);
+  t.dp_bytes = group > 1 ? factor * moved.cost(Collective::kAllReduce, 0, group, grad_bytes) : 0;
+  double owned = s.zero >= 1 ? params / static_cast<double>(group) : params;
   t.opt = owned * 32 / (dev.memory_bandwidth * dev.memory_efficiency);
   if (s.step_parts) {
     // The step's own updates and the gradient reductions before them.
@@ -593,8 +613,12 @@ void price_stages(Sim& s) {
     const CostedStage& cs = s.st_of[static_cast<size_t>(d)];
     const ModelParts& P = cs.stage->parts;
     AlphaBetaCost comm(s.cluster, cs.mesh);
-    const int64_t dp_axis = cs.mesh.find("dp"), tp_axis = cs.mesh.find("tp");
-    const LinkClass& dp_link = dp_axis >= 0 ? comm.link(dp_axis) : s.cluster.intra_node;
+    const int64_t dp_axis = cs.mesh.find("dp"), tp_axis = cs.mesh.find("tp"),
+                  cp_axis = cs.mesh.find("cp");
+    // The gradient reduction's group spans dp x cp: its slowest links are the dp axis's.
+    const LinkClass& dp_link = dp_axis >= 0   ? comm.link(dp_axis)
+                               : cp_axis >= 0 ? comm.link(cp_axis)
+                                              : s.cluster.intra_node;
     const LinkClass& tp_link = tp_axis >= 0 ? comm.link(tp_axis) : dp_link;
     res.stages.emplace_back();
     StageResult& st = res.stages.back();
@@ -615,7 +639,7 @@ void price_stages(Sim& s) {
     const double stage_elements_one_unit =
         params - static_cast<double>(st.layers / std::max<int64_t>(s.model.unit, 1)) * unit_params +
         unit_params;
-    stage_states(s, params, stage_elements_one_unit, cs.dp, st);
+    stage_states(s, params, stage_elements_one_unit, cs.dp * s.cp, st);
     const StageTail tail = stage_tail(s, d, st, dp_link);
     double transient = s.r == Recompute::kFull        ? P.layer.saved_bytes
                        : s.r == Recompute::kSelective ? P.layer.attention_bytes
@@ -713,6 +737,7 @@ std::string canonical_strategy(const Sim& s) {
     canon.micro_batch = s.mb;
   }
   if (s.ep > 1) canon.ep = s.ep;
+  if (s.cp > 1) canon.cp = s.cp;
   canon.precision = s.spec.precision;
   canon.attention = s.spec.attention;
   canon.overlap = s.spec.overlap;
@@ -758,6 +783,7 @@ Result<SimulationResult> simulate(const model::ScalableModel& model, const Clust
   res.dp = s.dp;
   res.tp = s.tp;
   res.pp = s.pp;
+  res.cp = s.cp;
   res.heterogeneous = s.hetero;
   res.micro_batch = s.mb;
   res.micro_batches = s.m;

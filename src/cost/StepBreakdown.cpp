@@ -29,6 +29,8 @@ constexpr Field kFields[] = {
     {&StepBreakdown::offload_s, "host_offload", "host offload", false},
     {&StepBreakdown::overlapped_tp_s, "overlapped_tp_sp_collectives",
      "tp/sp collectives (overlapped)", true},
+    {&StepBreakdown::overlapped_cp_s, "overlapped_cp_ep_traffic", "cp/ep traffic (overlapped)",
+     true},
     {&StepBreakdown::overlapped_send_s, "overlapped_pipeline_sends", "pipeline sends (overlapped)",
      true},
     {&StepBreakdown::overlapped_grad_s, "overlapped_gradient_reduction",

@@ -49,8 +49,11 @@ std::map<std::string, Groups> rank_groups(const StrategySpec& spec) {
   }
   int64_t dp = spec.dp.value_or(1), tp = spec.tp.value_or(1);
   if (!spec.meshes.empty()) dp = spec.meshes.front().dp, tp = spec.meshes.front().tp;
-  const std::array<std::pair<const char*, int64_t>, 4> axes = {
-      {{"pp", spec.pp.value_or(1)}, {"dp", dp}, {"ep", spec.ep.value_or(1)}, {"tp", tp}}};
+  const std::array<std::pair<const char*, int64_t>, 5> axes = {{{"pp", spec.pp.value_or(1)},
+                                                                {"dp", dp},
+                                                                {"ep", spec.ep.value_or(1)},
+                                                                {"cp", spec.cp.value_or(1)},
+                                                                {"tp", tp}}};
   std::vector<int64_t> dims;
   for (const auto& [name, n] : axes) dims.push_back(n);
   for (size_t a = 0; a < axes.size(); ++a)

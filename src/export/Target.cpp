@@ -53,6 +53,9 @@ Status external_common(Target t, const StrategySpec& spec, const PlanKind& kind)
                   "heddle's expert axis is separate from data parallelism (devices = "
                   "dp*tp*pp*ep), while the stack folds expert parallelism into its "
                   "data-parallel ranks");
+  if (spec.cp.value_or(1) > 1)
+    return refuse(t, "cp=" + std::to_string(*spec.cp),
+                  "heddle's exporters do not write a context-parallel degree yet");
   return {};
 }
 

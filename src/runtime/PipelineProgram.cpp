@@ -104,14 +104,16 @@ Graph backward_part(const Graph& gg, int64_t forward_ops, const std::vector<std:
 // model inputs, so data parallelism inside a stage splits the chunk's work.
 Result<Propagation> plan_block(const Graph& g, const Mesh& mesh, const StrategySpec& inner,
                                const std::set<std::string>& activations, int64_t batch) {
+  std::set<ValueId> received;
+  for (ValueId v : g.params())
+    if (activations.count(g.value(v).name)) received.insert(v);
   Pins pins;
   if (inner.devices() > 1) {
-    auto p = tactic_pins(g, mesh, inner);
+    auto p = tactic_pins(g, mesh, inner, received);
     HEDDLE_TRY(p);
     pins = std::move(*p);
   }
-  for (ValueId v : g.params())
-    if (activations.count(g.value(v).name)) pins.activation_params.insert(v);
+  pins.activation_params = received;
   int64_t dp = mesh.find("dp");
   if (dp >= 0 && mesh.size(dp) > 1 && batch > 0)
     for (ValueId v : g.params()) {

@@ -34,7 +34,24 @@ std::vector<int64_t> divisors(int64_t n) {
 struct Layout {
   int64_t tp, pp, dp, mb;
   pipeline::PipelineSchedule schedule;
+  int64_t cp = 1;
 };
+
+// Sequences from this length on are long-context: the search tries context parallelism for them
+// (below it, splitting the sequence only shrinks the GEMMs; Megatron-LM's and torchtitan's
+// long-context recipes start at 32K tokens).
+constexpr int64_t kLongSequence = 32768;
+
+// The context-parallel degrees to try on `n` devices: the pinned one, else 1 and, for a
+// long-context model, the powers of two up to 32 dividing its sequence and `n`.
+std::vector<int64_t> cp_degrees(const model::ScalableModel& model, int64_t n,
+                                const StrategySpec& pins) {
+  if (pins.cp) return n % *pins.cp == 0 ? std::vector<int64_t>{*pins.cp} : std::vector<int64_t>{};
+  std::vector<int64_t> out = {1};
+  if (model.seq < kLongSequence) return out;
+  for (int64_t cp = 2; cp <= 32 && n % cp == 0 && model.seq % cp == 0; cp *= 2) out.push_back(cp);
+  return out;
+}
 
 // Every layout of `n` devices the model and the pins allow; widest tensor parallelism first (within
 // a node it is usually best for large models), so a time limit cuts off the less promising ones.
@@ -44,26 +61,34 @@ std::vector<Layout> layouts_for(const model::ScalableModel& model, int64_t n, in
   std::vector<Layout> out;
   std::vector<int64_t> tps = divisors(n);
   std::reverse(tps.begin(), tps.end());
+  std::vector<std::pair<int64_t, int64_t>> tp_cps;  // tensor and context parallel degrees
   for (int64_t tp : tps) {
     if (tp > per_node || (pins.tp && *pins.tp != tp)) continue;
-    for (int64_t pp : divisors(n / tp)) {
+    for (int64_t cp : cp_degrees(model, n / tp, pins)) tp_cps.push_back({tp, cp});
+  }
+  for (auto [tp, cp] : tp_cps) {
+    for (int64_t pp : divisors(n / tp / cp)) {
       if (pins.pp && *pins.pp != pp) continue;
       // pp need not divide the layer units: the simulator's default split is as even as they
       // allow (the first chunks one more), and the split phase balances the best ones.
       if (pp > 1 && (units == 0 || units < pp)) continue;
-      int64_t dp = n / tp / pp;
+      int64_t dp = n / tp / cp / pp;
       if (pins.dp && *pins.dp != dp) continue;
       if (model.rebuilds_batch && model.batch % dp != 0) continue;
       int64_t per_replica = model.rebuilds_batch ? model.batch / dp : 1;
       for (int64_t mb : {1, 2, 4, 8}) {
         if (pins.micro_batch && *pins.micro_batch != mb) continue;
+        // Context parallelism splits each sequence: its layouts keep micro-batches of one
+        // sequence (Megatron-LM's and torchtitan's long-context recipes), which also keeps the
+        // number of stage costings the search needs close to what it was without cp.
+        if (cp > 1 && mb != 1 && !pins.micro_batch) continue;
         if (per_replica % mb != 0 || (!model.rebuilds_batch && mb != 1)) continue;
         using pipeline::ScheduleKind;
         std::vector<pipeline::PipelineSchedule> schedules = {{ScheduleKind::k1f1b, 1}};
         if (pp > 1 && units % (2 * pp) == 0) schedules.push_back({ScheduleKind::kInterleaved, 2});
         if (pp > 1 && train) schedules.push_back({ScheduleKind::kZbH1, 1});
         if (pins.schedule) schedules = {*pins.schedule};
-        for (const auto& s : schedules) out.push_back({tp, pp, dp, mb, s});
+        for (const auto& s : schedules) out.push_back({tp, pp, dp, mb, s, cp});
       }
     }
   }
@@ -121,6 +146,7 @@ StrategySpec spec_of(const Layout& l, const Rung& r, const StrategySpec& pins) {
   const bool sp = pins.sp;
   spec.dp = l.dp;
   spec.tp = l.tp;
+  if (l.cp > 1) spec.cp = l.cp;
   spec.pp = l.pp;
   spec.micro_batch = l.mb;
   spec.zero = r.zero;

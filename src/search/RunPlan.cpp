@@ -17,7 +17,8 @@ namespace {
 // must agree (a degree one leaves out counts as 1), else the mesh would be silently ignored.
 Status check_mesh_agrees(const std::string& mesh_text, const StrategySpec& spec) {
   if (mesh_text.find('=') == std::string::npos) return {};
-  if (!spec.dp && !spec.tp && !spec.pp && !spec.ep) return {};  // the mesh gives the axes
+  if (!spec.dp && !spec.tp && !spec.pp && !spec.ep && !spec.cp)
+    return {};  // the mesh gives the axes
   auto named = StrategySpec::parse(mesh_text);
   if (!named.ok()) return {};  // axes other than dp/tp/pp/ep: the mesh's own check reports them
   std::vector<std::string> clashes;
@@ -31,6 +32,7 @@ Status check_mesh_agrees(const std::string& mesh_text, const StrategySpec& spec)
   check("tp", named->tp, spec.tp);
   check("pp", named->pp, spec.pp);
   check("ep", named->ep, spec.ep);
+  check("cp", named->cp, spec.cp);
   if (clashes.empty()) return {};
   return Diagnostic("--mesh " + mesh_text + " conflicts with --strategy " + spec.to_string() +
                     ": " + join(clashes, ", ") +
@@ -71,7 +73,7 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
   if (!given.ok()) return Diagnostic("--mesh: " + given.error().message);
   PlannedRun r;
   r.spec = spec;
-  bool has_degrees = r.spec.dp || r.spec.tp || r.spec.pp || r.spec.ep;
+  bool has_degrees = r.spec.dp || r.spec.tp || r.spec.pp || r.spec.ep || r.spec.cp;
   if (has_degrees) {
     auto mesh = r.spec.mesh(given->num_devices());
     HEDDLE_TRY(mesh);

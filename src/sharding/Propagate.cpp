@@ -75,6 +75,9 @@ bool strategy_allowed(const Graph& g, OpId id, const Mesh& mesh, const Pins& pin
       case AxisRole::kBatchOrExpert:
         if (!batch[i] && !expert[i]) return false;
         break;
+      case AxisRole::kSequence:
+        if (!seq[i]) return false;
+        break;
     }
   }
   return true;

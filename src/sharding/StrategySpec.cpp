@@ -14,7 +14,8 @@ namespace heddle {
 namespace {
 
 const char* kKeys =
-    "dp, tp, pp, ep, zero, mb, microbatches, schedule, recompute, sp, layers, meshes, precision, "
+    "dp, tp, pp, ep, cp, zero, mb, microbatches, schedule, recompute, sp, layers, meshes, "
+    "precision, "
     "attention, overlap, offload";
 
 // `4x2`: a stage's dp x tp; nullopt when malformed.
@@ -72,6 +73,8 @@ Result<StrategySpec> StrategySpec::parse(std::string_view text) {
       HEDDLE_TRY(positive(spec.pp, 1));
     else if (key == "ep")
       HEDDLE_TRY(positive(spec.ep, 1));
+    else if (key == "cp")
+      HEDDLE_TRY(positive(spec.cp, 1));
     else if (key == "mb")
       HEDDLE_TRY(positive(spec.micro_batch, 1));
     else if (key == "microbatches")
@@ -138,6 +141,10 @@ Result<StrategySpec> StrategySpec::parse(std::string_view text) {
           "meshes= (per-stage sub-meshes) does not take expert parallelism; drop "
           "ep= from '" +
           t + "'");
+    if (spec.cp.value_or(1) != 1)
+      return Diagnostic(
+          "meshes= (per-stage sub-meshes) does not take context parallelism; drop cp= from '" + t +
+          "'");
     if (spec.pp && *spec.pp != n)
       return Diagnostic(
           "meshes= gives " + std::to_string(n) + " stage(s) but pp=" + std::to_string(*spec.pp) +
@@ -153,7 +160,7 @@ int64_t StrategySpec::devices() const {
     for (const auto& m : meshes) n += m.dp * m.tp;
     return n;
   }
-  return dp.value_or(1) * tp.value_or(1) * pp.value_or(1) * ep.value_or(1);
+  return dp.value_or(1) * cp.value_or(1) * tp.value_or(1) * pp.value_or(1) * ep.value_or(1);
 }
 
 bool StrategySpec::heterogeneous() const {
@@ -186,6 +193,7 @@ std::string StrategySpec::to_string() const {
     parts.push_back("meshes=" + join(ms, "/"));
   }
   num("ep", ep);
+  num("cp", cp);
   num("zero", zero);
   num("mb", micro_batch);
   num("microbatches", microbatches);
@@ -272,12 +280,14 @@ Result<Mesh> StrategySpec::mesh(int64_t count) const {
   }
   if (devices() != count)
     return Diagnostic("strategy " + to_string() + " uses " + std::to_string(devices()) +
-                      " devices (dp*tp*pp*ep) but the mesh has " + std::to_string(count) +
+                      " devices (" + (cp ? "dp*cp*tp*pp*ep" : "dp*tp*pp*ep") +
+                      ") but the mesh has " + std::to_string(count) +
                       "; make the degrees multiply to " + std::to_string(count));
   std::vector<MeshAxis> axes;
   if (pp.value_or(1) > 1) axes.push_back({"pp", *pp});
   if (dp.value_or(1) > 1) axes.push_back({"dp", *dp});
   if (ep.value_or(1) > 1) axes.push_back({"ep", *ep});
+  if (cp.value_or(1) > 1) axes.push_back({"cp", *cp});
   if (tp.value_or(1) > 1) axes.push_back({"tp", *tp});
   if (axes.empty()) axes.push_back({"dp", 1});
   return Mesh(std::move(axes));

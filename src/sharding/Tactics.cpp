@@ -7,10 +7,48 @@
 
 namespace heddle {
 
-Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& spec) {
+namespace {
+
+// Context parallelism: the `cp` axis splits only sequence dims, starting from dim 1 (the
+// sequence) of every graph input of rank >= 2, on top of the batch split the inputs already have.
+// Diagnostics: a graph whose attention mixes no sequence (no value with a query and a key
+// sequence dim), a sequence the cp degree does not divide.
+Status pin_sequence(const Graph& g, const Mesh& mesh, int64_t cp, Pins& pins) {
+  const int64_t n = mesh.size(cp);
+  const std::string degree = "cp=" + std::to_string(n);
+  DimLabels labels = label_dims(g, pins.activation_params);
+  bool attention = false;
+  for (const auto& dims : labels.sequence)
+    attention |= std::count(dims.begin(), dims.end(), true) >= 2;
+  if (!attention)
+    return Diagnostic(degree + " splits the sequence over devices, but " + g.name() +
+                      " has no sequence dim that attention mixes (no value with a query and a key "
+                      "sequence dim); use it on a transformer (gpt, llama, moe zoo models)");
+  pins.axis_roles[cp] = AxisRole::kSequence;
+  for (ValueId v : g.inputs()) {
+    const TensorType& t = g.type(v);
+    if (t.rank() < 2) continue;
+    if (t.shape()[1] % n != 0)
+      return Diagnostic(degree + " does not divide the sequence " + std::to_string(t.shape()[1]) +
+                        " of input " + value_ref(g.value(v).name) + " " + t.to_string() +
+                        "; divisors of " + std::to_string(t.shape()[1]) + ": " +
+                        divisors_text(t.shape()[1]));
+    auto it = pins.values.find(v);
+    TensorSharding s =
+        it != pins.values.end() ? it->second : TensorSharding::replicated(mesh.rank());
+    pins.values[v] = s.with(cp, Placement::shard(1));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& spec,
+                         const std::set<ValueId>& activation_params) {
   Pins pins;
+  pins.activation_params = activation_params;
   pins.axis_roles.assign(static_cast<size_t>(mesh.rank()), AxisRole::kAny);
-  int64_t dp = mesh.find("dp"), tp = mesh.find("tp"), ep = mesh.find("ep");
+  int64_t dp = mesh.find("dp"), tp = mesh.find("tp"), ep = mesh.find("ep"), cp = mesh.find("cp");
   if (mesh.find("pp") >= 0)
     return Diagnostic(
         "pipeline parallelism (pp) splits the model into stages, each planned on its own mesh "
@@ -71,6 +109,7 @@ Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& s
         pins.ops[i] = OpStrategy(dims);
       }
   }
+  if (cp >= 0 && mesh.size(cp) > 1) HEDDLE_TRY(pin_sequence(g, mesh, cp, pins));
   return pins;
 }
 

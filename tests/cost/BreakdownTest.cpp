@@ -94,7 +94,7 @@ TEST(Breakdown, ExplainsTheDifference) {
   EXPECT_EQ(a.total(), 15);
   EXPECT_EQ((a + b).compute_s, 20);
   EXPECT_EQ(a.scaled(2).bubble_s, 8);
-  EXPECT_EQ(a.entries().size(), 13u);
+  EXPECT_EQ(a.entries().size(), 14u);
 }
 
 TEST(Breakdown, ForwardStrategyHoldsOnlyKeysThatApply) {

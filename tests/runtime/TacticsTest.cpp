@@ -92,7 +92,7 @@ TEST(StrategySpec, ParsesTheVocabularyAndSaysWhatIsValid) {
             "strategy dp=2,tp=4,zero=1,schedule=interleaved:2,recompute=full,sp=on uses 8 devices "
             "(dp*tp*pp*ep) but the mesh has 4; make the degrees multiply to 4");
   EXPECT_EQ(StrategySpec::parse("dp=2,foo=3").error().message,
-            "unknown strategy key 'foo'; valid keys: dp, tp, pp, ep, zero, mb, microbatches, "
+            "unknown strategy key 'foo'; valid keys: dp, tp, pp, ep, cp, zero, mb, microbatches, "
             "schedule, recompute, sp, layers, meshes, precision, attention, overlap, offload");
   auto techniques = StrategySpec::parse("dp=2,offload=optimizer,precision=fp8,overlap=dp+tp");
   ASSERT_TRUE(techniques.ok()) << techniques.error().to_string();
@@ -109,6 +109,17 @@ TEST(StrategySpec, ParsesTheVocabularyAndSaysWhatIsValid) {
   EXPECT_FALSE(StrategySpec::parse("dp=2,dp=2").ok());
   EXPECT_FALSE(StrategySpec::parse("schedule=fast").ok());
   EXPECT_TRUE(StrategySpec::parse("auto,pp=8")->auto_search);
+  auto cp = StrategySpec::parse("tp=2,cp=2,dp=2");
+  ASSERT_TRUE(cp.ok()) << cp.error().to_string();
+  EXPECT_EQ(cp->devices(), 8);
+  EXPECT_EQ(cp->to_string(), "dp=2,tp=2,cp=2");
+  // Megatron-LM's order tp-cp-ep-dp-pp, fastest first: cp just outside tp.
+  EXPECT_EQ(cp->mesh(8)->to_string(), "dp=2,cp=2,tp=2");
+  EXPECT_EQ(cp->mesh(4).error().message,
+            "strategy dp=2,tp=2,cp=2 uses 8 devices (dp*cp*tp*pp*ep) but the mesh has 4; make the "
+            "degrees multiply to 4");
+  EXPECT_FALSE(StrategySpec::parse("cp=0").ok());
+  EXPECT_FALSE(StrategySpec::parse("cp=2,meshes=2x2/2x2").ok());
 }
 
 TEST(Tactics, DataParallelSplitsTheBatchEverywhereWithoutResharding) {
@@ -174,6 +185,55 @@ TEST(Tactics, ZeroThreeShardsParametersAndGathersThemForUse) {
   ASSERT_TRUE(progs.ok());
   EXPECT_NE((*progs)[0].to_string(g, p.plan.mesh).find("all-gather %w1"), std::string::npos);
   expect_runs_like_reference(g, p.plan);
+}
+
+TEST(Tactics, ContextParallelSplitsQueriesAndGathersKeysAndValues) {
+  Graph g = block();
+  Propagation p = plan(g, "cp=2", 2);
+  // Every op splits a sequence dim (queries, or keys where they are reduced in backward).
+  for (OpId i = 0; i < g.num_ops(); ++i)
+    EXPECT_GE(p.plan.ops[i].dim(0), 0) << "op " << i << " not split on cp";
+  // The projections split the sequence; the scores split the queries, not the keys.
+  OpId wq = producer(g, "wq");
+  EXPECT_NE(g.op(wq).results[0].proj.map().at(1, p.plan.ops[wq].dim(0)), 0)
+      << "the query projection splits its result's sequence dim";
+  for (OpId i = 0; i < g.num_ops(); ++i) {
+    if (g.op(i).kind != OpKind::kEinsum || g.op(i).inputs.size() != 2 ||
+        g.value(g.op(i).inputs[1].value).role == ValueRole::kParam)
+      continue;
+    EXPECT_EQ(g.op(i).space.dim(p.plan.ops[i].dim(0)).name, "q") << "op " << i;
+  }
+  // The only communication: keys and values gathered whole for each query block (Llama 3's
+  // all-gather form of context parallelism).
+  std::vector<std::string> gathered;
+  for (const Reshard& r : p.reshards) {
+    EXPECT_EQ(r.to.to_string(), "[Replicate]") << p.report(g);
+    gathered.push_back(g.value(r.value).name);
+  }
+  EXPECT_EQ(gathered.size(), 2u) << p.report(g);
+  expect_runs_like_reference(g, p.plan);
+  expect_runs_like_reference(g, plan(g, "dp=2,cp=2", 4).plan);
+  expect_runs_like_reference(g, plan(g, "cp=2,tp=2", 4).plan);
+}
+
+TEST(Tactics, ContextParallelNeedsASequenceItDivides) {
+  Graph g = block();
+  auto spec = *StrategySpec::parse("cp=3");
+  auto r = plan_from_strategy(g, *spec.mesh(3), spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message,
+            "cp=3 does not divide the sequence 8 of input %x f32[4, 8, 16]; divisors of 8: 1, 2, "
+            "4, 8");
+  Graph mlp("mlp");
+  Ops o(mlp);
+  o.output(o.linear(o.input("x", f32({4, 8})), o.param("w", f32({8, 8}))));
+  auto two = *StrategySpec::parse("cp=2");
+  auto m = plan_from_strategy(mlp, *two.mesh(2), two);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("cp=2 splits the sequence over devices, but mlp has no sequence "
+                                   "dim that attention mixes"),
+            std::string::npos)
+      << m.error().message;
 }
 
 TEST(Tactics, BadRequestsSayWhatWouldWork) {

@@ -96,6 +96,21 @@ TEST(MpiCli, TrainingStepsEqualTheThreadedBackendBitForBit) {
   }
 }
 
+TEST(MpiCli, ContextParallelTrainingOnFourRanksMatchesTheReferenceAndTheThreads) {
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  for (std::string strategy : {"cp=2,dp=2", "cp=2,tp=2"}) {
+    std::string args =
+        "run gpt-tiny --mesh 4 --strategy " + strategy + " --train --steps 2 --check --json";
+    auto jt = json_of(testing::run_heddle(args), args);
+    auto jm = json_of(mpirun(4, args + " --backend mpi").r, args + " (mpi)");
+    if (jt.is_null() || jm.is_null()) continue;
+    EXPECT_TRUE(jm["ok"].get<bool>()) << args;
+    EXPECT_EQ(jm["devices"].get<int64_t>(), 4) << args;
+    EXPECT_EQ(jm["loss"], jt["loss"]) << args;
+    EXPECT_EQ(jm["output_digest"], jt["output_digest"]) << args << ": mpi differs from threads";
+  }
+}
+
 TEST(MpiCli, TrainingStepsMatchTheReferenceEveryStep) {
   setenv("OPENBLAS_NUM_THREADS", "1", 1);
   std::string args = "run mlp --mesh 2 --strategy dp=2 --train --steps 2 --check --json";

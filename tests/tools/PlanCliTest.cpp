@@ -59,6 +59,25 @@ TEST(PlanCli, ChoosesAFeasiblePlanThatSimulateReproduces) {
     EXPECT_TRUE(std::ifstream(dir + "/" + f).good()) << f;
 }
 
+TEST(PlanCli, LongContextLlamaPlansContextParallelismThatSimulateReproduces) {
+  const std::string model = "llama3-8b --seq 131072 --cluster h100x1024 --train";
+  auto r = run_heddle("plan " + model + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  const std::string strategy = j["strategy"].get<std::string>();
+  EXPECT_NE(strategy.find(",cp="), std::string::npos) << strategy;
+  EXPECT_TRUE(j["feasible"].get<bool>());
+  EXPECT_LT(j["search_time_s"].get<double>(), 20);
+  EXPECT_TRUE(j["rank_groups"].contains("cp")) << j["rank_groups"].dump();
+  EXPECT_TRUE(j["breakdown"].contains("overlapped_cp_ep_traffic"));
+  auto sim = run_heddle("simulate " + model + " --json --strategy " + strategy);
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  if (j["stage_planner"] == "tactics") {
+    EXPECT_DOUBLE_EQ(nlohmann::json::parse(sim.out)["step_time_s"].get<double>(),
+                     j["step_time_s"].get<double>());
+  }
+}
+
 TEST(PlanCli, PlansAnImportedOnnxModelWhosePlanRunsAndVerifies) {
   std::string data = testing::source_dir() + "/tests/data/";
   auto plan = run_heddle("plan " + data + "decoder.onnx --cluster a100x4 --json");

@@ -139,6 +139,35 @@ TEST(RunCli, PartitionedTrainingStepsMatchTheReferenceAndLearn) {
     }
 }
 
+TEST(RunCli, ContextParallelTrainingMatchesTheReferenceAndSaysWhatIsWrong) {
+  const Case cases[] = {
+      {"gpt-tiny", "4", "cp=2,dp=2"},
+      {"gpt-tiny", "4", "cp=2,tp=2"},
+      {"llama-tiny", "4", "cp=2,tp=2,sp=on"},
+      {"gpt-tiny --batch 4", "4", "pp=2,cp=2"},  // each stage's chunks split the sequence
+  };
+  for (const auto& c : cases) {
+    std::string args = std::string("run ") + c.model + " --mesh " + c.mesh + " --strategy " +
+                       c.strategy + " --train --steps 2 --check --json";
+    auto r = run_heddle(args);
+    ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j["ok"].get<bool>()) << args;
+    EXPECT_EQ(j["devices"].get<int64_t>(), 4) << args;
+  }
+  auto odd = run_heddle("run gpt-tiny --mesh 3 --strategy cp=3 --train");
+  EXPECT_EQ(odd.exit_code, 1);
+  EXPECT_NE(odd.err.find("cp=3 does not divide the sequence 32 of input %ids i64[2, 32]; divisors "
+                         "of 32: 1, 2, 4, 8, 16, 32"),
+            std::string::npos)
+      << odd.err;
+  auto flat = run_heddle("run mlp --mesh 2 --strategy cp=2");
+  EXPECT_EQ(flat.exit_code, 1);
+  EXPECT_NE(flat.err.find("cp=2 splits the sequence over devices, but mlp has no sequence dim"),
+            std::string::npos)
+      << flat.err;
+}
+
 TEST(RunCli, PipelinesTrainAndInferLikeTheReference) {
   const Case cases[] = {
       {"gpt-tiny --batch 4", "4", "pp=2,dp=2,schedule=1f1b"},

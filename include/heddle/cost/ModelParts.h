@@ -12,10 +12,14 @@ namespace heddle::cost {
 
 /// Forward cost of a run of ops for one micro-batch on the representative device.
 struct PartCost {
-  double compute_s = 0;    ///< roofline time of the ops
-  double comm_s = 0;       ///< alpha-beta time of the reshards the ops need
-  double ep_comm_s = 0;    ///< the part of comm_s on an `ep` or `cp` mesh axis (expert/context)
-  double dp_comm_s = 0;    ///< the part of comm_s on the `dp` axis (ZeRO-3 parameter gathers)
+  double compute_s = 0;  ///< roofline time of the ops
+  double comm_s = 0;     ///< alpha-beta time of the reshards the ops need
+  double ep_comm_s = 0;  ///< the part of comm_s on an `ep` or `cp` mesh axis (expert/context)
+  double dp_comm_s = 0;  ///< the part of comm_s on the `dp` axis (ZeRO-3 parameter gathers)
+  /// The part of ep_comm_s on the `cp` axis: context parallelism's key/value exchange (forward)
+  /// and the reduction of their gradients (backward), which ring attention overlaps with the
+  /// block attention it feeds.
+  double cp_comm_s = 0;
   double flops = 0;        ///< local FLOPs
   double comm_bytes = 0;   ///< bytes the device sends for those reshards
   double attention_s = 0;  ///< compute time of ops producing sequence-quadratic values

@@ -63,7 +63,7 @@ struct SimulateOptions {
 /// One pipeline stage (one representative device).
 struct StageResult {
   int64_t dp = 1, tp = 1;       ///< the stage's sub-mesh: dp replicas of a tp group
-  int64_t devices = 1;          ///< dp x tp x ep
+  int64_t devices = 1;          ///< dp x cp x tp x ep
   int64_t micro_batch = 1;      ///< sequences per replica per micro-batch
   int64_t layers = 0;           ///< repeating layers held (over all chunks)
   double busy_s = 0;            ///< compute + blocking communication time
@@ -82,6 +82,7 @@ struct StageResult {
 struct SimulationResult {
   std::string strategy;  ///< canonical strategy string (re-simulates the same plan)
   int64_t devices = 0, dp = 1, tp = 1, pp = 1, micro_batch = 1, micro_batches = 1, chunks = 1;
+  int64_t cp = 1;  ///< context-parallel degree: the sequence split over this many devices
   /// `dp`, `tp` and `micro_batch` are the first stage's when `heterogeneous` (per-stage
   /// sub-meshes of different shapes; `stages` has each one's).
   bool heterogeneous = false;

@@ -22,6 +22,8 @@ struct StepBreakdown {
   double optimizer_s = 0;        ///< the optimizer's update pass (on the host with offload)
   double offload_s = 0;          ///< PCIe transfers to and from host memory (offload=)
   double overlapped_tp_s = 0;    ///< tp/sp collectives hidden behind GEMMs (not in the total)
+  double overlapped_cp_s = 0;    ///< ring attention's key/value traffic hidden behind block
+                                 ///< attention (not in the total)
   double overlapped_send_s = 0;  ///< pipeline sends hidden behind compute (not in the total)
   double overlapped_grad_s = 0;  ///< gradient reduction hidden behind backward (not in total)
   double overlapped_offload_s = 0;  ///< host transfers hidden behind compute (not in the total)
@@ -43,7 +45,8 @@ struct StepBreakdown {
   /// Every category in a fixed order (exposed first, then the overlapped ones). JSON keys:
   /// compute, recompute, tp_sp_collectives, cp_ep_traffic, pipeline_sends, bubble,
   /// gradient_reduction, optimizer, host_offload, overlapped_tp_sp_collectives,
-  /// overlapped_pipeline_sends, overlapped_gradient_reduction, overlapped_host_offload.
+  /// overlapped_cp_ep_traffic, overlapped_pipeline_sends, overlapped_gradient_reduction,
+  /// overlapped_host_offload.
   std::vector<Entry> entries() const;
   /// `compute 1.2 s (80%), bubble 0.3 s (20%)`: the exposed categories over 0.5% of the total,
   /// largest first.

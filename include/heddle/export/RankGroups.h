@@ -12,9 +12,10 @@
 
 namespace heddle::exporting {
 
-/// Per parallel dimension (`tp`, `dp`, `pp`, `ep`, of degree > 1), its groups of ranks, each in
-/// rank order, groups ordered by their first rank. Ranks follow StrategySpec::mesh(): axes pp,
-/// dp, ep, tp from outermost to innermost. With per-stage sub-meshes of different shapes
+/// Per parallel dimension (`tp`, `dp`, `pp`, `ep`, `cp`, of degree > 1), its groups of ranks,
+/// each in rank order, groups ordered by their first rank. Ranks follow StrategySpec::mesh():
+/// axes pp, dp, ep, cp, tp from outermost to innermost. With per-stage sub-meshes of different
+/// shapes
 /// (`meshes=`), stage s holds the next dp_s x tp_s ranks: `stages` lists each stage's ranks,
 /// `tp` and `dp` the groups inside each stage (there are no pipeline groups of equal width).
 std::map<std::string, std::vector<std::vector<int64_t>>> rank_groups(const StrategySpec& spec);

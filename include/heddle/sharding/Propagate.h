@@ -22,6 +22,7 @@ enum class AxisRole : uint8_t {
   kModel,            ///< only dims derived from neither batch nor sequence (tensor parallel)
   kModelOrSequence,  ///< model dims, and sequence dims outside contractions (sequence parallel)
   kBatchOrExpert,    ///< batch dims, and expert dims (expert parallel, GShard style)
+  kSequence,         ///< only dims derived from the sequence dim of the inputs (context parallel)
 };
 
 /// What the user fixed.

@@ -28,6 +28,9 @@ struct MicroBatching {
 struct StrategySpec {
   bool auto_search = false;  ///< `auto` was given (possibly with pins)
   std::optional<int64_t> dp, tp, pp, ep;
+  /// `cp=`: context parallelism, the sequence split over this many devices (unset: 1). Queries
+  /// stay with their sequence block; keys and values are gathered over the `cp` axis.
+  std::optional<int64_t> cp;
   std::optional<int64_t> zero;          ///< ZeRO stage 0-3
   std::optional<int64_t> micro_batch;   ///< `mb`: micro-batch size
   std::optional<int64_t> microbatches;  ///< number of micro-batches
@@ -57,7 +60,7 @@ struct StrategySpec {
   /// Parses the text. Unknown keys, bad values and repeated keys are diagnostics that list what is
   /// valid.
   static Result<StrategySpec> parse(std::string_view text);
-  /// Product of the given parallel degrees (dp * tp * pp * ep, unset counting as 1); with
+  /// Product of the given parallel degrees (dp * cp * tp * pp * ep, unset counting as 1); with
   /// `meshes`, the sum of the stages' dp x tp.
   int64_t devices() const;
   /// True when `meshes` gives stages of different shapes (equal ones are the plain dp/tp form).
@@ -74,10 +77,10 @@ struct StrategySpec {
   /// splits over each stage's replicas (default: one sequence per replica of the widest stage;
   /// `mb` is refused). Diagnostics: a batch that dp, mb or microbatches do not divide.
   Result<MicroBatching> micro_batching(int64_t batch, bool rebuildable) const;
-  /// The mesh the degrees describe: named axes in the order pp, dp, ep, tp (tensor parallel
-  /// innermost, where links are fastest), axes of degree 1 omitted. `count`: the device count
-  /// the user asked for; a product that differs is a diagnostic saying so. Heterogeneous
-  /// `meshes` have no single mesh: a diagnostic saying so.
+  /// The mesh the degrees describe: named axes in the order pp, dp, ep, cp, tp (tensor parallel
+  /// innermost, where links are fastest, context parallel next: Megatron-LM's tp-cp-ep-dp-pp), axes
+  /// of degree 1 omitted. `count`: the device count the user asked for; a product that differs is a
+  /// diagnostic saying so. Heterogeneous `meshes` have no single mesh: a diagnostic saying so.
   Result<Mesh> mesh(int64_t count) const;
 };
 

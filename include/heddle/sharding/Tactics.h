@@ -11,8 +11,13 @@ namespace heddle {
 
 /// The pins `spec` means for `g` on `mesh` (whose axes are named as StrategySpec::mesh names
 /// them). A batch the dp axis does not divide, or a parameter ZeRO-3 cannot shard, is a
-/// diagnostic naming the tensor and the divisors that would work. Precondition: verified graph.
-Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& spec);
+/// diagnostic naming the tensor and the divisors that would work; so are a sequence the cp axis
+/// does not divide and cp on a graph whose attention mixes no sequence. `activation_params`:
+/// parameters standing for activations (a pipeline chunk's received values), whose dims are
+/// labelled as a graph input's (Pins::activation_params; default none). Precondition: verified
+/// graph.
+Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& spec,
+                         const std::set<ValueId>& activation_params = {});
 
 /// tactic_pins() followed by propagate(): the plan for a strategy string.
 Result<Propagation> plan_from_strategy(const Graph& g, const Mesh& mesh, const StrategySpec& spec,
