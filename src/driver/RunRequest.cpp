@@ -61,6 +61,10 @@ Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const
     return Diagnostic(
         "--emit writes the programs of runs without pipeline stages; drop pp from the strategy "
         "to see one stage's programs");
+  if (std::vector<Tactic> ts = graph_tactics(full); !ts.empty() || !r.tactics.empty())
+    return Diagnostic((ts.empty() ? r.tactics : ts).front().source +
+                      ": pipeline stages (pp > 1) are planned from the strategy's presets only; "
+                      "drop pp to apply per-value tactics");
   auto given = Mesh::parse(r.mesh);
   if (!given.ok()) return Diagnostic("--mesh: " + given.error().message);
   if (spec.heterogeneous() && r.backend == "mpi")
@@ -128,7 +132,7 @@ Result<std::unique_ptr<Session>> make_session(const RunRequest& r, PreparedRun& 
     summary.strategy = p.pipe->spec.to_string();
     return std::make_unique<Session>(g, p.updates, std::move(p.pipe->program));
   }
-  auto planned = search::plan_run(g, r.mesh, p.spec);
+  auto planned = search::plan_run(g, r.mesh, p.spec, r.tactics);
   HEDDLE_TRY(planned);
   auto programs = lower(g, planned->propagation.plan);
   HEDDLE_TRY(programs);
@@ -137,6 +141,7 @@ Result<std::unique_ptr<Session>> make_session(const RunRequest& r, PreparedRun& 
   summary.mesh = planned->mesh;
   summary.strategy = planned->spec.to_string();
   summary.reshards = planned->propagation.reshards.size();
+  summary.split = planned->report;
   return std::make_unique<Session>(g, p.updates, std::move(*programs));
 }
 

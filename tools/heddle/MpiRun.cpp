@@ -148,11 +148,11 @@ bool all_ranks_ok(MpiCommunicator& mpi, bool ok, const char* stage) {
 // The SPMD plan: `--strategy auto` is planned by rank 0 alone (the intra-op ILP priced for its
 // CPU profile) and shared, so every rank runs one plan; other strategies every rank plans itself.
 Result<PlannedRun> plan_on_ranks(MpiCommunicator& mpi, const RunOptions& o, const Prepared& p) {
-  if (!p.spec.auto_search) return plan_run(p.g, o.mesh, p.spec);
+  if (!p.spec.auto_search) return plan_run(p.g, o.mesh, p.spec, o.tactics);
   std::optional<Result<PlannedRun>> mine;
   std::vector<int64_t> code{-1};
   if (mpi.rank() == 0) {
-    mine.emplace(plan_run(p.g, o.mesh, p.spec));
+    mine.emplace(plan_run(p.g, o.mesh, p.spec, o.tactics));
     if (mine->ok() && (*mine)->propagation.plan.pinned.empty())
       code = encode_plan((*mine)->propagation.plan);
   }
@@ -209,6 +209,7 @@ int report_rank0(const RunOptions& o, const Prepared& p, MpiCommunicator& mpi, M
     s.strategy = p.planned->spec.to_string();
     s.stats = program_stats(g, *p.programs);  // one device's program at a time
     s.reshards = p.planned->propagation.reshards.size();
+    s.split = p.planned->report;
   }
   return report_run(o, g, s);
 }

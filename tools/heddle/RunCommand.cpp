@@ -51,7 +51,8 @@ driver::RunRequest run_request(const RunOptions& o) {
           .seed = o.seed,
           .rtol = o.rtol,
           .atol = o.atol,
-          .emit_dir = o.emit_dir};
+          .emit_dir = o.emit_dir,
+          .tactics = o.tactics};
 }
 
 Result<std::vector<ParamUpdate>> make_train_step(const RunOptions& o, Graph& g) {
@@ -235,6 +236,7 @@ Command add_run_command(CLI::App& root) {
   app->add_option("--rtol", opts->rtol, "Relative tolerance of --check (default 1e-3)");
   app->add_option("--atol", opts->atol, "Absolute tolerance of --check (default 1e-4)");
   add_checkpoint_flags(app, *opts);
+  add_tactic_option(app, opts->tactics);
   app->add_flag("--json", opts->json, "Print one JSON object");
   return {app, [opts] { return run(*opts); }};
 }

@@ -16,6 +16,40 @@ ReferenceCheck make_reference(const Graph& g, const RunOptions& o,
                         driver::check_options(run_request(o)));
 }
 
+namespace {
+
+// The split report's JSON keys: `idle_axes` (names) and `unsplit_ops`, one entry per op and axis.
+void split_json(const Graph& g, const RunSummary& s, nlohmann::json& j) {
+  j["idle_axes"] = nlohmann::json::array();
+  for (int64_t a : s.split.idle_axes) j["idle_axes"].push_back(s.mesh.axis(a).name);
+  nlohmann::json ops = nlohmann::json::array();
+  for (const UnsplitOp& u : s.split.unsplit) {
+    const Op& op = g.op(u.op);
+    nlohmann::json dims = nlohmann::json::array();
+    for (const DimVerdict& d : u.dims)
+      dims.push_back({{"dim", op.space.dim(d.dim).name},
+                      {"reason", std::string(no_split_name(d.reason))},
+                      {"detail", d.detail}});
+    ops.push_back({{"op", std::string(op_kind_name(op.kind))},
+                   {"result", g.value(op.results[0].value).name},
+                   {"axis", s.mesh.axis(u.axis).name},
+                   {"dims", dims}});
+  }
+  j["unsplit_ops"] = ops;
+}
+
+// `text`'s lines after the first indented to the report's value column.
+std::string indent_after_first(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    out += text[i];
+    if (text[i] == '\n' && i + 1 < text.size()) out += "           ";
+  }
+  return out;
+}
+
+}  // namespace
+
 int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {
   const CheckErrors* c = s.check;
   if (o.json) {
@@ -52,6 +86,7 @@ int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {
     j["step_times_s"] = s.result.step_times_s;
     j["median_step_s"] = s.result.median_step_s();
     if (!s.peak_bytes_per_device.empty()) j["peak_bytes_per_device"] = s.peak_bytes_per_device;
+    if (s.stages == 0) split_json(g, s, j);
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print("model      {} ({} ops{})\n", g.name(), g.num_ops(),
@@ -67,6 +102,8 @@ int report_run(const RunOptions& o, const Graph& g, const RunSummary& s) {
           "reshards   {} inserted by propagation (heddle show MODEL --mesh ... --strategy "
           "... lists them)\n",
           s.reshards);
+    if (const std::string u = s.split.to_string(g, s.mesh, 4); !u.empty())
+      fmt::print("not split  {}", indent_after_first(u));
     if (s.feed_bytes)
       fmt::print("shards     the largest rank holds {} of the {} bytes of parameters and inputs\n",
                  s.feed_bytes->first, s.feed_bytes->second);

@@ -18,7 +18,9 @@
 #include "heddle/runtime/PipelineRunPlan.h"
 #include "heddle/runtime/ReferenceCheck.h"
 #include "heddle/runtime/Session.h"
+#include "heddle/sharding/SplitReport.h"
 #include "heddle/sharding/StrategySpec.h"
+#include "heddle/sharding/UserTactics.h"
 
 namespace heddle::driver {
 
@@ -40,6 +42,8 @@ struct RunRequest {
   double rtol = 1e-3;    ///< relative tolerance of the check (default 1e-3)
   double atol = 1e-4;    ///< absolute tolerance of the check (default 1e-4)
   std::string emit_dir;  ///< write each device's SPMD program here (default none)
+  /// `--tactic`s, parsed, applied after the model's own annotated tactics (default none).
+  std::vector<Tactic> tactics;
 };
 
 /// The steps to run: `steps`, or 10 with train and 1 without.
@@ -68,7 +72,9 @@ Status check_unpipelined_keys(const Graph& full, const StrategySpec& spec);
 /// The pipeline `spec` asks for (pp > 1) for `full` (the model at its batch; with its loss for
 /// training), planned by the runtime's plan_pipeline_run(); nothing when it asks for none (after
 /// check_unpipelined_keys()). `emit_dir` with pp is a diagnostic (stage programs are not
-/// written). `recompute` is executed as given; sub-meshes of different shapes run on threads only.
+/// written), and so are tactics (the request's or the model's annotations): stages are planned
+/// by presets only. `recompute` is executed as given; sub-meshes of different shapes run on threads
+/// only.
 Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const Graph& full,
                                                       const StrategySpec& spec);
 
@@ -93,6 +99,8 @@ struct RunSummary {
   std::string strategy;
   ProgramStats stats;  ///< over every device's programs
   size_t reshards = 0;
+  /// SPMD runs: what the plan leaves unsplit and why (JSON `unsplit_ops`, `idle_axes`).
+  SplitReport split;
   RunResult result;  ///< outputs, losses, step times (wall time: their sum)
   /// Per device, its peak bytes of tiles (JSON `peak_bytes_per_device`): the executor's planned
   /// arena on threads, else the programs' estimate (HostMemory.h); empty: unknown.
