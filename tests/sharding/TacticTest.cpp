@@ -153,10 +153,12 @@ TEST(Tactic, AnOpPinFixesOneAxisAndLeavesTheOthersToPropagation) {
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(p->plan.ops[2].dim(1), 3);  // b splits w, as pinned
   EXPECT_GE(p->plan.ops[2].dim(0), 0);  // a: propagation's choice
-  // A split the projections refuse names the reason: %mean has no w to split.
-  auto bad = apply_tactics(g, m, Pins{}, {tactic("%mean:w=b")});
+  // A split the projections refuse names the tactic and the reason.
+  Graph s = parse(kStencilSum);
+  auto bad = apply_tactics(s, mesh("b=4"), Pins{}, {tactic("%y:i=b")});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("--tactic '%mean:w=b': op 'reduce_mean' defining %mean: "),
+  EXPECT_NE(bad.error().message.find("--tactic '%y:i=b': op 'reduce_sum' defining %y: input 0 "
+                                     "(%x): cannot split index dim i"),
             std::string::npos)
       << bad.error().message;
 }
@@ -201,19 +203,31 @@ TEST(SplitReport, ThePresetsIdleAxisErrorNamesTheRealCause) {
 }
 
 TEST(SplitReport, RolesAreReportedAsRoles) {
-  Graph g = parse(kBatchNorm);
-  Mesh m = mesh("tp=4");
-  StrategySpec spec = *StrategySpec::parse("tp=4");
-  auto pins = tactic_pins(g, m, spec);
-  auto p = plan_from_pins(g, m, *pins);
+  // Both dims come from the input's batch and sequence: tp may split neither.
+  Graph g = parse(
+      "input %x: f32[8, 4]\n %y: f32[8, 4] = relu [n=8, s=4] %x(n, s) -> (n, s)\n"
+      " output %y");
+  Mesh m = mesh("tp=2");
+  auto pins = tactic_pins(g, m, *StrategySpec::parse("tp=2"));
+  ASSERT_TRUE(pins.ok());
+  auto p = propagate(g, m, *pins);
   ASSERT_TRUE(p.ok());
   SplitReport r = split_report(g, *pins, p->plan);
-  // reduce_mean over (n, h, w) to (c): tp may not split c (a sequence dim to the preset).
-  ASSERT_FALSE(r.unsplit.empty());
-  EXPECT_EQ(r.unsplit[0].op, 0);
-  bool role = false;
-  for (const DimVerdict& d : r.unsplit[0].dims) role |= d.reason == NoSplit::kRole;
-  EXPECT_TRUE(role) << unsplit_text(g, m, r.unsplit[0]);
+  ASSERT_EQ(r.unsplit.size(), 1u);
+  EXPECT_TRUE(r.unsplit[0].could_split());
+  for (const DimVerdict& d : r.unsplit[0].dims) EXPECT_EQ(d.reason, NoSplit::kRole) << d.detail;
+  EXPECT_EQ(unsplit_text(g, m, r.unsplit[0]),
+            "op 'relu' defining %y [n=8, s=4] not split on tp=2: n (role): valid, but tp may split "
+            "only model dims: neither the batch (dim 0) nor the sequence (dim 1) of the graph "
+            "inputs (pin it with --tactic); s (role): valid, but tp may split only model dims: "
+            "neither the batch (dim 0) nor the sequence (dim 1) of the graph inputs (pin it with "
+            "--tactic)");
+  // The tactic lifts the role on the dims it reaches.
+  auto pinned = apply_tactics(g, m, *pins, {tactic("%x:1=tp")});
+  ASSERT_TRUE(pinned.ok());
+  auto q = propagate(g, m, *pinned);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->plan.ops[0].to_string(g.op(0).space, m), "{tp: s}");
 }
 
 }  // namespace
