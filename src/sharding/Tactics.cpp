@@ -86,7 +86,15 @@ Result<Propagation> plan_from_pins(const Graph& g, const Mesh& mesh, const Pins&
                                    const PropagateOptions& options) {
   auto p = propagate(g, mesh, pins, options);
   HEDDLE_TRY(p);
-  // An axis that splits nothing: say why, op by op (split_report), not a guess.
+  // An axis that splits nothing: say why, op by op (split_report), not a guess. The search
+  // plans many strategies: the report is made only for one that fails.
+  bool idle = false;
+  for (int64_t a = 0; a < mesh.rank(); ++a) {
+    bool used = mesh.size(a) == 1;
+    for (const auto& s : p->plan.ops) used |= s.dim(a) >= 0;
+    idle |= !used;
+  }
+  if (!idle) return p;
   SplitReport report = split_report(g, pins, p->plan);
   if (report.idle_axes.empty()) return p;
   const int64_t a = report.idle_axes.front();
