@@ -121,11 +121,11 @@ bool all_ranks_ok(MpiCommunicator& mpi, const MpiRunHooks& hooks, bool ok, const
 // CPU profile) and shared, so every rank runs one plan; other strategies every rank plans itself.
 Result<search::PlannedRun> plan_on_ranks(MpiCommunicator& mpi, const RunRequest& r,
                                          const PreparedRun& p) {
-  if (!p.spec.auto_search) return search::plan_run(p.graph, r.mesh, p.spec);
+  if (!p.spec.auto_search) return search::plan_run(p.graph, r.mesh, p.spec, r.tactics);
   std::optional<Result<search::PlannedRun>> mine;
   std::vector<int64_t> code{-1};
   if (mpi.rank() == 0) {
-    mine.emplace(search::plan_run(p.graph, r.mesh, p.spec));
+    mine.emplace(search::plan_run(p.graph, r.mesh, p.spec, r.tactics));
     if (mine->ok() && (*mine)->propagation.plan.pinned.empty())
       code = encode_plan((*mine)->propagation.plan);
   }
@@ -175,6 +175,8 @@ RunSummary planned_summary(const RankRun& p, int64_t ranks) {
     s.mesh = p.planned->mesh;
     s.strategy = p.planned->spec.to_string();
     s.reshards = p.planned->propagation.reshards.size();
+    s.split = p.planned->report;
+    describe_split(p.run.graph, s);
   }
   return s;
 }

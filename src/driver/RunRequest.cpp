@@ -62,6 +62,10 @@ Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const
     return Diagnostic(
         "--emit writes the programs of runs without pipeline stages; drop pp from the strategy "
         "to see one stage's programs");
+  if (std::vector<Tactic> ts = graph_tactics(full); !ts.empty() || !r.tactics.empty())
+    return Diagnostic((ts.empty() ? r.tactics : ts).front().source +
+                      ": pipeline stages (pp > 1) are planned from the strategy's presets only; "
+                      "drop pp to apply per-value tactics");
   auto given = Mesh::parse(r.mesh);
   if (!given.ok()) return Diagnostic("--mesh: " + given.error().message);
   if (spec.heterogeneous() && r.backend == "mpi")
@@ -139,7 +143,7 @@ Result<std::unique_ptr<Session>> make_session(const RunRequest& r, PreparedRun& 
     summary.strategy = p.pipe->spec.to_string();
     return std::make_unique<Session>(g, p.updates, std::move(p.pipe->program));
   }
-  auto planned = search::plan_run(g, r.mesh, p.spec);
+  auto planned = search::plan_run(g, r.mesh, p.spec, r.tactics);
   HEDDLE_TRY(planned);
   auto programs = lower(g, planned->propagation.plan);
   HEDDLE_TRY(programs);
@@ -148,6 +152,8 @@ Result<std::unique_ptr<Session>> make_session(const RunRequest& r, PreparedRun& 
   summary.mesh = planned->mesh;
   summary.strategy = planned->spec.to_string();
   summary.reshards = planned->propagation.reshards.size();
+  summary.split = planned->report;
+  describe_split(g, summary);
   return std::make_unique<Session>(g, p.updates, std::move(*programs));
 }
 
@@ -209,6 +215,28 @@ Result<ThreadRun> run_threads(const RunRequest& r, PreparedRun& p, const ThreadR
   s.check = out.reference ? &out.reference->errors() : nullptr;
   describe(g, **session, s);
   return out;
+}
+
+void describe_split(const Graph& g, RunSummary& s) {
+  const std::string text = s.split.to_string(g, s.mesh, 4);
+  s.split_text.clear();
+  for (size_t i = 0; i < text.size(); ++i) {
+    s.split_text += text[i];
+    if (text[i] == '\n' && i + 1 < text.size()) s.split_text += "           ";
+  }
+  s.idle_axes.clear();
+  for (int64_t a : s.split.idle_axes) s.idle_axes.push_back(s.mesh.axis(a).name);
+  s.unsplit_ops.clear();
+  for (const UnsplitOp& u : s.split.unsplit) {
+    const Op& op = g.op(u.op);
+    RunSummary::UnsplitEntry e{std::string(op_kind_name(op.kind)),
+                               g.value(op.results[0].value).name,
+                               s.mesh.axis(u.axis).name,
+                               {}};
+    for (const DimVerdict& d : u.dims)
+      e.dims.push_back({op.space.dim(d.dim).name, std::string(no_split_name(d.reason)), d.detail});
+    s.unsplit_ops.push_back(std::move(e));
+  }
 }
 
 }  // namespace heddle::driver

@@ -13,6 +13,17 @@ nlohmann::json summary_json(const RunSummary& s, const std::string& backend, boo
                       {"reshards", s.reshards},
                       {"backend", backend},
                       {"output_digest", s.digest}};
+  if (s.stages == 0) {  // the split report (describe_split)
+    j["idle_axes"] = s.idle_axes;
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& u : s.unsplit_ops) {
+      nlohmann::json dims = nlohmann::json::array();
+      for (const auto& [dim, reason, detail] : u.dims)
+        dims.push_back({{"dim", dim}, {"reason", reason}, {"detail", detail}});
+      ops.push_back({{"op", u.op}, {"result", u.result}, {"axis", u.axis}, {"dims", dims}});
+    }
+    j["unsplit_ops"] = ops;
+  }
   if (s.stages > 0) {
     j["pipeline"] = {
         {"stages", s.stages}, {"micro_batches", s.micro_batches}, {"schedule", s.schedule}};

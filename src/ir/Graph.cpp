@@ -24,13 +24,13 @@ ValueId Graph::add_value(Value v) {
 }
 
 ValueId Graph::add_input(std::string name, TensorType type) {
-  ValueId id = add_value({std::move(name), std::move(type), ValueRole::kInput, kNoOp, 0});
+  ValueId id = add_value({std::move(name), std::move(type), ValueRole::kInput, kNoOp, 0, {}});
   inputs_.push_back(id);
   return id;
 }
 
 ValueId Graph::add_param(std::string name, TensorType type) {
-  ValueId id = add_value({std::move(name), std::move(type), ValueRole::kParam, kNoOp, 0});
+  ValueId id = add_value({std::move(name), std::move(type), ValueRole::kParam, kNoOp, 0, {}});
   params_.push_back(id);
   return id;
 }
@@ -47,12 +47,21 @@ std::vector<ValueId> Graph::add_op(Op op, const std::vector<std::string>& result
   auto op_id = static_cast<OpId>(ops_.size());
   std::vector<ValueId> ids;
   for (size_t i = 0; i < result_names.size(); ++i) {
-    ids.push_back(add_value(
-        {result_names[i], result_types[i], ValueRole::kResult, op_id, static_cast<int32_t>(i)}));
+    ids.push_back(add_value({result_names[i],
+                             result_types[i],
+                             ValueRole::kResult,
+                             op_id,
+                             static_cast<int32_t>(i),
+                             {}}));
     op.results[i].value = ids.back();
   }
   ops_.push_back(std::move(op));
   return ids;
+}
+
+void Graph::set_tactic(ValueId v, ShardAnnotation a) {
+  HEDDLE_ASSERT(v >= 0 && v < num_values()) << "tactic for value " << v;
+  values_[static_cast<size_t>(v)].tactic = std::move(a);
 }
 
 void Graph::add_output(ValueId v) {

@@ -307,8 +307,10 @@ class Parser {
       std::string name = value_name();
       expect(":");
       TensorType t = tensor_type();
+      ShardAnnotation a = tactic(false, t.rank(), {});
       define(name, name_at);
-      input ? g.add_input(name, t) : g.add_param(name, t);
+      ValueId id = input ? g.add_input(name, t) : g.add_param(name, t);
+      if (!a.empty()) g.set_tactic(id, std::move(a));
       return;
     }
     if (tok_.kind == Tok::kIdent && tok_.text == "output") {
@@ -332,12 +334,14 @@ class Parser {
     std::vector<std::string> names;
     std::vector<TensorType> types;
     std::vector<Token> name_tokens;
+    std::vector<ShardAnnotation> tactics;
     do {
       if (is(",")) bump();
       name_tokens.push_back(tok_);
       names.push_back(value_name());
       expect(":");
       types.push_back(tensor_type());
+      tactics.push_back(tactic(false, types.back().rank(), {}));
     } while (is(","));
     expect("=");
     Token kind_at = tok_;
@@ -375,12 +379,72 @@ class Parser {
       if (out.padded) fail(pat, "'padded' applies to inputs only, not results");
       op.results.push_back(std::move(out));
     } while (is(","));
+    op.tactic = tactic(true, op.space.rank(), dims);
     if (op.results.size() != names.size())
       fail(kind_at, "op '" + std::string(op_kind_name(*kind)) + "' defines " +
                         std::to_string(names.size()) + " result(s) but gives " +
                         std::to_string(op.results.size()) + " result projection(s)");
     for (size_t i = 0; i < names.size(); ++i) define(names[i], name_tokens[i]);
-    g.add_op(std::move(op), names, types);
+    std::vector<ValueId> ids = g.add_op(std::move(op), names, types);
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (!tactics[i].empty()) g.set_tactic(ids[i], std::move(tactics[i]));
+  }
+
+  // An optional tactic: ` replicate`, a value's ` shard{1=tp, 0=dp}` (tensor dims below `rank`)
+  // or an op's ` split{n=tp}` (index dims `dims`). None: an empty annotation.
+  ShardAnnotation tactic(bool op, int64_t rank, const std::vector<std::string>& dims) {
+    ShardAnnotation a;
+    if (tok_.kind != Tok::kIdent) return a;
+    const std::string kw = op ? "split" : "shard", other = op ? "shard" : "split";
+    if (tok_.text == other)
+      fail(tok_, op ? "an op's tactic is 'split{index_dim=axis}'; 'shard{dim=axis}' annotates a "
+                      "value (after its type)"
+                    : "a value's tactic is 'shard{tensor_dim=axis}'; 'split{index_dim=axis}' "
+                      "annotates an op (after its result projections)");
+    if (tok_.text != "replicate" && tok_.text != kw) return a;
+    a.line = tok_.line;
+    if (tok_.text == "replicate") {
+      a.replicate = true;
+      bump();
+      return a;
+    }
+    bump();
+    if (!is("{")) fail(tok_, "expected '{' after '" + kw + "' but found " + describe(tok_));
+    bump();
+    while (!is("}")) {
+      if (!a.pins.empty()) expect(",");
+      Token at = tok_;
+      AxisPin p;
+      if (op) {
+        if (tok_.kind != Tok::kIdent)
+          fail(tok_, "expected an index dim name in split{...} but found " + describe(tok_));
+        size_t i = 0;
+        while (i < dims.size() && dims[i] != tok_.text) ++i;
+        if (i == dims.size())
+          fail(tok_,
+               "'" + tok_.text + "' is not a dim of the index space [" + join(dims, ", ") + "]");
+        p.dim = static_cast<int64_t>(i);
+        bump();
+      } else {
+        p.dim = integer("tensor dim");
+        if (p.dim < 0 || p.dim >= rank)
+          fail(at, "tensor dim " + std::to_string(p.dim) + " in shard{...} is outside the " +
+                       std::to_string(rank) + " dims of the value");
+      }
+      expect("=");
+      Token axis_at = tok_;
+      p.axis = name_token("a mesh axis name");
+      for (const AxisPin& q : a.pins)
+        if (q.axis == p.axis)
+          fail(axis_at, "mesh axis '" + p.axis + "' is pinned twice in one " + kw + "{...}");
+      a.pins.push_back(std::move(p));
+      if (static_cast<int64_t>(a.pins.size()) > kMaxRank)
+        fail(at, "more than " + std::to_string(kMaxRank) + " pinned axes");
+    }
+    if (a.pins.empty())
+      fail(tok_, "empty " + kw + "{}: name at least one dim=axis, or write 'replicate'");
+    bump();
+    return a;
   }
 
   Attrs attributes(OpKind kind) {

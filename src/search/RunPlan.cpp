@@ -13,6 +13,12 @@ namespace heddle::search {
 
 namespace {
 
+std::string join_ints(const std::vector<int64_t>& xs, const char* sep) {
+  std::vector<std::string> parts;
+  for (int64_t x : xs) parts.push_back(std::to_string(x));
+  return join(parts, sep);
+}
+
 // A named `--mesh dp=2,tp=2` given with `--strategy`: every parallel degree the two both speak of
 // must agree (a degree one leaves out counts as 1), else the mesh would be silently ignored.
 Status check_mesh_agrees(const std::string& mesh_text, const StrategySpec& spec) {
@@ -37,6 +43,26 @@ Status check_mesh_agrees(const std::string& mesh_text, const StrategySpec& spec)
   return Diagnostic("--mesh " + mesh_text + " conflicts with --strategy " + spec.to_string() +
                     ": " + join(clashes, ", ") +
                     "; give the degrees once (--mesh N --strategy ...) or make them agree");
+}
+
+// An unnamed multi-axis `--mesh 2x2` given with degrees: the degrees must describe that shape
+// (axes of size 1 aside), else the shape the user asked for would be silently replaced.
+Status check_shape_agrees(const std::string& mesh_text, const Mesh& given, const Mesh& planned,
+                          const StrategySpec& spec) {
+  if (mesh_text.find('=') != std::string::npos) return {};
+  std::vector<int64_t> want, got;
+  for (const MeshAxis& a : given.axes())
+    if (a.size > 1) want.push_back(a.size);
+  if (want.size() <= 1) return {};  // a device count: the strategy arranges it
+  for (const MeshAxis& a : planned.axes())
+    if (a.size > 1) got.push_back(a.size);
+  if (want == got) return {};
+  return Diagnostic("--mesh " + mesh_text + " is a " + join_ints(want, " x ") +
+                    " mesh, but --strategy " + spec.to_string() + " arranges its " +
+                    std::to_string(given.num_devices()) + " devices as " + planned.to_string() +
+                    "; give --mesh " + std::to_string(given.num_devices()) +
+                    " to let the strategy arrange them, or degrees of that shape (outermost "
+                    "first: pp, dp, ep, tp)");
 }
 
 }  // namespace
@@ -67,23 +93,38 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
   return plan_run(g, mesh_text, *spec);
 }
 
-Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
-                            const StrategySpec& spec) {
+Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const StrategySpec& spec,
+                            const std::vector<Tactic>& cli_tactics) {
   auto given = Mesh::parse(mesh_text);
   if (!given.ok()) return Diagnostic("--mesh: " + given.error().message);
   PlannedRun r;
   r.spec = spec;
+  std::vector<Tactic> tactics = graph_tactics(g);
+  tactics.insert(tactics.end(), cli_tactics.begin(), cli_tactics.end());
+  if (given->num_devices() == 1) tactics.clear();  // one device: nothing to split
   bool has_degrees = r.spec.dp || r.spec.tp || r.spec.pp || r.spec.ep || r.spec.cp;
+  Pins pins;
   if (has_degrees) {
     auto mesh = r.spec.mesh(given->num_devices());
     HEDDLE_TRY(mesh);
     r.mesh = *mesh;
-    auto p = plan_from_strategy(g, r.mesh, r.spec);
+    HEDDLE_TRY(check_shape_agrees(mesh_text, *given, r.mesh, r.spec));
+    auto preset = tactic_pins(g, r.mesh, r.spec);
+    HEDDLE_TRY(preset);
+    auto tacticed =
+        apply_tactics(g, r.mesh, std::move(*preset), tactics, "--strategy " + r.spec.to_string());
+    HEDDLE_TRY(tacticed);
+    pins = std::move(*tacticed);
+    auto p = plan_from_pins(g, r.mesh, pins);
     HEDDLE_TRY(p);
     r.propagation = std::move(*p);
     r.note = "strategy " + r.spec.to_string() + " on mesh " + r.mesh.to_string();
   } else if (r.spec.auto_search) {
     r.mesh = *given;
+    if (!tactics.empty())
+      return Diagnostic(tactics.front().source +
+                        ": --strategy auto (the intra-op ILP) does not take per-value tactics; "
+                        "drop auto to let propagation complete them");
     // Priced for this machine's devices: the calibrated `cpu` profile (or its fallback).
     auto cpu = cost::cpu_cluster();
     HEDDLE_TRY(cpu);
@@ -100,11 +141,16 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
              r.mesh.to_string() + " priced for --cluster cpu (" + cpu->source + ")";
   } else {
     r.mesh = *given;
-    auto p = propagate(g, r.mesh, Pins{});
+    auto tacticed = apply_tactics(g, r.mesh, Pins{}, tactics);
+    HEDDLE_TRY(tacticed);
+    pins = std::move(*tacticed);
+    auto p = propagate(g, r.mesh, pins);
     HEDDLE_TRY(p);
     r.propagation = std::move(*p);
     r.note = "propagation over mesh " + r.mesh.to_string();
   }
+  if (!tactics.empty()) r.note += " with " + std::to_string(tactics.size()) + " tactic(s)";
+  r.report = split_report(g, pins, r.propagation.plan);
   return r;
 }
 

@@ -36,6 +36,33 @@ void label_results(const Op& op, const std::vector<bool>& idx,
   }
 }
 
+// Per mesh axis and value, the tensor dims the tactics shard on that axis (pinned values, and
+// results of ops pinned to split there), flowed forward through projections as label_dims()
+// flows batch dims.
+std::vector<std::vector<std::vector<bool>>> tactic_labels(const Graph& g, const Mesh& mesh,
+                                                          const Pins& pins) {
+  std::vector<std::vector<std::vector<bool>>> out;
+  if (pins.value_axes.empty() && pins.op_axes.empty()) return out;
+  out.resize(static_cast<size_t>(mesh.rank()));
+  for (auto& per_value : out)
+    for (const Value& v : g.values()) per_value.emplace_back(static_cast<size_t>(v.type.rank()));
+  for (const auto& [v, axes] : pins.value_axes)
+    for (const auto& [a, p] : axes)
+      if (p.is_shard() && p.dim() < g.type(v).rank()) out[a][v][p.dim()] = true;
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    const Op& op = g.op(id);
+    auto pinned = pins.op_axes.find(id);
+    for (int64_t a = 0; a < mesh.rank(); ++a) {
+      std::vector<bool> idx = index_labels(g, op, out[a]);
+      if (pinned != pins.op_axes.end())
+        if (auto it = pinned->second.find(a); it != pinned->second.end() && it->second >= 0)
+          idx[it->second] = true;
+      label_results(op, idx, out[a]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 double parallelism(const IndexSpace& space, const Mesh& mesh, const OpStrategy& s) {
@@ -126,11 +153,17 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
       return Diagnostic("pinned placement " + s.to_string() + " does not fit mesh " +
                         mesh.to_string());
   DimLabels labels = label_dims(g, pins.activation_params);
+  const auto tactic_dims = tactic_labels(g, mesh, pins);
   Propagation out;
   out.plan = ShardingPlan::replicated(g, mesh);
   out.plan.pinned = pins.values;
+  for (const auto& [v, axes] : pins.value_axes) {  // tactics on inputs and parameters: the start
+    if (g.value(v).role == ValueRole::kResult) continue;
+    auto [it, fresh] = out.plan.pinned.try_emplace(v, TensorSharding::replicated(mesh.rank()));
+    for (const auto& [a, p] : axes) it->second = it->second.with(a, p);
+  }
   std::vector<std::optional<TensorSharding>> current(static_cast<size_t>(g.num_values()));
-  for (const auto& [v, s] : pins.values) current[v] = s;
+  for (const auto& [v, s] : out.plan.pinned) current[v] = s;
 
   // A model's layers repeat, so the same (type, from, to) is priced many times: search once.
   std::map<std::tuple<IVec, DType, TensorSharding, TensorSharding>, std::optional<double>> priced;
@@ -184,9 +217,35 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
 
   for (OpId id = 0; id < g.num_ops(); ++id) {
     const Op& op = g.op(id);
+    const auto op_pin = pins.op_axes.find(id);
+    // On an axis a tactic pins for this op, or whose tactic shards reach the dim it splits, the
+    // axis role does not apply: the user decided.
+    std::vector<std::vector<bool>> tactic_idx;
+    for (const auto& per_value : tactic_dims) tactic_idx.push_back(index_labels(g, op, per_value));
     auto allowed = [&](const OpStrategy& s) {
-      return strategy_allowed(g, id, mesh, pins, labels, s);
+      if (op_pin != pins.op_axes.end())
+        for (auto [a, i] : op_pin->second)
+          if (s.dim(a) != i) return false;
+      std::vector<int64_t> dims = s.dims();
+      for (int64_t a = 0; a < mesh.rank(); ++a)
+        if (dims[a] >= 0 && ((op_pin != pins.op_axes.end() && op_pin->second.count(a)) ||
+                             (!tactic_idx.empty() && tactic_idx[a][dims[a]])))
+          dims[a] = -1;
+      return strategy_allowed(g, id, mesh, pins, labels, OpStrategy(dims));
     };
+    // Results' tactics: the placements this op must give them.
+    auto results_agree = [&](const StrategyPlacements& p) {
+      for (size_t k = 0; k < op.results.size(); ++k)
+        if (auto it = pins.value_axes.find(op.results[k].value); it != pins.value_axes.end())
+          for (const auto& [a, want] : it->second)
+            if (p.results[k].sharding.at(a) != want) return false;
+      return true;
+    };
+    const bool constrained = op_pin != pins.op_axes.end() || [&] {
+      for (const auto& r : op.results)
+        if (pins.value_axes.count(r.value)) return true;
+      return false;
+    }();
     std::vector<OpStrategy> candidates;
     if (auto pin = pins.ops.find(id); pin != pins.ops.end()) {
       auto p = derive_placements(g, id, mesh, pin->second, o.shard_check);
@@ -195,7 +254,8 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
     } else {
       for (auto& s : enumerate_strategies(g, id, mesh, o.shard_check))
         if (allowed(s)) candidates.push_back(std::move(s));
-      if (candidates.empty()) candidates.push_back(OpStrategy::replicated(mesh.rank()));
+      if (candidates.empty() && !constrained)
+        candidates.push_back(OpStrategy::replicated(mesh.rank()));
     }
     double flops = op_flops(g, id);
     std::optional<double> best;
@@ -203,7 +263,7 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
     OpStrategy chosen;
     for (const OpStrategy& s : candidates) {
       auto p = derive_placements(g, id, mesh, s, o.shard_check);
-      if (!p.ok()) continue;
+      if (!p.ok() || !results_agree(*p)) continue;
       double t = flops / parallelism(op.space, mesh, s) * o.seconds_per_flop;
       int moves = 0;  // inputs that must be resharded first
       bool feasible = true;
@@ -232,6 +292,10 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
         chosen = s;
       }
     }
+    if (!best && constrained)
+      return Diagnostic("no strategy of op '" + std::string(op_kind_name(op.kind)) + "' defining " +
+                        value_ref(g.value(op.results[0].value).name) + " on mesh " +
+                        mesh.to_string() + " satisfies every tactic on it and its results");
     if (!best) chosen = OpStrategy::replicated(mesh.rank());
     out.plan.ops[id] = chosen;
     auto p = derive_placements(g, id, mesh, chosen, o.shard_check);

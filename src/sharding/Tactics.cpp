@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "heddle/ir/TextPrinter.h"
+#include "heddle/sharding/SplitReport.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle {
@@ -117,29 +118,48 @@ Result<Propagation> plan_from_strategy(const Graph& g, const Mesh& mesh, const S
                                        const PropagateOptions& options) {
   auto pins = tactic_pins(g, mesh, spec);
   HEDDLE_TRY(pins);
-  auto p = propagate(g, mesh, *pins, options);
+  return plan_from_pins(g, mesh, *pins, options);
+}
+
+Result<Propagation> plan_from_pins(const Graph& g, const Mesh& mesh, const Pins& pins,
+                                   const PropagateOptions& options) {
+  auto p = propagate(g, mesh, pins, options);
   HEDDLE_TRY(p);
-  // An axis that splits nothing means the user's degree divides none of the dims it may split.
+  // An axis that splits nothing: say why, op by op (split_report), not a guess. The search
+  // plans many strategies: the report is made only for one that fails.
+  bool idle = false;
   for (int64_t a = 0; a < mesh.rank(); ++a) {
-    if (mesh.size(a) == 1) continue;
-    bool used = false;
+    bool used = mesh.size(a) == 1;
     for (const auto& s : p->plan.ops) used |= s.dim(a) >= 0;
-    if (used) continue;
-    std::vector<int64_t> extents;  // the parameters' dims: where model parallelism cuts
-    for (ValueId v : g.params())
-      for (int64_t d : g.type(v).shape())
-        if (d > 1 && std::find(extents.begin(), extents.end(), d) == extents.end())
-          extents.push_back(d);
-    std::sort(extents.rbegin(), extents.rend());
-    std::string hint;
-    for (size_t k = 0; k < extents.size() && k < 3; ++k)
-      hint += (k ? "; " : "") + std::to_string(extents[k]) + ": " + divisors_text(extents[k]);
-    return Diagnostic(
-        mesh.axis(a).name + "=" + std::to_string(mesh.size(a)) + " splits no op of " + g.name() +
-        ": it divides none of the dims it may split" +
-        (hint.empty() ? std::string() : " (divisors of the largest parameter dims: " + hint + ")"));
+    idle |= !used;
   }
-  return p;
+  if (!idle) return p;
+  SplitReport report = split_report(g, pins, p->plan);
+  if (report.idle_axes.empty()) return p;
+  const int64_t a = report.idle_axes.front();
+  bool divisibility = true;  // every dim refused for its extent: show divisors
+  std::vector<std::string> examples;
+  for (const UnsplitOp& u : report.unsplit) {
+    if (u.axis != a) continue;
+    for (const DimVerdict& d : u.dims) divisibility &= d.reason == NoSplit::kDivisibility;
+    if (examples.size() < 2) examples.push_back(unsplit_text(g, mesh, u));
+  }
+  std::string head = mesh.axis(a).name + "=" + std::to_string(mesh.size(a)) + " splits no op of " +
+                     g.name() + ": ";
+  if (!divisibility) return Diagnostic(head + "not for divisibility: " + join(examples, "; and "));
+  std::vector<int64_t> extents;  // the parameters' dims: where model parallelism cuts
+  for (ValueId v : g.params())
+    for (int64_t d : g.type(v).shape())
+      if (d > 1 && std::find(extents.begin(), extents.end(), d) == extents.end())
+        extents.push_back(d);
+  std::sort(extents.rbegin(), extents.rend());
+  std::string hint;
+  for (size_t k = 0; k < extents.size() && k < 3; ++k)
+    hint += (k ? "; " : "") + std::to_string(extents[k]) + ": " + divisors_text(extents[k]);
+  return Diagnostic(
+      head + "it divides none of the dims it may split" +
+      (hint.empty() ? std::string() : " (divisors of the largest parameter dims: " + hint + ")") +
+      (examples.empty() ? std::string() : "; " + examples.front()));
 }
 
 }  // namespace heddle

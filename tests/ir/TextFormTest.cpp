@@ -34,7 +34,7 @@ std::string strip_comments(const std::string& text) {
 }
 
 TEST(TextForm, ExamplesRoundTripExactly) {
-  for (const char* name : {"mlp", "convnet", "attention"}) {
+  for (const char* name : {"mlp", "convnet", "attention", "batchnorm"}) {
     std::string path = source_dir() + "/examples/" + name + ".hd";
     std::string text = strip_comments(read(path));
     ASSERT_FALSE(text.empty()) << path;
@@ -43,6 +43,31 @@ TEST(TextForm, ExamplesRoundTripExactly) {
     EXPECT_TRUE(verify(*g).empty()) << verify(*g).front().to_string();
     EXPECT_EQ(print_graph(*g), text) << path;
   }
+}
+
+TEST(TextForm, TacticsRoundTrip) {
+  const std::string text =
+      "graph t {\n"
+      "  input %x: f32[8, 4] shard{0=dp}\n"
+      "  param %w: f32[4, 6] replicate\n"
+      "  param %\"odd/name\": f32[6] shard{0=\"axis/2\", 0=tp}\n"
+      "  %h: f32[8, 6] shard{1=tp} = einsum{spec=\"mk,kn->mn\"} [m=8, n=6, k=4:sum] %x(m, k), "
+      "%w(k, "
+      "n) -> (m, n) split{n=tp, m=dp}\n"
+      "  %y: f32[8, 6] = add [m=8, n=6] %h(m, n), %\"odd/name\"(n) -> (m, n) replicate\n"
+      "  output %y\n"
+      "}\n";
+  auto g = parse_graph(text, "t.hd");
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  EXPECT_TRUE(verify(*g).empty());
+  EXPECT_EQ(print_graph(*g), text);
+  const Value& x = g->value(*g->find_value("x"));
+  EXPECT_EQ(x.tactic.pins, (std::vector<AxisPin>{{0, "dp"}}));
+  EXPECT_EQ(x.tactic.line, 2);
+  EXPECT_TRUE(g->value(*g->find_value("w")).tactic.replicate);
+  EXPECT_EQ(g->op(0).tactic.pins, (std::vector<AxisPin>{{1, "tp"}, {0, "dp"}}));
+  EXPECT_TRUE(g->op(1).tactic.replicate);
+  EXPECT_TRUE(g->value(*g->find_value("y")).tactic.empty());
 }
 
 TEST(TextForm, RandomGraphsRoundTrip) {
@@ -142,6 +167,19 @@ TEST(TextForm, ParseErrorsCarryPositionsAndSayWhatIsWrong) {
        "expected 'input', 'param', 'output' or an op definition"},
       {"graph g {\n  input %x: f32[2]\n  %y: f32[2] = relu [i=2] %x(2x) -> (i)\n}", 3, "2x",
        "malformed number '2x'"},
+      // Tactics: dims in range, the right keyword where it belongs, each axis once.
+      {"graph g {\n  input %x: f32[2, 4] shard{2=tp}\n}", 2, "2=tp",
+       "tensor dim 2 in shard{...} is outside the 2 dims of the value"},
+      {"graph g {\n  input %x: f32[2] split{i=tp}\n}", 2, "split",
+       "a value's tactic is 'shard{tensor_dim=axis}'"},
+      {"graph g {\n  input %x: f32[2]\n  %y: f32[2] = relu [i=2] %x(i) -> (i) shard{0=tp}\n}", 3,
+       "shard", "an op's tactic is 'split{index_dim=axis}'"},
+      {"graph g {\n  input %x: f32[2]\n  %y: f32[2] = relu [i=2] %x(i) -> (i) split{j=tp}\n}", 3,
+       "j=tp", "'j' is not a dim of the index space [i]"},
+      {"graph g {\n  input %x: f32[4, 4] shard{0=tp, 1=tp}\n}", 2, "tp}",
+       "mesh axis 'tp' is pinned twice in one shard{...}"},
+      {"graph g {\n  input %x: f32[2] shard{}\n}", 2, "}",
+       "empty shard{}: name at least one dim=axis, or write 'replicate'"},
   };
   for (const auto& c : cases) {
     auto g = parse_graph(c.text, "bad.hd");

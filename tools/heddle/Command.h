@@ -13,6 +13,7 @@
 #include "heddle/model/LoadModel.h"
 #include "heddle/ops/Tensor.h"
 #include "heddle/ops/zoo/Zoo.h"
+#include "heddle/sharding/UserTactics.h"
 #include "heddle/support/Diagnostic.h"
 #include "heddle/support/ExitCode.h"
 #include "heddle/support/Log.h"
@@ -42,6 +43,10 @@ void report_note(LogLevel level, std::string_view event, const std::string& text
 
 /// Registers the repeatable `--dim NAME=VALUE` (ONNX dynamic dims) on `app`, filling `dims`.
 void add_dim_option(CLI::App* app, std::map<std::string, int64_t>& dims);
+
+/// Registers the repeatable `--tactic %w:1=tp` on `app`: each parsed by Tactic::parse() as the
+/// flag is read (a malformed one is a usage error), appended to `tactics`.
+void add_tactic_option(CLI::App* app, std::vector<Tactic>& tactics);
 
 /// Registers --layers --hidden --heads --seq --vocab --batch --ffn --kv-heads --experts --top-k
 /// on `app`, filling `o`.

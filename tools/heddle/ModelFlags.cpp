@@ -22,6 +22,21 @@ void add_dim_option(CLI::App* app, std::map<std::string, int64_t>& dims) {
       ->take_all();
 }
 
+void add_tactic_option(CLI::App* app, std::vector<Tactic>& tactics) {
+  app->add_option_function<std::vector<std::string>>(
+         "--tactic",
+         [&tactics](const std::vector<std::string>& items) {
+           for (const auto& item : items) {
+             auto t = Tactic::parse(item);
+             if (!t.ok()) throw CLI::ValidationError(t.error().message);
+             tactics.push_back(std::move(*t));
+           }
+         },
+         "Pin one value or op (repeatable; docs/sharding.md): %w:1=tp shards tensor dim 1 of %w "
+         "on mesh axis tp, %h:n=tp splits index dim n of the op defining %h, %x=replicate")
+      ->take_all();
+}
+
 void add_zoo_overrides(CLI::App* app, zoo::ZooOverrides& o) {
   auto opt = [&](const char* flag, std::optional<int64_t>& dst, const char* what) {
     app->add_option_function<int64_t>(

@@ -48,7 +48,8 @@ driver::RunRequest run_request(const RunOptions& o) {
           .emit_dir = o.emit_dir,
           .checkpoint_dir = o.checkpoint_dir,
           .checkpoint_every = o.checkpoint_every == -1 ? 1 : o.checkpoint_every,
-          .resume_dir = o.resume_dir};
+          .resume_dir = o.resume_dir,
+          .tactics = o.tactics};
 }
 
 void print_step(const RunOptions& o, int step, std::optional<float> loss, bool log_loss) {
@@ -189,6 +190,7 @@ Command add_run_command(CLI::App& root) {
   app->add_option("--rtol", opts->rtol, "Relative tolerance of --check (default 1e-3)");
   app->add_option("--atol", opts->atol, "Absolute tolerance of --check (default 1e-4)");
   add_checkpoint_flags(app, *opts);
+  add_tactic_option(app, opts->tactics);
   app->add_flag("--json", opts->json, "Print one JSON object");
   return {app, [opts] { return run(*opts); }};
 }

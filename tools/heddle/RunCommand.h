@@ -47,6 +47,7 @@ struct RunOptions {
   std::string checkpoint_dir;       ///< --checkpoint DIR (default none: no checkpoints)
   int checkpoint_every = -1;        ///< --checkpoint-every N (default -1: every step)
   std::string resume_dir;           ///< --resume DIR (default none: start at step 1)
+  std::vector<Tactic> tactics;      ///< --tactic, parsed (default none)
 };
 
 /// The options both backends check before loading: --steps, --optimizer, the tolerances,

@@ -29,6 +29,7 @@ int report_run(const RunOptions& o, const RunSummary& s) {
           "reshards   {} inserted by propagation (heddle show MODEL --mesh ... --strategy "
           "... lists them)\n",
           s.reshards);
+    if (!s.split_text.empty()) fmt::print("not split  {}", s.split_text);
     if (s.feed_bytes)
       fmt::print("shards     the largest rank holds {} of the {} bytes of parameters and inputs\n",
                  s.feed_bytes->first, s.feed_bytes->second);

@@ -40,18 +40,24 @@ struct ShowOptions {
   std::string mesh;
   std::string strategy;
   std::string emit_dir;
+  std::vector<Tactic> tactics;  ///< --tactic, parsed (default none)
 };
 
 // `--mesh/--strategy`: the per-op placements the plan chose, the reshards it needed, and
 // (with --emit) each device's lowered program.
 int show_plan(const Graph& g, const ShowOptions& o) {
-  auto planned = search::plan_run(g, o.mesh.empty() ? "1" : o.mesh, o.strategy);
+  const std::string mesh = o.mesh.empty() ? "1" : o.mesh;
+  auto spec = search::requested_strategy(mesh, o.strategy);
+  if (!spec.ok()) return user_error(spec.error());
+  auto planned = search::plan_run(g, mesh, *spec, o.tactics);
   if (!planned.ok()) return user_error(planned.error());
   const ShardingPlan& plan = planned->propagation.plan;
   fmt::print("plan: {}\n\n{}", planned->note, plan.to_string(g));
   const auto& reshards = planned->propagation.reshards;
   fmt::print("\n{} reshard(s) inserted by propagation{}\n{}", reshards.size(),
              reshards.empty() ? "" : ":", planned->propagation.report(g));
+  const std::string unsplit = planned->report.to_string(g, plan.mesh, static_cast<size_t>(o.limit));
+  if (!unsplit.empty()) fmt::print("\nnot split:\n{}", unsplit);
   if (o.emit_dir.empty()) return 0;
   // One shared template; each device's program is instantiated, written and dropped in turn.
   auto programs = lower_template(g, plan);
@@ -154,7 +160,8 @@ int run_show(const ShowOptions& o) {
   }
   const Graph& g = *parsed;
   if (report_verify(g)) return 1;
-  const bool plan = !o.mesh.empty() || !o.strategy.empty() || !o.emit_dir.empty();
+  const bool plan =
+      !o.mesh.empty() || !o.strategy.empty() || !o.emit_dir.empty() || !o.tactics.empty();
   if (plan && o.json)  // the plan is text only; --json used to be ignored silently
     return user_error(Diagnostic(
         "--json prints the graph's summary; with --mesh, --strategy or --emit, show prints the "
@@ -203,6 +210,7 @@ Command add_show_command(CLI::App& root) {
   app->add_option("--mesh", opts->mesh, "Show the plan for this mesh (4, 2x2, dp=2,tp=2)");
   app->add_option("--strategy", opts->strategy, "Show the plan for this strategy (dp=2,tp=2,...)");
   app->add_option("--emit", opts->emit_dir, "With --mesh: write each device's program to DIR");
+  add_tactic_option(app, opts->tactics);
   app->add_option("--limit", opts->limit, "Rows of the op table to print (default 40)")
       ->check(CLI::NonNegativeNumber);
   return {app, [opts] { return run_show(*opts); }};

@@ -4,6 +4,7 @@
 // (A driver over model, search and runtime: the runtime itself never plans, so this sits above.)
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,7 +19,9 @@
 #include "heddle/runtime/PipelineRunPlan.h"
 #include "heddle/runtime/ReferenceCheck.h"
 #include "heddle/runtime/Session.h"
+#include "heddle/sharding/SplitReport.h"
 #include "heddle/sharding/StrategySpec.h"
+#include "heddle/sharding/UserTactics.h"
 
 namespace heddle::driver {
 
@@ -46,6 +49,8 @@ struct RunRequest {
   std::string checkpoint_dir;
   int checkpoint_every = 1;
   std::string resume_dir;
+  /// `--tactic`s, parsed, applied after the model's own annotated tactics (default none).
+  std::vector<Tactic> tactics;
 };
 
 /// The steps to run: `steps`, or 10 with train and 1 without.
@@ -74,7 +79,9 @@ Status check_unpipelined_keys(const Graph& full, const StrategySpec& spec);
 /// The pipeline `spec` asks for (pp > 1) for `full` (the model at its batch; with its loss for
 /// training), planned by the runtime's plan_pipeline_run(); nothing when it asks for none (after
 /// check_unpipelined_keys()). `emit_dir` with pp is a diagnostic (stage programs are not
-/// written). `recompute` is executed as given; sub-meshes of different shapes run on threads only.
+/// written), and so are tactics (the request's or the model's annotations): stages are planned
+/// by presets only. `recompute` is executed as given; sub-meshes of different shapes run on threads
+/// only.
 Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const Graph& full,
                                                       const StrategySpec& spec);
 
@@ -101,6 +108,19 @@ struct RunSummary {
   std::string strategy;
   ProgramStats stats;  ///< over every device's programs
   size_t reshards = 0;
+  /// SPMD runs: what the plan leaves unsplit and why (JSON `unsplit_ops`, `idle_axes`).
+  SplitReport split;
+  /// The split report in words (`heddle run`'s `not split` lines, continuation lines indented
+  /// to the summary's value column), and as the JSON keys `idle_axes` (axis names) and
+  /// `unsplit_ops` (per op and axis: op kind, result, axis, and per dim its reason and detail),
+  /// filled by describe_split() against the planned graph. Empty for pipelines.
+  std::string split_text;
+  std::vector<std::string> idle_axes;
+  struct UnsplitEntry {
+    std::string op, result, axis;
+    std::vector<std::array<std::string, 3>> dims;  ///< (dim, reason, detail)
+  };
+  std::vector<UnsplitEntry> unsplit_ops;
   RunResult result;  ///< outputs, losses, step times (wall time: their sum)
   /// Per device, its peak bytes of tiles (JSON `peak_bytes_per_device`): the executor's planned
   /// arena on threads, else the programs' estimate (HostMemory.h); empty: unknown.
@@ -149,5 +169,9 @@ struct ThreadRun {
 /// weights (or generated), or the checkpoint resumed; the steps with the reference check and the
 /// checkpoint writer (plan_checkpoints()); the summary filled.
 Result<ThreadRun> run_threads(const RunRequest& r, PreparedRun& p, const ThreadRunHooks& hooks);
+
+/// Fills `s`'s split_text, idle_axes and unsplit_ops from `s.split` and `s.mesh`, naming ops and
+/// dims of `g`, the graph the plan was made for.
+void describe_split(const Graph& g, RunSummary& s);
 
 }  // namespace heddle::driver

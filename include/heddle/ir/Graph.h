@@ -14,6 +14,7 @@
 #include "heddle/ir/IndexProjection.h"
 #include "heddle/ir/IndexSpace.h"
 #include "heddle/ir/OpKind.h"
+#include "heddle/ir/ShardAnnotation.h"
 #include "heddle/ir/TensorType.h"
 #include "heddle/support/Diagnostic.h"
 
@@ -37,6 +38,8 @@ struct Value {
   ValueRole role = ValueRole::kInput;
   OpId producer = kNoOp;     ///< the defining op for results
   int32_t result_index = 0;  ///< which result of the producer
+  /// The user's tactic for this value (`shard{1=tp}`, `replicate`); default none.
+  ShardAnnotation tactic;
 };
 
 /// One operand or result of an op: the value and how the op's index points address it.
@@ -57,6 +60,9 @@ struct Op {
   std::vector<Operand> results;
   int32_t line = 0;  ///< source position in the text form it was parsed from; 0 if built
   int32_t col = 0;
+  /// The user's tactic for this op (`split{n=tp}`, `replicate`; dims are index dims); default
+  /// none.
+  ShardAnnotation tactic;
 };
 
 /// A whole program. Values and ops are appended in a topological order: an op's inputs are
@@ -87,6 +93,8 @@ class Graph {
   /// vectors have equal sizes. Returns the new values' ids.
   std::vector<ValueId> add_op(Op op, const std::vector<std::string>& result_names,
                               const std::vector<TensorType>& result_types);
+  /// Sets the tactic of value `v` (replacing any). Precondition: the value exists.
+  void set_tactic(ValueId v, ShardAnnotation a);
   /// Marks a value as a graph output. Precondition: the value exists.
   void add_output(ValueId v);
 

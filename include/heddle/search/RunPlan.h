@@ -6,7 +6,9 @@
 #include <string>
 
 #include "heddle/sharding/Propagate.h"
+#include "heddle/sharding/SplitReport.h"
 #include "heddle/sharding/StrategySpec.h"
+#include "heddle/sharding/UserTactics.h"
 #include "heddle/support/Result.h"
 
 namespace heddle::search {
@@ -23,6 +25,8 @@ struct PlannedRun {
   StrategySpec spec;
   Propagation propagation;
   std::string note;  ///< how the plan was made, for people
+  /// What the plan leaves unsplit and why, and the axes that split nothing (no silent fallback).
+  SplitReport report;
 };
 
 /// The strategy `--mesh` and `--strategy` ask for (a named mesh doubles as the strategy); a
@@ -37,7 +41,13 @@ Result<StrategySpec> requested_strategy(const std::string& mesh_text,
 Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
                             const std::string& strategy_text);
 
-/// plan_run() for a strategy already parsed by requested_strategy().
-Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const StrategySpec& spec);
+/// plan_run() for a strategy already parsed by requested_strategy(), with `tactics` (from
+/// `--tactic`, each parsed by Tactic::parse) applied after the graph's own annotated tactics
+/// (graph_tactics()) and the strategy's preset pins; conflicts name both sources. A mesh of a
+/// single device ignores tactics (there is nothing to split). `auto` with tactics is a
+/// diagnostic (the intra-op ILP does not take them). An unnamed multi-axis `--mesh` (`2x2`) must
+/// have the shape the strategy's degrees give (`tp=4` on `2x2` is a diagnostic, not a rename).
+Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const StrategySpec& spec,
+                            const std::vector<Tactic>& tactics = {});
 
 }  // namespace heddle::search

@@ -33,6 +33,13 @@ struct Pins {
   /// Parameters standing for activations (a pipeline stage's received values and their
   /// gradients): their dims are labelled as a graph input's are. Default none.
   std::set<ValueId> activation_params;
+  /// Declarative tactics (UserTactics.h), per mesh axis: the placement a value must have there
+  /// (its producer keeps only strategies that give it; an input or parameter starts there,
+  /// elsewhere as `values` says or replicated), and the index dim an op splits there (-1: none).
+  /// On an axis a tactic names, strategies may split the dims its shards reach through the
+  /// projections, whatever the axis role. Default none.
+  std::map<ValueId, std::map<int64_t, Placement>> value_axes;
+  std::map<OpId, std::map<int64_t, int64_t>> op_axes;
 };
 
 /// Options of propagate(). The defaults describe a nominal device (100 GFLOP/s, 10 GB/s links)
@@ -85,8 +92,9 @@ bool strategy_allowed(const Graph& g, OpId id, const Mesh& mesh, const Pins& pin
                       const DimLabels& labels, const OpStrategy& s);
 
 /// Completes `pins` into a plan for `g` on `mesh`. A pin that does not fit (an op strategy its
-/// op cannot take, a placement of the wrong rank) is a diagnostic; an op with no strategy its
-/// axis roles allow falls back to replicated compute. Precondition: `g` passed verify().
+/// op cannot take, a placement of the wrong rank, tactics no strategy of an op satisfies) is a
+/// diagnostic; an op with no strategy its axis roles allow falls back to replicated compute
+/// (split_report() says why). Precondition: `g` passed verify().
 Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins,
                               const PropagateOptions& options = {});
 

@@ -19,8 +19,14 @@ namespace heddle {
 Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& spec,
                          const std::set<ValueId>& activation_params = {});
 
-/// tactic_pins() followed by propagate(): the plan for a strategy string.
+/// tactic_pins() followed by plan_from_pins(): the plan for a strategy string.
 Result<Propagation> plan_from_strategy(const Graph& g, const Mesh& mesh, const StrategySpec& spec,
                                        const PropagateOptions& options = {});
+
+/// propagate() for the degrees the user asked for: a mesh axis of size > 1 that splits no op is
+/// a diagnostic giving the real cause (split_report(): divisibility, with the divisors that
+/// would work, or the projection form that refuses the split).
+Result<Propagation> plan_from_pins(const Graph& g, const Mesh& mesh, const Pins& pins,
+                                   const PropagateOptions& options = {});
 
 }  // namespace heddle
