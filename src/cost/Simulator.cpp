@@ -142,6 +142,8 @@ struct Sim {
   const ModelSource& model;
   const Cluster& cluster;
   const SimulateOptions& options;
+  std::vector<Cluster> kinds;    // the cluster's device kinds, priced (one kind: the cluster)
+  std::vector<int64_t> kind_at;  // per stage, the kind it runs on
   StrategySpec spec;
   Techniques tech;
   double base_peak = 0;  // the device's bf16 peak: MFU is against it whatever the precision
@@ -165,6 +167,9 @@ struct Sim {
   std::vector<double> end, tail_sync, tail_opt;  // per stage
   SimulationResult res;
 
+  const Cluster& on(int64_t d) const {
+    return kinds[static_cast<size_t>(kind_at[static_cast<size_t>(d)])];
+  }
   int64_t stage_devices(int64_t d) const {
     const auto& s = shapes[static_cast<size_t>(d)];
     return s.dp * s.tp * ep;
@@ -179,7 +184,9 @@ struct Sim {
     return std::max(tile, tile * static_cast<double>(nt) / static_cast<double>(nf));
   }
   const LinkClass& send_link(int64_t from, int64_t to) const {
-    return cluster.stage_link(std::max(stage_devices(from), stage_devices(to)));
+    const int64_t a = kind_at[static_cast<size_t>(from)], b = kind_at[static_cast<size_t>(to)];
+    if (a != b) return cluster.kind_link(a, b);
+    return on(from).stage_link(std::max(stage_devices(from), stage_devices(to)));
   }
   double send_time(int64_t from, int64_t to) const {
     return collective_time(Collective::kSendRecv, 2, send_bytes(from, to), send_link(from, to));
@@ -252,11 +259,12 @@ Status read_strategy(Sim& s, const StrategySpec& given) {
 Status cost_stages(Sim& s) {
   for (int64_t d = 0; d < s.pp; ++d) {
     const auto& shape = s.shapes[static_cast<size_t>(d)];
-    if (d > 0 && shape == s.shapes[static_cast<size_t>(d - 1)]) {
+    if (d > 0 && shape == s.shapes[static_cast<size_t>(d - 1)] &&
+        s.kind_at[static_cast<size_t>(d)] == s.kind_at[static_cast<size_t>(d - 1)]) {
       s.st_of.push_back(s.st_of.back());
       continue;
     }
-    auto cs = cost_stage(s.model, s.cluster, s.spec, s.options, shape, s.B / s.m / shape.dp,
+    auto cs = cost_stage(s.model, s.on(d), s.spec, s.options, shape, s.B / s.m / shape.dp,
                          s.layered, s.local);
     HEDDLE_TRY(cs);
     s.st_of.push_back(std::move(*cs));
@@ -350,14 +358,15 @@ void hide_behind_compute(const Sim& s, int64_t d, const PartCost& body, double r
 // offload=activations the kept activations go out in forward and come back in backward. With
 // overlap they run behind the chunk's compute (prefetch), only the excess shows.
 void offload_transfers(const Sim& s, int64_t c, int64_t n, Timing& t) {
-  if (!s.train || s.cluster.host_bandwidth <= 0) return;
+  const Cluster& kc = s.on(c % s.pp);
+  if (!s.train || kc.host_bandwidth <= 0) return;
   const ModelParts& P = s.st_of[static_cast<size_t>(c % s.pp)].stage->parts;
   double bytes = 0;
   if (s.tech.offload == Offload::kOptimizerParams)
-    bytes = static_cast<double>(n) * P.layer.param_elements * s.cluster.device.element_bytes;
+    bytes = static_cast<double>(n) * P.layer.param_elements * kc.device.element_bytes;
   if (s.tech.offload == Offload::kActivations) bytes = t.saved;
   if (bytes <= 0) return;
-  const double x = bytes / s.cluster.host_bandwidth;
+  const double x = bytes / kc.host_bandwidth;
   const double fwd_compute = t.fwd_parts.compute_s, bwd_compute = t.bwd_parts.compute_s;
   for (auto [span, parts, compute] :
        {std::tuple{&t.fwd, &t.fwd_parts, fwd_compute}, {&t.bwd, &t.bwd_parts, bwd_compute}}) {
@@ -489,7 +498,7 @@ double exposed_behind(double seconds, double window, double params) {
 StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkClass& dp_link) {
   StageTail t;
   if (!s.train) return t;
-  const DeviceProfile& dev = s.cluster.device;
+  const DeviceProfile& dev = s.on(d).device;
   const double params = st.parameters;
   const double grad_bytes = params * dev.element_bytes;
   const double factor = s.zero == 3 ? 1.5 : 1.0;
@@ -529,9 +538,9 @@ StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkC
     // each, behind backward with overlap), the update streams 28 bytes per parameter through
     // host memory (fp32 weight, moments and gradient read, the first three written), the
     // updated bf16 weights come back up.
-    const double host_bw = s.cluster.host_bandwidth;
-    const double dram =
-        s.cluster.host_memory_bandwidth > 0 ? s.cluster.host_memory_bandwidth : host_bw;
+    const Cluster& kc = s.on(d);
+    const double host_bw = kc.host_bandwidth;
+    const double dram = kc.host_memory_bandwidth > 0 ? kc.host_memory_bandwidth : host_bw;
     t.opt = owned * 28 / dram;
     const double down = owned * dev.element_bytes / host_bw,
                  up = owned * dev.element_bytes / host_bw;
@@ -581,7 +590,6 @@ void stage_states(const Sim& s, double params, double working, int64_t dp, Stage
 // the stage's own sub-mesh; the step time (the last stage to finish) and every stage's
 // breakdown (its blocks' categories, its tail and its idle time, summing to the step time).
 void price_stages(Sim& s) {
-  const DeviceProfile& dev = s.cluster.device;
   const pipeline::Placement& pl = s.placed.pl;
   SimulationResult& res = s.res;
   const int64_t pp = s.pp, C = s.C;
@@ -592,15 +600,19 @@ void price_stages(Sim& s) {
   for (int64_t d = 0; d < pp; ++d) {
     const CostedStage& cs = s.st_of[static_cast<size_t>(d)];
     const ModelParts& P = cs.stage->parts;
-    AlphaBetaCost comm(s.cluster, cs.mesh);
+    const Cluster& kc = s.on(d);
+    AlphaBetaCost comm(kc, cs.mesh);
     const int64_t dp_axis = cs.mesh.find("dp"), tp_axis = cs.mesh.find("tp");
-    const LinkClass& dp_link = dp_axis >= 0 ? comm.link(dp_axis) : s.cluster.intra_node;
+    const LinkClass& dp_link = dp_axis >= 0 ? comm.link(dp_axis) : kc.intra_node;
     const LinkClass& tp_link = tp_axis >= 0 ? comm.link(tp_axis) : dp_link;
     res.stages.emplace_back();
     StageResult& st = res.stages.back();
     st.dp = cs.dp;
     st.tp = cs.tp;
     st.devices = s.stage_devices(d);
+    st.kind = s.kind_at[static_cast<size_t>(d)];
+    st.device = kc.device.name;
+    st.memory_limit_bytes = kc.device.memory_bytes;
     st.micro_batch = s.model.rebuilds_batch ? s.B / s.m / cs.dp : s.mb;
     double params = 0, tp_bytes = 0;
     for (int64_t c = d; c < C; c += pp) {
@@ -662,8 +674,16 @@ void price_stages(Sim& s) {
     res.peak_memory_bytes = std::max(res.peak_memory_bytes, st.peak_memory_bytes);
     res.host_memory_bytes = std::max(res.host_memory_bytes, st.host_bytes);
   }
-  double weight = 0;
+  double weight = 0, tightest = -1;
   for (auto& st : res.stages) {
+    // Every stage fits its own kind; the limit shown is the tightest stage's (mixed clusters).
+    const Cluster& kc = s.kinds[static_cast<size_t>(st.kind)];
+    const DeviceProfile& dev = kc.device;
+    if (st.peak_memory_bytes / st.memory_limit_bytes > tightest)
+      tightest = st.peak_memory_bytes / st.memory_limit_bytes,
+      res.memory_limit_bytes = st.memory_limit_bytes;
+    res.feasible = res.feasible && st.peak_memory_bytes <= st.memory_limit_bytes &&
+                   (st.host_bytes <= 0 || st.host_bytes <= kc.host_memory_bytes);
     st.idle_s = std::max(step - st.busy_s, 0.0);
     st.breakdown.bubble_s = st.idle_s;
     res.energy_j +=
@@ -674,11 +694,7 @@ void price_stages(Sim& s) {
   res.breakdown = res.breakdown.scaled(1 / weight);
   res.step_time_s = step;
   res.comm_bytes = comm_max;
-  res.memory_limit_bytes = dev.memory_bytes;
   res.host_memory_limit_bytes = s.cluster.host_memory_bytes;
-  res.feasible =
-      res.peak_memory_bytes <= res.memory_limit_bytes &&
-      (res.host_memory_bytes <= 0 || res.host_memory_bytes <= res.host_memory_limit_bytes);
 }
 
 // Model FLOPs per step (Megatron's formula for GPT-style models), TFLOP/s per device and MFU.
@@ -745,8 +761,14 @@ Result<SimulationResult> simulate(const ModelSource& model, const Cluster& clust
   priced.device = priced_device(cluster.device, *tech);
   Sim s(model, priced, options);
   s.tech = *tech;
-  s.base_peak = cluster.device.peak_flops;
+  s.base_peak = cluster.mean_peak_flops();  // MFU against the devices' own peaks
   HEDDLE_TRY(read_strategy(s, given));
+  s.kinds = priced_kinds(cluster, *tech);  // each stage runs on its kind (mixed clusters)
+  std::vector<int64_t> sizes;
+  for (int64_t d = 0; d < s.pp; ++d) sizes.push_back(s.stage_devices(d));
+  auto kinds = stage_kinds(cluster, sizes);
+  HEDDLE_TRY(kinds);
+  s.kind_at = std::move(*kinds);
   HEDDLE_TRY(cost_stages(s));
   HEDDLE_TRY(cost_extras(s));
   time_chunks(s);

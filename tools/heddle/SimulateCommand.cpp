@@ -54,7 +54,7 @@ int run_simulate(const SimulateArgs& a) {
   if (!a.memory.empty()) {
     auto m = parse_bytes(a.memory);
     if (!m.ok()) return user_error(m.error());
-    cluster->device.memory_bytes = *m;
+    cluster->for_each_device([&](cost::DeviceProfile& d) { d.memory_bytes = *m; });
   }
   report_note(LogLevel::kInfo, "cluster", "cluster " + cluster->name + ": " + cluster->source);
   auto spec = StrategySpec::parse(a.strategy);
@@ -86,6 +86,7 @@ int run_simulate(const SimulateArgs& a) {
                         {"dp", s.dp},
                         {"tp", s.tp},
                         {"devices", s.devices},
+                        {"device", s.device},
                         {"micro_batch", s.micro_batch},
                         {"busy_s", s.busy_s},
                         {"idle_s", s.idle_s},
@@ -138,9 +139,9 @@ int run_simulate(const SimulateArgs& a) {
   out += "stage  layers   busy s    idle s   states     activations  mesh\n";
   for (size_t i = 0; i < r->stages.size(); ++i) {
     const auto& s = r->stages[i];
-    out += fmt::format("{:>5}  {:>6}  {:>8.4g}  {:>8.4g}  {:>10}  {:>11}  dp {} x tp {}\n", i,
+    out += fmt::format("{:>5}  {:>6}  {:>8.4g}  {:>8.4g}  {:>10}  {:>11}  dp {} x tp {}{}\n", i,
                        s.layers, s.busy_s, s.idle_s, gib(s.state_bytes), gib(s.activation_bytes),
-                       s.dp, s.tp);
+                       s.dp, s.tp, cluster->mixed() ? " on " + s.device : "");
   }
   std::fputs(out.c_str(), stdout);
   return infeasible(*r);

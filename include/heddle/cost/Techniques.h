@@ -33,6 +33,10 @@ Result<Techniques> resolve_techniques(const StrategySpec& spec, const Cluster& c
 /// `device` (resolve_techniques()).
 DeviceProfile priced_device(const DeviceProfile& device, const Techniques& t);
 
+/// The cluster's device kinds (Cluster::kinds; a one-kind cluster: itself), each with its device
+/// as priced_device() prices it under `t`.
+std::vector<Cluster> priced_kinds(const Cluster& cluster, const Techniques& t);
+
 /// Extra bytes of model state per parameter on the device under `t`: 1 with fp8 (Transformer
 /// Engine's fp8 weight copy, cast once per step and kept across micro-batches), else 0.
 double technique_state_bytes_per_param(const Techniques& t);
