@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "Chunks.h"
+#include "Offload.h"
 #include "StepTrace.h"
 #include "heddle/cost/AlphaBetaCost.h"
 #include "heddle/cost/ModelFlops.h"
@@ -354,7 +355,7 @@ void hide_behind_compute(const Sim& s, int64_t d, const PartCost& body, double r
 }
 
 // Host transfers of chunk c (n layer units) per micro-batch: with offload=optimizer+params the
-// layers' weights are fetched from the host in forward and again in backward; with
+// layers' weights are fetched from the host (or NVMe) in forward and again in backward; with
 // offload=activations the kept activations go out in forward and come back in backward. With
 // overlap they run behind the chunk's compute (prefetch), only the excess shows.
 void offload_transfers(const Sim& s, int64_t c, int64_t n, Timing& t) {
@@ -362,11 +363,11 @@ void offload_transfers(const Sim& s, int64_t c, int64_t n, Timing& t) {
   if (!s.train || kc.host_bandwidth <= 0) return;
   const ModelParts& P = s.st_of[static_cast<size_t>(c % s.pp)].stage->parts;
   double bytes = 0;
-  if (s.tech.offload == Offload::kOptimizerParams)
+  if (offloads_weights(s.tech.offload))
     bytes = static_cast<double>(n) * P.layer.param_elements * kc.device.element_bytes;
   if (s.tech.offload == Offload::kActivations) bytes = t.saved;
   if (bytes <= 0) return;
-  const double x = bytes / kc.host_bandwidth;
+  const double x = bytes / weight_fetch_bandwidth(s.tech.offload, kc);
   const double fwd_compute = t.fwd_parts.compute_s, bwd_compute = t.bwd_parts.compute_s;
   for (auto [span, parts, compute] :
        {std::tuple{&t.fwd, &t.fwd_parts, fwd_compute}, {&t.bwd, &t.bwd_parts, bwd_compute}}) {
@@ -533,57 +534,36 @@ StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkC
     t.hidden_sync = t.sync - exposed;
     t.sync = exposed;
   }
-  if (s.tech.offload == Offload::kOptimizer || s.tech.offload == Offload::kOptimizerParams) {
-    // The optimizer runs on the host (DeepSpeed's CPU Adam): owned gradients go down (2 bytes
-    // each, behind backward with overlap), the update streams 28 bytes per parameter through
-    // host memory (fp32 weight, moments and gradient read, the first three written), the
-    // updated bf16 weights come back up.
-    const Cluster& kc = s.on(d);
-    const double host_bw = kc.host_bandwidth;
-    const double dram = kc.host_memory_bandwidth > 0 ? kc.host_memory_bandwidth : host_bw;
-    t.opt = owned * 28 / dram;
-    const double down = owned * dev.element_bytes / host_bw,
-                 up = owned * dev.element_bytes / host_bw;
-    const double down_exposed = s.tech.overlap != Overlap::kNone
-                                    ? std::max(down - std::max(last_bwd - t.sync, 0.0), 0.0)
-                                    : down;
-    t.host = down_exposed + up;
-    t.hidden_host = down - down_exposed;
+  if (s.tech.offload == Offload::kOptimizer || offloads_weights(s.tech.offload)) {
+    // The optimizer runs on the host (DeepSpeed's CPU Adam), its state in DRAM or on NVMe.
+    const HostStep h =
+        host_optimizer_step(s.tech, s.on(d), owned, dev.element_bytes, last_bwd - t.sync);
+    t.opt = h.opt;
+    t.host = h.host;
+    t.hidden_host = h.hidden_host;
   }
   return t;
 }
 
-// Stage `st`'s model states on the device and on the host for `params` local parameter elements
-// (`working` of them: the stage's embedding or head and one layer unit, what a device holds at a
-// time when the weights live on the host) replicated over `dp`: mixed-precision Adam under ZeRO
-// (model_state_bytes()), plus the fp8 weight copy; offload=optimizer keeps the bf16 weights and
-// gradients on the device (gradients sharded with ZeRO >= 2, both with ZeRO-3) and the fp32
-// master weights, Adam moments and fp32 gradients of the owned share on the host (16 bytes);
-// optimizer+params also the bf16 weights, the device keeping the working set twice (the one
-// computing and the one prefetched).
+// Stage `st`'s model states on the device, the host and NVMe for `params` local parameter
+// elements (`working` of them: the stage's embedding or head and one layer unit, what a device
+// holds at a time when the weights live elsewhere) replicated over `dp`: mixed-precision Adam
+// under ZeRO (model_state_bytes()) plus the fp8 weight copy, or as offloaded_states() places them.
 void stage_states(const Sim& s, double params, double working, int64_t dp, StageResult& st) {
-  const double e = s.cluster.device.element_bytes, n = static_cast<double>(dp);
+  const double e = s.cluster.device.element_bytes;
   if (!s.train) {
     st.state_bytes = params * e;
     return;
   }
-  const double owned = s.zero >= 1 ? params / n : params;
   const double extra = technique_state_bytes_per_param(s.tech) * params;
-  switch (s.tech.offload) {
-    case Offload::kOptimizer: {
-      const double weights = s.zero >= 3 ? params / n : params;
-      const double grads = s.zero >= 2 ? params / n : params;
-      st.state_bytes = e * (weights + grads) + extra;
-      st.host_bytes = 16 * owned;
-      return;
-    }
-    case Offload::kOptimizerParams:
-      st.state_bytes = 2 * 2 * e * std::min(working, params) + extra;
-      st.host_bytes = 16 * owned + e * (s.zero >= 3 ? params / n : params);
-      return;
-    default:
-      st.state_bytes = model_state_bytes(params, s.zero, dp) + extra;
+  if (s.tech.offload == Offload::kNone || s.tech.offload == Offload::kActivations) {
+    st.state_bytes = model_state_bytes(params, s.zero, dp) + extra;
+    return;
   }
+  const auto o = offloaded_states(s.tech.offload, params, working, s.zero, dp, e, extra);
+  st.state_bytes = o.device;
+  st.host_bytes = o.host;
+  st.nvme_bytes = o.nvme;
 }
 
 // Per stage: parameters, memory, gradient reduction, optimizer step and bytes per link, each on
@@ -683,7 +663,9 @@ void price_stages(Sim& s) {
       tightest = st.peak_memory_bytes / st.memory_limit_bytes,
       res.memory_limit_bytes = st.memory_limit_bytes;
     res.feasible = res.feasible && st.peak_memory_bytes <= st.memory_limit_bytes &&
-                   (st.host_bytes <= 0 || st.host_bytes <= kc.host_memory_bytes);
+                   (st.host_bytes <= 0 || st.host_bytes <= kc.host_memory_bytes) &&
+                   (st.nvme_bytes <= 0 || st.nvme_bytes <= kc.nvme_bytes);
+    res.nvme_bytes = std::max(res.nvme_bytes, st.nvme_bytes);
     st.idle_s = std::max(step - st.busy_s, 0.0);
     st.breakdown.bubble_s = st.idle_s;
     res.energy_j +=
@@ -695,6 +677,7 @@ void price_stages(Sim& s) {
   res.step_time_s = step;
   res.comm_bytes = comm_max;
   res.host_memory_limit_bytes = s.cluster.host_memory_bytes;
+  res.nvme_limit_bytes = s.cluster.nvme_bytes;
 }
 
 // Model FLOPs per step (Megatron's formula for GPT-style models), TFLOP/s per device and MFU.

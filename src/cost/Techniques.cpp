@@ -37,6 +37,21 @@ Result<Techniques> resolve_one(const StrategySpec& spec, const Cluster& cluster,
         "offload={} moves state to host memory, and cluster {} gives none; describe it in a "
         "cluster file (host_memory_bytes and host_bandwidth per device) or use offload=none",
         to_string(t.offload), cluster.name));
+  if (t.offload == Offload::kOptimizerParamsNvme) {
+    if (cluster.nvme_bytes <= 0 || cluster.nvme_read_bandwidth <= 0 ||
+        cluster.nvme_write_bandwidth <= 0)
+      return Diagnostic(fmt::format(
+          "offload=optimizer+params:nvme keeps the optimizer state and weights on NVMe, and "
+          "cluster {} gives none; describe it in a cluster file (nvme_bytes, nvme_read_bandwidth "
+          "and nvme_write_bandwidth per device) or offload to host memory "
+          "(offload=optimizer+params)",
+          cluster.name));
+    if (spec.zero && *spec.zero != 3)
+      return Diagnostic(fmt::format(
+          "offload=optimizer+params:nvme is ZeRO-Infinity, which partitions the states with "
+          "ZeRO-3 (DeepSpeed offloads parameters with stage 3 only); use zero=3, not zero={}",
+          *spec.zero));
+  }
   return t;
 }
 

@@ -79,9 +79,10 @@ struct Rung {
 
 // Per ZeRO stage, the recomputation settings from the cheapest in time; when training on a
 // cluster with host memory and offload is not pinned, then the offloaded rows (ZeRO-Offload:
-// ZeRO-2 with the optimizer on the host; ZeRO-Infinity: ZeRO-3 with the weights there too),
-// tried only for layouts nothing else fits.
-std::vector<std::vector<Rung>> ladder_for(bool train, const StrategySpec& pins, bool host) {
+// ZeRO-2 with the optimizer on the host; ZeRO-Infinity: ZeRO-3 with the weights there too, and
+// with NVMe, on NVMe), tried only for layouts nothing else fits.
+std::vector<std::vector<Rung>> ladder_for(bool train, const StrategySpec& pins, bool host,
+                                          bool nvme) {
   std::vector<int64_t> zeros = {0};
   std::vector<Recompute> recomputes = {Recompute::kNone};
   if (train)
@@ -95,8 +96,9 @@ std::vector<std::vector<Rung>> ladder_for(bool train, const StrategySpec& pins, 
   }
   if (!train || !host || pins.offload) return out;
   for (auto [z, off] : {std::pair{int64_t{2}, Offload::kOptimizer},
-                        std::pair{int64_t{3}, Offload::kOptimizerParams}}) {
-    if (pins.zero && *pins.zero != z) continue;
+                        std::pair{int64_t{3}, Offload::kOptimizerParams},
+                        std::pair{int64_t{3}, Offload::kOptimizerParamsNvme}}) {
+    if ((pins.zero && *pins.zero != z) || (off == Offload::kOptimizerParamsNvme && !nvme)) continue;
     out.emplace_back();
     for (const auto& r : recomputes) out.back().push_back({z, r, off});
   }
@@ -296,7 +298,8 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   ConfigSearch out;
   out.device_counts = device_counts(cluster, o);
-  const auto ladder = ladder_for(o.train, o.pins, cluster.host_memory_bytes > 0);
+  const auto ladder =
+      ladder_for(o.train, o.pins, cluster.host_memory_bytes > 0, cluster.nvme_bytes > 0);
   int64_t rungs_per_layout = 0, visited = 0;
   for (const auto& z : ladder) rungs_per_layout += static_cast<int64_t>(z.size());
   std::vector<std::pair<cost::Cluster, std::vector<Layout>>> spaces;

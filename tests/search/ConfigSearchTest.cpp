@@ -337,3 +337,21 @@ TEST(ConfigSearch, MixedClusterPlacesStagesOnBothKinds) {
 
 }  // namespace
 }  // namespace heddle::search
+
+namespace heddle::search {
+namespace {
+
+// issue 19: GPT-3 175B on one DGX A100 needs the NVMe tier (host memory cannot hold its states).
+TEST(ConfigSearch, Gpt3OnOneNodePlansWithNvmeOffload) {
+  auto model = *model::zoo_scalable_model("gpt3-175b", {});
+  ConfigSearchOptions o;
+  o.train = true;
+  auto found = search_configs(model, *cost::cluster_preset("a100x8"), o);
+  ASSERT_TRUE(found.ok()) << found.error().to_string();
+  EXPECT_NE(found->best.sim.strategy.find("offload=optimizer+params:nvme"), std::string::npos)
+      << found->best.sim.strategy;
+  EXPECT_TRUE(found->best.sim.feasible);
+}
+
+}  // namespace
+}  // namespace heddle::search

@@ -34,6 +34,11 @@ std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0
 // 0.
 int infeasible(const cost::SimulationResult& r) {
   if (r.feasible) return 0;
+  if (r.nvme_bytes > r.nvme_limit_bytes && r.peak_memory_bytes <= r.memory_limit_bytes)
+    return user_error(Diagnostic(fmt::format(
+        "the plan's state on NVMe needs {} per device but the cluster gives {}; use more "
+        "devices or describe more NVMe (nvme_bytes in a cluster file)",
+        human_bytes(r.nvme_bytes), human_bytes(r.nvme_limit_bytes))));
   if (r.peak_memory_bytes <= r.memory_limit_bytes)  // the offloaded state overflows the host
     return user_error(Diagnostic(fmt::format(
         "the plan's offloaded state needs {} of host memory per device but the cluster gives {}; "
@@ -103,6 +108,8 @@ int run_simulate(const SimulateArgs& a) {
                         {"memory_limit_bytes", r->memory_limit_bytes},
                         {"host_memory_bytes", r->host_memory_bytes},
                         {"host_memory_limit_bytes", r->host_memory_limit_bytes},
+                        {"nvme_bytes", r->nvme_bytes},
+                        {"nvme_limit_bytes", r->nvme_limit_bytes},
                         {"bubble_fraction", r->bubble_fraction},
                         {"comm_bytes", r->comm_bytes},
                         {"link_bytes", r->link_bytes},
@@ -132,6 +139,8 @@ int run_simulate(const SimulateArgs& a) {
   if (r->host_memory_bytes > 0)
     out += fmt::format("host memory      {} of {}{}\n", gib(r->host_memory_bytes),
                        gib(r->host_memory_limit_bytes), r->feasible ? "" : " (does not fit)");
+  if (r->nvme_bytes > 0)
+    out += fmt::format("nvme             {} of {}\n", gib(r->nvme_bytes), gib(r->nvme_limit_bytes));
   out += fmt::format("comm per device  {}\n", gib(r->comm_bytes));
   for (const auto& [link, bytes] : r->link_bytes)
     out += fmt::format("  {:<14} {}\n", link, gib(bytes));

@@ -79,6 +79,7 @@ struct StageResult {
   double activation_bytes = 0;    ///< peak activations under the schedule
   double peak_memory_bytes = 0;
   double host_bytes = 0;  ///< host memory the device's offloaded state takes (offload=)
+  double nvme_bytes = 0;  ///< NVMe the device's offloaded state takes (offload=...:nvme)
   double parameters = 0;  ///< parameter elements on the device
   /// Where the step's time goes on this stage's devices; its exposed total is the step time
   /// (busy categories plus `bubble_s` = idle_s).
@@ -103,6 +104,8 @@ struct SimulationResult {
   double memory_limit_bytes = 0;  ///< the limit of the stage closest to its own (mixed clusters)
   double host_memory_bytes = 0;   ///< largest host memory a device's offload takes
   double host_memory_limit_bytes = 0;  ///< the cluster's host memory per device
+  double nvme_bytes = 0;               ///< largest NVMe share a device's offload takes
+  double nvme_limit_bytes = 0;         ///< the cluster's NVMe per device
   bool feasible = true;   ///< peak memory fits (and offloaded state fits in host memory)
   double comm_bytes = 0;  ///< bytes one device sends per step (largest over stages)
   std::map<std::string, double> link_bytes;  ///< per link class, bytes per device per step

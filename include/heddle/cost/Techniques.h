@@ -22,7 +22,7 @@ struct Techniques {
 /// eager; the device's default overlap (`overlap_flag`, the CLI's --overlap: dp+tp); no offload.
 /// Diagnostics: fp8 on a device without fp8 tensor cores, bf16/fp8 on a device that computes in
 /// fp32 only, flash attention on a device without a fused kernel, offload on a cluster without
-/// host memory.
+/// host memory, NVMe offload on a cluster without NVMe or with a ZeRO stage other than 3.
 Result<Techniques> resolve_techniques(const StrategySpec& spec, const Cluster& cluster,
                                       bool overlap_flag);
 
