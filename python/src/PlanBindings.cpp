@@ -113,7 +113,10 @@ void bind_plan(py::module_& m) {
                    double target_step_time, const std::string& target_text,
                    const py::object& memory_reserve) {
     cost::Cluster cluster = cluster_in;
-    if (!memory.is_none()) cluster.device.memory_bytes = bytes_arg(memory, "memory");
+    if (!memory.is_none()) {
+      const double m = bytes_arg(memory, "memory");
+      cluster.for_each_device([m](cost::DeviceProfile& d) { d.memory_bytes = m; });
+    }
     auto src = model_source(model, batch);
     search::ConfigSearchOptions o;
     o.train = train;
@@ -145,7 +148,10 @@ void bind_plan(py::module_& m) {
         [](const PyModel& model, const cost::Cluster& cluster_in, const std::string& strategy,
            bool train, int64_t batch, const py::object& memory, bool overlap) {
           cost::Cluster cluster = cluster_in;
-          if (!memory.is_none()) cluster.device.memory_bytes = bytes_arg(memory, "memory");
+          if (!memory.is_none()) {
+            const double m = bytes_arg(memory, "memory");
+            cluster.for_each_device([m](cost::DeviceProfile& d) { d.memory_bytes = m; });
+          }
           auto src = model_source(model, batch);
           search::ConfigResult c;
           c.spec = unwrap(StrategySpec::parse(strategy));

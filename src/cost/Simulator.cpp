@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "Chunks.h"
+#include "Offload.h"
 #include "StepTrace.h"
 #include "heddle/cost/AlphaBetaCost.h"
 #include "heddle/cost/ModelFlops.h"
@@ -142,6 +143,8 @@ struct Sim {
   const model::ScalableModel& model;
   const Cluster& cluster;
   const SimulateOptions& options;
+  std::vector<Cluster> kinds;    // the cluster's device kinds, priced (one kind: the cluster)
+  std::vector<int64_t> kind_at;  // per stage, the kind it runs on
   StrategySpec spec;
   Techniques tech;
   double base_peak = 0;  // the device's bf16 peak: MFU is against it whatever the precision
@@ -165,6 +168,9 @@ struct Sim {
   std::vector<double> end, tail_sync, tail_opt;  // per stage
   SimulationResult res;
 
+  const Cluster& on(int64_t d) const {
+    return kinds[static_cast<size_t>(kind_at[static_cast<size_t>(d)])];
+  }
   int64_t stage_devices(int64_t d) const {
     const auto& s = shapes[static_cast<size_t>(d)];
     return s.dp * s.tp * cp * ep;
@@ -179,7 +185,9 @@ struct Sim {
     return std::max(tile, tile * static_cast<double>(nt) / static_cast<double>(nf));
   }
   const LinkClass& send_link(int64_t from, int64_t to) const {
-    return cluster.stage_link(std::max(stage_devices(from), stage_devices(to)));
+    const int64_t a = kind_at[static_cast<size_t>(from)], b = kind_at[static_cast<size_t>(to)];
+    if (a != b) return cluster.kind_link(a, b);
+    return on(from).stage_link(std::max(stage_devices(from), stage_devices(to)));
   }
   double send_time(int64_t from, int64_t to) const {
     return collective_time(Collective::kSendRecv, 2, send_bytes(from, to), send_link(from, to));
@@ -262,11 +270,12 @@ Status read_strategy(Sim& s, const StrategySpec& given) {
 Status cost_stages(Sim& s) {
   for (int64_t d = 0; d < s.pp; ++d) {
     const auto& shape = s.shapes[static_cast<size_t>(d)];
-    if (d > 0 && shape == s.shapes[static_cast<size_t>(d - 1)]) {
+    if (d > 0 && shape == s.shapes[static_cast<size_t>(d - 1)] &&
+        s.kind_at[static_cast<size_t>(d)] == s.kind_at[static_cast<size_t>(d - 1)]) {
       s.st_of.push_back(s.st_of.back());
       continue;
     }
-    auto cs = cost_stage(s.model, s.cluster, s.spec, s.options, shape, s.B / s.m / shape.dp,
+    auto cs = cost_stage(s.model, s.on(d), s.spec, s.options, shape, s.B / s.m / shape.dp,
                          s.layered, s.local);
     HEDDLE_TRY(cs);
     s.st_of.push_back(std::move(*cs));
@@ -363,18 +372,19 @@ void hide_behind_compute(const Sim& s, int64_t d, const PartCost& body, double r
 }
 
 // Host transfers of chunk c (n layer units) per micro-batch: with offload=optimizer+params the
-// layers' weights are fetched from the host in forward and again in backward; with
+// layers' weights are fetched from the host (or NVMe) in forward and again in backward; with
 // offload=activations the kept activations go out in forward and come back in backward. With
 // overlap they run behind the chunk's compute (prefetch), only the excess shows.
 void offload_transfers(const Sim& s, int64_t c, int64_t n, Timing& t) {
-  if (!s.train || s.cluster.host_bandwidth <= 0) return;
+  const Cluster& kc = s.on(c % s.pp);
+  if (!s.train || kc.host_bandwidth <= 0) return;
   const ModelParts& P = s.st_of[static_cast<size_t>(c % s.pp)].stage->parts;
   double bytes = 0;
-  if (s.tech.offload == Offload::kOptimizerParams)
-    bytes = static_cast<double>(n) * P.layer.param_elements * s.cluster.device.element_bytes;
+  if (offloads_weights(s.tech.offload))
+    bytes = static_cast<double>(n) * P.layer.param_elements * kc.device.element_bytes;
   if (s.tech.offload == Offload::kActivations) bytes = t.saved;
   if (bytes <= 0) return;
-  const double x = bytes / s.cluster.host_bandwidth;
+  const double x = bytes / weight_fetch_bandwidth(s.tech.offload, kc);
   const double fwd_compute = t.fwd_parts.compute_s, bwd_compute = t.bwd_parts.compute_s;
   for (auto [span, parts, compute] :
        {std::tuple{&t.fwd, &t.fwd_parts, fwd_compute}, {&t.bwd, &t.bwd_parts, bwd_compute}}) {
@@ -506,7 +516,7 @@ double exposed_behind(double seconds, double window, double params) {
 StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkClass& dp_link) {
   StageTail t;
   if (!s.train) return t;
-  const DeviceProfile& dev = s.cluster.device;
+  const DeviceProfile& dev = s.on(d).device;
   const double params = st.parameters;
   const double grad_bytes = params * dev.element_bytes;
   const double factor = s.zero == 3 ? 1.5 : 1.0;
@@ -544,64 +554,42 @@ StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkC
     t.hidden_sync = t.sync - exposed;
     t.sync = exposed;
   }
-  if (s.tech.offload == Offload::kOptimizer || s.tech.offload == Offload::kOptimizerParams) {
-    // The optimizer runs on the host (DeepSpeed's CPU Adam): owned gradients go down (2 bytes
-    // each, behind backward with overlap), the update streams 28 bytes per parameter through
-    // host memory (fp32 weight, moments and gradient read, the first three written), the
-    // updated bf16 weights come back up.
-    const double host_bw = s.cluster.host_bandwidth;
-    const double dram =
-        s.cluster.host_memory_bandwidth > 0 ? s.cluster.host_memory_bandwidth : host_bw;
-    t.opt = owned * 28 / dram;
-    const double down = owned * dev.element_bytes / host_bw,
-                 up = owned * dev.element_bytes / host_bw;
-    const double down_exposed = s.tech.overlap != Overlap::kNone
-                                    ? std::max(down - std::max(last_bwd - t.sync, 0.0), 0.0)
-                                    : down;
-    t.host = down_exposed + up;
-    t.hidden_host = down - down_exposed;
+  if (s.tech.offload == Offload::kOptimizer || offloads_weights(s.tech.offload)) {
+    // The optimizer runs on the host (DeepSpeed's CPU Adam), its state in DRAM or on NVMe.
+    const HostStep h =
+        host_optimizer_step(s.tech, s.on(d), owned, dev.element_bytes, last_bwd - t.sync);
+    t.opt = h.opt;
+    t.host = h.host;
+    t.hidden_host = h.hidden_host;
   }
   return t;
 }
 
-// Stage `st`'s model states on the device and on the host for `params` local parameter elements
-// (`working` of them: the stage's embedding or head and one layer unit, what a device holds at a
-// time when the weights live on the host) replicated over `dp`: mixed-precision Adam under ZeRO
-// (model_state_bytes()), plus the fp8 weight copy; offload=optimizer keeps the bf16 weights and
-// gradients on the device (gradients sharded with ZeRO >= 2, both with ZeRO-3) and the fp32
-// master weights, Adam moments and fp32 gradients of the owned share on the host (16 bytes);
-// optimizer+params also the bf16 weights, the device keeping the working set twice (the one
-// computing and the one prefetched).
+// Stage `st`'s model states on the device, the host and NVMe for `params` local parameter
+// elements (`working` of them: the stage's embedding or head and one layer unit, what a device
+// holds at a time when the weights live elsewhere) replicated over `dp`: mixed-precision Adam
+// under ZeRO (model_state_bytes()) plus the fp8 weight copy, or as offloaded_states() places them.
 void stage_states(const Sim& s, double params, double working, int64_t dp, StageResult& st) {
-  const double e = s.cluster.device.element_bytes, n = static_cast<double>(dp);
+  const double e = s.cluster.device.element_bytes;
   if (!s.train) {
     st.state_bytes = params * e;
     return;
   }
-  const double owned = s.zero >= 1 ? params / n : params;
   const double extra = technique_state_bytes_per_param(s.tech) * params;
-  switch (s.tech.offload) {
-    case Offload::kOptimizer: {
-      const double weights = s.zero >= 3 ? params / n : params;
-      const double grads = s.zero >= 2 ? params / n : params;
-      st.state_bytes = e * (weights + grads) + extra;
-      st.host_bytes = 16 * owned;
-      return;
-    }
-    case Offload::kOptimizerParams:
-      st.state_bytes = 2 * 2 * e * std::min(working, params) + extra;
-      st.host_bytes = 16 * owned + e * (s.zero >= 3 ? params / n : params);
-      return;
-    default:
-      st.state_bytes = model_state_bytes(params, s.zero, dp) + extra;
+  if (s.tech.offload == Offload::kNone || s.tech.offload == Offload::kActivations) {
+    st.state_bytes = model_state_bytes(params, s.zero, dp) + extra;
+    return;
   }
+  const auto o = offloaded_states(s.tech.offload, params, working, s.zero, dp, e, extra);
+  st.state_bytes = o.device;
+  st.host_bytes = o.host;
+  st.nvme_bytes = o.nvme;
 }
 
 // Per stage: parameters, memory, gradient reduction, optimizer step and bytes per link, each on
 // the stage's own sub-mesh; the step time (the last stage to finish) and every stage's
 // breakdown (its blocks' categories, its tail and its idle time, summing to the step time).
 void price_stages(Sim& s) {
-  const DeviceProfile& dev = s.cluster.device;
   const pipeline::Placement& pl = s.placed.pl;
   SimulationResult& res = s.res;
   const int64_t pp = s.pp, C = s.C;
@@ -612,19 +600,23 @@ void price_stages(Sim& s) {
   for (int64_t d = 0; d < pp; ++d) {
     const CostedStage& cs = s.st_of[static_cast<size_t>(d)];
     const ModelParts& P = cs.stage->parts;
-    AlphaBetaCost comm(s.cluster, cs.mesh);
+    const Cluster& kc = s.on(d);
+    AlphaBetaCost comm(kc, cs.mesh);
     const int64_t dp_axis = cs.mesh.find("dp"), tp_axis = cs.mesh.find("tp"),
                   cp_axis = cs.mesh.find("cp");
     // The gradient reduction's group spans dp x cp: its slowest links are the dp axis's.
     const LinkClass& dp_link = dp_axis >= 0   ? comm.link(dp_axis)
                                : cp_axis >= 0 ? comm.link(cp_axis)
-                                              : s.cluster.intra_node;
+                                              : kc.intra_node;
     const LinkClass& tp_link = tp_axis >= 0 ? comm.link(tp_axis) : dp_link;
     res.stages.emplace_back();
     StageResult& st = res.stages.back();
     st.dp = cs.dp;
     st.tp = cs.tp;
     st.devices = s.stage_devices(d);
+    st.kind = s.kind_at[static_cast<size_t>(d)];
+    st.device = kc.device.name;
+    st.memory_limit_bytes = kc.device.memory_bytes;
     st.micro_batch = s.model.rebuilds_batch ? s.B / s.m / cs.dp : s.mb;
     double params = 0, tp_bytes = 0;
     for (int64_t c = d; c < C; c += pp) {
@@ -686,8 +678,18 @@ void price_stages(Sim& s) {
     res.peak_memory_bytes = std::max(res.peak_memory_bytes, st.peak_memory_bytes);
     res.host_memory_bytes = std::max(res.host_memory_bytes, st.host_bytes);
   }
-  double weight = 0;
+  double weight = 0, tightest = -1;
   for (auto& st : res.stages) {
+    // Every stage fits its own kind; the limit shown is the tightest stage's (mixed clusters).
+    const Cluster& kc = s.kinds[static_cast<size_t>(st.kind)];
+    const DeviceProfile& dev = kc.device;
+    if (st.peak_memory_bytes / st.memory_limit_bytes > tightest)
+      tightest = st.peak_memory_bytes / st.memory_limit_bytes,
+      res.memory_limit_bytes = st.memory_limit_bytes;
+    res.feasible = res.feasible && st.peak_memory_bytes <= st.memory_limit_bytes &&
+                   (st.host_bytes <= 0 || st.host_bytes <= kc.host_memory_bytes) &&
+                   (st.nvme_bytes <= 0 || st.nvme_bytes <= kc.nvme_bytes);
+    res.nvme_bytes = std::max(res.nvme_bytes, st.nvme_bytes);
     st.idle_s = std::max(step - st.busy_s, 0.0);
     st.breakdown.bubble_s = st.idle_s;
     res.energy_j +=
@@ -698,11 +700,8 @@ void price_stages(Sim& s) {
   res.breakdown = res.breakdown.scaled(1 / weight);
   res.step_time_s = step;
   res.comm_bytes = comm_max;
-  res.memory_limit_bytes = dev.memory_bytes;
   res.host_memory_limit_bytes = s.cluster.host_memory_bytes;
-  res.feasible =
-      res.peak_memory_bytes <= res.memory_limit_bytes &&
-      (res.host_memory_bytes <= 0 || res.host_memory_bytes <= res.host_memory_limit_bytes);
+  res.nvme_limit_bytes = s.cluster.nvme_bytes;
 }
 
 // Model FLOPs per step (Megatron's formula for GPT-style models), TFLOP/s per device and MFU.
@@ -770,8 +769,14 @@ Result<SimulationResult> simulate(const model::ScalableModel& model, const Clust
   priced.device = priced_device(cluster.device, *tech);
   Sim s(model, priced, options);
   s.tech = *tech;
-  s.base_peak = cluster.device.peak_flops;
+  s.base_peak = cluster.mean_peak_flops();  // MFU against the devices' own peaks
   HEDDLE_TRY(read_strategy(s, given));
+  s.kinds = priced_kinds(cluster, *tech);  // each stage runs on its kind (mixed clusters)
+  std::vector<int64_t> sizes;
+  for (int64_t d = 0; d < s.pp; ++d) sizes.push_back(s.stage_devices(d));
+  auto kinds = stage_kinds(cluster, sizes);
+  HEDDLE_TRY(kinds);
+  s.kind_at = std::move(*kinds);
   HEDDLE_TRY(cost_stages(s));
   HEDDLE_TRY(cost_extras(s));
   time_chunks(s);

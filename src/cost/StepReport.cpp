@@ -121,6 +121,7 @@ nlohmann::json simulation_json(const SimulationResult& r, const model::ScalableM
                       {"dp", s.dp},
                       {"tp", s.tp},
                       {"devices", s.devices},
+                      {"device", s.device},
                       {"micro_batch", s.micro_batch},
                       {"busy_s", s.busy_s},
                       {"idle_s", s.idle_s},
@@ -137,6 +138,8 @@ nlohmann::json simulation_json(const SimulationResult& r, const model::ScalableM
                       {"memory_limit_bytes", r.memory_limit_bytes},
                       {"host_memory_bytes", r.host_memory_bytes},
                       {"host_memory_limit_bytes", r.host_memory_limit_bytes},
+                      {"nvme_bytes", r.nvme_bytes},
+                      {"nvme_limit_bytes", r.nvme_limit_bytes},
                       {"bubble_fraction", r.bubble_fraction},
                       {"comm_bytes", r.comm_bytes},
                       {"link_bytes", r.link_bytes},
@@ -153,6 +156,11 @@ nlohmann::json simulation_json(const SimulationResult& r, const model::ScalableM
 
 std::optional<Diagnostic> infeasibility(const SimulationResult& r) {
   if (r.feasible) return std::nullopt;
+  if (r.nvme_bytes > r.nvme_limit_bytes && r.peak_memory_bytes <= r.memory_limit_bytes)
+    return Diagnostic(fmt::format(
+        "the plan's state on NVMe needs {} per device but the cluster gives {}; use more "
+        "devices or describe more NVMe (nvme_bytes in a cluster file)",
+        human_bytes(r.nvme_bytes), human_bytes(r.nvme_limit_bytes)));
   if (r.peak_memory_bytes <= r.memory_limit_bytes)  // the offloaded state overflows the host
     return Diagnostic(fmt::format(
         "the plan's offloaded state needs {} of host memory per device but the cluster gives {}; "

@@ -14,7 +14,16 @@ Export deepspeed_json(const ExportPlan& plan) {
   j["train_batch_size"] = plan.batch;
   j["train_micro_batch_size_per_gpu"] = plan.micro_batch;
   j["gradient_accumulation_steps"] = plan.batch / (d.dp * plan.micro_batch);
-  j["zero_optimization"] = {{"stage", d.zero}};
+  nlohmann::ordered_json zero = {{"stage", d.zero}};
+  // ZeRO-Offload / ZeRO-Infinity (deepspeed/runtime/zero/offload_config.py: device cpu|nvme).
+  const Offload off = plan.spec.offload.value_or(Offload::kNone);
+  const bool nvme = off == Offload::kOptimizerParamsNvme;
+  nlohmann::ordered_json device = {{"device", nvme ? "nvme" : "cpu"}, {"pin_memory", true}};
+  if (nvme) device["nvme_path"] = "/local_nvme";
+  if (off != Offload::kNone) zero["offload_optimizer"] = device;
+  if (off == Offload::kOptimizerParams || nvme) zero["offload_param"] = device;
+  if (plan.spec.overlap.value_or(Overlap::kNone) != Overlap::kNone) zero["overlap_comm"] = true;
+  j["zero_optimization"] = zero;
   if (d.tp > 1) j["tensor_parallel"] = {{"autotp_size", d.tp}};
   j["bf16"] = {{"enabled", plan.element_bytes == 2}};
   Export e;
@@ -25,6 +34,10 @@ Export deepspeed_json(const ExportPlan& plan) {
         "recompute=full: DeepSpeed's config does not turn activation checkpointing on; wrap "
         "each layer with deepspeed.checkpointing.checkpoint (or call the model's "
         "gradient_checkpointing_enable())");
+  if (nvme)
+    e.notes.push_back(
+        "offload to NVMe: set zero_optimization.offload_optimizer.nvme_path and "
+        "offload_param.nvme_path to the node's local NVMe mount (heddle writes /local_nvme)");
   return e;
 }
 

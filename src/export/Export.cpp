@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "Writers.h"
+#include "heddle/cost/Techniques.h"
 
 namespace heddle::exporting {
 
@@ -49,6 +50,13 @@ ExportPlan export_plan_of(const model::ScalableModel& model, const cost::Cluster
   p.layers = model.layers;
   for (int64_t units : sim.chunk_units) p.chunk_layers.push_back(units * model.unit);
   p.element_bytes = static_cast<int64_t>(cluster.device.element_bytes);
+  // The techniques the plan was priced with, defaults filled in: exports name them explicitly.
+  if (auto t = cost::resolve_techniques(result.spec, cluster, false); t.ok()) {
+    p.spec.precision = t->precision;
+    p.spec.attention = t->attention;
+    p.spec.overlap = t->overlap;
+    if (train) p.spec.offload = t->offload;
+  }
   return p;
 }
 

@@ -55,6 +55,22 @@ Export megatron_args(const ExportPlan& plan) {
   if (plan.layers > 0) arg("--num-layers", std::to_string(plan.layers));
   if (plan.seq > 0) arg("--seq-length", std::to_string(plan.seq));
   if (plan.element_bytes == 2) arg("--bf16");
+  // The techniques (megatron/training/arguments.py; docs/export.md).
+  if (plan.spec.precision == Precision::kFp8) arg("--fp8-format", "hybrid");
+  if (plan.spec.attention)
+    arg("--attention-backend", *plan.spec.attention == Attention::kFlash ? "flash" : "unfused");
+  const Overlap ov = plan.spec.overlap.value_or(Overlap::kNone);
+  if (ov != Overlap::kNone) {
+    arg("--overlap-grad-reduce");
+    if (d.zero >= 1) arg("--overlap-param-gather");
+    if (ov == Overlap::kDpTp && d.tp > 1) arg("--tp-comm-overlap");
+  }
+  if (plan.spec.offload == Offload::kOptimizer) {
+    arg("--optimizer-cpu-offload");
+    arg("--optimizer-offload-fraction", "1.0");
+    arg("--use-precision-aware-optimizer");
+    if (ov != Overlap::kNone) arg("--overlap-cpu-optimizer-d2h-h2d");
+  }
   Export e;
   e.file_name = "megatron_args.txt";
   e.text = fmt::format(

@@ -33,7 +33,8 @@ Result<PlanTarget> apply_target_flags(const TargetFlags& flags, cost::Cluster& c
     return Diagnostic("--memory-reserve " + human_bytes(t.reserve_bytes) +
                       " leaves nothing of the " + human_bytes(memory) +
                       " per device; give a smaller reserve");
-  cluster.device.memory_bytes = memory - t.reserve_bytes;
+  // Every kind keeps the same reserve (the allocator's and the stack's own).
+  cluster.for_each_device([&](cost::DeviceProfile& d) { d.memory_bytes -= t.reserve_bytes; });
   o.pins = target_pins(t.target, o.pins);
   if (t.target != Target::kAny) {
     // Pins the target cannot run, or a forward plan for a training stack: say why up front.

@@ -68,6 +68,14 @@ Status megatron(const StrategySpec& spec) {
       return refuse(t, "schedule=" + spec.schedule->to_string(),
                     "its pipeline schedules are 1F1B and interleaved 1F1B (virtual stages)");
   }
+  const Offload off = spec.offload.value_or(Offload::kNone);
+  if (off != Offload::kNone && off != Offload::kOptimizer)
+    return refuse(t, "offload=" + std::string(to_string(off)),
+                  "it offloads the optimizer only (--optimizer-cpu-offload); use "
+                  "offload=optimizer or DeepSpeed");
+  if (off == Offload::kOptimizer && zero != 1)
+    return refuse(t, "offload=optimizer with zero=" + std::to_string(zero),
+                  "its optimizer offload runs with the distributed optimizer; use zero=1");
   if (zero >= 2 && pp > 1)
     return refuse(t, "zero=" + std::to_string(zero) + " with pp=" + std::to_string(pp),
                   "gradients and parameters are sharded by Megatron-FSDP, which heddle exports "
@@ -81,6 +89,12 @@ Status torchtitan(const StrategySpec& spec) {
   if (spec.tp.value_or(1) > 1 && !spec.sp)
     return refuse(t, "tp=" + std::to_string(*spec.tp) + " without sp",
                   "it applies sequence parallelism with every tensor-parallel degree; use sp=on");
+  const Offload off = spec.offload.value_or(Offload::kNone);
+  if (off != Offload::kNone && (off != Offload::kOptimizerParams || zero != 3))
+    return refuse(t,
+                  "offload=" + std::string(to_string(off)) + " with zero=" + std::to_string(zero),
+                  "FSDP2 offloads parameters, gradients and optimizer state together to host "
+                  "memory (training.enable_cpu_offload); use offload=optimizer+params with zero=3");
   if (zero == 1)
     return refuse(t, "zero=1",
                   "it shards with FSDP2, which always shards gradients with the optimizer state "
@@ -111,6 +125,22 @@ Status deepspeed(const StrategySpec& spec) {
     return refuse(t, "sp=on",
                   "its tensor parallelism (AutoTP, tensor_parallel.autotp_size) has no "
                   "Megatron-style sequence parallelism; use sp=off");
+  const Offload off = spec.offload.value_or(Offload::kNone);
+  const int64_t zero = spec.zero.value_or(0);
+  if (off == Offload::kActivations)
+    return refuse(t, "offload=activations",
+                  "its config offloads only recomputation checkpoints (cpu_checkpointing); use "
+                  "recompute=full");
+  if ((off == Offload::kOptimizer && zero == 0) ||
+      ((off == Offload::kOptimizerParams || off == Offload::kOptimizerParamsNvme) && zero != 3))
+    return refuse(t,
+                  "offload=" + std::string(to_string(off)) + " with zero=" + std::to_string(zero),
+                  "offload_optimizer takes ZeRO 1-3 and offload_param ZeRO-3");
+  if (spec.precision == Precision::kFp8)
+    return refuse(t, "precision=fp8",
+                  "its config has no fp8 training switch (Transformer Engine goes in model code)");
+  if (spec.overlap == Overlap::kDpTp && spec.tp.value_or(1) > 1)
+    return refuse(t, "overlap=dp+tp", "AutoTP does not overlap its collectives with GEMMs");
   if (spec.recompute == Recompute::kSelective)
     return refuse(t, "recompute=selective",
                   "activation checkpointing wraps whole layers (deepspeed.checkpointing); use "

@@ -54,6 +54,9 @@ Export torchtitan_toml(const ExportPlan& plan) {
   if (plan.seq > 0) t += fmt::format("seq_len = {}\n", plan.seq);
   t += fmt::format("mixed_precision_param = \"{}\"\n",
                    plan.element_bytes == 2 ? "bfloat16" : "float32");
+  // FSDP2's CPUOffloadPolicy: parameters, gradients and optimizer state on the host.
+  if (plan.spec.offload == Offload::kOptimizerParams) t += "enable_cpu_offload = true\n";
+  if (plan.spec.precision == Precision::kFp8) t += "\n[model]\nconverters = [\"float8\"]\n";
   t += "\n[parallelism]\n";
   const bool fsdp = d.zero >= 2;
   t += fmt::format("data_parallel_replicate_degree = {}\n", fsdp ? 1 : d.dp);
@@ -61,6 +64,7 @@ Export torchtitan_toml(const ExportPlan& plan) {
   if (fsdp)
     t += fmt::format("fsdp_reshard_after_forward = \"{}\"\n", d.zero == 2 ? "never" : "always");
   t += fmt::format("tensor_parallel_degree = {}\n", d.tp);
+  if (plan.spec.overlap == Overlap::kDpTp && d.tp > 1) t += "enable_async_tensor_parallel = true\n";
   t += fmt::format("pipeline_parallel_degree = {}\n", d.pp);
   if (d.pp > 1) {
     t += fmt::format("pipeline_parallel_schedule = \"{}\"\n", schedule_name(plan.spec));

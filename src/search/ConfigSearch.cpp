@@ -13,6 +13,7 @@
 #include "heddle/cost/AlphaBetaCost.h"
 #include "heddle/search/InterOp.h"
 #include "heddle/search/IntraOp.h"
+#include "heddle/search/KindStages.h"
 #include "heddle/search/SubMeshes.h"
 #include "heddle/sharding/Tactics.h"
 #include "heddle/support/Cancel.h"
@@ -103,9 +104,10 @@ struct Rung {
 
 // Per ZeRO stage, the recomputation settings from the cheapest in time; when training on a
 // cluster with host memory and offload is not pinned, then the offloaded rows (ZeRO-Offload:
-// ZeRO-2 with the optimizer on the host; ZeRO-Infinity: ZeRO-3 with the weights there too),
-// tried only for layouts nothing else fits.
-std::vector<std::vector<Rung>> ladder_for(bool train, const StrategySpec& pins, bool host) {
+// ZeRO-2 with the optimizer on the host; ZeRO-Infinity: ZeRO-3 with the weights there too, and
+// with NVMe, on NVMe), tried only for layouts nothing else fits.
+std::vector<std::vector<Rung>> ladder_for(bool train, const StrategySpec& pins, bool host,
+                                          bool nvme) {
   std::vector<int64_t> zeros = {0};
   std::vector<Recompute> recomputes = {Recompute::kNone};
   if (train)
@@ -119,8 +121,9 @@ std::vector<std::vector<Rung>> ladder_for(bool train, const StrategySpec& pins, 
   }
   if (!train || !host || pins.offload) return out;
   for (auto [z, off] : {std::pair{int64_t{2}, Offload::kOptimizer},
-                        std::pair{int64_t{3}, Offload::kOptimizerParams}}) {
-    if (pins.zero && *pins.zero != z) continue;
+                        std::pair{int64_t{3}, Offload::kOptimizerParams},
+                        std::pair{int64_t{3}, Offload::kOptimizerParamsNvme}}) {
+    if ((pins.zero && *pins.zero != z) || (off == Offload::kOptimizerParamsNvme && !nvme)) continue;
     out.emplace_back();
     for (const auto& r : recomputes) out.back().push_back({z, r, off});
   }
@@ -195,6 +198,61 @@ std::vector<ConfigResult> sequence_parallel_candidates(
   return out;
 }
 
+// Mixed clusters: for the `o.submesh_layouts` best configurations of `feasible` (sorted best
+// first), pipelines whose stages follow the device kinds (kind_stage_candidates()), each with its
+// layers balanced by its stages' simulated speeds; per base, the best that fits and beats it.
+std::vector<ConfigResult> kind_stage_results(const cost::ModelSource& model, const cost::Cluster& c,
+                                             const ConfigSearchOptions& o,
+                                             const std::vector<ConfigResult>& feasible,
+                                             const std::shared_ptr<cost::SimulationCache>& cache,
+                                             int64_t& evaluated,
+                                             const std::function<bool()>& out_of_time) {
+  std::vector<ConfigResult> out;
+  cost::SimulateOptions so;
+  so.train = o.train;
+  so.overlap = o.overlap;
+  so.cache = cache;
+  auto simulated = [&](const StrategySpec& spec) -> std::optional<ConfigResult> {
+    if (o.admits && !o.admits(spec, false)) return std::nullopt;
+    auto sim = cost::simulate(model, c, spec, so);
+    ++evaluated;
+    if (!sim.ok()) return std::nullopt;
+    return ConfigResult{spec, std::move(*sim), "tactics"};
+  };
+  for (size_t i = 0, tried = 0;
+       i < feasible.size() && tried < static_cast<size_t>(o.submesh_layouts); ++i) {
+    const ConfigResult& base = feasible[i];
+    if (base.stage_planner != "tactics" || base.sim.heterogeneous) continue;
+    ++tried;
+    std::optional<ConfigResult> best;
+    for (const auto& spec : kind_stage_candidates(model, c, base.spec, base.sim, o.train)) {
+      if (out_of_time()) break;
+      auto even = simulated(spec);
+      if (!even) continue;
+      std::optional<ConfigResult> res;
+      if (even->sim.feasible) res = even;
+      int64_t units = 0;
+      for (int64_t n : even->sim.chunk_units) units += n;
+      if (!even->sim.chunk_units.empty()) {
+        auto n = balance_layers(even->sim.chunk_fixed_s, even->sim.chunk_unit_s, units);
+        if (n != even->sim.chunk_units) {
+          StrategySpec split = spec;
+          for (int64_t k : n) split.layers.push_back(k * model.unit);
+          auto balanced = simulated(split);
+          if (balanced && balanced->sim.feasible &&
+              (!res || score(*balanced, o.objective) < score(*res, o.objective)))
+            res = std::move(balanced);
+        }
+      }
+      if (res && (!best || score(*res, o.objective) < score(*best, o.objective)))
+        best = std::move(res);
+    }
+    if (best && score(*best, o.objective) < score(base, o.objective))
+      out.push_back(std::move(*best));
+  }
+  return out;
+}
+
 // The device counts to search: the cluster's, or powers of two up to the cap and the cap.
 std::vector<int64_t> device_counts(const cost::Cluster& cluster, const ConfigSearchOptions& o) {
   int64_t cap = o.max_devices > 0 ? std::min(o.max_devices, cluster.count) : cluster.count;
@@ -258,11 +316,16 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
   auto admitted = [&o](const StrategySpec& spec, bool intra_op_stages) {
     return !o.admits || o.admits(spec, intra_op_stages);
   };
+  if (cluster.mixed() && (o.max_devices > 0 || o.target_step_time_s > 0))
+    return Diagnostic(
+        "--max-devices and --target-step-time take a one-kind cluster; mixed cluster " +
+        cluster.name + " is planned on all of its devices");
   auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   ConfigSearch out;
   out.device_counts = device_counts(cluster, o);
-  const auto ladder = ladder_for(o.train, o.pins, cluster.host_memory_bytes > 0);
+  const auto ladder =
+      ladder_for(o.train, o.pins, cluster.host_memory_bytes > 0, cluster.nvme_bytes > 0);
   int64_t rungs_per_layout = 0, visited = 0;
   for (const auto& z : ladder) rungs_per_layout += static_cast<int64_t>(z.size());
   std::vector<std::pair<cost::Cluster, std::vector<Layout>>> spaces;
@@ -415,7 +478,9 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
         ++tried;
         int64_t units = 0;
         for (int64_t n : base.sim.chunk_units) units += n;
-        auto n = balance_layers(base.sim.chunk_fixed_s, base.sim.unit_s, units);
+        // Stages on different device kinds add a unit at different speeds.
+        auto n = c.mixed() ? balance_layers(base.sim.chunk_fixed_s, base.sim.chunk_unit_s, units)
+                           : balance_layers(base.sim.chunk_fixed_s, base.sim.unit_s, units);
         if (n == base.sim.chunk_units) continue;
         StrategySpec spec = base.spec;
         spec.layers.clear();
@@ -437,9 +502,18 @@ Result<ConfigSearch> search_configs(const model::ScalableModel& model, const cos
       }
       feasible.insert(feasible.end(), splits.begin(), splits.end());
     }
+    // Mixed clusters: stages that follow the kinds, each kind its own stage count, tensor
+    // parallelism and batch share (in place of the inter-op DP's sub-meshes, which are not
+    // kind-aware).
+    if (c.mixed() && o.submesh_layouts > 0 && !feasible.empty()) {
+      sort_by(feasible, o.objective);
+      auto kinds = kind_stage_results(model, c, o, feasible, cache, out.evaluated,
+                                      [&] { return elapsed() > o.time_limit_s; });
+      feasible.insert(feasible.end(), kinds.begin(), kinds.end());
+    }
     // The most promising pipelines on sub-meshes of different sizes: the inter-op DP's answer
     // for each, simulated, kept as a further candidate when faster and fitting.
-    if (o.submesh_layouts > 0 && !feasible.empty()) {
+    if (o.submesh_layouts > 0 && !feasible.empty() && !c.mixed()) {
       sort_by(feasible, o.objective);
       std::vector<ConfigResult> hetero;
       for (size_t i = 0, tried = 0;

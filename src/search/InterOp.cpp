@@ -91,8 +91,14 @@ double in_flight(int64_t s, int64_t m, const pipeline::PipelineSchedule& schedul
 
 std::vector<int64_t> balance_layers(const std::vector<double>& fixed, double unit_s,
                                     int64_t units) {
+  return balance_layers(fixed, std::vector<double>(fixed.size(), unit_s), units);
+}
+
+std::vector<int64_t> balance_layers(const std::vector<double>& fixed,
+                                    const std::vector<double>& unit_s, int64_t units) {
   const int64_t C = static_cast<int64_t>(fixed.size());
-  HEDDLE_ASSERT(C >= 1 && units >= C && unit_s >= 0) << "an impossible layer split";
+  HEDDLE_ASSERT(C >= 1 && units >= C && unit_s.size() == fixed.size()) << "an impossible split";
+  for (double u : unit_s) HEDDLE_ASSERT(u >= 0) << "a negative unit time " << u;
   // Water filling: every chunk starts with one unit, each further unit goes to the chunk it
   // leaves quickest; with linear chunk times this minimizes the largest.
   std::vector<int64_t> n(static_cast<size_t>(C), 1);
@@ -100,7 +106,7 @@ std::vector<int64_t> balance_layers(const std::vector<double>& fixed, double uni
     size_t at = 0;
     double least = kInf;
     for (size_t c = 0; c < n.size(); ++c) {
-      double t = fixed[c] + static_cast<double>(n[c] + 1) * unit_s;
+      double t = fixed[c] + static_cast<double>(n[c] + 1) * unit_s[c];
       if (t < least) least = t, at = c;
     }
     ++n[at];

@@ -16,6 +16,7 @@ nlohmann::json stage_meshes_json(const cost::SimulationResult& r) {
     out.push_back({{"dp", s.dp},
                    {"tp", s.tp},
                    {"devices", s.devices},
+                   {"device", s.device},
                    {"micro_batch", s.micro_batch},
                    {"layers", s.layers}});
   return out;

@@ -26,8 +26,8 @@ Result<E> parse_named(std::string_view text, const char* what,
 constexpr std::array<std::string_view, 3> kPrecisions = {"bf16", "fp8", "fp32"};
 constexpr std::array<std::string_view, 2> kAttentions = {"flash", "eager"};
 constexpr std::array<std::string_view, 3> kOverlaps = {"none", "dp", "dp+tp"};
-constexpr std::array<std::string_view, 4> kOffloads = {"none", "optimizer", "optimizer+params",
-                                                       "activations"};
+constexpr std::array<std::string_view, 5> kOffloads = {"none", "optimizer", "optimizer+params",
+                                                       "activations", "optimizer+params:nvme"};
 
 template <size_t N>
 std::string_view name_of(size_t i, const std::array<std::string_view, N>& names) {

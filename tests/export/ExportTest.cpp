@@ -268,6 +268,60 @@ TEST(DeepSpeedJson, EveryKey) {
   EXPECT_EQ(plain["zero_optimization"]["stage"], 0);
 }
 
+// The technique keys (precision, attention, overlap, offload) as each stack spells them, and
+// the plans no stack runs.
+TEST(Export, TechniqueKeys) {
+  auto names = [](std::vector<Target> v) {
+    std::string s;
+    for (Target t : v) s += to_string(t) + " ";
+    return s;
+  };
+  auto f = megatron_flags(
+      exported(Target::kMegatron,
+               plan("dp=2,tp=4,zero=1,mb=2,precision=fp8,attention=flash,overlap=dp+tp,"
+                    "offload=optimizer"))
+          .text);
+  EXPECT_EQ(f["--fp8-format"], "hybrid");
+  EXPECT_EQ(f["--attention-backend"], "flash");
+  for (const char* flag : {"--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap",
+                           "--optimizer-cpu-offload", "--use-precision-aware-optimizer",
+                           "--overlap-cpu-optimizer-d2h-h2d"})
+    EXPECT_EQ(f.count(flag), 1u) << flag;
+  EXPECT_EQ(f["--optimizer-offload-fraction"], "1.0");
+  auto none = megatron_flags(exported(Target::kMegatron, plan("dp=8,overlap=none")).text);
+  EXPECT_EQ(none.count("--overlap-grad-reduce"), 0u);
+  auto k = toml_keys(
+      exported(Target::kTorchtitan, plan("dp=2,tp=4,zero=3,mb=2,sp=on,precision=fp8,overlap=dp+tp,"
+                                         "offload=optimizer+params"))
+          .text);
+  EXPECT_EQ(k["model.converters"], "[\"float8\"]");
+  EXPECT_EQ(k["parallelism.enable_async_tensor_parallel"], "true");
+  EXPECT_EQ(k["training.enable_cpu_offload"], "true");
+  auto nvme = nlohmann::json::parse(
+      exported(Target::kDeepSpeed,
+               plan("dp=8,zero=3,mb=1,overlap=dp,offload=optimizer+params:nvme"))
+          .text);
+  EXPECT_EQ(nvme["zero_optimization"]["offload_optimizer"]["device"], "nvme");
+  EXPECT_EQ(nvme["zero_optimization"]["offload_param"]["device"], "nvme");
+  EXPECT_EQ(nvme["zero_optimization"]["overlap_comm"], true);
+  auto cpu = nlohmann::json::parse(
+      exported(Target::kDeepSpeed, plan("dp=8,zero=2,offload=optimizer")).text);
+  EXPECT_EQ(cpu["zero_optimization"]["offload_optimizer"]["device"], "cpu");
+  EXPECT_EQ(cpu["zero_optimization"].count("offload_param"), 0u);
+  // Who runs what: NVMe offload only DeepSpeed; offloaded activations no external stack.
+  EXPECT_EQ(names(runnable_by(spec("dp=8,zero=3,offload=optimizer+params:nvme"), {true, false})),
+            "deepspeed heddle ");
+  EXPECT_EQ(names(runnable_by(spec("dp=8,zero=1,offload=optimizer"), {true, false})),
+            "megatron deepspeed heddle ");
+  EXPECT_EQ(names(runnable_by(spec("dp=8,zero=2,offload=activations"), {true, false})), "heddle ");
+  EXPECT_EQ(names(runnable_by(spec("dp=2,tp=4,zero=1,precision=fp8"), {true, false})),
+            "megatron heddle ");
+  auto refused = expressible(Target::kMegatron, spec("dp=8,zero=3,offload=optimizer+params:nvme"),
+                             {true, false});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("it offloads the optimizer only"), std::string::npos);
+}
+
 TEST(Export, RefusesWhatTheTargetCannotRun) {
   auto e = export_plan(Target::kDeepSpeed, plan("dp=2,pp=4"));
   ASSERT_FALSE(e.ok());

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "heddle/search/ConfigSearch.h"
+#include "heddle/search/KindStages.h"
 
 namespace heddle::search {
 namespace {
@@ -263,6 +264,96 @@ TEST(ConfigSearch, SubMeshesOfDifferentSizesWinWhereEqualStagesCannot) {
   auto twice = search_configs(model, cluster, o);
   ASSERT_TRUE(twice.ok());
   EXPECT_EQ(twice->best.sim.strategy, best.sim.strategy);
+}
+
+}  // namespace
+}  // namespace heddle::search
+
+namespace heddle::search {
+namespace {
+
+// A100s then H100s, 8 of each, joined by HDR InfiniBand.
+cost::Cluster a100_h100() {
+  auto c = cost::cluster_from_json(
+      R"({"name": "mixed", "kinds": [{"name": "a100", "device": "a100", "count": 8},
+                                     {"name": "h100", "device": "h100", "count": 8}],
+          "links": [{"between": ["a100", "h100"], "bandwidth": 25e9}]})",
+      "mixed.json");
+  EXPECT_TRUE(c.ok()) << c.error().to_string();
+  return *c;
+}
+
+TEST(ConfigSearch, MixedClusterPlacesStagesOnBothKinds) {
+  auto cluster = a100_h100();
+  zoo::ZooOverrides over;
+  over.layers = 24;
+  over.batch = 128;
+  auto model = *model::zoo_scalable_model("gpt3-1.3b", over);
+  ConfigSearchOptions o;
+  o.train = true;
+  auto found = search_configs(model, cluster, o);
+  ASSERT_TRUE(found.ok()) << found.error().to_string();
+  const auto& best = found->best.sim;
+  int64_t a100_layers = 0, h100_layers = 0, a100_stages = 0, h100_stages = 0;
+  for (const auto& s : best.stages) {
+    (s.kind == 0 ? a100_layers : h100_layers) += s.layers;
+    ++(s.kind == 0 ? a100_stages : h100_stages);
+  }
+  ASSERT_GT(a100_stages, 0) << best.strategy;
+  ASSERT_GT(h100_stages, 0) << best.strategy;
+  // The faster kind holds more layers per stage (an uneven split).
+  EXPECT_GT(h100_layers * a100_stages, a100_layers * h100_stages) << best.strategy;
+  // Never slower than the plan without the kind-shaped stages and layer splits.
+  ConfigSearchOptions plain = o;
+  plain.split_layouts = 0;
+  plain.submesh_layouts = 0;
+  plain.intra_op = false;
+  auto even = search_configs(model, cluster, plain);
+  ASSERT_TRUE(even.ok());
+  EXPECT_LT(best.step_time_s, 0.95 * even->best.sim.step_time_s)
+      << best.strategy << " vs " << even->best.sim.strategy;
+  // simulate reproduces the plan from its strategy string; the search is deterministic.
+  cost::SimulateOptions so;
+  so.train = true;
+  auto again = cost::simulate(model, cluster, *StrategySpec::parse(best.strategy), so);
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  if (found->best.stage_planner == "tactics") {
+    EXPECT_DOUBLE_EQ(again->step_time_s, best.step_time_s);
+  }
+  auto twice = search_configs(model, cluster, o);
+  ASSERT_TRUE(twice.ok());
+  EXPECT_EQ(twice->best.sim.strategy, best.strategy);
+  // Kind-shaped candidates follow the kinds: each stage inside one kind.
+  auto cands = kind_stage_candidates(model, cluster, found->ranking.back().spec,
+                                     found->ranking.back().sim, true);
+  EXPECT_GT(cands.size(), 10u);
+  for (const auto& s : cands) {
+    std::vector<int64_t> sizes;
+    for (const auto& m : s.meshes) sizes.push_back(m.dp * m.tp);
+    EXPECT_TRUE(cost::stage_kinds(cluster, sizes).ok()) << s.to_string();
+  }
+  // A device cap takes a one-kind cluster.
+  ConfigSearchOptions capped = o;
+  capped.max_devices = 8;
+  EXPECT_FALSE(search_configs(model, cluster, capped).ok());
+}
+
+}  // namespace
+}  // namespace heddle::search
+
+namespace heddle::search {
+namespace {
+
+// issue 19: GPT-3 175B on one DGX A100 needs the NVMe tier (host memory cannot hold its states).
+TEST(ConfigSearch, Gpt3OnOneNodePlansWithNvmeOffload) {
+  auto model = *model::zoo_scalable_model("gpt3-175b", {});
+  ConfigSearchOptions o;
+  o.train = true;
+  auto found = search_configs(model, *cost::cluster_preset("a100x8"), o);
+  ASSERT_TRUE(found.ok()) << found.error().to_string();
+  EXPECT_NE(found->best.sim.strategy.find("offload=optimizer+params:nvme"), std::string::npos)
+      << found->best.sim.strategy;
+  EXPECT_TRUE(found->best.sim.feasible);
 }
 
 }  // namespace

@@ -95,7 +95,7 @@ int run_plan(const PlanArgs& a) {
   if (!a.memory.empty()) {
     auto m = parse_bytes(a.memory);
     if (!m.ok()) return user_error(m.error());
-    cluster->device.memory_bytes = *m;
+    cluster->for_each_device([&](cost::DeviceProfile& d) { d.memory_bytes = *m; });
   }
   auto spec = StrategySpec::parse(a.strategy);
   if (!spec.ok()) return user_error(Diagnostic("--strategy: " + spec.error().message));
@@ -203,11 +203,11 @@ int run_plan(const PlanArgs& a) {
   fmt::print("{}", assumptions_text(r, *src, *cluster, a));
   fmt::print("{}", pipeline_text(r, a.train));
   fmt::print("runs on    {}\n", exporting::runnable_text(best_export));
-  if (r.heterogeneous) {
+  if (r.heterogeneous || cluster->mixed()) {
     std::vector<std::string> ms;
     for (const auto& s : r.stages)
-      ms.push_back(
-          fmt::format("dp {} x tp {} ({} layers, mb {})", s.dp, s.tp, s.layers, s.micro_batch));
+      ms.push_back(fmt::format("dp {} x tp {} ({} layers, mb {}){}", s.dp, s.tp, s.layers,
+                               s.micro_batch, cluster->mixed() ? " on " + s.device : ""));
     fmt::print("sub-meshes {}\n", join(ms, " | "));
   }
   if (best.stage_planner == "tactics")

@@ -45,7 +45,7 @@ int run_simulate(const SimulateArgs& a) {
   if (!a.memory.empty()) {
     auto m = parse_bytes(a.memory);
     if (!m.ok()) return user_error(m.error());
-    cluster->device.memory_bytes = *m;
+    cluster->for_each_device([&](cost::DeviceProfile& d) { d.memory_bytes = *m; });
   }
   report_note(LogLevel::kInfo, "cluster", "cluster " + cluster->name + ": " + cluster->source);
   auto spec = StrategySpec::parse(a.strategy);
@@ -90,6 +90,8 @@ int run_simulate(const SimulateArgs& a) {
   if (r->host_memory_bytes > 0)
     out += fmt::format("host memory      {} of {}{}\n", gib(r->host_memory_bytes),
                        gib(r->host_memory_limit_bytes), r->feasible ? "" : " (does not fit)");
+  if (r->nvme_bytes > 0)
+    out += fmt::format("nvme             {} of {}\n", gib(r->nvme_bytes), gib(r->nvme_limit_bytes));
   out += fmt::format("comm per device  {}\n", gib(r->comm_bytes));
   for (const auto& [link, bytes] : r->link_bytes)
     out += fmt::format("  {:<14} {}\n", link, gib(bytes));
@@ -97,9 +99,9 @@ int run_simulate(const SimulateArgs& a) {
   out += "stage  layers   busy s    idle s   states     activations  mesh\n";
   for (size_t i = 0; i < r->stages.size(); ++i) {
     const auto& s = r->stages[i];
-    out += fmt::format("{:>5}  {:>6}  {:>8.4g}  {:>8.4g}  {:>10}  {:>11}  dp {} x tp {}\n", i,
+    out += fmt::format("{:>5}  {:>6}  {:>8.4g}  {:>8.4g}  {:>10}  {:>11}  dp {} x tp {}{}\n", i,
                        s.layers, s.busy_s, s.idle_s, gib(s.state_bytes), gib(s.activation_bytes),
-                       s.dp, s.tp);
+                       s.dp, s.tp, cluster->mixed() ? " on " + s.device : "");
   }
   std::fputs(out.c_str(), stdout);
   return infeasible(*r);

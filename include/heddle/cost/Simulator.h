@@ -62,16 +62,20 @@ struct SimulateOptions {
 
 /// One pipeline stage (one representative device).
 struct StageResult {
-  int64_t dp = 1, tp = 1;       ///< the stage's sub-mesh: dp replicas of a tp group
-  int64_t devices = 1;          ///< dp x cp x tp x ep
-  int64_t micro_batch = 1;      ///< sequences per replica per micro-batch
-  int64_t layers = 0;           ///< repeating layers held (over all chunks)
-  double busy_s = 0;            ///< compute + blocking communication time
-  double idle_s = 0;            ///< step time minus busy
-  double state_bytes = 0;       ///< weights, gradients, optimizer state
-  double activation_bytes = 0;  ///< peak activations under the schedule
+  int64_t dp = 1, tp = 1;         ///< the stage's sub-mesh: dp replicas of a tp group
+  int64_t devices = 1;            ///< dp x cp x tp x ep
+  int64_t kind = 0;               ///< the cluster's device kind it runs on (Cluster::kinds)
+  std::string device;             ///< that kind's device name
+  double memory_limit_bytes = 0;  ///< that kind's device memory
+  int64_t micro_batch = 1;        ///< sequences per replica per micro-batch
+  int64_t layers = 0;             ///< repeating layers held (over all chunks)
+  double busy_s = 0;              ///< compute + blocking communication time
+  double idle_s = 0;              ///< step time minus busy
+  double state_bytes = 0;         ///< weights, gradients, optimizer state
+  double activation_bytes = 0;    ///< peak activations under the schedule
   double peak_memory_bytes = 0;
   double host_bytes = 0;  ///< host memory the device's offloaded state takes (offload=)
+  double nvme_bytes = 0;  ///< NVMe the device's offloaded state takes (offload=...:nvme)
   double parameters = 0;  ///< parameter elements on the device
   /// Where the step's time goes on this stage's devices; its exposed total is the step time
   /// (busy categories plus `bubble_s` = idle_s).
@@ -92,11 +96,13 @@ struct SimulationResult {
   double model_flops = 0;  ///< per step, all devices
   double tflops_per_device = 0;
   double mfu = 0;
-  double bubble_fraction = 0;    ///< idle share of the pipeline schedule
-  double peak_memory_bytes = 0;  ///< largest over devices
-  double memory_limit_bytes = 0;
-  double host_memory_bytes = 0;        ///< largest host memory a device's offload takes
+  double bubble_fraction = 0;     ///< idle share of the pipeline schedule
+  double peak_memory_bytes = 0;   ///< largest over devices
+  double memory_limit_bytes = 0;  ///< the limit of the stage closest to its own (mixed clusters)
+  double host_memory_bytes = 0;   ///< largest host memory a device's offload takes
   double host_memory_limit_bytes = 0;  ///< the cluster's host memory per device
+  double nvme_bytes = 0;               ///< largest NVMe share a device's offload takes
+  double nvme_limit_bytes = 0;         ///< the cluster's NVMe per device
   bool feasible = true;   ///< peak memory fits (and offloaded state fits in host memory)
   double comm_bytes = 0;  ///< bytes one device sends per step (largest over stages)
   std::map<std::string, double> link_bytes;  ///< per link class, bytes per device per step

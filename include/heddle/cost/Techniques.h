@@ -22,7 +22,7 @@ struct Techniques {
 /// eager; the device's default overlap (`overlap_flag`, the CLI's --overlap: dp+tp); no offload.
 /// Diagnostics: fp8 on a device without fp8 tensor cores, bf16/fp8 on a device that computes in
 /// fp32 only, flash attention on a device without a fused kernel, offload on a cluster without
-/// host memory.
+/// host memory, NVMe offload on a cluster without NVMe or with a ZeRO stage other than 3.
 Result<Techniques> resolve_techniques(const StrategySpec& spec, const Cluster& cluster,
                                       bool overlap_flag);
 
@@ -32,6 +32,10 @@ Result<Techniques> resolve_techniques(const StrategySpec& spec, const Cluster& c
 /// attention as fused kernels (DeviceProfile::fused_attention). Precondition: `t` resolved for
 /// `device` (resolve_techniques()).
 DeviceProfile priced_device(const DeviceProfile& device, const Techniques& t);
+
+/// The cluster's device kinds (Cluster::kinds; a one-kind cluster: itself), each with its device
+/// as priced_device() prices it under `t`.
+std::vector<Cluster> priced_kinds(const Cluster& cluster, const Techniques& t);
 
 /// Extra bytes of model state per parameter on the device under `t`: 1 with fp8 (Transformer
 /// Engine's fp8 weight copy, cast once per step and kept across micro-batches), else 0.

@@ -42,7 +42,8 @@ struct ConfigSearchOptions {
   int64_t split_layouts = 4;
   /// Give the `submesh_layouts` best pipelined layouts (1f1b or zb-h1, tactics stage plans) the
   /// inter-op DP's per-stage sub-meshes and layer split (submesh_candidate()), kept when it
-  /// simulates better and fits; default 2, 0: equal sub-meshes only.
+  /// simulates better and fits; default 2, 0: equal sub-meshes only. On a mixed cluster, the
+  /// stages that follow the device kinds (kind_stage_candidates()) instead.
   int64_t submesh_layouts = 2;
   /// Try sequence parallelism (sp=on, at the layout's recomputation level or a lighter one) on
   /// the `sp_layouts` best tensor-parallel layouts, kept when it simulates better and fits;

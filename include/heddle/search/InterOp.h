@@ -65,6 +65,11 @@ double in_flight(int64_t s, int64_t m, const pipeline::PipelineSchedule& schedul
 /// empty, `units >= fixed.size()`, `unit_s >= 0`.
 std::vector<int64_t> balance_layers(const std::vector<double>& fixed, double unit_s, int64_t units);
 
+/// balance_layers() with chunk c's units taking `unit_s[c]` each (stages on devices of different
+/// speeds, mixed clusters). Preconditions as above, `unit_s` one per chunk.
+std::vector<int64_t> balance_layers(const std::vector<double>& fixed,
+                                    const std::vector<double>& unit_s, int64_t units);
+
 /// Alpa's DP: for every schedule, micro-batch count and bound t_max on a stage's time, the
 /// slicing of least total stage time whose stages all take at most t_max and fit in memory; the
 /// best step time over all of them. No slicing fits: a diagnostic naming the least memory a

@@ -1,6 +1,7 @@
 // How a step's kernels and transfers run, as a strategy names them: `precision=bf16|fp8|fp32`,
 // `attention=flash|eager`, `overlap=none|dp|dp+tp`, `offload=none|optimizer|optimizer+params|
-// activations`. Parsed once into these enums; the cost model prices them, the search pins them.
+// activations|optimizer+params:nvme`. Parsed once into these enums; the cost model prices them, the
+// search pins them.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,9 @@ enum class Offload : uint8_t {
   kOptimizer,        ///< fp32 master weights and Adam moments, updated on the host (ZeRO-Offload)
   kOptimizerParams,  ///< kOptimizer and the bf16 weights, fetched per layer (ZeRO-Infinity)
   kActivations,      ///< the activations kept for backward, copied out and back per layer
+  /// kOptimizerParams with the optimizer state and the bf16 weights on NVMe, staged through
+  /// host memory (ZeRO-Infinity's offload_optimizer and offload_param to nvme; ZeRO-3 only)
+  kOptimizerParamsNvme,
 };
 
 /// Parses `bf16`, `fp8` or `fp32`; anything else is a diagnostic listing them.
@@ -44,7 +48,7 @@ Result<Precision> parse_precision(std::string_view text);
 Result<Attention> parse_attention(std::string_view text);
 /// Parses `none`, `dp` or `dp+tp`.
 Result<Overlap> parse_overlap(std::string_view text);
-/// Parses `none`, `optimizer`, `optimizer+params` or `activations`.
+/// Parses `none`, `optimizer`, `optimizer+params`, `activations` or `optimizer+params:nvme`.
 Result<Offload> parse_offload(std::string_view text);
 
 /// The names the parsers read back.
