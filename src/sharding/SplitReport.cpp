@@ -23,6 +23,8 @@ std::string role_rule(AxisRole r) {
       return "only model dims, and sequence dims outside contractions";
     case AxisRole::kBatchOrExpert:
       return "only batch and expert dims";
+    case AxisRole::kSequence:
+      return "only dims derived from the sequence (dim 1) of the graph inputs";
   }
   return "";
 }
