@@ -201,8 +201,8 @@ std::vector<ConfigResult> sequence_parallel_candidates(
 // Mixed clusters: for the `o.submesh_layouts` best configurations of `feasible` (sorted best
 // first), pipelines whose stages follow the device kinds (kind_stage_candidates()), each with its
 // layers balanced by its stages' simulated speeds; per base, the best that fits and beats it.
-std::vector<ConfigResult> kind_stage_results(const cost::ModelSource& model, const cost::Cluster& c,
-                                             const ConfigSearchOptions& o,
+std::vector<ConfigResult> kind_stage_results(const model::ScalableModel& model,
+                                             const cost::Cluster& c, const ConfigSearchOptions& o,
                                              const std::vector<ConfigResult>& feasible,
                                              const std::shared_ptr<cost::SimulationCache>& cache,
                                              int64_t& evaluated,
