@@ -143,12 +143,12 @@ int64_t dim_with(const IndexProjection& p, int64_t row, int64_t coef) {
   return -1;
 }
 
-// conv2d (the gradients `wanted` of (x, w, bias)): weight gradient over [(g), co, ci, kh, kw, n:sum, oh:sum, ow:sum] (an affine product
-// with a padded read of x), input gradient over [n, (g), ci, ih, iw, co:sum] and, with a bias,
-// its gradient summed over n, oh and ow. The forward op is verified (Verifier: the conv2d form),
-// so its dims are found by role from the result projection `(n, g*cog + co, oh, ow)` and the one
-// reduce dim ci, whatever their names; the geometry comes from the attributes with their
-// defaults, and the gradient ops spell all of it out.
+// conv2d (the gradients `wanted` of (x, w, bias)): weight gradient over [(g), co, ci, kh, kw,
+// n:sum, oh:sum, ow:sum] (an affine product with a padded read of x), input gradient over [n, (g),
+// ci, ih, iw, co:sum] and, with a bias, its gradient summed over n, oh and ow. The forward op is
+// verified (Verifier: the conv2d form), so its dims are found by role from the result projection
+// `(n, g*cog + co, oh, ow)` and the one reduce dim ci, whatever their names; the geometry comes
+// from the attributes with their defaults, and the gradient ops spell all of it out.
 Result<std::vector<ValueId>> conv_grads(Ops& ops, const Op& fwd, ValueId dy,
                                         const std::vector<bool>& wanted) {
   auto geo = window_geometry(fwd.kind, fwd.attrs);
