@@ -1,6 +1,8 @@
 // The runtime session: a plan's programs run for N steps (forward or training, SPMD or pipelined)
 // with the reference check, per-step times and losses; the step loop every backend shares; and
 // the host-memory figures worked out from the programs.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "heddle/ops/Interpreter.h"
@@ -140,6 +142,35 @@ TEST(ReferenceCheck, FlagsAWrongOutput) {
   EXPECT_TRUE(good.errors().ok);
   EXPECT_FALSE(bad.errors().ok);
   EXPECT_NEAR(bad.errors().max_abs, 1.0, 1e-3);
+}
+
+// Relative errors are judged against at least 1% of the tensor's scale: fp32 rounding of the
+// size a cancelled element's terms had passes, an error ten times the floor does not.
+TEST(ReferenceCheck, JudgesCancelledElementsAgainstTheTensorsScale) {
+  Graph g = gpt(false);
+  std::vector<Tensor> inputs;
+  TensorMap feeds = feeds_of(g, inputs);
+  auto right = run_threaded(g, lowered(g, "dp=1", 1), feeds);
+  ASSERT_TRUE(right.ok());
+  const Tensor& out = right->at(g.outputs()[0]);
+  int64_t small = 0;
+  float scale = 0;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    scale = std::max(scale, std::fabs(out.f32()[i]));
+    if (std::fabs(out.f32()[i]) < std::fabs(out.f32()[small])) small = i;
+  }
+  ASSERT_LT(std::fabs(out.f32()[small]), 1e-3f * scale);  // an element that cancelled
+  auto perturbed = [&](float by) {
+    TensorMap got = *right;
+    got.at(g.outputs()[0]).f32()[small] += by * scale;
+    ReferenceCheck check(g, {}, feeds, inputs, {.atol = 0});
+    EXPECT_TRUE(check.check_step(1, got).ok());
+    return check.errors();
+  };
+  EXPECT_TRUE(perturbed(1e-6f).ok);  // beyond 1e-3 of the element itself
+  CheckErrors wrong = perturbed(1e-4f);
+  EXPECT_FALSE(wrong.ok);
+  EXPECT_NEAR(wrong.max_rel, 1e-2, 2e-3);  // measured against 1% of the scale
 }
 
 // The loop: a step's diagnostic stops it; a process without outputs records times only.

@@ -14,7 +14,9 @@ namespace heddle {
 
 /// How outputs are compared with the reference.
 struct CheckOptions {
-  double rtol = 1e-3;  ///< relative tolerance (default 1e-3, `heddle run --check`'s)
+  /// Relative tolerance (default 1e-3, `heddle run --check`'s), against an element's magnitude or
+  /// 1% of its tensor's largest magnitude, whichever is larger.
+  double rtol = 1e-3;
   double atol = 1e-4;  ///< absolute tolerance (default 1e-4)
   uint64_t seed = 0;   ///< the interpreter's seed for random ops (default 0)
   /// The training step's optimizer is AdamW: updated weights whose gradient is ~0 are compared
@@ -24,14 +26,18 @@ struct CheckOptions {
 
 /// How a run's outputs compared with the reference, over all steps checked.
 struct CheckErrors {
+  /// Largest absolute error, and largest relative one (against the same magnitude as `ok`).
   double max_abs = 0, max_rel = 0;
-  bool ok = true;               ///< every element within atol + rtol * |want|
+  /// Every element within atol + rtol * max(|want|, 1% of max |want| over its tensor).
+  bool ok = true;
   double reference_time_s = 0;  ///< time the interpreter took, summed over steps
   int64_t adamw_skipped = 0;    ///< updated weights compared through their gradients only
 };
 
 /// The single-device interpreter running the same steps as a partitioned run and comparing every
-/// output (tolerance atol + rtol * |want|). It holds its own copy of the parameters and follows
+/// output (tolerance atol + rtol * max(|want|, 1% of the tensor's largest |want|): fp32 rounding
+/// follows the size of a sum's terms, so elements that cancel to small values are judged against
+/// their tensor's scale). It holds its own copy of the parameters and follows
 /// the run's updates after each step, so every step starts where the partitioned run's did.
 /// AdamW's first steps move each weight by about lr * sign(gradient); where a gradient is ~0 that
 /// sign is fp32 noise, so those elements of updated weights are compared through their gradients
