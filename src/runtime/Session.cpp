@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 
 #include "heddle/runtime/HostMemory.h"
@@ -22,6 +23,12 @@ double RunResult::median_step_s() const {
   std::sort(t.begin(), t.end());
   const size_t n = t.size();
   return n % 2 == 1 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+std::optional<size_t> RunResult::first_nonfinite_loss() const {
+  for (size_t k = 0; k < losses.size(); ++k)
+    if (!std::isfinite(losses[k])) return k + 1;
+  return std::nullopt;
 }
 
 Result<RunResult> run_steps(const Graph& g, const StepFn& step, const StepLoopOptions& options) {

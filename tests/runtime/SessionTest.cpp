@@ -1,9 +1,9 @@
 // The runtime session: a plan's programs run for N steps (forward or training, SPMD or pipelined)
 // with the reference check, per-step times and losses; the step loop every backend shares; and
 // the host-memory figures worked out from the programs.
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "heddle/ops/Interpreter.h"
 #include "heddle/ops/zoo/Zoo.h"

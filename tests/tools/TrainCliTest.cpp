@@ -98,6 +98,24 @@ TEST(TrainCli, TextOutputPrintsEveryStep) {
     EXPECT_NE(r.out.find(s), std::string::npos) << r.out;
 }
 
+// A run whose loss turns NaN says so, in text and JSON mode alike, and with --check (which
+// compares NaN with NaN as equal) names that too; a finite run says nothing.
+TEST(TrainCli, ADivergedLossIsFlagged) {
+  for (const char* mode : {"", " --json", " --check"}) {
+    SCOPED_TRACE(mode);
+    auto r = heddle::testing::run_heddle(std::string("run gpt-tiny --mesh 1 --train --steps 3 "
+                                                     "--lr 1e30") +
+                                         mode);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.err.find("the loss is NaN at step 2: the run diverged"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("NaN with NaN") != std::string::npos, std::string(mode) == " --check");
+  }
+  auto fine = heddle::testing::run_heddle("run gpt-tiny --mesh 1 --train --steps 3");
+  ASSERT_EQ(fine.exit_code, 0);
+  EXPECT_EQ(fine.err.find("diverged"), std::string::npos) << fine.err;
+}
+
 TEST(TrainCli, BadRequestsExitOne) {
   Ran steps = heddle("run gpt-tiny --mesh 1 --train --steps 0");
   EXPECT_EQ(steps.code, 1);

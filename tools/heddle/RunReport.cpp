@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "heddle/driver/RunSummaryJson.h"
@@ -12,6 +13,14 @@ namespace heddle::cli {
 
 int report_run(const RunOptions& o, const RunSummary& s) {
   const CheckErrors* c = s.check;
+  if (auto k = s.result.first_nonfinite_loss())
+    report_note(LogLevel::kWarn, "loss",
+                fmt::format("warning: the loss is {} at step {}: the run diverged (try a smaller "
+                            "--lr){}",
+                            std::isnan(s.result.losses[*k - 1]) ? "NaN"
+                            : s.result.losses[*k - 1] > 0       ? "+inf"
+                                                                : "-inf",
+                            *k, c ? "; --check compares NaN with NaN as equal" : ""));
   if (o.json) {
     const nlohmann::json j = driver::summary_json(s, o.backend, o.train);
     fmt::print("{}\n", j.dump(2));

@@ -50,6 +50,9 @@ struct RunResult {
   double wall_time_s() const;
   /// The median of step_times_s (the mean of the middle two for an even count; 0 when empty).
   double median_step_s() const;
+  /// The 1-based step whose loss is the first NaN or infinity (a diverged run); none if all are
+  /// finite.
+  std::optional<size_t> first_nonfinite_loss() const;
 };
 
 /// The step loop: times each `step`, checks it against `options.reference`, records the loss.
