@@ -16,6 +16,7 @@
 // that start with a launcher (`mpirun`, `srun`) are not run here (tests/tools/MpiCliTest.cpp runs
 // the MPI backend).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -213,9 +214,11 @@ std::string case_name(const DocCommand& c) {
   return n;
 }
 
-// A scratch directory in which the documented relative paths exist.
+// A scratch directory in which the documented relative paths exist; the process id keeps two
+// test runs on one machine (two checkouts) out of each other's way.
 std::string scratch_dir(const DocCommand& c) {
-  fs::path dir = fs::path(::testing::TempDir()) / ("heddle_doc_command_" + case_name(c));
+  fs::path dir = fs::path(::testing::TempDir()) /
+                 ("heddle_doc_command_" + std::to_string(::getpid()) + "_" + case_name(c));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string src = testing::source_dir();
@@ -236,7 +239,9 @@ TEST_P(DocCommands, RunAsDocumented) {
   const DocCommand& c = GetParam();
   if (c.skipped) GTEST_SKIP() << "marked `doc-test: skip` in " << c.doc;
   SCOPED_TRACE(c.doc + ":" + std::to_string(c.line) + ": heddle " + c.args);
-  auto r = run_heddle(c.args, scratch_dir(c), kCommandTimeoutS);
+  const std::string dir = scratch_dir(c);
+  auto r = run_heddle(c.args, dir, kCommandTimeoutS);
+  fs::remove_all(dir);
   ASSERT_NE(r.exit_code, 124) << "took longer than " << kCommandTimeoutS
                               << " s: mark it `skip` with the reason, or document a quicker one";
   EXPECT_EQ(r.exit_code, c.exit_code) << r.err;
