@@ -22,7 +22,7 @@ std::string num(double v) {
 
 }  // namespace
 
-ScheduleReport report_schedule(const Placement& p, MadeSchedule made, int micro_batches,
+ScheduleReport report_schedule(const BlockPlacement& p, MadeSchedule made, int micro_batches,
                                double memory, int max_cells) {
   ScheduleReport r;
   r.placement = p.name;

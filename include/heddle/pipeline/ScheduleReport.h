@@ -27,7 +27,7 @@ struct ScheduleReport {
 
 /// Measures `made` for `p` with `micro_batches` under `memory` per device; the timeline shows at
 /// most `max_cells` cells per device (0: all).
-ScheduleReport report_schedule(const Placement& p, MadeSchedule made, int micro_batches,
+ScheduleReport report_schedule(const BlockPlacement& p, MadeSchedule made, int micro_batches,
                                double memory, int max_cells);
 
 /// Why the schedule is not valid, as a warning line (`warning: the ... schedule is not valid
