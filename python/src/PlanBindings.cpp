@@ -6,10 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "Bindings.h"
-#include "Command.h"
+#include "heddle/cost/Simulator.h"
 #include "heddle/export/Export.h"
 #include "heddle/export/PlanTarget.h"
 #include "heddle/export/RankGroups.h"
+#include "heddle/model/LoadModel.h"
 #include "heddle/search/ConfigSearch.h"
 #include "heddle/search/PlanReport.h"
 #include "heddle/support/ByteSize.h"

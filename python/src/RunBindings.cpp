@@ -5,7 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "Bindings.h"
-#include "RunCommand.h"
+#include "heddle/driver/RunArguments.h"
 #include "heddle/driver/RunRequest.h"
 #include "heddle/ir/Verifier.h"
 
@@ -13,14 +13,14 @@ namespace heddle::python {
 
 namespace {
 
-// The model `heddle run` would load for `o`: files and zoo names through the CLI's loader, an
+// The model `heddle run` would load for `o`: files and zoo names through the driver's loader, an
 // in-memory ONNX model as imported.
-model::LoadedModel runnable(const PyModel& m, cli::RunOptions& o) {
+model::LoadedModel runnable(const PyModel& m, driver::RunArguments& o) {
   if (!m.request.source.empty()) {
     o.model = m.request.source;
     o.overrides = m.request.overrides;
     o.dims = m.request.dims;
-    return unwrap(cli::load_runnable(o));
+    return unwrap(driver::load_runnable(o));
   }
   o.model = m.name;
   if (o.train)
@@ -73,17 +73,17 @@ void bind_run(py::module_& m) {
       raise(Diagnostic("backend '" + backend +
                        "': Python runs on thread-devices; run MPI ranks with `mpirun heddle run "
                        "--backend mpi`"));
-    cli::RunOptions o;
+    driver::RunArguments o;
     o.mesh = mesh;
     o.strategy = strategy;
     o.train = train;
     o.steps = steps;
     o.check = check;
     o.seed = seed;
-    unwrap(cli::check_run_options(o));
+    unwrap(driver::check_run_arguments(o));
     model::LoadedModel loaded = runnable(model, o);
     if (auto diags = verify(loaded.graph); !diags.empty()) raise(diags.front());
-    const driver::RunRequest request = cli::run_request(o);
+    const driver::RunRequest request = driver::run_request(o);
     driver::PreparedRun prepared = unwrap(driver::prepare_run(request, std::move(loaded)));
     const Graph& g = prepared.graph;
     driver::ThreadRunHooks hooks;

@@ -21,9 +21,9 @@ void bind_schedule(py::module_& m) {
                        double memory, const std::string& baseline, double time_limit) {
     const bool file = placement_text.find('/') != std::string::npos ||
                       (placement_text.size() > 5 && placement_text.ends_with(".json"));
-    pl::Placement p = pl::is_builtin_placement(placement_text) || !file
-                          ? unwrap(pl::builtin_placement(placement_text, devices))
-                          : unwrap(pl::load_placement_file(placement_text, devices));
+    pl::BlockPlacement p = pl::is_builtin_placement(placement_text) || !file
+                               ? unwrap(pl::builtin_placement(placement_text, devices))
+                               : unwrap(pl::load_placement_file(placement_text, devices));
     unwrap(pl::check_request(p, micro_batches, memory));
     pl::Schedule schedule;
     std::string method;

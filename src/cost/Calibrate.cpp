@@ -1,6 +1,7 @@
 #include "heddle/cost/Calibrate.h"
 
 #include <cblas.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
@@ -265,6 +266,38 @@ std::string cluster_to_json(const Cluster& c) {
                         {"bandwidth", c.inter_node.bandwidth},
                         {"latency", c.inter_node.latency}}}};
   return j.dump(2) + "\n";
+}
+
+CalibrateOptions quick_calibrate_options() {
+  CalibrateOptions co;
+  co.gemm_sizes = {32, 64, 128, 256};
+  co.min_seconds = 0.01;
+  co.kernel_rate_models = {"gpt-tiny"};
+  return co;
+}
+
+std::string to_string(const CpuCalibration& cal) {
+  std::string out;
+  for (auto& [n, f] : cal.gemm)
+    out += fmt::format("gemm {:>5}^3        {:8.2f} GFLOP/s\n", n, f / 1e9);
+  out += fmt::format("memory bandwidth   {:8.2f} GB/s (copy, all threads)\n",
+                     cal.memory_bandwidth / 1e9);
+  out += fmt::format("kernel bandwidth   {:8.2f} GB/s (elementwise kernel, one thread)\n",
+                     cal.kernel_bandwidth / 1e9);
+  out += fmt::format("vector work        {:8.2f} GFLOP/s (GeLU kernel)\n", cal.vector_flops / 1e9);
+  out += fmt::format("kernel call        {:8.2f} us\n", cal.launch_s * 1e6);
+  out += fmt::format("kernel rates       {} op kinds", cal.kernel_element_s.size());
+  for (const char* kind : {"add", "softmax", "adamw"})
+    if (auto it = cal.kernel_element_s.find(kind); it != cal.kernel_element_s.end())
+      out += fmt::format(", {} {:.2f} ns", kind, it->second * 1e9);
+  out += " per element\n";
+  out += fmt::format("all-reduce alpha   {:8.2f} us\n", cal.allreduce_latency * 1e6);
+  out += fmt::format("all-reduce busbw   {:8.2f} GB/s ({} threads)\n",
+                     cal.allreduce_bandwidth / 1e9, cal.cluster.count);
+  out += fmt::format("GEMM fit           {:.2f} of {:.2f} GFLOP/s, knee {:.1f}\n",
+                     cal.cluster.device.gemm_efficiency, cal.cluster.device.peak_flops / 1e9,
+                     cal.cluster.device.gemm_knee);
+  return out;
 }
 
 }  // namespace heddle::cost

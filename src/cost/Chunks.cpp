@@ -39,7 +39,7 @@ Result<std::vector<int64_t>> layer_split(const std::vector<int64_t>& layers,
 ChunkPlacement chunk_placement(const std::vector<Timing>& chunk, int64_t pp,
                                const pipeline::PipelineSchedule& schedule, bool train) {
   ChunkPlacement out;
-  pipeline::Placement& pl = out.pl;
+  pipeline::BlockPlacement& pl = out.pl;
   pl = pipeline::schedule_placement(schedule, static_cast<int>(pp), train);
   const int64_t v = schedule.chunks;
   if (!train) {

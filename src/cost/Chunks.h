@@ -30,7 +30,7 @@ Result<std::vector<int64_t>> layer_split(const std::vector<int64_t>& layers,
 /// schedule_placement()'s forward chain or training placement, with the chunks' timings, and
 /// each block's span split into categories.
 struct ChunkPlacement {
-  pipeline::Placement pl;
+  pipeline::BlockPlacement pl;
   std::vector<StepBreakdown> parts;  ///< per block of `pl`
 };
 

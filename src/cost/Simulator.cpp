@@ -466,7 +466,7 @@ void time_chunks(Sim& s) {
 // micro-batches: bubble, and when each stage's last block ends.
 Status run_schedule(Sim& s) {
   s.placed = chunk_placement(s.chunk, s.pp, s.schedule, s.train);
-  const pipeline::Placement& pl = s.placed.pl;
+  const pipeline::BlockPlacement& pl = s.placed.pl;
   auto sched = pipeline::build_baseline(s.train ? s.schedule.baseline() : "gpipe", pl,
                                         static_cast<int>(s.m));
   HEDDLE_TRY(sched);
@@ -578,7 +578,7 @@ void stage_states(const Sim& s, double params, double working, int64_t dp, Stage
 // the stage's own sub-mesh; the step time (the last stage to finish) and every stage's
 // breakdown (its blocks' categories, its tail and its idle time, summing to the step time).
 void price_stages(Sim& s) {
-  const pipeline::Placement& pl = s.placed.pl;
+  const pipeline::BlockPlacement& pl = s.placed.pl;
   SimulationResult& res = s.res;
   const int64_t pp = s.pp, C = s.C;
   double step = 0, comm_max = 0;

@@ -173,4 +173,43 @@ std::optional<Diagnostic> infeasibility(const SimulationResult& r) {
       human_bytes(r.peak_memory_bytes), human_bytes(r.memory_limit_bytes)));
 }
 
+namespace {
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024)); }
+
+}  // namespace
+
+std::string simulation_text(const SimulationResult& r, const model::ScalableModel& src,
+                            const std::string& model, bool train, bool mixed) {
+  std::string out;
+  out += fmt::format("model            {} ({}, {} devices)\n", model,
+                     train ? "training step" : "forward", r.devices);
+  out += fmt::format("strategy         {}\n", r.strategy);
+  out += fmt::format("workload         {}\n", workload_text(r, src));
+  out += fmt::format("micro-batches    {}\n", micro_batches_text(r));
+  out += fmt::format("step time        {:.6g} s\n", r.step_time_s);
+  out += fmt::format("TFLOP/s/device   {:.1f} (MFU {:.1f}%)\n", r.tflops_per_device, 100 * r.mfu);
+  out += fmt::format("bubble fraction  {:.2f}%\n", 100 * r.bubble_fraction);
+  const bool device_fits = r.peak_memory_bytes <= r.memory_limit_bytes;
+  out += fmt::format("peak memory      {} of {}{}\n", gib(r.peak_memory_bytes),
+                     gib(r.memory_limit_bytes), device_fits ? "" : " (does not fit)");
+  if (r.host_memory_bytes > 0)
+    out += fmt::format("host memory      {} of {}{}\n", gib(r.host_memory_bytes),
+                       gib(r.host_memory_limit_bytes), r.feasible ? "" : " (does not fit)");
+  if (r.nvme_bytes > 0)
+    out += fmt::format("nvme             {} of {}\n", gib(r.nvme_bytes), gib(r.nvme_limit_bytes));
+  out += fmt::format("comm per device  {}\n", gib(r.comm_bytes));
+  for (const auto& [link, bytes] : r.link_bytes)
+    out += fmt::format("  {:<14} {}\n", link, gib(bytes));
+  out += breakdown_text(r);
+  out += "stage  layers   busy s    idle s   states     activations  mesh\n";
+  for (size_t i = 0; i < r.stages.size(); ++i) {
+    const auto& s = r.stages[i];
+    out += fmt::format("{:>5}  {:>6}  {:>8.4g}  {:>8.4g}  {:>10}  {:>11}  dp {} x tp {}{}\n", i,
+                       s.layers, s.busy_s, s.idle_s, gib(s.state_bytes), gib(s.activation_bytes),
+                       s.dp, s.tp, mixed ? " on " + s.device : "");
+  }
+  return out;
+}
+
 }  // namespace heddle::cost

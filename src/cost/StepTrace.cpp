@@ -30,7 +30,7 @@ void block_spans(nlohmann::json& events, const StepBreakdown& parts, double star
 }  // namespace
 
 std::string step_trace(const StepTraceInput& in) {
-  const pipeline::Placement& pl = *in.pl;
+  const pipeline::BlockPlacement& pl = *in.pl;
   const pipeline::Schedule& sch = *in.schedule;
   const SimulationResult& res = *in.res;
   auto trace = nlohmann::json::parse(pipeline::chrome_trace_json(pl, sch));

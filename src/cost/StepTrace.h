@@ -16,7 +16,7 @@ namespace heddle::cost {
 /// `end[d]` is when stage d's last block ends, `tail_sync[d]` and `tail_opt[d]` its gradient
 /// reduction and optimizer after that; `res` has the stages and the step time.
 struct StepTraceInput {
-  const pipeline::Placement* pl = nullptr;
+  const pipeline::BlockPlacement* pl = nullptr;
   const pipeline::Schedule* schedule = nullptr;
   const std::vector<StepBreakdown>* block_parts = nullptr;
   const SimulationResult* res = nullptr;

@@ -11,13 +11,13 @@ namespace heddle::pipeline {
 
 namespace {
 
-double max_load(const Placement& p) {
+double max_load(const BlockPlacement& p) {
   auto load = device_loads(p);
   return *std::max_element(load.begin(), load.end());
 }
 
 /// Phase 0 for forward blocks none of whose ancestors is a non-forward block, else phase 1.
-std::vector<int> phases(const Placement& p) {
+std::vector<int> phases(const BlockPlacement& p) {
   std::vector<int> phase(p.blocks.size(), 0);
   auto pred = predecessors(p);
   for (int b : topological_order(p)) {
@@ -27,7 +27,7 @@ std::vector<int> phases(const Placement& p) {
   return phase;
 }
 
-BaselineSchedule gpipe(const Placement& p, int m) {
+BaselineSchedule gpipe(const BlockPlacement& p, int m) {
   const int nb = static_cast<int>(p.blocks.size());
   auto phase = phases(p);
   auto topo = topological_order(p);
@@ -54,7 +54,7 @@ std::vector<int> one_f_one_b(int total, int warmup, F fwd, B bwd) {
   return order;
 }
 
-BaselineSchedule one_f_one_b_vshape(const Placement& p, int m) {
+BaselineSchedule one_f_one_b_vshape(const BlockPlacement& p, int m) {
   const int P = p.num_devices, nb = 2 * P;
   std::vector<std::vector<int>> orders(P);
   for (int d = 0; d < P; ++d) {
@@ -65,7 +65,7 @@ BaselineSchedule one_f_one_b_vshape(const Placement& p, int m) {
   return {"1f1b", schedule_from_device_orders(p, m, orders), max_load(p)};
 }
 
-BaselineSchedule interleaved(const Placement& p, int m) {
+BaselineSchedule interleaved(const BlockPlacement& p, int m) {
   const int P = p.num_devices, V = p.chunks, nb = 2 * P * V;
   const int total = m * V;
   std::vector<std::vector<int>> orders(P);
@@ -86,7 +86,7 @@ BaselineSchedule interleaved(const Placement& p, int m) {
 /// Greedy list schedule preferring types in `rank` order (then lower micro-batches), with the
 /// memory cap `cap(d)` on device d.
 template <class Rank, class Cap>
-Schedule greedy(const Placement& p, int m, Rank rank, Cap cap) {
+Schedule greedy(const BlockPlacement& p, int m, Rank rank, Cap cap) {
   const int nb = static_cast<int>(p.blocks.size());
   std::vector<double> key(static_cast<size_t>(m) * nb);
   for (int i = 0; i < m; ++i)
@@ -106,7 +106,7 @@ int zb_rank(const Block& b) {
 /// ZB-H1 (arXiv 2401.10241, figure 3 top): 1F1B's order of F and B; device d runs the W of
 /// micro-batch j right after the B of micro-batch j + d, so every device holds p micro-batches
 /// (1F1B's peak, reached by device 0 only) and the delayed W fill the cool-down bubbles.
-BaselineSchedule zb_h1(const Placement& p, int m) {
+BaselineSchedule zb_h1(const BlockPlacement& p, int m) {
   const int P = p.num_devices, nb = 3 * P;
   std::vector<std::vector<int>> orders(P);
   for (int d = 0; d < P; ++d) {
@@ -130,7 +130,7 @@ std::vector<std::string> baseline_names() {
   return {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "chimera", "sequential"};
 }
 
-std::vector<std::string> applicable_baselines(const Placement& p, int m) {
+std::vector<std::string> applicable_baselines(const BlockPlacement& p, int m) {
   std::vector<std::string> out = {"gpipe"};
   if (p.family == "vshape") out.push_back("1f1b");
   if (p.family == "interleaved" && m % p.num_devices == 0) out.push_back("interleaved");
@@ -143,7 +143,7 @@ std::vector<std::string> applicable_baselines(const Placement& p, int m) {
   return out;
 }
 
-Result<BaselineSchedule> build_baseline(std::string_view name, const Placement& p, int m) {
+Result<BaselineSchedule> build_baseline(std::string_view name, const BlockPlacement& p, int m) {
   auto names = baseline_names();
   if (std::find(names.begin(), names.end(), name) == names.end()) {
     return Diagnostic(fmt::format("unknown baseline '{}': use one of {}", name, join(names, ", ")));
@@ -181,7 +181,7 @@ Result<BaselineSchedule> build_baseline(std::string_view name, const Placement& 
   return sequential_schedule(p, m);
 }
 
-BaselineSchedule sequential_schedule(const Placement& p, int m) {
+BaselineSchedule sequential_schedule(const BlockPlacement& p, int m) {
   const int nb = static_cast<int>(p.blocks.size());
   // Within a micro-batch, free memory as early as possible: among ready blocks, take the one
   // with the smallest memory delta (then the lowest index).
@@ -208,7 +208,7 @@ BaselineSchedule sequential_schedule(const Placement& p, int m) {
   return {"sequential", std::move(s), one};
 }
 
-Schedule schedule_from_device_orders(const Placement& p, int m,
+Schedule schedule_from_device_orders(const BlockPlacement& p, int m,
                                      const std::vector<std::vector<int>>& orders) {
   const int nb = static_cast<int>(p.blocks.size());
   const int n = m * nb;

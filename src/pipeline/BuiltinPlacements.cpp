@@ -38,11 +38,11 @@ class Builder {
     std::iota(d.begin(), d.end(), 0);
     return d;
   }
-  Placement done() { return std::move(pl_); }
-  Placement& get() { return pl_; }
+  BlockPlacement done() { return std::move(pl_); }
+  BlockPlacement& get() { return pl_; }
 
  private:
-  Placement pl_;
+  BlockPlacement pl_;
 };
 
 /// Forward blocks on `devs` in order, then backward blocks on `devs` reversed; returns ids.
@@ -64,14 +64,14 @@ std::vector<int> range(int lo, int hi) {
 
 }  // namespace
 
-Placement make_vshape(int p, double f_span, double b_span) {
+BlockPlacement make_vshape(int p, double f_span, double b_span) {
   HEDDLE_ASSERT(p >= 1);
   Builder bld("vshape", "vshape", p);
   bld.chain(v_chain(bld, "", range(0, p), f_span, b_span));
   return bld.done();
 }
 
-Placement make_interleaved(int p, int v, double f_span, double b_span) {
+BlockPlacement make_interleaved(int p, int v, double f_span, double b_span) {
   HEDDLE_ASSERT(p >= 1 && v >= 1);
   Builder bld(fmt::format("interleaved:{}", v), "interleaved", p);
   bld.get().chunks = v;
@@ -86,7 +86,7 @@ Placement make_interleaved(int p, int v, double f_span, double b_span) {
   return bld.done();
 }
 
-Placement make_vshape_zb(int p, double f_span, double b_span, double w_span) {
+BlockPlacement make_vshape_zb(int p, double f_span, double b_span, double w_span) {
   HEDDLE_ASSERT(p >= 1);
   Builder bld("vshape-zb", "vshape-zb", p);
   std::vector<int> ids;
@@ -103,7 +103,7 @@ Placement make_vshape_zb(int p, double f_span, double b_span, double w_span) {
   return bld.done();
 }
 
-Placement make_xshape(int p, double f_span, double b_span) {
+BlockPlacement make_xshape(int p, double f_span, double b_span) {
   HEDDLE_ASSERT(p >= 1);
   Builder bld("xshape", "xshape", p);
   bld.chain(v_chain(bld, "a", range(0, p), f_span, b_span));
@@ -113,7 +113,7 @@ Placement make_xshape(int p, double f_span, double b_span) {
   return bld.done();
 }
 
-Placement make_mshape(int p, double f_span, double b_span) {
+BlockPlacement make_mshape(int p, double f_span, double b_span) {
   HEDDLE_ASSERT(p >= 1);
   Builder bld("mshape", "mshape", p);
   std::vector<int> ids = {bld.add("f_all", kForward, 1, 0, bld.all())};
@@ -123,7 +123,7 @@ Placement make_mshape(int p, double f_span, double b_span) {
   return bld.done();
 }
 
-Placement make_kshape(int p, double f_span, double b_span) {
+BlockPlacement make_kshape(int p, double f_span, double b_span) {
   HEDDLE_ASSERT(p >= 2 && p % 2 == 0);
   Builder bld("kshape", "kshape", p);
   const int h = p / 2;
@@ -152,7 +152,7 @@ Placement make_kshape(int p, double f_span, double b_span) {
   return bld.done();
 }
 
-Placement make_nnshape(int p, double f_span, double b_span) {
+BlockPlacement make_nnshape(int p, double f_span, double b_span) {
   HEDDLE_ASSERT(p >= 2);
   Builder bld("nnshape", "nnshape", p);
   const int h = p / 2;
@@ -181,7 +181,7 @@ bool is_builtin_placement(std::string_view spec) {
   return false;
 }
 
-Result<Placement> builtin_placement(std::string_view spec, int devices) {
+Result<BlockPlacement> builtin_placement(std::string_view spec, int devices) {
   if (devices < 1) {
     return Diagnostic(fmt::format("--devices must be at least 1, got {}", devices));
   }

@@ -4,7 +4,7 @@
 
 namespace heddle::pipeline {
 
-std::string chrome_trace_json(const Placement& p, const Schedule& s) {
+std::string chrome_trace_json(const BlockPlacement& p, const Schedule& s) {
   constexpr double kMicrosPerUnit = 1e6;
   nlohmann::json events = nlohmann::json::array();
   for (int d = 0; d < p.num_devices; ++d) {

@@ -49,7 +49,7 @@ struct Program {
 
 }  // namespace
 
-Result<ExactResult> solve_exact(const Placement& p, int m, double memory_limit,
+Result<ExactResult> solve_exact(const BlockPlacement& p, int m, double memory_limit,
                                 const ExactOptions& options) {
   HEDDLE_TRY(check_request(p, m, memory_limit));
   if (!has_integer_spans(p)) {

@@ -14,7 +14,7 @@ using Entry = std::pair<double, int>;  // (key, op)
 /// The event-driven state of one list-scheduling run.
 class ListRun {
  public:
-  ListRun(const Placement& p, int m, const std::vector<double>& key, const ListOptions& o)
+  ListRun(const BlockPlacement& p, int m, const std::vector<double>& key, const ListOptions& o)
       : p_(p), m_(m), nb_(static_cast<int>(p.blocks.size())), key_(key), opt_(o) {}
 
   std::optional<Schedule> run() {
@@ -158,7 +158,7 @@ class ListRun {
     return started;
   }
 
-  const Placement& p_;
+  const BlockPlacement& p_;
   int m_;
   int nb_;
   const std::vector<double>& key_;
@@ -178,8 +178,8 @@ class ListRun {
 
 }  // namespace
 
-std::optional<Schedule> list_schedule(const Placement& p, int m, const std::vector<double>& key,
-                                      const ListOptions& options) {
+std::optional<Schedule> list_schedule(const BlockPlacement& p, int m,
+                                      const std::vector<double>& key, const ListOptions& options) {
   return ListRun(p, m, key, options).run();
 }
 

@@ -61,11 +61,11 @@ size_t PipelineSchedule::hash() const {
   return h;
 }
 
-Placement schedule_placement(const PipelineSchedule& schedule, int stages, bool train) {
+BlockPlacement schedule_placement(const PipelineSchedule& schedule, int stages, bool train) {
   HEDDLE_ASSERT(stages >= 1 && schedule.kind != ScheduleKind::kSearched)
       << "schedule_placement(" << schedule.to_string() << ", " << stages << ")";
   if (!train) {
-    Placement pl;
+    BlockPlacement pl;
     pl.name = pl.family = "forward";
     pl.num_devices = stages;
     const int64_t C = stages * schedule.chunks;

@@ -30,7 +30,7 @@ std::string Block::to_string() const {
                      join(devs, ","));
 }
 
-std::string Placement::to_string() const {
+std::string BlockPlacement::to_string() const {
   std::string s = fmt::format("placement {} ({} devices, {} blocks)\n", name.empty() ? "?" : name,
                               num_devices, blocks.size());
   for (const Block& b : blocks) s += "  " + b.to_string() + "\n";
@@ -40,7 +40,7 @@ std::string Placement::to_string() const {
   return s;
 }
 
-size_t Placement::hash() const {
+size_t BlockPlacement::hash() const {
   size_t h = 0;
   hash_combine(h, name);
   hash_combine(h, family);
@@ -60,7 +60,7 @@ size_t Placement::hash() const {
   return h;
 }
 
-Status check_placement(const Placement& p, const std::string& file) {
+Status check_placement(const BlockPlacement& p, const std::string& file) {
   SourceLoc loc{file, 0, 0};
   if (p.num_devices < 1) {
     return Diagnostic(
@@ -148,7 +148,7 @@ Status check_placement(const Placement& p, const std::string& file) {
   return {};
 }
 
-std::vector<std::vector<int>> predecessors(const Placement& p) {
+std::vector<std::vector<int>> predecessors(const BlockPlacement& p) {
   std::vector<std::vector<int>> pred(p.blocks.size());
   for (auto [a, b] : p.deps) pred[b].push_back(a);
   for (auto& v : pred) {
@@ -158,7 +158,7 @@ std::vector<std::vector<int>> predecessors(const Placement& p) {
   return pred;
 }
 
-std::vector<std::vector<int>> successors(const Placement& p) {
+std::vector<std::vector<int>> successors(const BlockPlacement& p) {
   std::vector<std::vector<int>> succ(p.blocks.size());
   for (auto [a, b] : p.deps) succ[a].push_back(b);
   for (auto& v : succ) {
@@ -168,7 +168,7 @@ std::vector<std::vector<int>> successors(const Placement& p) {
   return succ;
 }
 
-std::vector<int> topological_order(const Placement& p) {
+std::vector<int> topological_order(const BlockPlacement& p) {
   const int n = static_cast<int>(p.blocks.size());
   auto succ = successors(p);
   std::vector<int> indeg(n, 0);
@@ -189,14 +189,14 @@ std::vector<int> topological_order(const Placement& p) {
   return order;
 }
 
-std::vector<double> device_loads(const Placement& p) {
+std::vector<double> device_loads(const BlockPlacement& p) {
   std::vector<double> load(p.num_devices, 0.0);
   for (const Block& b : p.blocks)
     for (int d : b.devices) load[d] += b.span;
   return load;
 }
 
-bool has_integer_spans(const Placement& p) {
+bool has_integer_spans(const BlockPlacement& p) {
   return std::all_of(p.blocks.begin(), p.blocks.end(),
                      [](const Block& b) { return b.span == std::floor(b.span); });
 }

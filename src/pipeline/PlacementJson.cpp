@@ -39,8 +39,8 @@ std::vector<std::string> keys_of(const json& o) {
 
 }  // namespace
 
-Result<Placement> parse_placement_json(std::string_view text, const std::string& file,
-                                       int devices) {
+Result<BlockPlacement> parse_placement_json(std::string_view text, const std::string& file,
+                                            int devices) {
   SourceLoc where{file, 0, 0};
   auto err = [&](std::string msg) { return Diagnostic(where, std::move(msg)); };
   json j;
@@ -58,7 +58,7 @@ Result<Placement> parse_placement_json(std::string_view text, const std::string&
   }
   if (!j.is_object()) return err("a placement file must hold a JSON object");
   HEDDLE_TRY(check_keys(keys_of(j), {"devices", "blocks", "deps"}, file, ""));
-  Placement p;
+  BlockPlacement p;
   p.name = file;
   if (j.contains("devices")) {
     if (!j["devices"].is_number_integer() || j["devices"].get<long long>() < 1) {
@@ -141,14 +141,14 @@ Result<Placement> parse_placement_json(std::string_view text, const std::string&
   return p;
 }
 
-Result<Placement> load_placement_file(const std::string& path, int devices) {
+Result<BlockPlacement> load_placement_file(const std::string& path, int devices) {
   auto text = read_file_bounded(
       path, {.max_bytes = limits::kMaxJsonBytes, .what = "placement file", .raise_with = ""});
   HEDDLE_TRY(text);
   return parse_placement_json(*text, path, devices);
 }
 
-std::string placement_to_json(const Placement& p) {
+std::string placement_to_json(const BlockPlacement& p) {
   json blocks = json::array();
   for (const Block& b : p.blocks) {
     blocks.push_back({{"name", b.name},

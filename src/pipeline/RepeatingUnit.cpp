@@ -14,7 +14,7 @@ namespace {
 /// forced in and evicts whatever it clashes with (and successors it would now overlap).
 class ModuloScheduler {
  public:
-  ModuloScheduler(const Placement& p, double period, const std::vector<int>& order)
+  ModuloScheduler(const BlockPlacement& p, double period, const std::vector<int>& order)
       : p_(p),
         period_(period),
         order_(order),
@@ -95,7 +95,7 @@ class ModuloScheduler {
       if (placed_[c] && offset_[c] < s + blk.span - kTimeEpsilon) placed_[c] = false;
   }
 
-  const Placement& p_;
+  const BlockPlacement& p_;
   double period_;
   const std::vector<int>& order_;
   std::vector<std::vector<int>> pred_, succ_, on_device_;
@@ -117,7 +117,7 @@ bool clashes(double period, double s, double len, double t, double l2) {
 /// with its residue after its dependencies.
 class ReserveFirst {
  public:
-  ReserveFirst(const Placement& p, double period, const std::vector<int>& order)
+  ReserveFirst(const BlockPlacement& p, double period, const std::vector<int>& order)
       : p_(p), period_(period), order_(order), busy_(p.num_devices) {}
 
   std::optional<RepeatingUnit> run(bool at_head) {
@@ -213,7 +213,7 @@ class ReserveFirst {
     return std::nullopt;
   }
 
-  const Placement& p_;
+  const BlockPlacement& p_;
   double period_;
   const std::vector<int>& order_;
   std::vector<std::vector<std::pair<double, double>>> busy_;  // (residue, span) per device
@@ -222,7 +222,7 @@ class ReserveFirst {
 
 }  // namespace
 
-std::optional<RepeatingUnit> modulo_schedule(const Placement& p, double period,
+std::optional<RepeatingUnit> modulo_schedule(const BlockPlacement& p, double period,
                                              const std::vector<int>& order, MultiDevice multi) {
   for (const Block& b : p.blocks) {
     HEDDLE_ASSERT(b.span <= period + kTimeEpsilon) << "period shorter than a span";

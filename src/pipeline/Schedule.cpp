@@ -8,14 +8,14 @@
 
 namespace heddle::pipeline {
 
-std::string Schedule::to_string(const Placement& p) const {
+std::string Schedule::to_string(const BlockPlacement& p) const {
   std::string s;
   for (int i = 0; i < micro_batches; ++i)
     for (int b = 0; b < blocks; ++b) s += fmt::format("{} {} {}\n", i, p.blocks[b].name, at(i, b));
   return s;
 }
 
-ScheduleStats compute_stats(const Placement& p, const Schedule& s) {
+ScheduleStats compute_stats(const BlockPlacement& p, const Schedule& s) {
   HEDDLE_ASSERT(s.blocks == static_cast<int>(p.blocks.size())) << "schedule of another placement";
   ScheduleStats st;
   st.busy.assign(p.num_devices, 0.0);
@@ -42,7 +42,7 @@ ScheduleStats compute_stats(const Placement& p, const Schedule& s) {
   return st;
 }
 
-double makespan_lower_bound(const Placement& p, int m) {
+double makespan_lower_bound(const BlockPlacement& p, int m) {
   const int n = static_cast<int>(p.blocks.size());
   auto order = topological_order(p);
   auto pred = predecessors(p);
@@ -68,7 +68,7 @@ double makespan_lower_bound(const Placement& p, int m) {
   return lb;
 }
 
-Schedule schedule_from_sequence(const Placement& p, int m, const std::vector<int>& sequence) {
+Schedule schedule_from_sequence(const BlockPlacement& p, int m, const std::vector<int>& sequence) {
   const int nb = static_cast<int>(p.blocks.size());
   auto pred = predecessors(p);
   Schedule s{m, nb, std::vector<double>(static_cast<size_t>(m) * nb, -1.0)};
@@ -90,7 +90,7 @@ Schedule schedule_from_sequence(const Placement& p, int m, const std::vector<int
   return s;
 }
 
-Schedule left_justify(const Placement& p, const Schedule& s) {
+Schedule left_justify(const BlockPlacement& p, const Schedule& s) {
   std::vector<int> seq(s.num_ops());
   std::iota(seq.begin(), seq.end(), 0);
   std::stable_sort(seq.begin(), seq.end(), [&](int a, int b) { return s.start[a] < s.start[b]; });

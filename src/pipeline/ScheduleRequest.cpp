@@ -12,7 +12,7 @@
 
 namespace heddle::pipeline {
 
-Result<Placement> resolve_placement(const std::string& name, int devices) {
+Result<BlockPlacement> resolve_placement(const std::string& name, int devices) {
   // A name without '/' or ".json" is a built-in (the error lists them); anything else a file.
   const bool file =
       name.find('/') != std::string::npos || (name.size() > 5 && name.ends_with(".json"));
@@ -26,7 +26,7 @@ Result<Placement> resolve_placement(const std::string& name, int devices) {
   return builtin_placement(name, devices);
 }
 
-Result<MadeSchedule> make_schedule(const Placement& p, int micro_batches, double memory,
+Result<MadeSchedule> make_schedule(const BlockPlacement& p, int micro_batches, double memory,
                                    const std::string& baseline, double time_limit_s) {
   HEDDLE_TRY(check_request(p, micro_batches, memory));
   MadeSchedule out;

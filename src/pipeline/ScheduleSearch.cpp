@@ -23,7 +23,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 /// Longest path before (head) and after (tail) each block within one micro-batch.
-void paths(const Placement& p, std::vector<double>& head, std::vector<double>& tail) {
+void paths(const BlockPlacement& p, std::vector<double>& head, std::vector<double>& tail) {
   const int n = static_cast<int>(p.blocks.size());
   auto order = topological_order(p);
   auto pred = predecessors(p);
@@ -38,7 +38,7 @@ void paths(const Placement& p, std::vector<double>& head, std::vector<double>& t
 
 /// Topological orders in which the repeating unit is packed: earliest-start first, and
 /// longest-remaining-path first.
-std::vector<std::vector<int>> unit_orders(const Placement& p) {
+std::vector<std::vector<int>> unit_orders(const BlockPlacement& p) {
   std::vector<double> head, tail;
   paths(p, head, tail);
   std::vector<int> a(p.blocks.size());
@@ -52,7 +52,7 @@ std::vector<std::vector<int>> unit_orders(const Placement& p) {
 }
 
 /// The periods to try: the lower bound, then small steps, then geometric ones up to `hi`.
-std::vector<double> candidate_periods(const Placement& p, double lo, double hi) {
+std::vector<double> candidate_periods(const BlockPlacement& p, double lo, double hi) {
   const bool integer = has_integer_spans(p);
   double longest = 0;
   for (const Block& b : p.blocks) longest = std::max(longest, b.span);
@@ -73,7 +73,7 @@ std::vector<double> candidate_periods(const Placement& p, double lo, double hi) 
 /// Collects valid candidates and keeps the best.
 class Best {
  public:
-  Best(const Placement& p, double limit) : p_(p), limit_(limit) {}
+  Best(const BlockPlacement& p, double limit) : p_(p), limit_(limit) {}
 
   /// Offers a schedule; `slope` computes its period when it is not known (NaN).
   void offer(std::string method, const Schedule& raw, double period,
@@ -101,7 +101,7 @@ class Best {
   }
 
  private:
-  const Placement& p_;
+  const BlockPlacement& p_;
   double limit_;
   bool has_ = false;
   int count_ = 0;
@@ -121,7 +121,7 @@ std::vector<double> unit_keys(const std::vector<double>& offset, double period, 
 
 /// Average time per extra micro-batch of a list schedule keyed by `offset`/`period`, measured
 /// in steady state: between max(m, 4p) and that + max(8, 2p) micro-batches.
-double list_slope(const Placement& p, int m, const std::vector<double>& offset, double period,
+double list_slope(const BlockPlacement& p, int m, const std::vector<double>& offset, double period,
                   const ListOptions& opt) {
   const int m1 = std::max(m, 4 * p.num_devices), k = std::max(8, 2 * p.num_devices);
   auto makespan = [&](int count) -> std::optional<double> {
@@ -138,7 +138,7 @@ double list_slope(const Placement& p, int m, const std::vector<double>& offset, 
 /// dependencies and the previous operation on its devices allow), pruned by `best` and by each
 /// device's remaining load; stops after `budget` nodes. Every left-justified schedule is such a
 /// sequence, so an exhausted search proves optimality. Returns a better schedule, if found.
-std::optional<Schedule> branch_and_bound(const Placement& p, int m, double limit, double best,
+std::optional<Schedule> branch_and_bound(const BlockPlacement& p, int m, double limit, double best,
                                          long budget) {
   const int nb = static_cast<int>(p.blocks.size());
   const int n = m * nb;
@@ -195,12 +195,12 @@ std::optional<Schedule> branch_and_bound(const Placement& p, int m, double limit
 
 }  // namespace
 
-double minimum_memory(const Placement& p, int m) {
+double minimum_memory(const BlockPlacement& p, int m) {
   auto st = compute_stats(p, sequential_schedule(p, m).schedule);
   return *std::max_element(st.peak_memory.begin(), st.peak_memory.end());
 }
 
-Status check_request(const Placement& p, int m, double memory_limit) {
+Status check_request(const BlockPlacement& p, int m, double memory_limit) {
   HEDDLE_TRY(check_placement(p));
   if (m < 1) {
     return Diagnostic(fmt::format("the micro-batch count must be at least 1, got {}", m));
@@ -229,7 +229,7 @@ Status check_request(const Placement& p, int m, double memory_limit) {
   return {};
 }
 
-Result<ScheduleSearchResult> search_schedule(const Placement& p, int m, double memory_limit,
+Result<ScheduleSearchResult> search_schedule(const BlockPlacement& p, int m, double memory_limit,
                                              const ScheduleSearchOptions& options) {
   const auto t0 = Clock::now();
   HEDDLE_TRY(check_request(p, m, memory_limit));

@@ -15,7 +15,7 @@ bool multiple_of(double x, double unit) {
   return std::fabs(q - std::round(q)) < 1e-6;
 }
 
-double time_unit(const Placement& p, const Schedule& s) {
+double time_unit(const BlockPlacement& p, const Schedule& s) {
   double shortest = p.blocks.front().span;
   for (const Block& b : p.blocks) shortest = std::min(shortest, b.span);
   for (double unit : {1.0, shortest, shortest / 2, shortest / 4}) {
@@ -30,7 +30,7 @@ double time_unit(const Placement& p, const Schedule& s) {
 
 }  // namespace
 
-std::string render_timeline(const Placement& p, const Schedule& s, int max_cells) {
+std::string render_timeline(const BlockPlacement& p, const Schedule& s, int max_cells) {
   const int nb = s.blocks;
   const double unit = time_unit(p, s);
   const int digits = static_cast<int>(std::to_string(std::max(0, s.micro_batches - 1)).size());

@@ -9,13 +9,13 @@ namespace heddle::pipeline {
 
 namespace {
 
-std::string op_name(const Placement& p, int nb, int op) {
+std::string op_name(const BlockPlacement& p, int nb, int op) {
   return fmt::format("'{}' of micro-batch {}", p.blocks[op % nb].name, op / nb);
 }
 
 }  // namespace
 
-Status validate_schedule(const Placement& p, const Schedule& s, double memory_limit) {
+Status validate_schedule(const BlockPlacement& p, const Schedule& s, double memory_limit) {
   const int nb = static_cast<int>(p.blocks.size());
   if (s.blocks != nb || s.micro_batches < 0 ||
       s.start.size() != static_cast<size_t>(s.micro_batches) * nb) {

@@ -203,7 +203,7 @@ Result<std::pair<StageBlock, std::vector<ParamUpdate>>> optimizer_block(
 }
 
 // Per stage, its steps in the order `schedule` starts them.
-std::vector<std::vector<PipelineStep>> stage_orders(const pipeline::Placement& pl,
+std::vector<std::vector<PipelineStep>> stage_orders(const pipeline::BlockPlacement& pl,
                                                     const pipeline::Schedule& s, int64_t chunks,
                                                     int64_t stages) {
   // Forward blocks visit chunks 0..C-1 in block order, backward blocks C-1..0; a zero-bubble
@@ -575,7 +575,7 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
 
   // The schedule: training runs forward-backward V-shapes (interleaved: V passes over the
   // stages); forward-only runs the chain of forward blocks.
-  const pipeline::Placement pl =
+  const pipeline::BlockPlacement pl =
       pipeline::schedule_placement(options.schedule, static_cast<int>(P.stages), P.train);
   auto sched =
       pipeline::build_baseline(P.schedule.baseline(), pl, static_cast<int>(P.micro_batches));

@@ -34,25 +34,10 @@ inline std::string mpirun_prefix(const std::string& env, int sigkill_s) {
 
 /// Runs `command` through the shell, timing it and capturing stdout, stderr and the exit code.
 inline Timed run_timed(const std::string& command) {
-  char tmpl[] = "/tmp/heddle_mpi_XXXXXX";
-  int fd = mkstemp(tmpl);
-  if (fd >= 0) close(fd);
-  std::string err_file = tmpl;
   Timed t;
   auto t0 = std::chrono::steady_clock::now();
-  FILE* p = popen((command + " 2>" + err_file).c_str(), "r");
-  if (!p) return t;
-  char buf[4096];
-  size_t k;
-  while ((k = fread(buf, 1, sizeof buf, p)) > 0) t.r.out.append(buf, k);
-  int status = pclose(p);
+  t.r = run_shell(command);
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  t.r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream in(err_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  t.r.err = ss.str();
-  std::remove(err_file.c_str());
   return t;
 }
 

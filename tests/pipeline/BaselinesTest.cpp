@@ -9,7 +9,7 @@ namespace {
 
 constexpr double kUnlimited = 1e9;
 
-ScheduleStats stats_of(const std::string& baseline, const Placement& p, int m) {
+ScheduleStats stats_of(const std::string& baseline, const BlockPlacement& p, int m) {
   auto b = build_baseline(baseline, p, m);
   EXPECT_TRUE(b.ok()) << baseline << ": " << b.error().to_string();
   EXPECT_TRUE(validate_schedule(p, b->schedule, kUnlimited).ok())
@@ -20,7 +20,7 @@ ScheduleStats stats_of(const std::string& baseline, const Placement& p, int m) {
 TEST(Baselines, OneFOneBClosedForm) {
   for (int p : {1, 2, 4, 8}) {
     for (int m : {1, 2, 4, 8, 16}) {
-      Placement pl = make_vshape(p, 1, 1);
+      BlockPlacement pl = make_vshape(p, 1, 1);
       auto st = stats_of("1f1b", pl, m);
       EXPECT_EQ(st.makespan, 2 * (m + p - 1)) << "p=" << p << " m=" << m;
       EXPECT_NEAR(st.bubble_fraction, double(p - 1) / (m + p - 1), 1e-12);
@@ -66,7 +66,7 @@ TEST(Baselines, ZeroBubbleClosedForms) {
       EXPECT_EQ(h1.peak_memory[0], p);
       // F = 1, B = 2, W = 1: ZB-H1 (p - 1)(F + B - W) = 2(p - 1); ZB-H2 (p - 1)(F + B - 2W)
       // = p - 1 with at most 2p - 1 in flight.
-      Placement zb = make_vshape_zb(p, 1, 2, 1);
+      BlockPlacement zb = make_vshape_zb(p, 1, 2, 1);
       EXPECT_EQ(stats_of("zb-h1", zb, m).makespan, 4 * m + 2 * (p - 1)) << "p=" << p << " m=" << m;
       auto h2 = stats_of("zb-h2", zb, m);
       for (double peak : h2.peak_memory) EXPECT_LE(peak, 2 * p - 1);

@@ -15,7 +15,7 @@ namespace heddle::pipeline::testing {
 
 /// Minimum makespan of `m` micro-batches of `p` with running memory <= `limit` on every device;
 /// infinity when none exists. Precondition: tiny (a dozen operations or so).
-inline double brute_force_makespan(const Placement& p, int m, double limit) {
+inline double brute_force_makespan(const BlockPlacement& p, int m, double limit) {
   const int nb = static_cast<int>(p.blocks.size());
   const int n = m * nb;
   auto pred = predecessors(p);

@@ -12,7 +12,7 @@ namespace {
 
 TEST(Exact, ProvesTheBruteForceOptimum) {
   struct Case {
-    Placement p;
+    BlockPlacement p;
     int m;
   };
   std::vector<Case> cases = {{make_vshape(2), 2},    {make_vshape(2), 3}, {make_vshape(3), 2},
@@ -34,7 +34,7 @@ TEST(Exact, ProvesTheBruteForceOptimum) {
 TEST(Exact, SearchIsOptimalOnSmallCases) {
   // Cases up to 4 devices and 4 micro-batches that CBC proves in well under a second.
   struct Case {
-    Placement p;
+    BlockPlacement p;
     int m;
     double memory;
   };

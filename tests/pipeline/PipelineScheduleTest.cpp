@@ -76,7 +76,7 @@ TEST(PipelineSchedule, PlacementIsTheShapeOfTheSchedule) {
   EXPECT_EQ(schedule_placement({K::kZbH1, 1}, 3, true), make_vshape_zb(3));
   EXPECT_EQ(schedule_placement({K::kZbH2, 1}, 3, true), make_vshape_zb(3));
   // Forward only: a chain over stages x chunks blocks, chunk c on stage c % stages.
-  Placement f = schedule_placement({K::kInterleaved, 2}, 3, false);
+  BlockPlacement f = schedule_placement({K::kInterleaved, 2}, 3, false);
   EXPECT_EQ(f.family, "forward");
   EXPECT_EQ(f.num_devices, 3);
   ASSERT_EQ(f.blocks.size(), 6u);

@@ -6,18 +6,18 @@
 namespace heddle::pipeline {
 namespace {
 
-Placement two_blocks() {
-  Placement p;
+BlockPlacement two_blocks() {
+  BlockPlacement p;
   p.num_devices = 2;
   p.blocks = {{"f0", "forward", 1, 1, {0}}, {"f1", "forward", 1, 1, {1}}};
   p.deps = {{0, 1}};
   return p;
 }
 
-TEST(Placement, AcceptsAValidPlacement) { EXPECT_TRUE(check_placement(two_blocks()).ok()); }
+TEST(BlockPlacement, AcceptsAValidPlacement) { EXPECT_TRUE(check_placement(two_blocks()).ok()); }
 
-TEST(Placement, RejectsCycleAndNamesIt) {
-  Placement p = two_blocks();
+TEST(BlockPlacement, RejectsCycleAndNamesIt) {
+  BlockPlacement p = two_blocks();
   p.deps.push_back({1, 0});
   auto st = check_placement(p);
   ASSERT_FALSE(st.ok());
@@ -25,8 +25,8 @@ TEST(Placement, RejectsCycleAndNamesIt) {
   EXPECT_NE(st.error().message.find("f1 -> f0 -> f1"), std::string::npos) << st.error().message;
 }
 
-TEST(Placement, RejectsDeviceThatDoesNotExist) {
-  Placement p = two_blocks();
+TEST(BlockPlacement, RejectsDeviceThatDoesNotExist) {
+  BlockPlacement p = two_blocks();
   p.blocks[1].devices = {2};
   auto st = check_placement(p, "x.json");
   ASSERT_FALSE(st.ok());
@@ -35,9 +35,9 @@ TEST(Placement, RejectsDeviceThatDoesNotExist) {
             "devices (0 to 1)");
 }
 
-TEST(Placement, RejectsZeroAndNegativeSpans) {
+TEST(BlockPlacement, RejectsZeroAndNegativeSpans) {
   for (double span : {0.0, -1.0}) {
-    Placement p = two_blocks();
+    BlockPlacement p = two_blocks();
     p.blocks[0].span = span;
     auto st = check_placement(p);
     ASSERT_FALSE(st.ok());
@@ -45,8 +45,8 @@ TEST(Placement, RejectsZeroAndNegativeSpans) {
   }
 }
 
-TEST(Placement, RejectsDuplicateNamesAndEmptyDevices) {
-  Placement p = two_blocks();
+TEST(BlockPlacement, RejectsDuplicateNamesAndEmptyDevices) {
+  BlockPlacement p = two_blocks();
   p.blocks[1].name = "f0";
   EXPECT_FALSE(check_placement(p).ok());
   p = two_blocks();
@@ -54,8 +54,8 @@ TEST(Placement, RejectsDuplicateNamesAndEmptyDevices) {
   EXPECT_FALSE(check_placement(p).ok());
 }
 
-TEST(Placement, ValueSemantics) {
-  Placement a = make_vshape(4), b = make_vshape(4), c = make_vshape(4, 1, 1);
+TEST(BlockPlacement, ValueSemantics) {
+  BlockPlacement a = make_vshape(4), b = make_vshape(4), c = make_vshape(4, 1, 1);
   EXPECT_EQ(a, b);
   EXPECT_EQ(a.hash(), b.hash());
   EXPECT_NE(a, c);

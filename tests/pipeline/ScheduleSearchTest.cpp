@@ -13,7 +13,7 @@ namespace {
 const char* const kBuiltins[] = {"vshape", "interleaved:2", "vshape-zb", "xshape",
                                  "mshape", "kshape",        "nnshape"};
 
-ScheduleSearchResult search(const Placement& p, int m, double memory,
+ScheduleSearchResult search(const BlockPlacement& p, int m, double memory,
                             const ScheduleSearchOptions& o = {}) {
   auto r = search_schedule(p, m, memory, o);
   EXPECT_TRUE(r.ok()) << r.error().to_string();
@@ -79,7 +79,7 @@ TEST(Search, LessMemoryNeverHelps) {
 
 TEST(Search, MatchesBruteForceOnTinyCases) {
   struct Case {
-    Placement p;
+    BlockPlacement p;
     int m;
   };
   std::vector<Case> cases = {
@@ -119,7 +119,7 @@ TEST(Search, IsDeterministic) {
 }
 
 TEST(Search, RealSpans) {
-  Placement p = make_vshape(4, 0.7, 1.3);
+  BlockPlacement p = make_vshape(4, 0.7, 1.3);
   ScheduleSearchResult r = search(p, 16, 4);
   EXPECT_TRUE(validate_schedule(p, r.schedule, 4).ok());
   EXPECT_NEAR(r.makespan, 2.0 * (16 + 3), 1e-9);  // 1F1B's (m + p - 1)(F + B)
@@ -136,7 +136,7 @@ TEST(Search, RejectsBadRequests) {
   // kshape holds two activations (branch + join) on every device.
   EXPECT_EQ(minimum_memory(make_kshape(4), 8), 2);
   EXPECT_FALSE(search_schedule(make_vshape(4), 0, 4).ok());
-  Placement cyclic = make_vshape(2);
+  BlockPlacement cyclic = make_vshape(2);
   cyclic.deps.push_back({3, 0});
   EXPECT_FALSE(search_schedule(cyclic, 4, 4).ok());
 }

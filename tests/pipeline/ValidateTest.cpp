@@ -7,7 +7,7 @@ namespace heddle::pipeline {
 namespace {
 
 // vshape on 2 devices, F=1 (+1), B=2 (-1): blocks f0 f1 b1 b0.
-Placement vs2() { return make_vshape(2); }
+BlockPlacement vs2() { return make_vshape(2); }
 
 // A valid 2-micro-batch schedule: 1F1B.
 Schedule good() {
@@ -56,7 +56,7 @@ TEST(Validate, CatchesShapeAndBadTimes) {
 }
 
 TEST(Validate, MultiDeviceBlocksOccupyEveryDevice) {
-  Placement p = make_mshape(2);  // f_all on both devices first
+  BlockPlacement p = make_mshape(2);  // f_all on both devices first
   Schedule s{1, static_cast<int>(p.blocks.size()), {}};
   // f_all f0 f1 b1 b0 b_all
   s.start = {0, 1, 2, 3, 5, 7};

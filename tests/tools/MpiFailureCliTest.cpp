@@ -179,12 +179,9 @@ int terminate_run(const std::string& args, const std::string& target, const std:
                                                : "pkill -" + signal + " -P $pid")
                         << "\n"
                         << "wait $pid\necho $?\n";
-  FILE* p = popen(("bash " + script).c_str(), "r");
+  const testing::CliResult r = testing::run_shell("bash " + script);
   int rc = -1;
-  if (p) {
-    if (fscanf(p, "%d", &rc) != 1) rc = -1;
-    pclose(p);
-  }
+  if (std::sscanf(r.out.c_str(), "%d", &rc) != 1) rc = -1;
   std::remove(script.c_str());
   return rc;
 }

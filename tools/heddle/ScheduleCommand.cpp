@@ -2,17 +2,12 @@
 // timeline and figures, or one JSON object with --json; --trace writes a Chrome trace.
 #include <fmt/format.h>
 
-#include <cstdio>
-#include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "Command.h"
 #include "heddle/pipeline/Baselines.h"
 #include "heddle/pipeline/ChromeTrace.h"
-#include "heddle/pipeline/ScheduleRequest.h"
-#include "heddle/pipeline/Timeline.h"
-#include "heddle/pipeline/Validate.h"
+#include "heddle/pipeline/ScheduleReport.h"
 #include "heddle/support/AtomicFile.h"
 #include "heddle/support/Strings.h"
 
@@ -34,67 +29,22 @@ struct ScheduleArgs {
   int max_cells = 400;
 };
 
-std::string num(double v) {
-  if (v == static_cast<double>(static_cast<long long>(v)))
-    return fmt::format("{}", static_cast<long long>(v));
-  return fmt::format("{:.6g}", v);
-}
-
 int run_schedule(const ScheduleArgs& a) {
   if (!a.trace.empty())
     if (auto st = check_writable_file(a.trace, "--trace"); !st.ok()) return user_error(st.error());
   auto placement = pl::resolve_placement(a.placement, a.devices);
   if (!placement.ok()) return user_error(placement.error());
-  const pl::Placement& p = *placement;
-  auto made = pl::make_schedule(p, a.micro_batches, a.memory, a.baseline, a.time_limit);
+  auto made = pl::make_schedule(*placement, a.micro_batches, a.memory, a.baseline, a.time_limit);
   if (!made.ok()) return user_error(made.error());
-  const pl::Schedule& schedule = made->schedule;
-  const std::string& method = made->method;
-  const double period = made->period, search_time = made->search_time_s;
-  auto valid = pl::validate_schedule(p, schedule, a.memory);
-  if (!valid.ok()) {
-    report_note(LogLevel::kWarn, "warning",
-                "warning: the " + method + " schedule is not valid under --memory " +
-                    num(a.memory) + ": " + valid.error().message);
-  }
-  auto stats = pl::compute_stats(p, schedule);
-  const double lb = pl::makespan_lower_bound(p, a.micro_batches);
-
-  if (!a.trace.empty()) {
-    if (auto st = write_file_atomic(a.trace, pl::chrome_trace_json(p, schedule) + "\n"); !st.ok())
+  const pl::ScheduleReport r =
+      pl::report_schedule(*placement, std::move(*made), a.micro_batches, a.memory, a.max_cells);
+  if (!r.valid.ok()) report_note(LogLevel::kWarn, "warning", pl::invalid_warning(r));
+  if (!a.trace.empty())
+    if (auto st =
+            write_file_atomic(a.trace, pl::chrome_trace_json(*placement, r.made.schedule) + "\n");
+        !st.ok())
       return user_error(st.error());
-  }
-  if (a.json) {
-    nlohmann::json j = {{"makespan", stats.makespan},
-                        {"period", period},
-                        {"bubble_fraction", stats.bubble_fraction},
-                        {"peak_memory", stats.peak_memory},
-                        {"lower_bound", lb},
-                        {"search_time_s", search_time},
-                        {"valid", valid.ok()},
-                        {"method", method},
-                        {"placement", p.name},
-                        {"devices", p.num_devices},
-                        {"micro_batches", a.micro_batches},
-                        {"memory_limit", a.memory}};
-    std::printf("%s\n", j.dump().c_str());
-    return 0;
-  }
-  std::vector<std::string> peaks;
-  for (double v : stats.peak_memory) peaks.push_back(num(v));
-  std::string out = fmt::format("placement {}: {} devices, {} micro-batches, memory limit {}\n",
-                                p.name, p.num_devices, a.micro_batches, num(a.memory));
-  out += fmt::format("schedule: {}\n", method);
-  out += pl::render_timeline(p, schedule, a.max_cells);
-  out += fmt::format("makespan         {}\n", num(stats.makespan));
-  out += fmt::format("period           {}\n", num(period));
-  out += fmt::format("bubble fraction  {:.4f}\n", stats.bubble_fraction);
-  out += fmt::format("peak memory      {}\n", join(peaks, " "));
-  out += fmt::format("lower bound      {} (makespan is {:.2f}% above)\n", num(lb),
-                     lb > 0 ? 100.0 * (stats.makespan - lb) / lb : 0.0);
-  out += fmt::format("search time      {:.4f} s\n", search_time);
-  out += fmt::format("valid            {}\n", valid.ok() ? "yes" : "no");
-  std::fputs(out.c_str(), stdout);
+  fmt::print("{}", a.json ? pl::to_json(r) + "\n" : pl::to_string(r));
   return 0;
 }
 

@@ -2,25 +2,18 @@
 // text form, Graphviz DOT and JSON.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "Command.h"
 #include "heddle/ir/DotExport.h"
-#include "heddle/ir/GraphStats.h"
-#include "heddle/ir/TextParser.h"
 #include "heddle/ir/TextPrinter.h"
-#include "heddle/ir/Verifier.h"
+#include "heddle/model/ModelSummary.h"
 #include "heddle/ops/Autodiff.h"
-#include "heddle/ops/OpCost.h"
-#include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/ProgramFiles.h"
 #include "heddle/search/RunPlan.h"
 #include "heddle/support/AtomicFile.h"
-#include "heddle/support/Strings.h"
 
 namespace heddle::cli {
 
@@ -67,83 +60,9 @@ int show_plan(const Graph& g, const ShowOptions& o) {
   return 0;
 }
 
-void print_zoo_list() {
-  fmt::print("{:<18} {:<8} {}\n", "model", "family", "description");
-  for (const auto& e : zoo::zoo_entries())
-    fmt::print("{:<18} {:<8} {}\n", e.name, e.family, e.description);
-}
-
-Status write_file(const std::string& path, const std::string& text) {
-  return write_file_atomic(path, text);
-}
-
-nlohmann::json value_list(const Graph& g, const std::vector<ValueId>& ids) {
-  nlohmann::json a = nlohmann::json::array();
-  for (ValueId v : ids) a.push_back({{"name", g.value(v).name}, {"type", g.type(v).to_string()}});
-  return a;
-}
-
-void print_summary(const Graph& g, const GraphStats& s, int limit) {
-  fmt::print("graph {}{}\n", g.name(), g.source_file().empty() ? "" : " (" + g.source_file() + ")");
-  fmt::print("  ops          {}\n", s.ops);
-  fmt::print("  tensors      {}\n", s.tensors);
-  fmt::print("  parameters   {} ({})\n", human_count(static_cast<double>(s.parameters)),
-             human_bytes(static_cast<double>(s.parameter_bytes)));
-  fmt::print("  activations  {}\n", human_bytes(static_cast<double>(s.activation_bytes)));
-  fmt::print("  FLOPs        {}\n", human_count(s.flops));
-  for (ValueId v : g.inputs())
-    fmt::print("  input        {}: {}\n", value_ref(g.value(v).name), g.type(v).to_string());
-  const size_t kMaxOutputs = 8;  // training graphs output every updated parameter
-  for (size_t i = 0; i < g.outputs().size() && i < kMaxOutputs; ++i)
-    fmt::print("  output       {}: {}\n", value_ref(g.value(g.outputs()[i]).name),
-               g.type(g.outputs()[i]).to_string());
-  if (g.outputs().size() > kMaxOutputs)
-    fmt::print("  output       ... {} more\n", g.outputs().size() - kMaxOutputs);
-
-  std::map<std::string, int64_t> kinds;
-  for (const Op& op : g.ops()) ++kinds[std::string(op_kind_name(op.kind))];
-  std::vector<std::string> parts;
-  for (const auto& [k, n] : kinds) parts.push_back(k + " x" + std::to_string(n));
-  if (!parts.empty()) fmt::print("  op kinds     {}\n", join(parts, ", "));
-
-  fmt::print("\n{:<8} {:<28} {:<24} {:>12}\n", "role", "tensor", "type", "bytes");
-  int64_t listed = 0;
-  for (const auto* ids : {&g.inputs(), &g.params()})
-    for (ValueId v : *ids) {
-      if (listed++ >= limit) continue;
-      fmt::print("{:<8} {:<28} {:<24} {:>12}\n", value_role_name(g.value(v).role),
-                 value_ref(g.value(v).name), g.type(v).to_string(),
-                 human_bytes(static_cast<double>(g.type(v).bytes())));
-    }
-  if (listed > limit)
-    fmt::print("... {} more inputs and params\n",
-               static_cast<int64_t>(g.inputs().size() + g.params().size()) - limit);
-
-  fmt::print("\n{:<5} {:<14} {:<20} {:<24} {:>10}  {}\n", "#", "op", "result", "type", "FLOPs",
-             "index space");
-  int64_t shown = 0;
-  for (OpId i = 0; i < g.num_ops(); ++i) {
-    if (shown == limit) {
-      fmt::print("... {} more ops (--limit N shows more, --text FILE writes them all)\n",
-                 g.num_ops() - shown);
-      break;
-    }
-    const Op& op = g.op(i);
-    ValueId r = op.results.empty() ? -1 : op.results[0].value;
-    fmt::print("{:<5} {:<14} {:<20} {:<24} {:>10}  {}\n", i, op_kind_name(op.kind),
-               r < 0 ? "" : value_ref(g.value(r).name), r < 0 ? "" : g.type(r).to_string(),
-               human_count(op_cost(g, i).flops), op.space.to_string());
-    ++shown;
-  }
-}
-
-}  // namespace
-
-namespace {
-
 int run_show(const ShowOptions& o) {
   if (o.list) {
-    print_zoo_list();
+    fmt::print("{}", model::zoo_list_text());
     return 0;
   }
   if (o.model.empty())
@@ -167,26 +86,15 @@ int run_show(const ShowOptions& o) {
         "--json prints the graph's summary; with --mesh, --strategy or --emit, show prints the "
         "plan as text: drop --json (or the plan's options)"));
   if (!o.dot_file.empty())
-    if (auto s = write_file(o.dot_file, to_dot(g)); !s.ok()) return user_error(s.error());
+    if (auto s = write_file_atomic(o.dot_file, to_dot(g)); !s.ok()) return user_error(s.error());
   if (!o.text_file.empty())
-    if (auto s = write_file(o.text_file, print_graph(g)); !s.ok()) return user_error(s.error());
+    if (auto s = write_file_atomic(o.text_file, print_graph(g)); !s.ok())
+      return user_error(s.error());
   if (plan) return show_plan(g, o);
-  GraphStats s = graph_stats(g);
-  s.flops = graph_flops(g);
-  if (o.json) {
-    nlohmann::json j = {{"graph", g.name()},
-                        {"ops", s.ops},
-                        {"tensors", s.tensors},
-                        {"parameters", s.parameters},
-                        {"parameter_bytes", s.parameter_bytes},
-                        {"activation_bytes", s.activation_bytes},
-                        {"flops", s.flops},
-                        {"inputs", value_list(g, g.inputs())},
-                        {"outputs", value_list(g, g.outputs())}};
-    fmt::print("{}\n", j.dump(2));
-    return 0;
-  }
-  print_summary(g, s, o.limit);
+  if (o.json)
+    fmt::print("{}\n", model::summary_json(g).dump(2));
+  else
+    fmt::print("{}", model::summary_text(g, o.limit));
   return 0;
 }
 

@@ -36,6 +36,14 @@ struct CpuCalibration {
   Cluster cluster;                                 ///< the fitted profile
 };
 
+/// A rough calibration in a fraction of the time (`heddle calibrate --quick`, for tests): fewer
+/// GEMM sizes, shorter timings, kernel rates from gpt-tiny alone.
+CalibrateOptions quick_calibrate_options();
+
+/// What was measured, one figure per line (GEMM per size, bandwidths, kernel call, kernel rates,
+/// all-reduce, the GEMM fit), as `heddle calibrate` prints it.
+std::string to_string(const CpuCalibration& cal);
+
 /// Measures this machine (about 25 s of CPU, most of it the kernel rates; without them about a
 /// second). Precondition: none.
 CpuCalibration calibrate_cpu(const CalibrateOptions& options = {});

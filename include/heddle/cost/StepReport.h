@@ -44,6 +44,13 @@ std::vector<std::string> workload_warnings(const model::ScalableModel& src, bool
 /// (`stages`), feasibility, then add_step_json()'s keys.
 nlohmann::json simulation_json(const SimulationResult& r, const model::ScalableModel& src);
 
+/// `heddle simulate`'s text for `model` (as the user named it): strategy, workload,
+/// micro-batches, step time, TFLOP/s and MFU, bubble, device and host memory with their limits,
+/// NVMe, bytes per link, the breakdown and one row per stage (its device kind on a `mixed`
+/// cluster).
+std::string simulation_text(const SimulationResult& r, const model::ScalableModel& src,
+                            const std::string& model, bool train, bool mixed);
+
 /// Why a simulated step does not fit, with what to try: the offloaded state overflows the host,
 /// or the fullest device's peak exceeds its memory. Nothing when `r.feasible`.
 std::optional<Diagnostic> infeasibility(const SimulationResult& r);

@@ -12,6 +12,6 @@ namespace heddle::pipeline {
 /// The trace as a JSON text `{"traceEvents": [...], "displayTimeUnit": "ms"}`. Each event has
 /// name, cat (block type), ph "X", ts and dur in microseconds, pid = tid = device, and args with
 /// the micro-batch and block. Precondition: s was made for p.
-std::string chrome_trace_json(const Placement& p, const Schedule& s);
+std::string chrome_trace_json(const BlockPlacement& p, const Schedule& s);
 
 }  // namespace heddle::pipeline

@@ -32,7 +32,7 @@ struct ExactResult {
 /// makespan >= every end; micro-batches are ordered by their first block's start (they are
 /// interchangeable). A Diagnostic when spans are not whole numbers, the request fails
 /// check_request, or the program would exceed max_variables.
-Result<ExactResult> solve_exact(const Placement& p, int m, double memory_limit,
+Result<ExactResult> solve_exact(const BlockPlacement& p, int m, double memory_limit,
                                 const ExactOptions& options = {});
 
 }  // namespace heddle::pipeline

@@ -28,7 +28,8 @@ struct ListOptions {
 /// starts the best-priority ready operation that fits the memory limit on all its devices (a
 /// block with memory delta <= 0 always fits). Returns nullopt on deadlock (operations remain,
 /// none can start, none is running). Precondition: key.size() == m * p.blocks.size().
-std::optional<Schedule> list_schedule(const Placement& p, int m, const std::vector<double>& key,
+std::optional<Schedule> list_schedule(const BlockPlacement& p, int m,
+                                      const std::vector<double>& key,
                                       const ListOptions& options = {});
 
 }  // namespace heddle::pipeline

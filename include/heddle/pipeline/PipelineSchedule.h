@@ -55,7 +55,7 @@ struct PipelineSchedule {
 /// only: the chain of stages * chunks forward blocks `f0, f1, ...` (span 1, memory 0), whatever
 /// the schedule. Spans and memory are unit values the caller may overwrite.
 /// Precondition: stages >= 1, schedule.kind != kSearched.
-Placement schedule_placement(const PipelineSchedule& schedule, int stages, bool train);
+BlockPlacement schedule_placement(const PipelineSchedule& schedule, int stages, bool train);
 
 }  // namespace heddle::pipeline
 

@@ -14,14 +14,14 @@ namespace heddle::pipeline {
 /// one of the two must be given. Fields: blocks[].name (string, required), type (string, default
 /// "forward"), span (number > 0, required), memory (number, default 0), devices (list of ints,
 /// required); deps: list of [from, to] block names. The result passes check_placement.
-Result<Placement> parse_placement_json(std::string_view text, const std::string& file,
-                                       int devices = 0);
+Result<BlockPlacement> parse_placement_json(std::string_view text, const std::string& file,
+                                            int devices = 0);
 
 /// Reads and parses the placement file at `path` (see parse_placement_json).
-Result<Placement> load_placement_file(const std::string& path, int devices = 0);
+Result<BlockPlacement> load_placement_file(const std::string& path, int devices = 0);
 
 /// The JSON text of `p` in the file format (parse_placement_json reads it back equal, except
 /// for name/family/chunks).
-std::string placement_to_json(const Placement& p);
+std::string placement_to_json(const BlockPlacement& p);
 
 }  // namespace heddle::pipeline

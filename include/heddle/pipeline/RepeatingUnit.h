@@ -31,7 +31,7 @@ enum class MultiDevice {
 /// modulo `period`; with kInOrder a block without such a slot within one period is forced in and
 /// evicts what it clashes with. nullopt when that does not settle within a step budget, or (when
 /// reserving) a block finds no slot. Precondition: period >= every span.
-std::optional<RepeatingUnit> modulo_schedule(const Placement& p, double period,
+std::optional<RepeatingUnit> modulo_schedule(const BlockPlacement& p, double period,
                                              const std::vector<int>& order,
                                              MultiDevice multi = MultiDevice::kInOrder);
 

@@ -24,7 +24,7 @@ struct Schedule {
   int num_ops() const { return micro_batches * blocks; }
   bool operator==(const Schedule&) const = default;
   /// One line per operation, `micro block start`, in operation order.
-  std::string to_string(const Placement& p) const;
+  std::string to_string(const BlockPlacement& p) const;
 };
 
 /// What a schedule achieves. `bubble_fraction` = idle device-time / (devices * makespan).
@@ -37,21 +37,21 @@ struct ScheduleStats {
 
 /// Makespan, busy time, bubble fraction and peak memory of `s`. Precondition: `s` was made for
 /// `p` (s.blocks == p.blocks.size()); it need not be valid.
-ScheduleStats compute_stats(const Placement& p, const Schedule& s);
+ScheduleStats compute_stats(const BlockPlacement& p, const Schedule& s);
 
 /// A lower bound on the makespan of any schedule of `m` micro-batches, ignoring memory: the
 /// larger of one micro-batch's critical path and, for every device, the earliest its first block
 /// can start + m * its load + the shortest tail after its last block. Precondition: p checked.
-double makespan_lower_bound(const Placement& p, int m);
+double makespan_lower_bound(const BlockPlacement& p, int m);
 
 /// The same schedule with every block moved as early as the order of blocks on each device and
 /// the dependencies allow. Per-device order is kept, so peak memory is unchanged and the makespan
 /// never grows. Precondition: `s` respects dependencies and device exclusivity.
-Schedule left_justify(const Placement& p, const Schedule& s);
+Schedule left_justify(const BlockPlacement& p, const Schedule& s);
 
 /// Start times from a global operation sequence: each operation starts once its dependencies
 /// end and the previous operation of the sequence on each of its devices ends. Precondition:
 /// `sequence` lists every operation of `m` micro-batches once, dependencies first.
-Schedule schedule_from_sequence(const Placement& p, int m, const std::vector<int>& sequence);
+Schedule schedule_from_sequence(const BlockPlacement& p, int m, const std::vector<int>& sequence);
 
 }  // namespace heddle::pipeline

@@ -14,7 +14,7 @@ namespace heddle::pipeline {
 /// or ends with `.json` (and is no built-in name), else a built-in, which needs 1 <= devices <=
 /// limits::kMaxScheduleDevices. Diagnostics name `--devices` and the bound, or the file's error
 /// (an unknown built-in lists the known ones).
-Result<Placement> resolve_placement(const std::string& name, int devices);
+Result<BlockPlacement> resolve_placement(const std::string& name, int devices);
 
 /// A schedule made for a placement, and how.
 struct MadeSchedule {
@@ -27,7 +27,7 @@ struct MadeSchedule {
 /// The schedule of `p` for `micro_batches` micro-batches under `memory` per device: the baseline
 /// `baseline` (baseline_names()) when given, else search_schedule() stopped after `time_limit_s`.
 /// The request is checked first (check_request: counts and a limit the placement can meet).
-Result<MadeSchedule> make_schedule(const Placement& p, int micro_batches, double memory,
+Result<MadeSchedule> make_schedule(const BlockPlacement& p, int micro_batches, double memory,
                                    const std::string& baseline, double time_limit_s);
 
 }  // namespace heddle::pipeline

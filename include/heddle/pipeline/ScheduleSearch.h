@@ -43,17 +43,17 @@ struct ScheduleSearchResult {
 
 /// The least memory limit under which the search is sure to find a schedule: the largest, over
 /// devices, peak of running `m` micro-batches one after another. Precondition: p checked, m >= 1.
-double minimum_memory(const Placement& p, int m);
+double minimum_memory(const BlockPlacement& p, int m);
 
 /// Checks the request: p valid, m >= 1, memory_limit >= minimum_memory (the message says the
 /// minimum and which device needs it).
-Status check_request(const Placement& p, int m, double memory_limit);
+Status check_request(const BlockPlacement& p, int m, double memory_limit);
 
 /// Searches a schedule of `m` micro-batches of `p` whose running memory stays within
 /// `memory_limit` on every device, minimizing the makespan. Never worse than any applicable
 /// baseline that fits the limit (when include_baselines). Deterministic unless the time limit is
 /// reached. A Diagnostic when check_request fails.
-Result<ScheduleSearchResult> search_schedule(const Placement& p, int m, double memory_limit,
+Result<ScheduleSearchResult> search_schedule(const BlockPlacement& p, int m, double memory_limit,
                                              const ScheduleSearchOptions& options = {});
 
 }  // namespace heddle::pipeline

@@ -13,6 +13,6 @@ namespace heddle::pipeline {
 /// divided until starts fall on cells (times are rounded to the nearest cell). `max_cells` > 0
 /// truncates each row after that many cells and says how many were left out. Precondition: s
 /// was made for p.
-std::string render_timeline(const Placement& p, const Schedule& s, int max_cells = 0);
+std::string render_timeline(const BlockPlacement& p, const Schedule& s, int max_cells = 0);
 
 }  // namespace heddle::pipeline

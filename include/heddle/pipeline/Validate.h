@@ -14,6 +14,6 @@ inline constexpr double kTimeEpsilon = 1e-9;
 /// started blocks, from 0, must stay <= the limit). Returns the first violation found, naming
 /// the micro-batch, block, device and times: shape mismatch, negative or non-finite start,
 /// dependency, overlap, memory. Precondition: check_placement(p) succeeded.
-Status validate_schedule(const Placement& p, const Schedule& s, double memory_limit);
+Status validate_schedule(const BlockPlacement& p, const Schedule& s, double memory_limit);
 
 }  // namespace heddle::pipeline

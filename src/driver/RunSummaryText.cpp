@@ -1,0 +1,86 @@
+// A run's summary for people (heddle/driver/RunSummaryText.h).
+#include "heddle/driver/RunSummaryText.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "heddle/support/Strings.h"
+
+namespace heddle::driver {
+
+namespace {
+
+// With --check: the reference's time, the largest errors and the verdict.
+std::string check_text(const CheckErrors& c, const RunArguments& a) {
+  std::string out =
+      fmt::format("reference  {:.4f} s (single-device interpreter)\n", c.reference_time_s);
+  out += fmt::format("max error  abs {:.3g}, rel {:.3g} (tolerance abs {:g} + rel {:g})\n",
+                     c.max_abs, c.max_rel, a.atol, a.rtol);
+  if (c.adamw_skipped > 0)
+    out += fmt::format(
+        "           {} AdamW-updated weights with gradients near zero (below 1e-5 or 1e-3 of "
+        "their tensor's largest) were compared through their gradients only\n",
+        c.adamw_skipped);
+  out += fmt::format("check      {}\n", c.ok ? std::string("ok: every output") +
+                                                   (a.train ? " and updated parameter" : "") +
+                                                   " matches the reference"
+                                             : std::string("MISMATCH"));
+  return out;
+}
+
+}  // namespace
+
+std::string summary_text(const RunSummary& s, const RunArguments& a) {
+  std::string out =
+      fmt::format("model      {} ({} ops{})\n", s.model_name, s.model_ops,
+                  a.train ? ", training step: forward, loss, backward, " + a.optimizer : "");
+  out += fmt::format("plan       {}\n", s.note);
+  out += fmt::format("devices    {}\n", s.devices_text);
+  out += fmt::format(
+      "programs   {} kernel calls ({} fused instructions), {} collectives, {} halo "
+      "fetches over all devices\n",
+      s.stats.kernels, s.stats.fused, s.stats.collectives, s.stats.fetches);
+  if (s.reshards > 0)
+    out += fmt::format(
+        "reshards   {} inserted by propagation (heddle show MODEL --mesh ... --strategy "
+        "... lists them)\n",
+        s.reshards);
+  if (!s.split_text.empty()) out += fmt::format("not split  {}", s.split_text);
+  if (s.feed_bytes)
+    out += fmt::format(
+        "shards     the largest rank holds {} of the {} bytes of parameters and inputs\n",
+        s.feed_bytes->first, s.feed_bytes->second);
+  const size_t steps = s.result.step_times_s.size();
+  out += fmt::format("wall time  {:.4f} s{}\n", s.result.wall_time_s(),
+                     a.train || steps > 1 ? fmt::format(" for {} steps (median {:.4f} s)", steps,
+                                                        s.result.median_step_s())
+                                          : "");
+  if (!s.peak_bytes_per_device.empty())
+    out += fmt::format("memory     largest device peak {} of live tiles\n",
+                       human_bytes(static_cast<double>(*std::max_element(
+                           s.peak_bytes_per_device.begin(), s.peak_bytes_per_device.end()))));
+  if (s.check) out += check_text(*s.check, a);
+  return out;
+}
+
+std::optional<Diagnostic> check_mismatch(const RunSummary& s) {
+  if (!s.check || s.check->ok) return std::nullopt;
+  return Diagnostic(fmt::format(
+      "outputs differ from the reference beyond tolerance (max abs {:.3g}, max rel {:.3g})",
+      s.check->max_abs, s.check->max_rel));
+}
+
+std::optional<std::string> diverged_loss(const RunSummary& s) {
+  auto k = s.result.first_nonfinite_loss();
+  if (!k) return std::nullopt;
+  const double loss = s.result.losses[*k - 1];
+  return fmt::format("warning: the loss is {} at step {}: the run diverged (try a smaller --lr){}",
+                     std::isnan(loss) ? "NaN"
+                     : loss > 0       ? "+inf"
+                                      : "-inf",
+                     *k, s.check ? "; --check compares NaN with NaN as equal" : "");
+}
+
+}  // namespace heddle::driver
