@@ -36,8 +36,18 @@ void add_step_json(nlohmann::json& j, const SimulationResult& r, const model::Sc
                    const std::string& stages_key) {
   j["breakdown"] = breakdown_json(r.breakdown);
   if (j.contains(stages_key) && j[stages_key].is_array() && j[stages_key].size() == r.stages.size())
-    for (size_t i = 0; i < r.stages.size(); ++i)
-      j[stages_key][i]["breakdown"] = breakdown_json(r.stages[i].breakdown);
+    for (size_t i = 0; i < r.stages.size(); ++i) {
+      const StageResult& st = r.stages[i];
+      auto& e = j[stages_key][i];
+      e["breakdown"] = breakdown_json(st.breakdown);
+      // Where the stage's peak memory goes (docs/cost-model.md, "Memory").
+      e["state_bytes"] = st.state_bytes;
+      e["buffer_bytes"] = st.buffer_bytes;
+      e["activation_bytes"] = st.activation_bytes;
+      e["allocator_bytes"] = st.allocator_bytes;
+      e["peak_memory_bytes"] = st.peak_memory_bytes;
+      e["in_flight"] = st.in_flight;
+    }
   j["batch"] = src.batch;
   if (src.seq > 0) j["seq"] = src.seq;
   const double tokens = tokens_per_step(r, src);

@@ -96,12 +96,18 @@ int run_simulate(const SimulateArgs& a) {
   for (const auto& [link, bytes] : r->link_bytes)
     out += fmt::format("  {:<14} {}\n", link, gib(bytes));
   out += cost::breakdown_text(*r);
-  out += "stage  layers   busy s    idle s   states     activations  mesh\n";
+  out +=
+      "stage  layers   busy s    idle s   states     buffers    activations  allocator  "
+      "peak        in flight  mesh\n";
   for (size_t i = 0; i < r->stages.size(); ++i) {
     const auto& s = r->stages[i];
-    out += fmt::format("{:>5}  {:>6}  {:>8.4g}  {:>8.4g}  {:>10}  {:>11}  dp {} x tp {}{}\n", i,
-                       s.layers, s.busy_s, s.idle_s, gib(s.state_bytes), gib(s.activation_bytes),
-                       s.dp, s.tp, cluster->mixed() ? " on " + s.device : "");
+    out += fmt::format(
+        "{:>5}  {:>6}  {:>8.4g}  {:>8.4g}  {:>10}  {:>9}  {:>11}  {:>9}  {:>10}  {:>9}  dp {} x "
+        "{}tp {}{}\n",
+        i, s.layers, s.busy_s, s.idle_s, gib(s.state_bytes), gib(s.buffer_bytes),
+        gib(s.activation_bytes), gib(s.allocator_bytes), gib(s.peak_memory_bytes), s.in_flight,
+        s.dp, r->cp > 1 ? fmt::format("cp {} x ", r->cp) : "", s.tp,
+        cluster->mixed() ? " on " + s.device : "");
   }
   std::fputs(out.c_str(), stdout);
   return infeasible(*r);

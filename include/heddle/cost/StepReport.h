@@ -17,8 +17,10 @@ namespace heddle::cost {
 /// The breakdown as a JSON object: one key per category (StepBreakdown::entries()), seconds.
 nlohmann::json breakdown_json(const StepBreakdown& b);
 
-/// The result's JSON keys shared by plan and simulate: `breakdown`, each stage's breakdown
-/// (into `stages_key`'s array, entry by entry, when that key holds one), `batch`, `seq` (when
+/// The result's JSON keys shared by plan and simulate: `breakdown`, each stage's breakdown and
+/// memory (`state_bytes`, `buffer_bytes`, `activation_bytes`, `allocator_bytes`,
+/// `peak_memory_bytes`, `in_flight`; into `stages_key`'s array, entry by entry, when that key
+/// holds one), `batch`, `seq` (when
 /// the model has sequences), `tokens_per_step`, `tokens_per_s_per_device`, `micro_batches`,
 /// `micro_batch`.
 void add_step_json(nlohmann::json& j, const SimulationResult& r, const model::ScalableModel& src,
