@@ -77,7 +77,7 @@ Result<CostedStage> cost_stage(const model::ScalableModel& model, const Cluster&
       HEDDLE_TRY(one);
       g1 = std::move(*one);
     }
-    auto prop = options.stage_planner ? options.stage_planner(*g2, *cost_mesh, inner)
+    auto prop = options.stage_planner ? options.stage_planner(*g2, *cost_mesh, inner, cluster)
                                       : stage_plan(*g2, *cost_mesh, cluster, inner);
     HEDDLE_TRY(prop);
     auto parts = cost_model_parts(*g2, *cost_mesh, *prop, cluster, g1 ? &*g1 : nullptr);

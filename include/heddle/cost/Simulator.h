@@ -42,8 +42,11 @@ struct SimulateOptions {
   bool trace = false;  ///< fill SimulationResult::trace_json; default off
   /// Plans one stage's sharding of the two-layer graph `g` on the costed stage mesh (without its
   /// dp axis when dp only splits the batch; `spec` still has the dp degree) instead of
-  /// stage_plan() (the planner's intra-op search); default null: stage_plan().
-  std::function<Result<Propagation>(const Graph& g, const Mesh& mesh, const StrategySpec& spec)>
+  /// stage_plan() (the planner's intra-op search), priced on `cluster`: the stage's device kind
+  /// with the step's techniques (the whole cluster when it has one kind); default null:
+  /// stage_plan().
+  std::function<Result<Propagation>(const Graph& g, const Mesh& mesh, const StrategySpec& spec,
+                                    const Cluster& cluster)>
       stage_planner;
   /// Non-null: reuse costed stages across calls (the planner's search); default null.
   std::shared_ptr<SimulationCache> cache;
