@@ -58,6 +58,25 @@ void add_step_json(nlohmann::json& j, const SimulationResult& r, const model::Sc
   j["micro_batch"] = r.micro_batch;
 }
 
+std::string stage_memory_text(const SimulationResult& r) {
+  if (r.stages.size() < 2) return "";
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  std::vector<std::string> peaks;
+  size_t worst = 0;
+  for (size_t i = 0; i < r.stages.size(); ++i) {
+    peaks.push_back(fmt::format("{:.1f}", r.stages[i].peak_memory_bytes / kGiB));
+    if (r.stages[i].peak_memory_bytes > r.stages[worst].peak_memory_bytes) worst = i;
+  }
+  const StageResult& w = r.stages[worst];
+  std::string buffers =
+      w.buffer_bytes > 0 ? fmt::format(", buffers {:.1f}", w.buffer_bytes / kGiB) : "";
+  return fmt::format(
+      "per stage  {} GiB; worst stage {}: states {:.1f}{}, activations {:.1f} ({} micro-batch "
+      "chunks in flight), allocator {:.1f} GiB\n",
+      join(peaks, " | "), worst, w.state_bytes / kGiB, buffers, w.activation_bytes / kGiB,
+      w.in_flight, w.allocator_bytes / kGiB);
+}
+
 std::string breakdown_text(const SimulationResult& r) {
   const double total = r.breakdown.total();
   std::string out =

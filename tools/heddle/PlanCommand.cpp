@@ -200,6 +200,7 @@ int run_plan(const PlanArgs& a) {
   fmt::print("memory     {} peak per device of {} ({} reserved)\n",
              human_bytes(r.peak_memory_bytes), human_bytes(r.memory_limit_bytes),
              human_bytes(target->reserve_bytes));
+  fmt::print("{}", cost::stage_memory_text(r));
   fmt::print("{}", assumptions_text(r, *src, *cluster, a));
   fmt::print("{}", pipeline_text(r, a.train));
   fmt::print("runs on    {}\n", exporting::runnable_text(best_export));
