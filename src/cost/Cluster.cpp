@@ -316,7 +316,9 @@ Result<DeviceProfile> device_from_json(const nlohmann::json& j, const std::strin
                          "fp8_flops",
                          "tf32_flops",
                          "attention_efficiency",
-                         "fp8_gemm_efficiency"},
+                         "fp8_gemm_efficiency",
+                         "runtime_bytes",
+                         "fragmentation"},
                         file, "'" + where + "'"));
   DeviceProfile p;
   p.name =
@@ -339,7 +341,9 @@ Result<DeviceProfile> device_from_json(const nlohmann::json& j, const std::strin
         F{"element_bytes", &p.element_bytes, false, true},
         F{"fp8_flops", &p.fp8_flops, false, false}, F{"tf32_flops", &p.tf32_flops, false, false},
         F{"attention_efficiency", &p.attention_efficiency, false, false},
-        F{"fp8_gemm_efficiency", &p.fp8_gemm_efficiency, false, true}}) {
+        F{"fp8_gemm_efficiency", &p.fp8_gemm_efficiency, false, true},
+        F{"runtime_bytes", &p.runtime_bytes, false, false},
+        F{"fragmentation", &p.fragmentation, false, false}}) {
     auto v = number(d, file, where, f.key, f.required, *f.dst, f.positive);
     HEDDLE_TRY(v);
     *f.dst = *v;

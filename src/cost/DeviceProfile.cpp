@@ -27,6 +27,8 @@ size_t DeviceProfile::hash() const {
                    tdp_watts, idle_watts, fp8_flops, fp8_gemm_efficiency, tf32_flops,
                    attention_efficiency, param_gemm_flops, param_gemm_input_bytes})
     hash_combine(h, v);
+  hash_combine(h, runtime_bytes);
+  hash_combine(h, fragmentation);
   hash_combine(h, static_cast<int>(default_overlap));
   hash_combine(h, fused_attention);
   hash_combine(h, fuses_elementwise);
@@ -59,6 +61,9 @@ DeviceProfile make(std::string name, double tflops, double gb, double tbps, doub
   d.peak_flops = tflops * 1e12;
   d.memory_bytes = gb * 1e9;
   d.memory_bandwidth = tbps * 1e12;
+  // The allocator allowance of a PyTorch training process (docs/cost-model.md, Memory).
+  d.runtime_bytes = 2e9;
+  d.fragmentation = 0.05;
   return d;
 }
 

@@ -388,6 +388,9 @@ Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Prop
   auto value_bytes = [&a](ValueId v) { return a.value_bytes(v); };
   const DeviceProfile& dev = cluster.device;
   ModelParts parts;
+  for (ValueId v : g.outputs())
+    if (dtype_is_float(g.type(v).dtype()))
+      parts.output_elements += value_bytes(v) / dev.element_bytes;
   if (!one_unit) {
     parts.prefix = a.range(0, n_ops);
     return parts;

@@ -9,6 +9,7 @@
 
 #include "Chunks.h"
 #include "Offload.h"
+#include "StageMemory.h"
 #include "StepTrace.h"
 #include "heddle/cost/AlphaBetaCost.h"
 #include "heddle/cost/ModelFlops.h"
@@ -76,7 +77,7 @@ Result<CostedStage> cost_stage(const model::ScalableModel& model, const Cluster&
       HEDDLE_TRY(one);
       g1 = std::move(*one);
     }
-    auto prop = options.stage_planner ? options.stage_planner(*g2, *cost_mesh, inner)
+    auto prop = options.stage_planner ? options.stage_planner(*g2, *cost_mesh, inner, cluster)
                                       : stage_plan(*g2, *cost_mesh, cluster, inner);
     HEDDLE_TRY(prop);
     auto parts = cost_model_parts(*g2, *cost_mesh, *prop, cluster, g1 ? &*g1 : nullptr);
@@ -153,6 +154,7 @@ struct Sim {
   ChunkPlacement placed;
   pipeline::Schedule sched;
   pipeline::ScheduleStats stats;
+  std::vector<int> in_flight;                    // per stage, micro-batch chunks held at the peak
   std::vector<double> end, tail_sync, tail_opt;  // per stage
   SimulationResult res;
 
@@ -308,14 +310,6 @@ Status cost_extras(Sim& s) {
   return {};
 }
 
-// Activations chunk layers keep for backward under the recomputation policy.
-double layer_saved(const ModelParts& P, Recompute r) {
-  double saved = P.layer.saved_bytes;
-  if (r == Recompute::kSelective) saved -= P.layer.attention_bytes;
-  if (r == Recompute::kFull) saved = P.boundary_bytes;
-  return saved;
-}
-
 // Moves `x` seconds of `from` (a category of `parts`) into `to` and off `span`.
 void hide(double x, double StepBreakdown::*from, double StepBreakdown::*to, StepBreakdown& parts,
           double& span) {
@@ -408,6 +402,9 @@ Timing time_chunk(const Sim& s, int64_t c, int64_t n) {
   hide_behind_compute(s, d, body, recompute_mult, t);
   t.saved = static_cast<double>(n) * layer_saved(P, s.r) + (c == 0 ? P.prefix.saved_bytes : 0) +
             (c == C - 1 ? P.suffix.saved_bytes : 0);
+  // The loss keeps its softmax of the logits in fp32 until backward (Megatron's vocab-parallel
+  // cross entropy; Korthikanti et al.'s 4sbv/t): vocabulary-sized, on the last chunk.
+  if (c == C - 1 && s.train) t.saved += kLossBytesPerLogit * P.output_elements;
   t.comm_bytes = all.comm_bytes * (s.train ? 2 + recompute_mult : 1);
   if (c == C - 1) {
     t.fwd += s.io.compute_s + s.io.comm_s;
@@ -472,6 +469,7 @@ Status run_schedule(Sim& s) {
   HEDDLE_TRY(sched);
   s.sched = std::move(sched->schedule);
   s.stats = pipeline::compute_stats(pl, s.sched);
+  s.in_flight = pipeline::peak_in_flight(pl, s.sched);
   s.res.bubble_fraction = s.stats.bubble_fraction;
   s.res.events = s.m * static_cast<int64_t>(pl.blocks.size()) + 2 * s.pp;
   s.end.assign(static_cast<size_t>(s.pp), 0);
@@ -621,22 +619,22 @@ void price_stages(Sim& s) {
         unit_params;
     stage_states(s, params, stage_elements_one_unit, cs.dp * s.cp, st);
     const StageTail tail = stage_tail(s, d, st, dp_link);
-    double transient = s.r == Recompute::kFull        ? P.layer.saved_bytes
-                       : s.r == Recompute::kSelective ? P.layer.attention_bytes
-                                                      : 0;
-    if (!s.train) transient = P.layer.saved_bytes + P.prefix.saved_bytes + P.suffix.saved_bytes;
-    const double kept = s.stats.peak_memory[static_cast<size_t>(d)];
-    if (s.train && s.tech.offload == Offload::kActivations) {
-      // Kept activations wait on the host; the device holds the layer being copied out or
-      // back in and the one computing.
-      double on_host = 0;
-      for (int64_t c = d; c < C; c += pp)
-        on_host += static_cast<double>(s.units_on[static_cast<size_t>(c)]) * layer_saved(P, s.r);
-      st.host_bytes += on_host * static_cast<double>(std::min<int64_t>(s.m, pp * s.v));
-      transient += 2 * layer_saved(P, s.r);
-    }
-    st.activation_bytes = kept + transient;
-    st.peak_memory_bytes = st.state_bytes + st.activation_bytes;
+    StageMemoryInput mem;
+    mem.parts = &P;
+    mem.device = &kc.device;
+    mem.train = s.train;
+    mem.first = d == 0;
+    mem.last = d == pp - 1;
+    mem.r = s.r;
+    mem.offload = s.tech.offload;
+    mem.zero = s.zero;
+    mem.group = cs.dp * s.cp;
+    mem.kept = s.stats.peak_memory[static_cast<size_t>(d)];
+    mem.in_flight = s.in_flight[static_cast<size_t>(d)];
+    mem.units = static_cast<double>(st.layers / std::max<int64_t>(s.model.unit, 1));
+    mem.host_micro_batches = std::min<int64_t>(s.m, pp * s.v);
+    mem.params = params;
+    stage_memory(mem, st);
     const double mv = static_cast<double>(s.m * s.v);
     double p2p_bytes = pp > 1 ? s.send_bytes(d, (d + 1) % pp) * mv +
                                     (s.train ? s.send_bytes(d, (d + pp - 1) % pp) * mv : 0)

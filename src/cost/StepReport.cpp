@@ -36,8 +36,18 @@ void add_step_json(nlohmann::json& j, const SimulationResult& r, const model::Sc
                    const std::string& stages_key) {
   j["breakdown"] = breakdown_json(r.breakdown);
   if (j.contains(stages_key) && j[stages_key].is_array() && j[stages_key].size() == r.stages.size())
-    for (size_t i = 0; i < r.stages.size(); ++i)
-      j[stages_key][i]["breakdown"] = breakdown_json(r.stages[i].breakdown);
+    for (size_t i = 0; i < r.stages.size(); ++i) {
+      const StageResult& st = r.stages[i];
+      auto& e = j[stages_key][i];
+      e["breakdown"] = breakdown_json(st.breakdown);
+      // Where the stage's peak memory goes (docs/cost-model.md, "Memory").
+      e["state_bytes"] = st.state_bytes;
+      e["buffer_bytes"] = st.buffer_bytes;
+      e["activation_bytes"] = st.activation_bytes;
+      e["allocator_bytes"] = st.allocator_bytes;
+      e["peak_memory_bytes"] = st.peak_memory_bytes;
+      e["in_flight"] = st.in_flight;
+    }
   j["batch"] = src.batch;
   if (src.seq > 0) j["seq"] = src.seq;
   const double tokens = tokens_per_step(r, src);
@@ -46,6 +56,25 @@ void add_step_json(nlohmann::json& j, const SimulationResult& r, const model::Sc
       r.step_time_s > 0 ? tokens / r.step_time_s / static_cast<double>(r.devices) : 0.0;
   j["micro_batches"] = r.micro_batches;
   j["micro_batch"] = r.micro_batch;
+}
+
+std::string stage_memory_text(const SimulationResult& r) {
+  if (r.stages.size() < 2) return "";
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  std::vector<std::string> peaks;
+  size_t worst = 0;
+  for (size_t i = 0; i < r.stages.size(); ++i) {
+    peaks.push_back(fmt::format("{:.1f}", r.stages[i].peak_memory_bytes / kGiB));
+    if (r.stages[i].peak_memory_bytes > r.stages[worst].peak_memory_bytes) worst = i;
+  }
+  const StageResult& w = r.stages[worst];
+  std::string buffers =
+      w.buffer_bytes > 0 ? fmt::format(", buffers {:.1f}", w.buffer_bytes / kGiB) : "";
+  return fmt::format(
+      "per stage  {} GiB; worst stage {}: states {:.1f}{}, activations {:.1f} ({} micro-batch "
+      "chunks in flight), allocator {:.1f} GiB\n",
+      join(peaks, " | "), worst, w.state_bytes / kGiB, buffers, w.activation_bytes / kGiB,
+      w.in_flight, w.allocator_bytes / kGiB);
 }
 
 std::string breakdown_text(const SimulationResult& r) {
@@ -202,12 +231,17 @@ std::string simulation_text(const SimulationResult& r, const model::ScalableMode
   for (const auto& [link, bytes] : r.link_bytes)
     out += fmt::format("  {:<14} {}\n", link, gib(bytes));
   out += breakdown_text(r);
-  out += "stage  layers   busy s    idle s   states     activations  mesh\n";
+  out +=
+      "stage  layers   busy s    idle s   states     buffers    activations  allocator  "
+      "peak        in flight  mesh\n";
   for (size_t i = 0; i < r.stages.size(); ++i) {
     const auto& s = r.stages[i];
-    out += fmt::format("{:>5}  {:>6}  {:>8.4g}  {:>8.4g}  {:>10}  {:>11}  dp {} x tp {}{}\n", i,
-                       s.layers, s.busy_s, s.idle_s, gib(s.state_bytes), gib(s.activation_bytes),
-                       s.dp, s.tp, mixed ? " on " + s.device : "");
+    out += fmt::format(
+        "{:>5}  {:>6}  {:>8.4g}  {:>8.4g}  {:>10}  {:>9}  {:>11}  {:>9}  {:>10}  {:>9}  dp {} x "
+        "{}tp {}{}\n",
+        i, s.layers, s.busy_s, s.idle_s, gib(s.state_bytes), gib(s.buffer_bytes),
+        gib(s.activation_bytes), gib(s.allocator_bytes), gib(s.peak_memory_bytes), s.in_flight,
+        s.dp, r.cp > 1 ? fmt::format("cp {} x ", r.cp) : "", s.tp, mixed ? " on " + s.device : "");
   }
   return out;
 }

@@ -69,7 +69,7 @@ std::string step_trace(const StepTraceInput& in) {
     }
     if (res.step_time_s > t + 1e-12)
       events.push_back(span("bubble", "breakdown", t, res.step_time_s - t, d));
-    double mem = s.state_bytes;
+    double mem = s.state_bytes + s.buffer_bytes + s.allocator_bytes;
     events.push_back({{"name", "memory (GiB)"},
                       {"ph", "C"},
                       {"ts", 0},

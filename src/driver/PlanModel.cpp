@@ -202,6 +202,7 @@ std::string plan_report_text(const PlannedModel& p) {
   out += fmt::format("memory     {} peak per device of {} ({} reserved)\n",
                      human_bytes(r.peak_memory_bytes), human_bytes(r.memory_limit_bytes),
                      human_bytes(p.target.reserve_bytes));
+  out += cost::stage_memory_text(r);
   out += assumptions_text(p);
   out += pipeline_text(r, a.train);
   out += fmt::format("runs on    {}\n", exporting::runnable_text(p.best_export));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -40,6 +41,15 @@ ScheduleStats compute_stats(const BlockPlacement& p, const Schedule& s) {
   double total = std::accumulate(st.busy.begin(), st.busy.end(), 0.0);
   if (st.makespan > 0) st.bubble_fraction = 1.0 - total / (p.num_devices * st.makespan);
   return st;
+}
+
+std::vector<int> peak_in_flight(const BlockPlacement& p, const Schedule& s) {
+  BlockPlacement unit = p;
+  for (Block& b : unit.blocks) b.memory = b.memory > 0 ? 1.0 : b.memory < 0 ? -1.0 : 0.0;
+  const ScheduleStats st = compute_stats(unit, s);
+  std::vector<int> out;
+  for (double m : st.peak_memory) out.push_back(static_cast<int>(std::lround(m)));
+  return out;
 }
 
 double makespan_lower_bound(const BlockPlacement& p, int m) {

@@ -272,9 +272,10 @@ cost::SimulateOptions intra_op_simulate_options(const model::ScalableModel& mode
   so.train = train;
   so.planner_key = "ilp";
   int64_t units = model.layers > 0 ? model.layers / std::max<int64_t>(model.unit, 1) : 0;
-  so.stage_planner = [&model, &cluster, train, time_limit_s, units, stats](
-                         const Graph& g, const Mesh& mesh,
-                         const StrategySpec& spec) -> Result<Propagation> {
+  (void)cluster;  // each stage is priced on the cluster of its own kind, given per call
+  so.stage_planner = [&model, train, time_limit_s, units, stats](
+                         const Graph& g, const Mesh& mesh, const StrategySpec& spec,
+                         const cost::Cluster& cluster) -> Result<Propagation> {
     auto pins = tactic_pins(g, mesh, spec);
     HEDDLE_TRY(pins);
     IntraOpOptions io;

@@ -148,5 +148,31 @@ TEST(MixedClusters, TwoEqualKindsPriceAsOneKind) {
   }
 }
 
+// A stage planner (the search's intra-op ILP) is handed each stage's own kind: on A100 + H100
+// with one stage per kind it plans the first stage for the A100 and the second for the H100,
+// each with the step's techniques applied to that kind.
+TEST(MixedClusters, StagePlannerPricesEachStageOnItsKind) {
+  auto c = cluster_from_json(kMixed, "lab.json");
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  std::vector<std::string> planned_on;
+  SimulateOptions o;
+  o.train = true;
+  o.stage_planner = [&planned_on](const Graph& g, const Mesh& mesh, const StrategySpec& spec,
+                                  const Cluster& kind) {
+    planned_on.push_back(kind.device.name);
+    EXPECT_FALSE(kind.mixed());
+    return stage_plan(g, mesh, kind, spec);
+  };
+  auto r = simulate(gpt(4, 16), *c, *StrategySpec::parse("dp=8,pp=2,mb=1"), o);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(planned_on, (std::vector<std::string>{"a100", "h100"}));
+  // The planner's stages are priced as the default planner's: the same step.
+  SimulateOptions plain;
+  plain.train = true;
+  auto d = simulate(gpt(4, 16), *c, *StrategySpec::parse("dp=8,pp=2,mb=1"), plain);
+  ASSERT_TRUE(d.ok());
+  EXPECT_DOUBLE_EQ(r->step_time_s, d->step_time_s);
+}
+
 }  // namespace
 }  // namespace heddle::cost

@@ -160,6 +160,43 @@ TEST(ConfigSearch, EnergyObjectiveDeviceCapAndStepTimeTarget) {
       << missed.error().message;
 }
 
+// The plan's memory is its worst stage's: a pipeline whose stages fit on average, but whose first
+// stage (holding four micro-batches under 1F1B against the last stage's one) does not, is refused
+// whole, and whatever the search returns fits on every stage.
+TEST(ConfigSearch, RefusesAPlanWhoseWorstStageDoesNotFit) {
+  auto model = gpt13(8, 16, 2048, std::nullopt);
+  auto cluster = *cost::cluster_preset("a100x4");
+  const StrategySpec s =
+      *StrategySpec::parse("dp=1,tp=1,pp=4,mb=1,zero=0,recompute=none,schedule=1f1b");
+  cost::SimulateOptions so;
+  so.train = true;
+  auto r = cost::simulate(model, cluster, s, so);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  double mean = 0, worst = 0;
+  for (const auto& st : r->stages) {
+    mean += st.peak_memory_bytes / static_cast<double>(r->stages.size());
+    worst = std::max(worst, st.peak_memory_bytes);
+  }
+  ASSERT_LT(mean, 0.95 * worst);
+  cluster.device.memory_bytes = (mean + worst) / 2;
+  auto tight = cost::simulate(model, cluster, s, so);
+  ASSERT_TRUE(tight.ok());
+  EXPECT_FALSE(tight->feasible);
+  ConfigSearchOptions o;
+  o.train = true;
+  o.intra_op = false;
+  o.pins = *StrategySpec::parse("auto,dp=1,tp=1,pp=4,mb=1");
+  auto found = search_configs(model, cluster, o);
+  ASSERT_TRUE(found.ok()) << found.error().to_string();
+  std::vector<const ConfigResult*> all = {&found->best};
+  for (const auto& c : found->ranking) all.push_back(&c);
+  for (const ConfigResult* c : all) {
+    EXPECT_NE(c->sim.strategy, r->strategy);
+    for (const auto& st : c->sim.stages)
+      EXPECT_LE(st.peak_memory_bytes, cluster.device.memory_bytes) << c->sim.strategy;
+  }
+}
+
 // A GPT with a large vocabulary on four pipeline stages: the head makes the last stage slow, an
 // uneven layer split wins, and it is never slower than the best even split.
 TEST(ConfigSearch, UnevenLayerSplitWhenTheHeadIsHeavy) {

@@ -54,6 +54,14 @@ struct DeviceProfile {
   /// What the training stacks on this device overlap by default (Megatron-LM, torchtitan);
   /// default none.
   Overlap default_overlap = Overlap::kNone;
+  /// Memory a training process holds outside its tensors: CUDA context and loaded kernels,
+  /// NCCL communicator buffers, cuBLAS workspaces (allocator_allowance_bytes()); default 0 (the
+  /// `cpu` device: heddle's executor has none). GPU presets: 2 GB (docs/cost-model.md, Memory).
+  double runtime_bytes = 0;
+  /// Fraction of the memory the caching allocator hands out and takes back during a step
+  /// (activations, gradient buckets, gathered parameters) that fragmentation keeps unusable
+  /// (allocator_allowance_bytes()); default 0. GPU presets: 0.05 (docs/cost-model.md, Memory).
+  double fragmentation = 0;
 
   /// Set by priced_device() for one step's techniques, not by presets:
   /// FLOP/s of contractions that read a parameter (the linear layers); 0: peak_flops.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "heddle/cost/DeviceProfile.h"
 #include "heddle/sharding/Recompute.h"
 #include "heddle/support/Result.h"
 
@@ -23,5 +24,29 @@ double model_state_bytes(double params, int64_t zero, int64_t dp);
 /// Precondition: all sizes >= 1.
 double layer_activation_bytes(double s, double b, double h, double a, int64_t t, bool sp,
                               Recompute r);
+
+/// Megatron-LM's gradient bucket in parameters, its default `bucket_size` (Megatron-Core's
+/// DistributedDataParallel: `max(40M, 1M x dp)`, dp counting context-parallel ranks).
+/// Precondition: dp >= 1.
+double gradient_bucket_params(int64_t dp);
+
+/// Gradient and parameter buffers a device holds during a training step beyond the model states
+/// of model_state_bytes(), for `params` parameter elements of which one layer unit (or the
+/// stage's embedding or head, if larger) is `unit_params`, at `element_bytes` each:
+/// - ZeRO 0 and 1: none (the gradients live in one contiguous buffer the buckets are views of,
+///   Megatron's grad buffer, torch DDP's `gradient_as_bucket_view`);
+/// - ZeRO 2: the full gradients of two buckets (gradient_bucket_params()): the one backward is
+///   filling and the one being reduce-scattered;
+/// - ZeRO 3 (FSDP): the all-gathered parameters of two units (the one computing and the one
+///   prefetched) and one unit's unsharded gradient before its reduce-scatter.
+/// Precondition: 0 <= zero <= 3, dp >= 1.
+double gradient_buffer_bytes(int64_t zero, int64_t dp, double params, double unit_params,
+                             double element_bytes);
+
+/// The allocator allowance of one device: `dev.runtime_bytes` (CUDA context, kernels, NCCL and
+/// cuBLAS buffers) plus `dev.fragmentation` of `dynamic_bytes`, what the caching allocator hands
+/// out and takes back during the step (activations, transient and gradient buffers; the model
+/// states are allocated once, in contiguous buffers).
+double allocator_allowance_bytes(const DeviceProfile& dev, double dynamic_bytes);
 
 }  // namespace heddle::cost

@@ -49,6 +49,9 @@ struct ModelParts {
   bool layered = false;
   /// Parameters read by both prefix and suffix (tied embeddings), local elements.
   double shared_param_elements = 0;
+  /// Local elements of the graph's floating-point outputs: a language model's logits, what its
+  /// loss reads (vocabulary-sized, on the last pipeline stage).
+  double output_elements = 0;
 };
 
 /// Costs `g` under `prop` (a plan on `mesh`, e.g. from plan_from_strategy) on `cluster`.

@@ -42,8 +42,11 @@ struct SimulateOptions {
   bool trace = false;  ///< fill SimulationResult::trace_json; default off
   /// Plans one stage's sharding of the two-layer graph `g` on the costed stage mesh (without its
   /// dp axis when dp only splits the batch; `spec` still has the dp degree) instead of
-  /// stage_plan() (the planner's intra-op search); default null: stage_plan().
-  std::function<Result<Propagation>(const Graph& g, const Mesh& mesh, const StrategySpec& spec)>
+  /// stage_plan() (the planner's intra-op search), priced on `cluster`: the stage's device kind
+  /// with the step's techniques (the whole cluster when it has one kind); default null:
+  /// stage_plan().
+  std::function<Result<Propagation>(const Graph& g, const Mesh& mesh, const StrategySpec& spec,
+                                    const Cluster& cluster)>
       stage_planner;
   /// Non-null: reuse costed stages across calls (the planner's search); default null.
   std::shared_ptr<SimulationCache> cache;
@@ -71,8 +74,20 @@ struct StageResult {
   int64_t layers = 0;             ///< repeating layers held (over all chunks)
   double busy_s = 0;              ///< compute + blocking communication time
   double idle_s = 0;              ///< step time minus busy
-  double state_bytes = 0;         ///< weights, gradients, optimizer state
-  double activation_bytes = 0;    ///< peak activations under the schedule
+  double state_bytes = 0;         ///< weights, gradients, optimizer state (model_state_bytes())
+  /// Gradient buckets in flight and gathered parameters under ZeRO-2/3
+  /// (gradient_buffer_bytes()).
+  double buffer_bytes = 0;
+  /// Peak activations under the schedule (kept for backward by the chunks in flight, the
+  /// embedding on the first stage, the logits the loss keeps on the last) plus the working set
+  /// of the block running (recomputation, the logits before the loss).
+  double activation_bytes = 0;
+  /// The allocator allowance: runtime memory and fragmentation (allocator_allowance_bytes()).
+  double allocator_bytes = 0;
+  /// The most micro-batch chunks whose kept activations the stage holds at once, walked from
+  /// the schedule (pipeline::peak_in_flight()): `pp - s` on stage s of 1F1B.
+  int64_t in_flight = 0;
+  /// state + buffer + activation + allocator bytes.
   double peak_memory_bytes = 0;
   double host_bytes = 0;  ///< host memory the device's offloaded state takes (offload=)
   double nvme_bytes = 0;  ///< NVMe the device's offloaded state takes (offload=...:nvme)

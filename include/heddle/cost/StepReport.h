@@ -17,8 +17,10 @@ namespace heddle::cost {
 /// The breakdown as a JSON object: one key per category (StepBreakdown::entries()), seconds.
 nlohmann::json breakdown_json(const StepBreakdown& b);
 
-/// The result's JSON keys shared by plan and simulate: `breakdown`, each stage's breakdown
-/// (into `stages_key`'s array, entry by entry, when that key holds one), `batch`, `seq` (when
+/// The result's JSON keys shared by plan and simulate: `breakdown`, each stage's breakdown and
+/// memory (`state_bytes`, `buffer_bytes`, `activation_bytes`, `allocator_bytes`,
+/// `peak_memory_bytes`, `in_flight`; into `stages_key`'s array, entry by entry, when that key
+/// holds one), `batch`, `seq` (when
 /// the model has sequences), `tokens_per_step`, `tokens_per_s_per_device`, `micro_batches`,
 /// `micro_batch`.
 void add_step_json(nlohmann::json& j, const SimulationResult& r, const model::ScalableModel& src,
@@ -27,6 +29,11 @@ void add_step_json(nlohmann::json& j, const SimulationResult& r, const model::Sc
 /// The text block: where a device's step goes (seconds and share, largest first; overlapped
 /// time listed apart) and, with several stages, one line per stage.
 std::string breakdown_text(const SimulationResult& r);
+
+/// With several pipeline stages, one line of each stage's peak memory and the worst stage's
+/// parts (`per stage   65.6 | 71.1 | ... GiB; worst stage 3: states 12.4, activations 55.0 (13
+/// micro-batch chunks in flight), allocator 4.6 GiB`); empty with one stage.
+std::string stage_memory_text(const SimulationResult& r);
 
 /// `workload   batch 1536 x seq 2048 = 3.1M tokens per step, 12.3k tokens/s per device`.
 std::string workload_text(const SimulationResult& r, const model::ScalableModel& src);

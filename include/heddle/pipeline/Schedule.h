@@ -39,6 +39,15 @@ struct ScheduleStats {
 /// `p` (s.blocks == p.blocks.size()); it need not be valid.
 ScheduleStats compute_stats(const BlockPlacement& p, const Schedule& s);
 
+/// Per device, the most memory-holding blocks alive at once under `s`: each block with a
+/// positive memory delta counts one from its start, each block with a negative delta ends one
+/// (its own micro-batch's holder) from its start, as compute_stats() charges memory. For a
+/// training placement whose forward blocks keep activations and whose backward (or weight-grad)
+/// blocks free them, this is the number of micro-batch chunks whose activations a device holds
+/// at its peak: `p - d` on stage d of 1F1B, Megatron's interleaved warm-up count plus one.
+/// Precondition: as compute_stats().
+std::vector<int> peak_in_flight(const BlockPlacement& p, const Schedule& s);
+
 /// A lower bound on the makespan of any schedule of `m` micro-batches, ignoring memory: the
 /// larger of one micro-batch's critical path and, for every device, the earliest its first block
 /// can start + m * its load + the shortest tail after its last block. Precondition: p checked.

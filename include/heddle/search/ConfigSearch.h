@@ -86,9 +86,11 @@ struct ConfigSearch {
 
 /// Simulation options whose stage planner is the intra-op ILP: tactic pins (axis roles, the batch
 /// on dp, ZeRO-3 parameters), every op's strategy chosen by plan_intra_op() priced by the cost
-/// model on `cluster` with the two-layer graph folded to the model's layers, then propagation with
-/// every op pinned to list the reshards the simulator charges. `stats` (may be null) counts the
-/// solves. `model`, `cluster` and `stats` must outlive the options.
+/// model on the stage's own device kind (the cluster the simulator gives the planner: on a mixed
+/// cluster each stage's kind, with the step's techniques) with the two-layer graph folded to the
+/// model's layers, then propagation with every op pinned to list the reshards the simulator
+/// charges. `stats` (may be null) counts the solves. `model` and `stats` must outlive the options;
+/// `cluster` is the cluster simulated (not used by the planner since it prices per stage).
 cost::SimulateOptions intra_op_simulate_options(const model::ScalableModel& model,
                                                 const cost::Cluster& cluster, bool train,
                                                 double time_limit_s, IlpStats* stats);
