@@ -121,10 +121,10 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const 
     r.note = "strategy " + r.spec.to_string() + " on mesh " + r.mesh.to_string();
   } else if (r.spec.auto_search) {
     r.mesh = *given;
-    if (!tactics.empty())
-      return Diagnostic(tactics.front().source +
-                        ": --strategy auto (the intra-op ILP) does not take per-value tactics; "
-                        "drop auto to let propagation complete them");
+    // Tactics pin decisions, the ILP completes the rest.
+    auto tacticed = apply_tactics(g, r.mesh, Pins{}, tactics);
+    HEDDLE_TRY(tacticed);
+    pins = std::move(*tacticed);
     // Priced for this machine's devices: the calibrated `cpu` profile (or its fallback).
     auto cpu = cost::cpu_cluster();
     HEDDLE_TRY(cpu);
@@ -132,7 +132,7 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const 
     IntraOpOptions io;
     io.cluster = &*cpu;
     io.ilp.time_limit_s = 30;
-    auto p = plan_intra_op(g, r.mesh, Pins{}, CbcSolver(), io);
+    auto p = plan_intra_op(g, r.mesh, pins, CbcSolver(), io);
     HEDDLE_TRY(p);
     r.propagation.plan = std::move(p->plan);
     r.note = "auto: intra-op ILP (CBC, " + std::to_string(p->nodes) + " nodes, " +

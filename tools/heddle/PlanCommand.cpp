@@ -15,6 +15,7 @@
 #include "heddle/ir/DotExport.h"
 #include "heddle/search/PlanReport.h"
 #include "heddle/search/PlanRequest.h"
+#include "heddle/search/PlanSplit.h"
 #include "heddle/support/AtomicFile.h"
 #include "heddle/support/ByteSize.h"
 #include "heddle/support/Log.h"
@@ -148,6 +149,8 @@ int run_plan(const PlanArgs& a) {
   if (a.json)  // the text restates them on stdout
     for (const auto& w : warnings) report_note(LogLevel::kWarn, "warning", "warning: " + w);
   const auto best_export = exporting::export_plan_of(*src, *cluster, best, a.train);
+  auto splits = search::plan_stage_splits(*src, *cluster, best, a.train, a.time_limit);
+  if (!splits.ok()) return user_error(splits.error());
   std::optional<exporting::Export> exported;
   if (target->export_to) {
     auto e = exporting::export_plan(*target->export_to, best_export);
@@ -182,6 +185,7 @@ int run_plan(const PlanArgs& a) {
     j["least_energy"] = search::plan_json(found->greenest);
     j["ilp_solves"] = found->ilp.solves;
     add_explain_json(j, *found, *src, *cluster, a, *compared, warnings);
+    j["split_report"] = search::stage_splits_json(*splits);
     exporting::add_target_json(j, *target, best_export);
     if (exported) j["export"] = exported->text;
     fmt::print("{}\n", j.dump(2));
@@ -217,6 +221,7 @@ int run_plan(const PlanArgs& a) {
         "stages     sharded by the intra-op ILP (beat the tactics); reproduce with heddle "
         "simulate ... --strategy {} --stage-planner ilp\n",
         r.strategy);
+  if (auto t = search::stage_splits_text(*splits); !t.empty()) fmt::print("not split  {}", t);
   if (r.energy_j > 0) {
     // How the objectives trade off: the chosen plan against the fastest and the least-energy one.
     const auto& f = found->fastest.sim;
