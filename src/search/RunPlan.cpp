@@ -93,6 +93,13 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
   return plan_run(g, mesh_text, *spec);
 }
 
+Result<Pins> run_tactic_pins(const Graph& g, const Mesh& mesh, const std::vector<Tactic>& tactics) {
+  std::vector<Tactic> all = graph_tactics(g);
+  all.insert(all.end(), tactics.begin(), tactics.end());
+  if (mesh.num_devices() == 1) all.clear();  // one device: nothing to split
+  return apply_tactics(g, mesh, Pins{}, all);
+}
+
 Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const StrategySpec& spec,
                             const std::vector<Tactic>& cli_tactics) {
   auto given = Mesh::parse(mesh_text);
@@ -122,7 +129,7 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const 
   } else if (r.spec.auto_search) {
     r.mesh = *given;
     // Tactics pin decisions, the ILP completes the rest.
-    auto tacticed = apply_tactics(g, r.mesh, Pins{}, tactics);
+    auto tacticed = run_tactic_pins(g, r.mesh, cli_tactics);
     HEDDLE_TRY(tacticed);
     pins = std::move(*tacticed);
     // Priced for this machine's devices: the calibrated `cpu` profile (or its fallback).
@@ -141,7 +148,7 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const 
              r.mesh.to_string() + " priced for --cluster cpu (" + cpu->source + ")";
   } else {
     r.mesh = *given;
-    auto tacticed = apply_tactics(g, r.mesh, Pins{}, tactics);
+    auto tacticed = run_tactic_pins(g, r.mesh, cli_tactics);
     HEDDLE_TRY(tacticed);
     pins = std::move(*tacticed);
     auto p = propagate(g, r.mesh, pins);
