@@ -56,6 +56,9 @@ TEST(Verifier, EachRuleBreakIsOneDiagnostic) {
        "op 'relu' defining %c: takes 1 input(s), got 2"},
       {"input %a: f32[4]\n %c: f32[4] = einsum [i=4] %a(i) -> (i)",
        "op 'einsum' defining %c: missing required attribute 'spec'"},
+      {"input %a: f32[1, 2]\n %c: f32[1] = reduce_sum [n=1] %a(n, 0)[1, 0] -> (n)",
+       "input 0 (%a): projection (n, 0)[1, 0] has a window of 0 in tensor dim 1, so it touches no "
+       "element; windows are at least 1"},  // fuzz_text_ir_run: the kernel read out of bounds
       {"input %a: f32[4]\n %c: f32[4] = relu [i=0] %a(i) -> (i)",
        "index dim 'i' has extent 0; extents must be positive"},
       {"input %a: f32[4]\n input %b: i32[4]\n %c: f32[4] = add [i=4] %a(i), %b(i) -> (i)",
