@@ -117,6 +117,12 @@ TEST(Verifier, AttributesAgreeWithProjections) {
        "%x(n, ci, oh, ow)[1, 1, 3, 3], %k(co, ci, 0, 0)[1, 1, 3, 3] -> (n, co, oh, ow)",
        "input 0 (%x): window [3, 3] of (n, ci, oh, ow)[1, 1, 3, 3] is not the dilated kernel [5, "
        "5]: the 3x3 kernel of input 1 (%k) with dilation=[2, 2] spans [5, 5]"},
+      // fuzz_text_ir_run: a padded x read past its batch computed another value than the walker.
+      {"input %x: f32[1, 1, 8, 8]\n param %k: f32[1, 1, 1, 1]\n"
+       " %y: f32[2, 1, 8, 8] = conv2d [n=2, co=1, oh=8, ow=8, ci=1:sum] "
+       "%x(n, ci, oh, ow) padded, %k(co, ci, 0, 0) -> (n, co, oh, ow)",
+       "conv2d batch disagrees: x f32[1, 1, 8, 8] and the result f32[2, 1, 8, 8] must have the "
+       "same N (a padded x pads H and W only)"},
       {"input %x: f32[1, 1, 8, 8]\n param %k: f32[1, 1, 3, 3]\n"
        " %y: f32[1, 1, 4, 4] = conv2d{dilation=[2, 2]} [n=1, co=1, oh=4, ow=4, ci=1:sum] "
        "%x(n, ci, oh, ow)[1, 1, 5, 5], %k(co, ci, 0, 0)[1, 1, 3, 3] -> (n, co, oh, ow)",
