@@ -45,13 +45,15 @@ bench-torch: configure
 
 # libFuzzer targets, each run for FUZZ_SECONDS on a scratch copy of its seed corpus
 # (fuzz/corpus/<target>); FUZZ_TARGETS picks some. Findings (crashes, sanitizer reports, undefined
-# behaviour: UBSan halts) are left in build-fuzz/ as crash-*. fuzz_onnx mutates the seeds under
+# behaviour: UBSan halts) are left in build-fuzz/ as crash-*. NDEBUG stays unset, so the debug
+# asserts (a kernel's reads inside its tiles) are checked too. fuzz_onnx mutates the seeds under
 # 32 KB only (the weight-stripped models): whole exported models run it at half the speed.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= text_ir text_ir_run placement onnx cluster npy
 fuzz:
 	@scripts/install-deps --fuzz
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" \
 	  -DHEDDLE_FUZZ=ON -DHEDDLE_BUILD_TESTS=OFF -DHEDDLE_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-fuzz -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 	@for t in $(FUZZ_TARGETS); do \

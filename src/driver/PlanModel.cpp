@@ -76,6 +76,7 @@ std::string stages_text(const PlannedModel& p) {
         "stages     sharded by the intra-op ILP (beat the tactics); reproduce with heddle "
         "simulate ... --strategy {} --stage-planner ilp\n",
         r.strategy);
+  if (auto t = search::stage_splits_text(p.splits); !t.empty()) out += "not split  " + t;
   if (r.energy_j > 0) {
     // How the objectives trade off: the chosen plan against the fastest and the least-energy one.
     const auto& f = p.found.fastest.sim;
@@ -138,6 +139,10 @@ Result<PlannedModel> plan_model(const PlanModelRequest& r) {
   p.warnings = cost::workload_warnings(p.model, r.model.overrides.batch.has_value(),
                                        p.found.best.sim.devices, r.train);
   p.best_export = exporting::export_plan_of(p.model, p.cluster, p.found.best, r.train);
+  auto splits =
+      search::plan_stage_splits(p.model, p.cluster, p.found.best, r.train, r.time_limit_s);
+  HEDDLE_TRY(splits);
+  p.splits = std::move(*splits);
   return p;
 }
 
@@ -186,6 +191,7 @@ nlohmann::json plan_report_json(const PlannedModel& p) {
   j["warnings"] = p.warnings;
   j["cluster"] = p.cluster.name;
   j["overlap"] = a.overlap;
+  j["split_report"] = search::stage_splits_json(p.splits);
   exporting::add_target_json(j, p.target, p.best_export);
   if (p.exported) j["export"] = p.exported->text;
   return j;

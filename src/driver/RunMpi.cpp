@@ -126,8 +126,11 @@ Result<search::PlannedRun> plan_on_ranks(MpiCommunicator& mpi, const RunRequest&
   std::vector<int64_t> code{-1};
   if (mpi.rank() == 0) {
     mine.emplace(search::plan_run(p.graph, r.mesh, p.spec, r.tactics));
-    if (mine->ok() && (*mine)->propagation.plan.pinned.empty())
-      code = encode_plan((*mine)->propagation.plan);
+    if (mine->ok()) {  // the ops' strategies; every rank derives the tactics' starts itself
+      ShardingPlan ops = (*mine)->propagation.plan;
+      ops.pinned.clear();
+      code = encode_plan(ops);
+    }
   }
   auto shared = share_from_root(mpi, code);
   if (!shared.ok()) fail_job(mpi, shared.error(), mpi.failure_kind());
@@ -138,6 +141,9 @@ Result<search::PlannedRun> plan_on_ranks(MpiCommunicator& mpi, const RunRequest&
   HEDDLE_TRY(mesh);
   auto plan = decode_plan(*shared, *mesh);
   HEDDLE_TRY(plan);
+  auto pins = search::run_tactic_pins(p.graph, *mesh, r.tactics);  // where tactics start values
+  HEDDLE_TRY(pins);
+  plan->pinned = PinnedChoices(p.graph, *mesh, *pins).starts();
   search::PlannedRun out;
   out.mesh = *mesh;
   out.spec = p.spec;

@@ -62,10 +62,6 @@ Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const
     return Diagnostic(
         "--emit writes the programs of runs without pipeline stages; drop pp from the strategy "
         "to see one stage's programs");
-  if (std::vector<Tactic> ts = graph_tactics(full); !ts.empty() || !r.tactics.empty())
-    return Diagnostic((ts.empty() ? r.tactics : ts).front().source +
-                      ": pipeline stages (pp > 1) are planned from the strategy's presets only; "
-                      "drop pp to apply per-value tactics");
   auto given = Mesh::parse(r.mesh);
   if (!given.ok()) return Diagnostic("--mesh: " + given.error().message);
   if (spec.heterogeneous() && r.backend == "mpi")
@@ -73,6 +69,8 @@ Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const
         "--strategy {}: pipeline stages on sub-meshes of different shapes run on threads "
         "(--backend threads); the MPI backend runs stages of one shape",
         spec.to_string()));
+  std::vector<Tactic> tactics = graph_tactics(full);  // the model's, then --tactic's
+  tactics.insert(tactics.end(), r.tactics.begin(), r.tactics.end());
   model::ModelRequest rebuilt = r.model;  // rebuilt as `full` was built: with its loss to train
   rebuilt.options.with_loss = r.train;
   auto plan = plan_pipeline_run({.full = &full,
@@ -80,7 +78,8 @@ Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const
                                  .spec = spec,
                                  .devices = given->num_devices(),
                                  .train = r.train,
-                                 .optimizer = r.optimizer});
+                                 .optimizer = r.optimizer,
+                                 .tactics = std::move(tactics)});
   HEDDLE_TRY(plan);
   return std::optional<PipelinePlan>(std::move(*plan));
 }

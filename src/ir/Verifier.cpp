@@ -151,6 +151,13 @@ class OpChecker {
              std::to_string(v.type.rank()));
       return false;
     }
+    for (int64_t r = 0; r < o.proj.tensor_rank(); ++r)
+      if (o.proj.window()[r] == 0) {  // an empty window: nothing a kernel or gradient can read
+        report(what + " (" + value_ref(v.name) + "): projection " +
+               o.proj.to_string(op_.space.names()) + " has a window of 0 in tensor dim " +
+               std::to_string(r) + ", so it touches no element; windows are at least 1");
+        return false;
+      }
     if (!image_fits(o.proj, op_.space.extents())) {
       report(what + " (" + value_ref(v.name) + "): projection coefficients are too large");
       return false;

@@ -206,6 +206,9 @@ class FormChecker {
                     type(wo).to_string() + " and " + std::to_string(G) + " group(s) of " +
                     std::to_string(cig) + " input and " + std::to_string(cog) +
                     " output channels (index dims ci and co)");
+    if (xs[0] != type(yo).shape()[0])  // padding applies to H and W only (fuzz_text_ir_run)
+      return report("conv2d batch disagrees: x " + type(xo).to_string() + " and the result " +
+                    type(yo).to_string() + " must have the same N (a padded x pads H and W only)");
     const int64_t K[2] = {ws[2], ws[3]};
     std::vector<std::vector<int64_t>> rows(4, std::vector<int64_t>(names_.size(), 0));
     auto set = [&](int64_t r, int64_t k, int64_t c) {

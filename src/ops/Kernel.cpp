@@ -171,6 +171,14 @@ Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& input
   for (Tensor* t : outputs)
     HEDDLE_ASSERT(!t->is_int()) << op_kind_name(op.kind) << " writes integer tensor";
   if (box.empty()) return {};
+  // The verifier's promise, checked where kernels read (debug builds): every input's window over
+  // `box` lies in the tile the caller holds (the whole tensor on one device), unless it is padded.
+  for (size_t i = 0; i < inputs.size(); ++i)
+    HEDDLE_DEBUG_ASSERT(op.inputs[i].padded ||
+                        inputs[i]->region().contains(op.inputs[i].proj.image(box)))
+        << op_kind_name(op.kind) << " over " << box.to_string() << " reads input " << i << " at "
+        << op.inputs[i].proj.image(box).to_string() << ", outside its tensor "
+        << inputs[i]->region().to_string();
   if (chain_fusable(op, options)) {  // elementwise: the fused-chain loop, one op
     run_elementwise(op, box, inputs, outputs);
     return {};

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "heddle/ir/TextPrinter.h"
 #include "heddle/ops/Ops.h"
 #include "heddle/pipeline/Baselines.h"
 #include "heddle/pipeline/BuiltinPlacements.h"
@@ -99,11 +100,26 @@ Graph backward_part(const Graph& gg, int64_t forward_ops, const std::vector<std:
   return out;
 }
 
+// The tactics that concern block `g`: those naming a value of it (an op tactic: a value an op
+// of it defines).
+std::vector<Tactic> block_tactics(const Graph& g, const std::vector<Tactic>& tactics) {
+  std::vector<Tactic> out;
+  for (const Tactic& t : tactics) {
+    auto v = g.find_value(t.value);
+    if (!v) continue;
+    const bool of_op = t.kind == Tactic::Kind::kSplitOp || t.kind == Tactic::Kind::kReplicateOp;
+    if (of_op && g.value(*v).role != ValueRole::kResult) continue;
+    out.push_back(t);
+  }
+  return out;
+}
+
 // The stage strategy's pins, plus: every parameter standing for an activation (a value received
 // from another chunk, or its gradient) whose dim 0 is the micro-batch is split over dp like the
-// model inputs, so data parallelism inside a stage splits the chunk's work.
+// model inputs, so data parallelism inside a stage splits the chunk's work; then the tactics.
 Result<Propagation> plan_block(const Graph& g, const Mesh& mesh, const StrategySpec& inner,
-                               const std::set<std::string>& activations, int64_t batch) {
+                               const std::set<std::string>& activations, int64_t batch,
+                               const std::vector<Tactic>& tactics) {
   std::set<ValueId> received;
   for (ValueId v : g.params())
     if (activations.count(g.value(v).name)) received.insert(v);
@@ -123,6 +139,12 @@ Result<Propagation> plan_block(const Graph& g, const Mesh& mesh, const StrategyS
         continue;
       pins.values[v] = TensorSharding::replicated(mesh.rank()).with(dp, Placement::shard(0));
     }
+  if (inner.devices() > 1) {
+    auto tacticed = apply_tactics(g, mesh, std::move(pins), block_tactics(g, tactics),
+                                  "--strategy " + inner.to_string() + " (a stage's strategy)");
+    HEDDLE_TRY(tacticed);
+    pins = std::move(*tacticed);
+  }
   return propagate(g, mesh, pins);
 }
 
@@ -130,8 +152,9 @@ Result<Propagation> plan_block(const Graph& g, const Mesh& mesh, const StrategyS
 // does not hold yet (so the first block reading a parameter decides).
 Result<StageBlock> lower_block(Graph g, const Mesh& mesh, const StrategySpec& inner,
                                const std::set<std::string>& activations, int64_t batch,
+                               const std::vector<Tactic>& tactics,
                                std::map<std::string, TensorSharding>& param_shardings) {
-  auto plan = plan_block(g, mesh, inner, activations, batch);
+  auto plan = plan_block(g, mesh, inner, activations, batch, tactics);
   if (!plan.ok()) return Diagnostic("pipeline chunk " + g.name() + ": " + plan.error().message);
   // Where each parameter starts, as lowering loads it: its pin, else its first reader's wish.
   for (OpId i = 0; i < g.num_ops(); ++i) {
@@ -399,6 +422,10 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
   for (int64_t s = 1; s < P.stages; ++s)
     if (P.devices_of(s) != P.stage_devices) P.stage_devices = 0;
 
+  for (const Tactic& t : options.tactics)  // a chunk may miss a value; the model may not
+    if (!model.find_value(t.value))
+      return Diagnostic(t.source + ": " + value_ref(t.value) + " is not a value of " +
+                        model.name());
   auto starts = split_stages(model, C, options.layers);
   HEDDLE_TRY(starts);
   std::vector<int64_t> chunk_of(static_cast<size_t>(model.num_ops()));
@@ -539,11 +566,13 @@ Result<PipelineProgram> build_pipeline(const Graph& model, const PipelineOptions
     }
     const Mesh& mesh = P.stage_meshes[static_cast<size_t>(ch.stage)];
     const StrategySpec& inner = inners[static_cast<size_t>(ch.stage)];
-    auto f = lower_block(std::move(fwd), mesh, inner, received[c], batch, shardings);
+    auto f =
+        lower_block(std::move(fwd), mesh, inner, received[c], batch, options.tactics, shardings);
     HEDDLE_TRY(f);
     ch.forward = std::move(*f);
     for (Part& pt : parts) {
-      auto b = lower_block(std::move(pt.graph), mesh, inner, activations, batch, shardings);
+      auto b = lower_block(std::move(pt.graph), mesh, inner, activations, batch, options.tactics,
+                           shardings);
       HEDDLE_TRY(b);
       *pt.block = std::move(*b);
       pt.block->recomputed = std::move(pt.recomputed);

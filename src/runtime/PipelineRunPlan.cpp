@@ -81,6 +81,7 @@ Result<PipelinePlan> plan_pipeline_run(const PipelineRunRequest& r) {
         "add --train",
         to_string(*spec.recompute)));
   po.optimizer = r.optimizer;
+  po.tactics = r.tactics;
   auto program = build_pipeline(micro, po);
   HEDDLE_TRY(program);
   PipelinePlan plan{std::move(*program), *mesh, spec, ""};
@@ -99,6 +100,7 @@ Result<PipelinePlan> plan_pipeline_run(const PipelineRunRequest& r) {
       "schedule {}{}",
       spec.to_string(), mesh->to_string(), pp, stage_sizes(plan.program),
       plan.program.chunks.size(), m, B / m, plan.program.schedule.to_string(), executed);
+  if (!r.tactics.empty()) plan.note += fmt::format(" with {} tactic(s)", r.tactics.size());
   return plan;
 }
 

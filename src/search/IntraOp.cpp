@@ -141,21 +141,32 @@ Result<IntraOpPlan> plan_intra_op(const Graph& g, const Mesh& mesh, const Pins& 
   if (o.cluster) links.emplace(*o.cluster, mesh);
   const CommCost& comm = links ? *links : o.cost ? *o.cost : bytes_cost;
   const double bwd = o.cluster && o.train ? 1 : 0;  // backward repeats reshards, doubles compute
-  DimLabels labels = label_dims(g);
-  // Candidates and their placements per op.
+  // Candidates and their placements per op: what the roles and tactics leave (tactics pin
+  // decisions, the search completes the rest).
+  const PinnedChoices choices(g, mesh, pins);
+  const std::map<ValueId, TensorSharding> starts = choices.starts();
   std::vector<std::vector<OpStrategy>> cands(static_cast<size_t>(g.num_ops()));
   std::vector<std::vector<StrategyPlacements>> places(static_cast<size_t>(g.num_ops()));
   for (OpId id = 0; id < g.num_ops(); ++id) {
     if (auto pin = pins.ops.find(id); pin != pins.ops.end()) {
-      cands[id] = {pin->second};
-    } else {
-      for (auto& s : enumerate_strategies(g, id, mesh))
-        if (strategy_allowed(g, id, mesh, pins, labels, s)) cands[id].push_back(std::move(s));
-      if (cands[id].empty()) cands[id].push_back(OpStrategy::replicated(mesh.rank()));
-    }
-    for (const auto& s : cands[id]) {
-      auto p = derive_placements(g, id, mesh, s);
+      auto p = derive_placements(g, id, mesh, pin->second);
       HEDDLE_TRY(p);
+      cands[id] = {pin->second};
+      places[id].push_back(std::move(*p));
+      continue;
+    }
+    for (auto& s : enumerate_strategies(g, id, mesh)) {
+      if (!choices.allowed(id, s)) continue;
+      auto p = derive_placements(g, id, mesh, s);
+      if (!p.ok() || !choices.results_agree(id, *p)) continue;
+      cands[id].push_back(std::move(s));
+      places[id].push_back(std::move(*p));
+    }
+    if (cands[id].empty()) {
+      if (choices.constrained(id)) return choices.unsatisfiable(id);
+      auto p = derive_placements(g, id, mesh, OpStrategy::replicated(mesh.rank()));
+      HEDDLE_TRY(p);
+      cands[id].push_back(OpStrategy::replicated(mesh.rank()));
       places[id].push_back(std::move(*p));
     }
   }
@@ -209,7 +220,7 @@ Result<IntraOpPlan> plan_intra_op(const Graph& g, const Mesh& mesh, const Pins& 
       for (size_t i = 0; i < op.inputs.size(); ++i) {
         ValueId v = op.inputs[i].value;
         if (g.value(v).role == ValueRole::kResult) continue;
-        if (auto pin = pins.values.find(v); pin != pins.values.end())
+        if (auto pin = starts.find(v); pin != starts.end())
           cost += reshard(v, pin->second, pl.inputs[i].sharding);
         if (std::find(new_params.begin(), new_params.end(), v) == new_params.end()) continue;
         const TensorSharding& ps = pl.inputs[i].sharding;
@@ -257,7 +268,8 @@ Result<IntraOpPlan> plan_intra_op(const Graph& g, const Mesh& mesh, const Pins& 
     std::vector<int> parent(sg.nodes.size(), -1);
     for (OpId id = 0; id < g.num_ops(); ++id) {
       OpId p = follower_parent(g, id);
-      if (p >= 0 && blocks.block_of(p) == blocks.block_of(id) && !pins.ops.count(id))
+      if (p >= 0 && blocks.block_of(p) == blocks.block_of(id) && !pins.ops.count(id) &&
+          !choices.constrained(id))
         parent[static_cast<size_t>(id)] = static_cast<int>(p);
     }
     merge_followers(sg, parent, red);
@@ -291,7 +303,7 @@ Result<IntraOpPlan> plan_intra_op(const Graph& g, const Mesh& mesh, const Pins& 
   std::vector<int> full = expand_choice(red, choice->choice);
   IntraOpPlan out;
   out.plan = ShardingPlan::replicated(g, mesh);
-  out.plan.pinned = pins.values;
+  out.plan.pinned = starts;
   for (OpId id = 0; id < g.num_ops(); ++id) out.plan.ops[id] = cands[id][full[id]];
   out.seconds = choice->cost;
   out.memory_bytes = choice->memory;

@@ -93,6 +93,13 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
   return plan_run(g, mesh_text, *spec);
 }
 
+Result<Pins> run_tactic_pins(const Graph& g, const Mesh& mesh, const std::vector<Tactic>& tactics) {
+  std::vector<Tactic> all = graph_tactics(g);
+  all.insert(all.end(), tactics.begin(), tactics.end());
+  if (mesh.num_devices() == 1) all.clear();  // one device: nothing to split
+  return apply_tactics(g, mesh, Pins{}, all);
+}
+
 Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const StrategySpec& spec,
                             const std::vector<Tactic>& cli_tactics) {
   auto given = Mesh::parse(mesh_text);
@@ -121,10 +128,10 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const 
     r.note = "strategy " + r.spec.to_string() + " on mesh " + r.mesh.to_string();
   } else if (r.spec.auto_search) {
     r.mesh = *given;
-    if (!tactics.empty())
-      return Diagnostic(tactics.front().source +
-                        ": --strategy auto (the intra-op ILP) does not take per-value tactics; "
-                        "drop auto to let propagation complete them");
+    // Tactics pin decisions, the ILP completes the rest.
+    auto tacticed = run_tactic_pins(g, r.mesh, cli_tactics);
+    HEDDLE_TRY(tacticed);
+    pins = std::move(*tacticed);
     // Priced for this machine's devices: the calibrated `cpu` profile (or its fallback).
     auto cpu = cost::cpu_cluster();
     HEDDLE_TRY(cpu);
@@ -132,7 +139,7 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const 
     IntraOpOptions io;
     io.cluster = &*cpu;
     io.ilp.time_limit_s = 30;
-    auto p = plan_intra_op(g, r.mesh, Pins{}, CbcSolver(), io);
+    auto p = plan_intra_op(g, r.mesh, pins, CbcSolver(), io);
     HEDDLE_TRY(p);
     r.propagation.plan = std::move(p->plan);
     r.note = "auto: intra-op ILP (CBC, " + std::to_string(p->nodes) + " nodes, " +
@@ -141,7 +148,7 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const 
              r.mesh.to_string() + " priced for --cluster cpu (" + cpu->source + ")";
   } else {
     r.mesh = *given;
-    auto tacticed = apply_tactics(g, r.mesh, Pins{}, tactics);
+    auto tacticed = run_tactic_pins(g, r.mesh, cli_tactics);
     HEDDLE_TRY(tacticed);
     pins = std::move(*tacticed);
     auto p = propagate(g, r.mesh, pins);

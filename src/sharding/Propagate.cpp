@@ -133,6 +133,64 @@ DimLabels label_dims(const Graph& g, const std::set<ValueId>& as_inputs) {
   return l;
 }
 
+PinnedChoices::PinnedChoices(const Graph& g, const Mesh& mesh, const Pins& pins)
+    : g_(g),
+      mesh_(mesh),
+      pins_(pins),
+      labels_(label_dims(g, pins.activation_params)),
+      tactic_dims_(tactic_labels(g, mesh, pins)) {}
+
+bool PinnedChoices::allowed(OpId id, const OpStrategy& s) const {
+  const auto op_pin = pins_.op_axes.find(id);
+  const bool pinned = op_pin != pins_.op_axes.end();
+  if (pinned)
+    for (auto [a, i] : op_pin->second)
+      if (s.dim(a) != i) return false;
+  // On an axis a tactic pins for this op, or whose tactic shards reach the dim it splits, the
+  // axis role does not apply: the user decided.
+  std::vector<int64_t> dims = s.dims();
+  for (int64_t a = 0; a < mesh_.rank(); ++a) {
+    if (dims[a] < 0) continue;
+    if ((pinned && op_pin->second.count(a)) ||
+        (!tactic_dims_.empty() && index_labels(g_, g_.op(id), tactic_dims_[a])[dims[a]]))
+      dims[a] = -1;
+  }
+  return strategy_allowed(g_, id, mesh_, pins_, labels_, OpStrategy(dims));
+}
+
+bool PinnedChoices::results_agree(OpId id, const StrategyPlacements& p) const {
+  const Op& op = g_.op(id);
+  for (size_t k = 0; k < op.results.size(); ++k)
+    if (auto it = pins_.value_axes.find(op.results[k].value); it != pins_.value_axes.end())
+      for (const auto& [a, want] : it->second)
+        if (p.results[k].sharding.at(a) != want) return false;
+  return true;
+}
+
+bool PinnedChoices::constrained(OpId id) const {
+  if (pins_.op_axes.count(id)) return true;
+  for (const auto& r : g_.op(id).results)
+    if (pins_.value_axes.count(r.value)) return true;
+  return false;
+}
+
+Diagnostic PinnedChoices::unsatisfiable(OpId id) const {
+  const Op& op = g_.op(id);
+  return Diagnostic("no strategy of op '" + std::string(op_kind_name(op.kind)) + "' defining " +
+                    value_ref(g_.value(op.results[0].value).name) + " on mesh " +
+                    mesh_.to_string() + " satisfies every tactic on it and its results");
+}
+
+std::map<ValueId, TensorSharding> PinnedChoices::starts() const {
+  std::map<ValueId, TensorSharding> out = pins_.values;
+  for (const auto& [v, axes] : pins_.value_axes) {
+    if (g_.value(v).role == ValueRole::kResult) continue;
+    auto [it, fresh] = out.try_emplace(v, TensorSharding::replicated(mesh_.rank()));
+    for (const auto& [a, p] : axes) it->second = it->second.with(a, p);
+  }
+  return out;
+}
+
 std::string Propagation::report(const Graph& g) const {
   std::string s;
   for (const auto& r : reshards) {
@@ -152,16 +210,10 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
     if (s.rank() != mesh.rank() || v < 0 || v >= g.num_values())
       return Diagnostic("pinned placement " + s.to_string() + " does not fit mesh " +
                         mesh.to_string());
-  DimLabels labels = label_dims(g, pins.activation_params);
-  const auto tactic_dims = tactic_labels(g, mesh, pins);
+  const PinnedChoices choices(g, mesh, pins);
   Propagation out;
   out.plan = ShardingPlan::replicated(g, mesh);
-  out.plan.pinned = pins.values;
-  for (const auto& [v, axes] : pins.value_axes) {  // tactics on inputs and parameters: the start
-    if (g.value(v).role == ValueRole::kResult) continue;
-    auto [it, fresh] = out.plan.pinned.try_emplace(v, TensorSharding::replicated(mesh.rank()));
-    for (const auto& [a, p] : axes) it->second = it->second.with(a, p);
-  }
+  out.plan.pinned = choices.starts();  // tactics on inputs and parameters: the start
   std::vector<std::optional<TensorSharding>> current(static_cast<size_t>(g.num_values()));
   for (const auto& [v, s] : out.plan.pinned) current[v] = s;
 
@@ -217,35 +269,6 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
 
   for (OpId id = 0; id < g.num_ops(); ++id) {
     const Op& op = g.op(id);
-    const auto op_pin = pins.op_axes.find(id);
-    // On an axis a tactic pins for this op, or whose tactic shards reach the dim it splits, the
-    // axis role does not apply: the user decided.
-    std::vector<std::vector<bool>> tactic_idx;
-    for (const auto& per_value : tactic_dims) tactic_idx.push_back(index_labels(g, op, per_value));
-    auto allowed = [&](const OpStrategy& s) {
-      if (op_pin != pins.op_axes.end())
-        for (auto [a, i] : op_pin->second)
-          if (s.dim(a) != i) return false;
-      std::vector<int64_t> dims = s.dims();
-      for (int64_t a = 0; a < mesh.rank(); ++a)
-        if (dims[a] >= 0 && ((op_pin != pins.op_axes.end() && op_pin->second.count(a)) ||
-                             (!tactic_idx.empty() && tactic_idx[a][dims[a]])))
-          dims[a] = -1;
-      return strategy_allowed(g, id, mesh, pins, labels, OpStrategy(dims));
-    };
-    // Results' tactics: the placements this op must give them.
-    auto results_agree = [&](const StrategyPlacements& p) {
-      for (size_t k = 0; k < op.results.size(); ++k)
-        if (auto it = pins.value_axes.find(op.results[k].value); it != pins.value_axes.end())
-          for (const auto& [a, want] : it->second)
-            if (p.results[k].sharding.at(a) != want) return false;
-      return true;
-    };
-    const bool constrained = op_pin != pins.op_axes.end() || [&] {
-      for (const auto& r : op.results)
-        if (pins.value_axes.count(r.value)) return true;
-      return false;
-    }();
     std::vector<OpStrategy> candidates;
     if (auto pin = pins.ops.find(id); pin != pins.ops.end()) {
       auto p = derive_placements(g, id, mesh, pin->second, o.shard_check);
@@ -253,8 +276,8 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
       candidates.push_back(pin->second);
     } else {
       for (auto& s : enumerate_strategies(g, id, mesh, o.shard_check))
-        if (allowed(s)) candidates.push_back(std::move(s));
-      if (candidates.empty() && !constrained)
+        if (choices.allowed(id, s)) candidates.push_back(std::move(s));
+      if (candidates.empty() && !choices.constrained(id))
         candidates.push_back(OpStrategy::replicated(mesh.rank()));
     }
     double flops = op_flops(g, id);
@@ -263,7 +286,7 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
     OpStrategy chosen;
     for (const OpStrategy& s : candidates) {
       auto p = derive_placements(g, id, mesh, s, o.shard_check);
-      if (!p.ok() || !results_agree(*p)) continue;
+      if (!p.ok() || !choices.results_agree(id, *p)) continue;
       double t = flops / parallelism(op.space, mesh, s) * o.seconds_per_flop;
       int moves = 0;  // inputs that must be resharded first
       bool feasible = true;
@@ -292,10 +315,7 @@ Result<Propagation> propagate(const Graph& g, const Mesh& mesh, const Pins& pins
         chosen = s;
       }
     }
-    if (!best && constrained)
-      return Diagnostic("no strategy of op '" + std::string(op_kind_name(op.kind)) + "' defining " +
-                        value_ref(g.value(op.results[0].value).name) + " on mesh " +
-                        mesh.to_string() + " satisfies every tactic on it and its results");
+    if (!best && choices.constrained(id)) return choices.unsatisfiable(id);
     if (!best) chosen = OpStrategy::replicated(mesh.rank());
     out.plan.ops[id] = chosen;
     auto p = derive_placements(g, id, mesh, chosen, o.shard_check);

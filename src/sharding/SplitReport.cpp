@@ -147,7 +147,7 @@ SplitReport split_report(const Graph& g, const Pins& pins, const ShardingPlan& p
                      " (pin it with --tactic)";
         } else {
           v.detail =
-              "valid; propagation estimated the unsplit op cheaper (the reshards it needs "
+              "valid; the planner estimated the unsplit op cheaper (the reshards it needs "
               "cost more than the compute it saves)";
         }
         u.dims.push_back(std::move(v));

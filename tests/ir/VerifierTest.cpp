@@ -56,6 +56,9 @@ TEST(Verifier, EachRuleBreakIsOneDiagnostic) {
        "op 'relu' defining %c: takes 1 input(s), got 2"},
       {"input %a: f32[4]\n %c: f32[4] = einsum [i=4] %a(i) -> (i)",
        "op 'einsum' defining %c: missing required attribute 'spec'"},
+      {"input %a: f32[1, 2]\n %c: f32[1] = reduce_sum [n=1] %a(n, 0)[1, 0] -> (n)",
+       "input 0 (%a): projection (n, 0)[1, 0] has a window of 0 in tensor dim 1, so it touches no "
+       "element; windows are at least 1"},  // fuzz_text_ir_run: the kernel read out of bounds
       {"input %a: f32[4]\n %c: f32[4] = relu [i=0] %a(i) -> (i)",
        "index dim 'i' has extent 0; extents must be positive"},
       {"input %a: f32[4]\n input %b: i32[4]\n %c: f32[4] = add [i=4] %a(i), %b(i) -> (i)",
@@ -114,6 +117,12 @@ TEST(Verifier, AttributesAgreeWithProjections) {
        "%x(n, ci, oh, ow)[1, 1, 3, 3], %k(co, ci, 0, 0)[1, 1, 3, 3] -> (n, co, oh, ow)",
        "input 0 (%x): window [3, 3] of (n, ci, oh, ow)[1, 1, 3, 3] is not the dilated kernel [5, "
        "5]: the 3x3 kernel of input 1 (%k) with dilation=[2, 2] spans [5, 5]"},
+      // fuzz_text_ir_run: a padded x read past its batch computed another value than the walker.
+      {"input %x: f32[1, 1, 8, 8]\n param %k: f32[1, 1, 1, 1]\n"
+       " %y: f32[2, 1, 8, 8] = conv2d [n=2, co=1, oh=8, ow=8, ci=1:sum] "
+       "%x(n, ci, oh, ow) padded, %k(co, ci, 0, 0) -> (n, co, oh, ow)",
+       "conv2d batch disagrees: x f32[1, 1, 8, 8] and the result f32[2, 1, 8, 8] must have the "
+       "same N (a padded x pads H and W only)"},
       {"input %x: f32[1, 1, 8, 8]\n param %k: f32[1, 1, 3, 3]\n"
        " %y: f32[1, 1, 4, 4] = conv2d{dilation=[2, 2]} [n=1, co=1, oh=4, ow=4, ci=1:sum] "
        "%x(n, ci, oh, ow)[1, 1, 5, 5], %k(co, ci, 0, 0)[1, 1, 3, 3] -> (n, co, oh, ow)",

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/RandomModel.h"
+#include "heddle/ir/TextParser.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/PipelineExecutor.h"
@@ -44,7 +45,8 @@ void expect_close(const Tensor& want, const Tensor& got, const std::string& what
 // the whole (else 1).
 double expect_pipeline_matches(const Graph& full, const Graph& micro, const std::string& strategy,
                                int64_t m, bool train, bool sharded = false,
-                               PipelineCounts* counts = nullptr) {
+                               PipelineCounts* counts = nullptr,
+                               const std::vector<Tactic>& tactics = {}) {
   SCOPED_TRACE(full.name() + " " + strategy + " micro-batches " + std::to_string(m));
   auto spec = StrategySpec::parse(strategy);
   EXPECT_TRUE(spec.ok()) << spec.error().to_string();
@@ -59,6 +61,7 @@ double expect_pipeline_matches(const Graph& full, const Graph& micro, const std:
   po.recompute = spec->recompute.value_or(Recompute::kNone);
   po.optimizer.optimizer = TrainStepOptions::Optimizer::kSgdMomentum;
   po.optimizer.sgd.lr = 0.1;
+  po.tactics = tactics;
   auto P = build_pipeline(micro, po);
   EXPECT_TRUE(P.ok()) << P.error().to_string();
   if (!P.ok()) return 1;
@@ -389,6 +392,38 @@ TEST(Pipeline, BoundaryValuesCrossAsTheReceiversTiles) {
       EXPECT_TRUE(a.intersect(b).empty()) << a.to_string() << " " << b.to_string();
     }
   }
+}
+
+// A tactic pins the channel split of a batch norm inside each tp=2 stage (the preset splits the
+// image height): the stages load and split %img by channels and the step matches the reference.
+TEST(Pipeline, TacticsPinEachStagesSplitAndMatchTheReference) {
+  auto g = parse_graph_file(std::string(HEDDLE_SOURCE_DIR) + "/examples/batchnorm.hd");
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  const std::vector<Tactic> tactics = {*Tactic::parse("%img:1=tp")};
+  auto img_load = [&](const std::vector<Tactic>& ts) {
+    PipelineOptions po;
+    po.inner = *StrategySpec::parse("pp=2,tp=2");
+    po.tactics = ts;
+    auto P = build_pipeline(*g, po);
+    EXPECT_TRUE(P.ok()) << P.error().to_string();
+    if (!P.ok()) return IVec();
+    const StageBlock& b = P->chunks[1].forward;  // %d = %y - %img
+    for (const Instr& in : b.programs[0].instrs)
+      if (in.kind == Instr::Kind::kLoad && b.graph.value(in.value).name == "img")
+        return in.box.shape();
+    return IVec();
+  };
+  EXPECT_EQ(img_load({}), IVec({8, 16, 8, 16}));  // the preset: h
+  EXPECT_EQ(img_load(tactics), IVec({8, 8, 16, 16}));
+  for (bool train : {false, true})
+    expect_pipeline_matches(*g, *g, "pp=2,tp=2", 1, train, false, nullptr, tactics);
+  // A tactic on no value of the model is a diagnostic, not dropped.
+  PipelineOptions po;
+  po.inner = *StrategySpec::parse("pp=2,tp=2");
+  po.tactics = {*Tactic::parse("%imgs:1=tp")};
+  auto bad = build_pipeline(*g, po);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message, "--tactic '%imgs:1=tp': %imgs is not a value of batchnorm");
 }
 
 TEST(Pipeline, ForwardOnlyZooModelsMatchTheReference) {

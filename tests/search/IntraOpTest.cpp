@@ -7,6 +7,7 @@
 
 #include "common/RandomModel.h"
 #include "heddle/ir/GraphStats.h"
+#include "heddle/ir/TextParser.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/Executor.h"
@@ -16,6 +17,7 @@
 #include "heddle/search/Reduction.h"
 #include "heddle/sharding/Reshard.h"
 #include "heddle/sharding/Tactics.h"
+#include "heddle/sharding/UserTactics.h"
 
 namespace heddle::search {
 namespace {
@@ -370,6 +372,50 @@ TEST(IntraOp, PricedByTheCostModelOnAClusterNeverWorseThanTactics) {
   auto tactics = plan_intra_op(g, mesh, fixed, cbc, o);
   ASSERT_TRUE(tactics.ok());
   EXPECT_LE(p->seconds, tactics->seconds * (1 + 1e-9));
+}
+
+// Tactics pin decisions, the ILP completes the rest: a result pinned to its channel dim and an
+// op pinned to split the image height come out as pinned, and the plan runs to the reference.
+TEST(IntraOp, HonoursTacticsAndCompletesTheRest) {
+  auto g = parse_graph_file(std::string(HEDDLE_SOURCE_DIR) + "/examples/batchnorm.hd");
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  Mesh mesh = *Mesh::parse("tp=4");
+  std::vector<Tactic> tactics = {*Tactic::parse("%y:1=tp"), *Tactic::parse("%xc:h=tp")};
+  auto pins = apply_tactics(*g, mesh, Pins{}, tactics);
+  ASSERT_TRUE(pins.ok()) << pins.error().to_string();
+  CbcSolver cbc;
+  auto p = plan_intra_op(*g, mesh, *pins, cbc);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  const OpId xc = g->value(*g->find_value("xc")).producer;
+  const OpId y = g->value(*g->find_value("y")).producer;
+  EXPECT_EQ(p->plan.ops[xc].dim(0), 2);  // h
+  auto placed = derive_placements(*g, y, mesh, p->plan.ops[y]);
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(placed->results[0].sharding.at(0), Placement::shard(1));
+  // A result pin no split gives: the diagnostic names the op.
+  auto bad = apply_tactics(*g, mesh, Pins{}, {*Tactic::parse("%xc:h=tp")});
+  ASSERT_TRUE(bad.ok());
+  bad->value_axes[*g->find_value("xc")][0] = Placement::shard(3);
+  auto refused = plan_intra_op(*g, mesh, *bad, cbc);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("no strategy of op 'sub' defining %xc"), std::string::npos)
+      << refused.error().message;
+  // The plan executes to the reference.
+  auto progs = lower(*g, p->plan);
+  ASSERT_TRUE(progs.ok()) << progs.error().to_string();
+  TensorMap feeds;
+  auto inputs = random_inputs(*g, 5, 16);
+  feeds.emplace(g->inputs()[0], inputs[0]);
+  for (ValueId v : g->params()) feeds.emplace(v, init_param(g->value(v).name, g->type(v), 3));
+  auto got = run_threaded(*g, *progs, feeds);
+  ASSERT_TRUE(got.ok());
+  Interpreter ref(*g);
+  for (ValueId v : g->params()) ref.set_param(v, feeds.at(v));
+  auto want = ref.run(inputs);
+  ASSERT_TRUE(want.ok());
+  const Tensor &a = (*want)[0], &b = got->at(g->outputs()[0]);
+  for (int64_t i = 0; i < a.numel(); ++i)
+    ASSERT_NEAR(a.f32()[i], b.f32()[i], 1e-4 * std::max(1.0f, std::fabs(a.f32()[i])));
 }
 
 }  // namespace

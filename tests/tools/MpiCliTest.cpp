@@ -68,6 +68,21 @@ TEST(MpiCli, RanksGiveTheThreadedResultsBitForBitAndMatchTheReference) {
   }
 }
 
+// Tactics on ranks: under `auto` rank 0's ILP plan is shared and every rank derives where the
+// tactics start values; in a pipeline every stage pins them. Both train to the reference.
+TEST(MpiCli, TacticsUnderAutoAndPipelinesMatchTheReference) {
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  const std::string bn = std::string(HEDDLE_SOURCE_DIR) + "/examples/batchnorm.hd";
+  for (const std::string strategy :
+       {"--mesh tp=4 --strategy auto --tactic %y:n=tp", "--mesh 4 --strategy pp=2,tp=2"}) {
+    std::string args = "run " + bn + " " + strategy +
+                       " --tactic %img:1=tp --train --steps 2 --check --json --backend mpi";
+    auto j = json_of(mpirun(4, args).r, args);
+    if (j.is_null()) continue;
+    EXPECT_TRUE(j["ok"].get<bool>()) << args;
+  }
+}
+
 TEST(MpiCli, TrainingStepsEqualTheThreadedBackendBitForBit) {
   setenv("OPENBLAS_NUM_THREADS", "1", 1);
   std::string args = "run gpt-tiny --mesh 4 --strategy dp=2,tp=2 --train --steps 3 --json";

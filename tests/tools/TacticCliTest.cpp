@@ -88,6 +88,36 @@ TEST(TacticCli, ConflictsAndBadTacticsNameTheirSources) {
   EXPECT_EQ(run_heddle("run " + f + " --mesh 1 --check").exit_code, 0);
 }
 
+// Tactics pin decisions, the search completes the rest: under `--strategy auto` (the intra-op
+// ILP) and in the stages of a pipeline (pp=2) the file's tactic gives the pinned split and the
+// runs match the reference.
+TEST(TacticCli, AutoAndPipelinesHonourTheTactics) {
+  const std::string f = annotated_batchnorm();
+  auto show = run_heddle("show " + f + " --mesh tp=4 --strategy auto --tactic %y:n=tp");
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("%y = mul {tp: n}"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("with 2 tactic(s)"), std::string::npos) << show.out;
+  for (const char* extra : {"", " --train --steps 2"}) {
+    auto run =
+        run_heddle("run " + f + " --mesh tp=4 --strategy auto --tactic %y:n=tp --check" + extra);
+    EXPECT_EQ(run.exit_code, 0) << extra << run.err;
+    EXPECT_NE(run.out.find("check      ok"), std::string::npos) << run.out;
+    auto pipe = run_heddle("run " + f + " --mesh 4 --strategy pp=2,tp=2 --check" + extra);
+    EXPECT_EQ(pipe.exit_code, 0) << extra << pipe.err;
+    EXPECT_NE(pipe.out.find("check      ok"), std::string::npos) << pipe.out;
+  }
+  // Conflicts with the stage strategy's presets name both sources.
+  auto conflict = run_heddle("run " + src() +
+                             "/examples/batchnorm.hd --mesh 4 --strategy pp=2,dp=2 --tactic "
+                             "%img:1=dp --check");
+  EXPECT_EQ(conflict.exit_code, 1);
+  EXPECT_NE(conflict.err.find("conflicting tactics for %img on mesh axis dp: Shard(0) from "
+                              "--strategy dp=2 (a stage's strategy), but Shard(1) from "
+                              "--tactic '%img:1=dp'"),
+            std::string::npos)
+      << conflict.err;
+}
+
 TEST(TacticCli, NamedAndShapedMeshesAreHonoured) {
   auto r = run_heddle("show " + src() + "/examples/mlp.hd --mesh 2x2 --strategy tp=4");
   EXPECT_EQ(r.exit_code, 1);
@@ -130,6 +160,28 @@ TEST(TacticCli, ShowAndRunSayWhatStaysWholeAndWhy) {
   auto attn = run_heddle("show " + src() + "/examples/attention.hd --mesh 6");
   ASSERT_EQ(attn.exit_code, 0) << attn.err;
   EXPECT_EQ(attn.out.find("not split"), std::string::npos) << attn.out;
+}
+
+// `heddle plan` reports what its chosen stage plans leave whole: the mlp's logits on a100x8
+// (dp=4,tp=2: tp may not split the batch, and splitting n or k costs more than it saves).
+TEST(TacticCli, PlanSaysWhatStaysWholeAndWhy) {
+  auto j = run_heddle("plan " + src() + "/examples/mlp.hd --cluster a100x8 --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  auto plan = nlohmann::json::parse(j.out);
+  ASSERT_EQ(plan["split_report"].size(), 1u) << plan["split_report"];
+  const auto& stage = plan["split_report"][0];
+  EXPECT_EQ(stage["mesh"], "dp=4,tp=2");
+  EXPECT_TRUE(stage["idle_axes"].empty());
+  ASSERT_FALSE(stage["unsplit_ops"].empty());
+  const auto& logits = stage["unsplit_ops"][0];
+  EXPECT_EQ(logits["result"], "logits");
+  EXPECT_EQ(logits["axis"], "tp");
+  EXPECT_EQ(logits["dims"][0]["dim"], "m");
+  EXPECT_EQ(logits["dims"][0]["reason"], "role");
+  auto text = run_heddle("plan " + src() + "/examples/mlp.hd --cluster a100x8");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("not split  stage mesh dp=4,tp=2:\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("op 'einsum' defining %logits"), std::string::npos) << text.out;
 }
 
 }  // namespace

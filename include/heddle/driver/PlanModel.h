@@ -18,6 +18,7 @@
 #include "heddle/model/ScalableModel.h"
 #include "heddle/search/ConfigSearch.h"
 #include "heddle/search/PlanReport.h"
+#include "heddle/search/PlanSplit.h"
 
 namespace heddle::driver {
 
@@ -52,6 +53,8 @@ struct PlannedModel {
   std::vector<search::ComparedPlan> compared;  ///< the --compare strategies, priced
   std::vector<std::string> warnings;           ///< about the workload's defaults
   std::optional<exporting::Export> exported;   ///< set by export_planned() with --export
+  /// Per stage mesh of the winner: the ops left whole and the idle axes, and why.
+  std::vector<search::StageSplit> splits;
 };
 
 /// Checks `r` (the output directory first: a long search must not end in "cannot write"),

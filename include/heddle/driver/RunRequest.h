@@ -79,9 +79,9 @@ Status check_unpipelined_keys(const Graph& full, const StrategySpec& spec);
 /// The pipeline `spec` asks for (pp > 1) for `full` (the model at its batch; with its loss for
 /// training), planned by the runtime's plan_pipeline_run(); nothing when it asks for none (after
 /// check_unpipelined_keys()). `emit_dir` with pp is a diagnostic (stage programs are not
-/// written), and so are tactics (the request's or the model's annotations): stages are planned
-/// by presets only. `recompute` is executed as given; sub-meshes of different shapes run on threads
-/// only.
+/// written). Tactics (the model's annotations, then the request's) are pinned in every stage of
+/// more than one device, next to the stage strategy's presets. `recompute` is executed as given;
+/// sub-meshes of different shapes run on threads only.
 Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const Graph& full,
                                                       const StrategySpec& spec);
 

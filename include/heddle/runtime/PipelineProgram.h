@@ -14,6 +14,7 @@
 #include "heddle/runtime/Program.h"
 #include "heddle/sharding/Recompute.h"
 #include "heddle/sharding/StrategySpec.h"
+#include "heddle/sharding/UserTactics.h"
 
 namespace heddle {
 
@@ -39,6 +40,11 @@ struct PipelineOptions {
   /// (default) stashes every activation they read, kSelective recomputes attention's scores and
   /// probabilities, kFull the whole chunk from the values it received.
   Recompute recompute = Recompute::kNone;
+  /// Declarative tactics (the model's annotations and `--tactic`), pinned in every block of a
+  /// stage of more than one device whose graph holds the value they name (an op tactic: where
+  /// an op of the block defines it), on the stage's mesh; conflicts with the stage strategy's
+  /// presets name both sources. Default none.
+  std::vector<Tactic> tactics;
 };
 
 /// A graph with the programs of every device of a stage, lowered from it.

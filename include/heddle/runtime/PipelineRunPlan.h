@@ -23,6 +23,8 @@ struct PipelineRunRequest {
   int64_t devices = 1;         ///< devices of the run's mesh; must equal the strategy's
   bool train = false;          ///< training step pipelines; default forward only
   TrainStepOptions optimizer;  ///< the optimizer of training pipelines; default AdamW
+  /// Tactics pinned in each stage's blocks (PipelineOptions::tactics); default none.
+  std::vector<Tactic> tactics;
 };
 
 /// A pipeline run's program and what its summary says.

@@ -41,12 +41,18 @@ Result<StrategySpec> requested_strategy(const std::string& mesh_text,
 Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text,
                             const std::string& strategy_text);
 
+/// The pins of a run's tactics without a preset: `g`'s annotated tactics, then `tactics`,
+/// applied by apply_tactics() for `mesh` (none on a single device). What plan_run() pins under
+/// `auto` and without a strategy.
+Result<Pins> run_tactic_pins(const Graph& g, const Mesh& mesh, const std::vector<Tactic>& tactics);
+
 /// plan_run() for a strategy already parsed by requested_strategy(), with `tactics` (from
 /// `--tactic`, each parsed by Tactic::parse) applied after the graph's own annotated tactics
 /// (graph_tactics()) and the strategy's preset pins; conflicts name both sources. A mesh of a
-/// single device ignores tactics (there is nothing to split). `auto` with tactics is a
-/// diagnostic (the intra-op ILP does not take them). An unnamed multi-axis `--mesh` (`2x2`) must
-/// have the shape the strategy's degrees give (`tp=4` on `2x2` is a diagnostic, not a rename).
+/// single device ignores tactics (there is nothing to split). Under `auto` the tactics are pins
+/// the intra-op ILP honours (PinnedChoices), the ILP choosing the rest. An unnamed multi-axis
+/// `--mesh` (`2x2`) must have the shape the strategy's degrees give (`tp=4` on `2x2` is a
+/// diagnostic, not a rename).
 Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const StrategySpec& spec,
                             const std::vector<Tactic>& tactics = {});
 

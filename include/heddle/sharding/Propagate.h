@@ -91,6 +91,35 @@ double parallelism(const IndexSpace& space, const Mesh& mesh, const OpStrategy& 
 bool strategy_allowed(const Graph& g, OpId id, const Mesh& mesh, const Pins& pins,
                       const DimLabels& labels, const OpStrategy& s);
 
+/// The choices `pins` leave each op, as propagate() and the intra-op search both honour them:
+/// the axis roles (strategy_allowed), except on an axis a tactic decides for the op or whose
+/// tactic shards reach the dim through the projections; the op's pinned axes; its results'
+/// pinned placements. Precondition: `g` passed verify(); `g`, `mesh` and `pins` outlive it.
+class PinnedChoices {
+ public:
+  PinnedChoices(const Graph& g, const Mesh& mesh, const Pins& pins);
+  /// Whether op `id` may take strategy `s`: the roles and the op's tactics (its results' pins
+  /// are judged on the placements, by results_agree()).
+  bool allowed(OpId id, const OpStrategy& s) const;
+  /// Whether placements `p` of op `id` give its results the placements tactics pin.
+  bool results_agree(OpId id, const StrategyPlacements& p) const;
+  /// Whether a tactic pins op `id` or one of its results: then no strategy satisfying them is
+  /// the diagnostic unsatisfiable(), not a fallback to replicated compute.
+  bool constrained(OpId id) const;
+  /// The diagnostic for a constrained op no strategy satisfies.
+  Diagnostic unsatisfiable(OpId id) const;
+  /// Where inputs and parameters start: `pins.values`, with their tactics' axes over them
+  /// (other axes replicated).
+  std::map<ValueId, TensorSharding> starts() const;
+
+ private:
+  const Graph& g_;
+  const Mesh& mesh_;
+  const Pins& pins_;
+  DimLabels labels_;
+  std::vector<std::vector<std::vector<bool>>> tactic_dims_;  ///< [axis][value][tensor dim]
+};
+
 /// Completes `pins` into a plan for `g` on `mesh`. A pin that does not fit (an op strategy its
 /// op cannot take, a placement of the wrong rank, tactics no strategy of an op satisfies) is a
 /// diagnostic; an op with no strategy its axis roles allow falls back to replicated compute

@@ -18,7 +18,7 @@ enum class NoSplit : uint8_t {
   kForm,          ///< the projections refuse the split (strided shards, a halo of a block, ...)
   kRole,          ///< valid, but the axis role (dp: batch dims, tp: model dims) excludes the dim
   kTactic,        ///< valid, but a tactic or preset pins the op's strategy
-  kCost,          ///< valid and allowed; propagation estimated the unsplit op cheaper
+  kCost,          ///< valid and allowed; the planner estimated the unsplit op cheaper
 };
 
 /// `divisibility`, `form`, `role`, `tactic`, `cost` (the JSON `reason`).
