@@ -18,9 +18,9 @@ Result<std::vector<StageSplit>> plan_stage_splits(const model::ScalableModel& sr
   so.train = train;
   std::vector<StageSplit> out;
   auto planner = so.stage_planner;
-  so.stage_planner = [&](const Graph& g, const Mesh& mesh,
-                         const StrategySpec& spec) -> Result<Propagation> {
-    auto prop = planner ? planner(g, mesh, spec) : cost::stage_plan(g, mesh, used, spec);
+  so.stage_planner = [&](const Graph& g, const Mesh& mesh, const StrategySpec& spec,
+                         const cost::Cluster& kind) -> Result<Propagation> {
+    auto prop = planner ? planner(g, mesh, spec, kind) : cost::stage_plan(g, mesh, kind, spec);
     HEDDLE_TRY(prop);
     StrategySpec inner = spec;
     inner.pp.reset();
