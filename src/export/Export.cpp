@@ -45,7 +45,7 @@ ExportPlan export_plan_of(const model::ScalableModel& model, const cost::Cluster
   p.kind.intra_op_stages = result.stage_planner != "tactics";
   p.devices = sim.devices;
   p.batch = model.batch;
-  p.seq = model.gpt ? model.gpt->seq : 0;
+  p.seq = model.seq > 0 ? model.seq : (model.gpt ? model.gpt->seq : 0);  // Llama's too
   p.micro_batch = sim.micro_batch;
   p.micro_batches = sim.micro_batches;
   p.layers = model.layers;
