@@ -36,7 +36,7 @@ struct InstrTemplate {
   int32_t ring = -1;
   int32_t whole = -1;
   int32_t ring_dim = -1, ring_tensor_dim = -1;
-  bool combine = false;  ///< kKernel: as Instr::combine (with `monoid`)
+  bool combine = false;  ///< kKernel: as Instr::combine (the kernels' accumulate mode)
 };
 
 /// Every device's program of one lowering. Its size does not depend on the number of devices.
