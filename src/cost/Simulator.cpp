@@ -336,11 +336,14 @@ void hide_behind_compute(const Sim& s, int64_t d, const PartCost& body, double r
          &StepBreakdown::overlapped_grad_s, t.bwd_parts, t.bwd);
   // Ring attention: each device computes attention on the key/value block it holds while the
   // next block travels around the cp ring (and in backward their gradients travel back), so
-  // the exchange hides behind the attention kernels, forward once and backward twice.
-  hide(std::min(body.cp_comm_s, body.attention_s), &StepBreakdown::cp_ep_s,
-       &StepBreakdown::overlapped_cp_s, t.fwd_parts, t.fwd);
-  hide(std::min(body.cp_comm_s, 2 * body.attention_s), &StepBreakdown::cp_ep_s,
-       &StepBreakdown::overlapped_cp_s, t.bwd_parts, t.bwd);
+  // the exchange hides behind the attention kernels, forward once and backward twice. The
+  // all-gather form (cp_comm=allgather) gathers before attention starts: nothing hides.
+  if (s.spec.cp_comm != CpComm::kAllGather) {
+    hide(std::min(body.cp_comm_s, body.attention_s), &StepBreakdown::cp_ep_s,
+         &StepBreakdown::overlapped_cp_s, t.fwd_parts, t.fwd);
+    hide(std::min(body.cp_comm_s, 2 * body.attention_s), &StepBreakdown::cp_ep_s,
+         &StepBreakdown::overlapped_cp_s, t.bwd_parts, t.bwd);
+  }
   const double k = static_cast<double>(s.st_of[static_cast<size_t>(d)].tp);
   if (s.tech.overlap != Overlap::kDpTp || k < 2) return;
   const double tp = std::max(body.comm_s - body.ep_comm_s - body.dp_comm_s, 0.0) * (k - 1) / k;

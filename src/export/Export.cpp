@@ -15,6 +15,7 @@ Degrees degrees_of(const StrategySpec& spec) {
   d.tp = spec.tp.value_or(1);
   if (!spec.meshes.empty()) d.dp = spec.meshes.front().dp, d.tp = spec.meshes.front().tp;
   d.pp = spec.pp.value_or(1);
+  d.cp = spec.cp.value_or(1);
   d.chunks = d.pp > 1 && spec.schedule ? spec.schedule->chunks : 1;
   d.zero = spec.zero.value_or(0);
   return d;
@@ -44,7 +45,7 @@ ExportPlan export_plan_of(const model::ScalableModel& model, const cost::Cluster
   p.kind.intra_op_stages = result.stage_planner != "tactics";
   p.devices = sim.devices;
   p.batch = model.batch;
-  p.seq = model.gpt ? model.gpt->seq : 0;
+  p.seq = model.seq > 0 ? model.seq : (model.gpt ? model.gpt->seq : 0);  // Llama's too
   p.micro_batch = sim.micro_batch;
   p.micro_batches = sim.micro_batches;
   p.layers = model.layers;
@@ -68,6 +69,14 @@ Result<Export> export_plan(Target target, const ExportPlan& plan) {
   if (!ok.ok())
     return Diagnostic("cannot export the plan " + plan.spec.to_string() + ": " +
                       ok.error().message);
+  // Megatron-LM and torchtitan balance causal attention by giving each cp rank two of 2*cp
+  // sequence chunks (Megatron's get_batch_on_this_cp_rank, torchtitan's seq_len check).
+  const int64_t cp = plan.spec.cp.value_or(1);
+  if (cp > 1 && plan.seq > 0 && plan.seq % (2 * cp) != 0)
+    return Diagnostic("cannot export the plan " + plan.spec.to_string() + ": " + to_string(target) +
+                      " splits the sequence into 2*cp = " + std::to_string(2 * cp) +
+                      " chunks for causal load balancing, and the sequence " +
+                      std::to_string(plan.seq) + " is not a multiple of it");
   switch (target) {
     case Target::kMegatron:
       return detail::megatron_args(plan);

@@ -33,6 +33,11 @@ Export megatron_args(const ExportPlan& plan) {
   };
   arg("--tensor-model-parallel-size", std::to_string(d.tp));
   arg("--pipeline-model-parallel-size", std::to_string(d.pp));
+  if (d.cp > 1) {
+    // p2p is Megatron's ring attention (its default); allgather gathers K and V whole.
+    arg("--context-parallel-size", std::to_string(d.cp));
+    arg("--cp-comm-type", plan.spec.cp_comm == CpComm::kAllGather ? "allgather" : "p2p");
+  }
   if (d.pp > 1 && !even_split(plan))
     arg("--pipeline-model-parallel-layout", "\"" + layout(plan) + "\"");
   else if (d.chunks > 1)
@@ -73,10 +78,11 @@ Export megatron_args(const ExportPlan& plan) {
   }
   Export e;
   e.file_name = "megatron_args.txt";
+  const std::string cp = d.cp > 1 ? fmt::format(" x cp {}", d.cp) : "";
   e.text = fmt::format(
       "# Megatron-LM arguments for heddle's plan {}: launch {} ranks (data parallel {} = {} / "
-      "(tp {} x pp {}))\n",
-      plan.spec.to_string(), plan.devices, d.dp, plan.devices, d.tp, d.pp);
+      "(tp {}{} x pp {}))\n",
+      plan.spec.to_string(), plan.devices, d.dp, plan.devices, d.tp, cp, d.pp);
   e.text += join(args, " \\\n") + "\n";
   return e;
 }

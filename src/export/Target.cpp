@@ -53,9 +53,6 @@ Status external_common(Target t, const StrategySpec& spec, const PlanKind& kind)
                   "heddle's expert axis is separate from data parallelism (devices = "
                   "dp*tp*pp*ep), while the stack folds expert parallelism into its "
                   "data-parallel ranks");
-  if (spec.cp.value_or(1) > 1)
-    return refuse(t, "cp=" + std::to_string(*spec.cp),
-                  "heddle's exporters do not write a context-parallel degree yet");
   return {};
 }
 
@@ -100,6 +97,10 @@ Status torchtitan(const StrategySpec& spec) {
                   "it shards with FSDP2, which always shards gradients with the optimizer state "
                   "(zero=2: fsdp_reshard_after_forward = \"never\"; zero=3: \"always\"); use "
                   "zero=0, 2 or 3");
+  if (zero == 0 && spec.cp.value_or(1) > 1)
+    return refuse(t, "cp=" + std::to_string(*spec.cp) + " with zero=0",
+                  "with context parallelism it always shards the weights with FSDP2 over the "
+                  "data-parallel shard and cp ranks together; use zero=2 or 3");
   if (zero == 0 && spec.dp.value_or(1) > 1 && (spec.tp.value_or(1) > 1 || pp > 1))
     return refuse(t, "zero=0 with tp or pp",
                   "its replicated data parallelism (DDP) runs without other parallelism; use "
@@ -117,6 +118,12 @@ Status torchtitan(const StrategySpec& spec) {
 
 Status deepspeed(const StrategySpec& spec) {
   const Target t = Target::kDeepSpeed;
+  if (spec.cp.value_or(1) > 1)
+    return refuse(t, "cp=" + std::to_string(*spec.cp),
+                  "its sequence parallelism (DeepSpeed-Ulysses, deepspeed.sequence) is another "
+                  "algorithm: an all-to-all that gives each rank whole sequences of some heads, "
+                  "not key and value blocks passed to every query block (ring or all-gather); "
+                  "and it is set up in model code, not by its JSON config");
   if (spec.pp.value_or(1) > 1)
     return refuse(t, "pp=" + std::to_string(*spec.pp),
                   "its pipeline parallelism is built in model code (deepspeed.pipe.PipelineModule) "

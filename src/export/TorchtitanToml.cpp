@@ -65,6 +65,13 @@ Export torchtitan_toml(const ExportPlan& plan) {
     t += fmt::format("fsdp_reshard_after_forward = \"{}\"\n", d.zero == 2 ? "never" : "always");
   t += fmt::format("tensor_parallel_degree = {}\n", d.tp);
   if (plan.spec.overlap == Overlap::kDpTp && d.tp > 1) t += "enable_async_tensor_parallel = true\n";
+  if (d.cp > 1) {
+    // Both methods run ring attention's per-block kernels; "alltoall" passes the K/V shards
+    // around the ring, "allgather" gathers them whole after the first block.
+    t += fmt::format("context_parallel_degree = {}\n", d.cp);
+    t += fmt::format("context_parallel_rotate_method = \"{}\"\n",
+                     plan.spec.cp_comm == CpComm::kAllGather ? "allgather" : "alltoall");
+  }
   t += fmt::format("pipeline_parallel_degree = {}\n", d.pp);
   if (d.pp > 1) {
     t += fmt::format("pipeline_parallel_schedule = \"{}\"\n", schedule_name(plan.spec));

@@ -14,7 +14,7 @@ Export deepspeed_json(const ExportPlan& plan);
 
 /// The plan's degrees with unset ones 1 (equal per-stage sub-meshes folded into dp and tp).
 struct Degrees {
-  int64_t dp = 1, tp = 1, pp = 1, chunks = 1, zero = 0;
+  int64_t dp = 1, tp = 1, pp = 1, cp = 1, chunks = 1, zero = 0;
 };
 Degrees degrees_of(const StrategySpec& spec);
 

@@ -89,6 +89,7 @@ struct DeviceExecutor::Call {
   std::vector<Tensor*> outs;
   std::vector<int> in_buffers, out_buffers;  // resolved to the pointers after compiling
   uint32_t loaded_inputs = 0;                // bit i: input i is a loaded buffer
+  bool accumulate = false;                   // a ring block combining into its results
 };
 
 // One instruction with its tiles resolved (frees have none and are dropped).
@@ -96,7 +97,8 @@ struct DeviceExecutor::Step {
   Instr::Kind kind = Instr::Kind::kFree;
   const Instr* instr = nullptr;
   ValueId value = -1;
-  int in = -1, out = -1;  // buffers: collective and fetch input and result; load result
+  int in = -1, out = -1;     // buffers: collective and fetch input and result; load result
+  int whole = -1, own = -1;  // ring steps: the gathered tile, and (step 1) the device's block
   std::vector<Call> calls;
   std::vector<kernels::BoundCall> chain;  // the calls again, as ops/Chain.h takes them (> 1 call)
 };
@@ -159,6 +161,10 @@ class DeviceExecutor::Compiler {
       }
       case Instr::Kind::kCollective:
       case Instr::Kind::kFetch:
+        if (in.ring > 0) {
+          ring_step(in, s);
+          break;
+        }
         s.in = tile(in.value);
         use(s.in);
         if (x_.hold_collective_inputs_) {
@@ -170,6 +176,10 @@ class DeviceExecutor::Compiler {
         ++pos_;
         break;
       case Instr::Kind::kKernel: {
+        if (in.ring >= 0) {
+          ring_block(in, s);
+          break;
+        }
         if (alias(in)) return;  // no step: the result is its input's tile
         std::map<ValueId, int> temps;
         for (const KernelCall& kc : in.calls) {
@@ -212,6 +222,59 @@ class DeviceExecutor::Compiler {
     x_.steps_.push_back(std::move(s));
   }
 
+  // A ring step: sends the block received last (step 1: the device's own tile), receives the
+  // previous member's into a buffer of its own and copies it into the gathered tile, which step
+  // 1 defines (and fills with the device's block) and which is the value's tile from then on.
+  void ring_step(const Instr& in, Step& s) {
+    const ValueId v = in.value;
+    s.in = in.ring == 1 ? tile(v) : ring_sent_.at(v);
+    use(s.in);
+    if (x_.hold_collective_inputs_) {
+      if (held_ >= 0) use(held_);
+      held_ = s.in;
+    }
+    s.out = define(v, in.box);
+    if (in.ring == 1) {
+      s.own = s.in;
+      s.whole = define(v, in.whole);
+      tiles_[v] = s.whole;
+    } else {
+      s.whole = tile(v);
+      use(s.whole);
+    }
+    ring_sent_[v] = s.out;
+    ++pos_;
+  }
+
+  // A ring block's kernel: one call on the block's index points; block 0 defines the results'
+  // tiles over the whole local box, later blocks write into (or combine into) the same tiles.
+  void ring_block(const Instr& in, Step& s) {
+    const KernelCall& kc = in.calls.front();
+    const Op& op = g_.op(kc.op);
+    Call c;
+    c.op = &op;
+    c.box = kc.box;
+    c.accumulate = in.combine;
+    for (const auto& x : op.inputs) {
+      int b = tile(x.value);
+      use(b);
+      c.in_buffers.push_back(b);
+    }
+    for (const auto& r : op.results) {
+      int b;
+      if (in.ring == 0) {
+        b = define(r.value, r.proj.image(in.whole));
+        tiles_[r.value] = b;
+      } else {
+        b = tile(r.value);
+        use(b);
+      }
+      c.out_buffers.push_back(b);
+    }
+    s.calls.push_back(std::move(c));
+    ++pos_;
+  }
+
   // A lone call that passes its input through (passes_through) over exactly the input's tile:
   // its result becomes that tile (whose lifetime then runs to the result's last use) and no
   // kernel runs. Values are never written after their definition, so sharing is safe.
@@ -233,6 +296,7 @@ class DeviceExecutor::Compiler {
   int64_t pos_ = 0;
   int held_ = -1;  // the input of the last collective, while peers may read it
   std::map<ValueId, int> tiles_, halos_;
+  std::map<ValueId, int> ring_sent_;  // per value in a ring: the block the next step sends
 };
 
 DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_collective_inputs)
@@ -312,6 +376,7 @@ void DeviceExecutor::run_kernels(const Step& s, const kernels::KernelOptions& ko
     KernelScope scope;
     // Loaded tiles hold the feeds' bytes; unchanged feeds leave them as the last run saw them.
     o.unchanged_inputs = feeds_unchanged_ ? c.loaded_inputs : 0;
+    o.accumulate = c.accumulate;
     Status st = kernels::run(*c.op, c.box, c.ins, c.outs, o);
     if (!st.ok()) fail(st.error());
   }
@@ -358,9 +423,11 @@ void DeviceExecutor::run_step(const Step& s, Communicator& comm, const TensorMap
     case Instr::Kind::kFetch: {
       const Instr& in = *s.instr;
       Collective c = in.kind == Instr::Kind::kFetch ? Collective::kHaloExchange : in.collective;
+      if (s.own >= 0) buffers_[s.whole].tensor.copy_from(buffers_[s.own].tensor);
       Status st =
           comm.collective(c, in.group, buffers_[s.in].tensor, buffers_[s.out].tensor, in.monoid);
       if (!st.ok()) fail(st.error());
+      if (s.whole >= 0) buffers_[s.whole].tensor.copy_from(buffers_[s.out].tensor);
       break;
     }
     case Instr::Kind::kKernel:

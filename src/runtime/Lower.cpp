@@ -82,6 +82,9 @@ class Lowering {
     auto pl = derive_placements(g_, id, mesh_, strat);
     HEDDLE_TRY(pl);
     std::map<ValueId, TensorSharding> wanted;
+    bool halo = false;
+    for (const auto& x : pl->inputs) halo |= x.has_halo();
+    std::optional<Ring> ring;
     for (size_t k = 0; k < op.inputs.size(); ++k) {
       ValueId v = op.inputs[k].value;
       const TensorSharding& want = pl->inputs[k].sharding;
@@ -96,7 +99,13 @@ class Lowering {
         auto pin = plan_.pinned.find(v);
         HEDDLE_TRY(load(v, pin == plan_.pinned.end() ? want : pin->second));
       }
+      if (!ring && !halo && (ring = ring_of(id, k, want))) continue;  // gathered block by block
       HEDDLE_TRY(reshard(v, want));
+    }
+    if (ring) {
+      emit_ring(id, *ring);
+      finish(id, *pl);
+      return {};
     }
     for (size_t k = 0; k < op.inputs.size(); ++k) {
       if (!pl->inputs[k].has_halo()) continue;
@@ -112,8 +121,15 @@ class Lowering {
     call.kind = Instr::Kind::kKernel;
     call.calls.push_back(id);
     t_.instrs.push_back(std::move(call));
+    finish(id, *pl);
+    return {};
+  }
+
+  // After op `id`'s kernel: its results' placements, and frees of what it read last.
+  void finish(OpId id, const StrategyPlacements& pl) {
+    const Op& op = g_.op(id);
     for (size_t k = 0; k < op.results.size(); ++k)
-      placement_[op.results[k].value] = pl->results[k].sharding;
+      placement_[op.results[k].value] = pl.results[k].sharding;
     for (size_t k = 0; k < op.inputs.size(); ++k) {
       ValueId v = op.inputs[k].value;
       bool first = true;
@@ -122,7 +138,79 @@ class Lowering {
     }
     for (const auto& r : op.results)
       if (last_use_[r.value] < 0) free(r.value);  // never used
-    return {};
+  }
+
+  // Ring attention (docs/sharding.md): an input gathered on the ring axis whose blocks one index
+  // dim of the op walks, so the op can run block by block as the blocks arrive.
+  struct Ring {
+    size_t input = 0;
+    TensorSharding from, to;
+    int64_t index_dim = -1, tensor_dim = -1;
+    bool reduce = false;
+  };
+
+  // Input `k` of op `id` as a ring when plan_.ring_axis > 0 devices and its reshard to `want` is
+  // one all-gather there of a tensor dim only that axis shards, read with coefficient 1 and a
+  // unit window by exactly one index dim that the op's strategy leaves whole.
+  std::optional<Ring> ring_of(OpId id, size_t k, const TensorSharding& want) const {
+    const int64_t a = plan_.ring_axis;
+    if (a < 0 || mesh_.size(a) < 2) return std::nullopt;
+    const Op& op = g_.op(id);
+    for (size_t j = 0; j < op.inputs.size(); ++j)
+      if (j != k && op.inputs[j].value == op.inputs[k].value) return std::nullopt;
+    const TensorSharding& from = *placement_[op.inputs[k].value];
+    if (!from.at(a).is_shard() || !want.at(a).is_replicate() ||
+        from.with(a, Placement::replicate()) != want)
+      return std::nullopt;
+    const int64_t d = from.at(a).dim();
+    const IndexProjection& proj = op.inputs[k].proj;
+    if (from.axes_sharding(d).size() != 1 || proj.window()[d] != 1) return std::nullopt;
+    int64_t i = -1;
+    for (int64_t c = 0; c < proj.index_rank(); ++c)
+      if (proj.map().at(d, c) != 0) {
+        if (i >= 0) return std::nullopt;
+        i = c;
+      }
+    if (i < 0 || proj.map().at(d, i) != 1) return std::nullopt;
+    for (int64_t r = 0; r < proj.tensor_rank(); ++r)
+      if (r != d && proj.map().at(r, i) != 0) return std::nullopt;
+    for (int64_t x = 0; x < mesh_.rank(); ++x)
+      if (plan_.ops[id].dim(x) == i) return std::nullopt;
+    return Ring{k, from, want, i, d, op.space.dim(i).is_reduce()};
+  }
+
+  // Op `id` with input r.input arriving around the ring: its kernel on the block the device
+  // holds, then per step the next block received (send to the next member, receive from the
+  // previous) and the kernel on it; the value ends gathered, as the all-gather would leave it.
+  void emit_ring(OpId id, const Ring& r) {
+    const ValueId v = g_.op(id).inputs[r.input].value;
+    const int32_t from = sharding(r.from), to = sharding(r.to);
+    const auto axis = static_cast<int32_t>(plan_.ring_axis);
+    for (int32_t s = 0; s < mesh_.size(axis); ++s) {
+      if (s > 0) {
+        InstrTemplate step;
+        step.kind = Instr::Kind::kCollective;
+        step.value = v;
+        step.collective = Collective::kSendRecv;
+        step.axis = axis;
+        step.sharding = from;
+        step.whole = to;
+        step.ring = s;
+        t_.instrs.push_back(std::move(step));
+      }
+      InstrTemplate call;
+      call.kind = Instr::Kind::kKernel;
+      call.calls.push_back(id);
+      call.axis = axis;
+      call.input = static_cast<int32_t>(r.input);
+      call.sharding = from;
+      call.ring = s;
+      call.ring_dim = static_cast<int32_t>(r.index_dim);
+      call.ring_tensor_dim = static_cast<int32_t>(r.tensor_dim);
+      call.combine = s > 0 && r.reduce;
+      t_.instrs.push_back(std::move(call));
+    }
+    placement_[v] = r.to;
   }
 
   void free(ValueId v) {
@@ -192,20 +280,23 @@ void fuse(const Graph& g, ProgramTemplate& p) {
   auto next_kernel = [&](size_t i) -> const Op* {
     for (size_t k = i + 1; k < p.instrs.size(); ++k) {
       const InstrTemplate& x = p.instrs[k];
-      if (x.kind == Instr::Kind::kKernel) return x.calls.size() == 1 ? &g.op(x.calls[0]) : nullptr;
+      if (x.kind == Instr::Kind::kKernel)
+        return x.calls.size() == 1 && x.ring < 0 ? &g.op(x.calls[0]) : nullptr;
       if (x.kind != Instr::Kind::kLoad && x.kind != Instr::Kind::kFree) return nullptr;
     }
     return nullptr;
   };
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     InstrTemplate& in = p.instrs[i];
-    bool after_kernel = !out.empty() && out.back().kind == Instr::Kind::kKernel;
+    // A ring's block kernels are never fused: each covers one block of its op.
+    bool after_kernel =
+        !out.empty() && out.back().kind == Instr::Kind::kKernel && out.back().ring < 0;
     if (after_kernel &&
         (in.kind == Instr::Kind::kFree || (in.kind == Instr::Kind::kLoad && !freed(in.value)))) {
       deferred.push_back(std::move(in));
       continue;
     }
-    if (in.kind == Instr::Kind::kKernel && after_kernel) {
+    if (in.kind == Instr::Kind::kKernel && after_kernel && in.ring < 0) {
       InstrTemplate& chain = out.back();
       const Op& next = g.op(in.calls[0]);
       ValueId last = g.op(chain.calls.back()).results[0].value;
@@ -293,6 +384,7 @@ void add_stats(const Graph& g, const DeviceProgram& p, ProgramStats& s) {
         break;
       case Instr::Kind::kCollective: {
         ++s.collectives;
+        s.ring_steps += in.ring > 0;
         double elem = static_cast<double>(dtype_bytes(g.type(in.value).dtype()));
         // The S of the formulas: gathered size for gathers, the input size for the others
         // (equal to the output size times the group for reduce-scatter).

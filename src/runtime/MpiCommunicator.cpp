@@ -416,8 +416,8 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
       impl_->progress->end(group);
       return {};
     }
-    // 2b. Data. Every member needs every whole tile: MPI's allgatherv. Halos: point-to-point
-    //    between overlapping members. Otherwise exactly the overlaps: MPI's alltoallv.
+    // 2b. Data. Every member needs every whole tile: MPI's allgatherv. Halos and ring steps:
+    //    point-to-point between overlapping members. Otherwise exactly the overlaps: alltoallv.
     bool whole = c == Collective::kAllGather || c == Collective::kAllReduce;
     for (int64_t p = 0; p < n && whole; ++p)
       for (int64_t q = 0; q < n && whole; ++q) whole = outs[p].contains(tiles[q]);
@@ -465,7 +465,7 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
         if (scounts[p] > 0)
           std::memcpy(sbuf.data() + static_cast<size_t>(sdispls[p]) * eb, bytes(pieces[p]),
                       static_cast<size_t>(scounts[p]) * eb);
-      if (c == Collective::kHaloExchange) {
+      if (c == Collective::kHaloExchange || c == Collective::kSendRecv) {
         for (int64_t p = 0; p < n; ++p)
           if (scounts[p] > 0) {
             reqs.emplace_back();

@@ -145,7 +145,9 @@ Result<Propagation> plan_block(const Graph& g, const Mesh& mesh, const StrategyS
     HEDDLE_TRY(tacticed);
     pins = std::move(*tacticed);
   }
-  return propagate(g, mesh, pins);
+  auto p = propagate(g, mesh, pins);
+  if (p.ok() && inner.cp_comm == CpComm::kRing) p->plan.ring_axis = mesh.find("cp");
+  return p;
 }
 
 // Lowers a chunk's block; `param_shardings` gains the pinned placement of every parameter it

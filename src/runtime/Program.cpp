@@ -47,6 +47,8 @@ std::string DeviceProgram::to_string(const Graph& g, const Mesh& mesh) const {
       case Instr::Kind::kCollective:
         s += std::string(collective_name(in.collective)) + " " + name(in.value) + " group " +
              group_text(in.group) + " -> " + in.box.to_string();
+        if (in.ring >= 0)
+          s += " (ring step " + std::to_string(in.ring) + " into " + in.whole.to_string() + ")";
         break;
       case Instr::Kind::kFetch:
         s += "fetch " + name(in.value) + " group " + group_text(in.group) + " -> " +
@@ -60,6 +62,9 @@ std::string DeviceProgram::to_string(const Graph& g, const Mesh& mesh) const {
                           " " + c.box.to_string());
         }
         s += (in.calls.size() > 1 ? "fused " : "kernel ") + join(calls, "; ");
+        if (in.ring >= 0)
+          s += " (ring block " + std::to_string(in.ring) + " of " + in.whole.to_string() +
+               (in.combine ? ", combined" : "") + ")";
         break;
       }
       case Instr::Kind::kFree:

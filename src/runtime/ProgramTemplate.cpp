@@ -1,5 +1,6 @@
 #include "heddle/runtime/ProgramTemplate.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "heddle/support/Assert.h"
@@ -45,10 +46,20 @@ DeviceProgram instantiate(const Graph& g, const ProgramTemplate& t, int64_t devi
     if (gr.empty()) gr = t.mesh.group(axis, device);
     return gr;
   };
+  // Ring attention: the member whose block a device holds at ring step or block `s` (its own
+  // at 0, then the previous member's, and so on around the ring), and that block of `v`.
+  auto ring_block = [&](const InstrTemplate& it, ValueId v) {
+    const auto& members = group(it.axis);
+    const auto n = static_cast<int64_t>(members.size());
+    const int64_t pos = std::find(members.begin(), members.end(), device) - members.begin();
+    const int64_t q = members[static_cast<size_t>(((pos - it.ring) % n + n) % n)];
+    return t.shardings[it.sharding].local_box(g.type(v).shape(), t.mesh, q);
+  };
   for (const InstrTemplate& it : t.instrs) {
     Instr in;
     in.kind = it.kind;
     in.value = it.value;
+    in.ring = it.ring;
     switch (it.kind) {
       case Instr::Kind::kLoad:
         in.box = t.shardings[it.sharding].local_box(g.type(it.value).shape(), t.mesh, device);
@@ -57,6 +68,11 @@ DeviceProgram instantiate(const Graph& g, const ProgramTemplate& t, int64_t devi
         in.collective = it.collective;
         in.monoid = it.monoid;
         in.group = group(it.axis);
+        if (it.ring >= 0) {
+          in.box = ring_block(it, it.value);
+          in.whole = t.shardings[it.whole].local_box(g.type(it.value).shape(), t.mesh, device);
+          break;
+        }
         in.box = t.shardings[it.sharding].local_box(g.type(it.value).shape(), t.mesh, device);
         break;
       case Instr::Kind::kFetch:
@@ -67,6 +83,21 @@ DeviceProgram instantiate(const Graph& g, const ProgramTemplate& t, int64_t devi
         in.group = shard_group(t.mesh, t.shardings[it.sharding], device);
         break;
       case Instr::Kind::kKernel:
+        if (it.ring >= 0) {  // one call over the index points that read the arrived block
+          const OpId op = it.calls.front();
+          in.whole = index_box(op);
+          const auto& proj = g.op(op).inputs[static_cast<size_t>(it.input)].proj;
+          const Box blk = ring_block(it, g.op(op).inputs[static_cast<size_t>(it.input)].value);
+          const int64_t off = proj.map().offset()[it.ring_tensor_dim];
+          std::vector<int64_t> lo(in.whole.start().values()), hi(in.whole.end().values());
+          lo[it.ring_dim] =
+              std::clamp(blk.start()[it.ring_tensor_dim] - off, lo[it.ring_dim], hi[it.ring_dim]);
+          hi[it.ring_dim] =
+              std::clamp(blk.end()[it.ring_tensor_dim] - off, lo[it.ring_dim], hi[it.ring_dim]);
+          in.calls.push_back({op, Box(IVec(std::move(lo)), IVec(std::move(hi)))});
+          in.combine = it.combine;
+          break;
+        }
         for (OpId op : it.calls) in.calls.push_back({op, index_box(op)});
         in.temporaries = it.temporaries;
         break;

@@ -44,13 +44,15 @@ struct Layout {
 constexpr int64_t kLongSequence = 32768;
 
 // The context-parallel degrees to try on `n` devices: the pinned one, else 1 and, for a
-// long-context model, the powers of two up to 32 dividing its sequence and `n`.
+// long-context model, the powers of two up to 32 dividing `n` whose 2*cp chunks (the causal load
+// balancing the cost model prices, and Megatron-LM and torchtitan run) divide its sequence.
 std::vector<int64_t> cp_degrees(const model::ScalableModel& model, int64_t n,
                                 const StrategySpec& pins) {
   if (pins.cp) return n % *pins.cp == 0 ? std::vector<int64_t>{*pins.cp} : std::vector<int64_t>{};
   std::vector<int64_t> out = {1};
   if (model.seq < kLongSequence) return out;
-  for (int64_t cp = 2; cp <= 32 && n % cp == 0 && model.seq % cp == 0; cp *= 2) out.push_back(cp);
+  for (int64_t cp = 2; cp <= 32 && n % cp == 0 && model.seq % (2 * cp) == 0; cp *= 2)
+    out.push_back(cp);
   return out;
 }
 

@@ -118,7 +118,9 @@ Result<Propagation> plan_from_strategy(const Graph& g, const Mesh& mesh, const S
                                        const PropagateOptions& options) {
   auto pins = tactic_pins(g, mesh, spec);
   HEDDLE_TRY(pins);
-  return plan_from_pins(g, mesh, *pins, options);
+  auto p = plan_from_pins(g, mesh, *pins, options);
+  if (p.ok() && spec.cp_comm == CpComm::kRing) p->plan.ring_axis = mesh.find("cp");
+  return p;
 }
 
 Result<Propagation> plan_from_pins(const Graph& g, const Mesh& mesh, const Pins& pins,

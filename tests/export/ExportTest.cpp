@@ -322,6 +322,64 @@ TEST(Export, TechniqueKeys) {
   EXPECT_NE(refused.error().message.find("it offloads the optimizer only"), std::string::npos);
 }
 
+// cp=N: Megatron-LM's --context-parallel-size with the plan's form as --cp-comm-type (p2p is its
+// ring attention), torchtitan's context_parallel_degree and rotate method; DeepSpeed's
+// sequence parallelism (Ulysses, all-to-all over heads) is another algorithm and is refused.
+TEST(Export, ContextParallelism) {
+  auto ring = exported(Target::kMegatron, plan("dp=2,cp=4,tp=2,zero=1,sp=on"));
+  auto f = megatron_flags(ring.text);
+  EXPECT_EQ(f["--context-parallel-size"], "4");
+  EXPECT_EQ(f["--cp-comm-type"], "p2p");
+  EXPECT_EQ(f["--tensor-model-parallel-size"], "2");
+  EXPECT_NE(ring.text.find("launch 16 ranks (data parallel 2 = 16 / (tp 2 x cp 4 x pp 1))"),
+            std::string::npos)
+      << ring.text;
+  auto gathered =
+      megatron_flags(exported(Target::kMegatron, plan("dp=2,cp=4,zero=1,cp_comm=allgather")).text);
+  EXPECT_EQ(gathered["--cp-comm-type"], "allgather");
+  EXPECT_EQ(megatron_flags(
+                exported(Target::kMegatron, plan("dp=8,cp=2,cp_comm=ring")).text)["--cp-comm-type"],
+            "p2p");
+  EXPECT_EQ(megatron_flags(exported(Target::kMegatron, plan("dp=8")).text)
+                .count("--context-parallel-size"),
+            0u);
+  auto k = toml_keys(exported(Target::kTorchtitan, plan("dp=2,cp=4,tp=2,zero=3,sp=on")).text);
+  EXPECT_EQ(k["parallelism.context_parallel_degree"], "4");
+  EXPECT_EQ(k["parallelism.context_parallel_rotate_method"], "\"alltoall\"");
+  EXPECT_EQ(k["parallelism.data_parallel_shard_degree"], "2");
+  auto kg =
+      toml_keys(exported(Target::kTorchtitan, plan("dp=2,cp=4,zero=2,cp_comm=allgather")).text);
+  EXPECT_EQ(kg["parallelism.context_parallel_rotate_method"], "\"allgather\"");
+  EXPECT_EQ(toml_keys(exported(Target::kTorchtitan, plan("dp=8,zero=2")).text)
+                .count("parallelism.context_parallel_degree"),
+            0u);
+  // torchtitan shards with FSDP2 over dp_shard x cp whenever cp > 1: zero=0 is not its plan.
+  auto ddp = expressible(Target::kTorchtitan, spec("dp=2,cp=2,zero=0"), {true, false});
+  ASSERT_FALSE(ddp.ok());
+  EXPECT_NE(ddp.error().message.find("cp=2 with zero=0"), std::string::npos);
+  auto ds = export_plan(Target::kDeepSpeed, plan("dp=4,cp=2,zero=1"));
+  ASSERT_FALSE(ds.ok());
+  EXPECT_NE(ds.error().message.find("DeepSpeed cannot run cp=2: its sequence parallelism "
+                                    "(DeepSpeed-Ulysses"),
+            std::string::npos)
+      << ds.error().message;
+  // Both stacks balance causal attention over 2*cp chunks: the sequence must divide into them.
+  auto odd = plan("dp=2,cp=4,zero=1");
+  odd.seq = 1028;
+  auto bad = export_plan(Target::kMegatron, odd);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("2*cp = 8 chunks"), std::string::npos) << bad.error().message;
+  auto names = [](std::vector<Target> v) {
+    std::string s;
+    for (Target t : v) s += to_string(t) + " ";
+    return s;
+  };
+  EXPECT_EQ(names(runnable_by(spec("dp=2,cp=2,tp=2,zero=1,sp=on"), {true, false})),
+            "megatron heddle ");
+  EXPECT_EQ(names(runnable_by(spec("dp=2,cp=2,tp=2,zero=3,sp=on"), {true, false})),
+            "megatron torchtitan heddle ");
+}
+
 TEST(Export, RefusesWhatTheTargetCannotRun) {
   auto e = export_plan(Target::kDeepSpeed, plan("dp=2,pp=4"));
   ASSERT_FALSE(e.ok());

@@ -111,19 +111,29 @@ TEST(MpiCli, TrainingStepsEqualTheThreadedBackendBitForBit) {
   }
 }
 
-TEST(MpiCli, ContextParallelTrainingOnFourRanksMatchesTheReferenceAndTheThreads) {
+// Two training steps of gpt-tiny under `strategy` on 4 MPI ranks pass --check and equal the
+// threads' run bit for bit.
+void expect_four_ranks_like_threads(const std::string& strategy) {
   setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  for (std::string strategy : {"cp=2,dp=2", "cp=2,tp=2"}) {
-    std::string args =
-        "run gpt-tiny --mesh 4 --strategy " + strategy + " --train --steps 2 --check --json";
-    auto jt = json_of(testing::run_heddle(args), args);
-    auto jm = json_of(mpirun(4, args + " --backend mpi").r, args + " (mpi)");
-    if (jt.is_null() || jm.is_null()) continue;
-    EXPECT_TRUE(jm["ok"].get<bool>()) << args;
-    EXPECT_EQ(jm["devices"].get<int64_t>(), 4) << args;
-    EXPECT_EQ(jm["loss"], jt["loss"]) << args;
-    EXPECT_EQ(jm["output_digest"], jt["output_digest"]) << args << ": mpi differs from threads";
-  }
+  std::string args =
+      "run gpt-tiny --mesh 4 --strategy " + strategy + " --train --steps 2 --check --json";
+  auto jt = json_of(testing::run_heddle(args), args);
+  auto jm = json_of(mpirun(4, args + " --backend mpi").r, args + " (mpi)");
+  if (jt.is_null() || jm.is_null()) return;
+  EXPECT_TRUE(jm["ok"].get<bool>()) << args;
+  EXPECT_EQ(jm["devices"].get<int64_t>(), 4) << args;
+  EXPECT_EQ(jm["loss"], jt["loss"]) << args;
+  EXPECT_EQ(jm["output_digest"], jt["output_digest"]) << args << ": mpi differs from threads";
+}
+
+TEST(MpiCli, ContextParallelTrainingOnFourRanksMatchesTheReferenceAndTheThreads) {
+  for (std::string strategy : {"cp=2,dp=2", "cp=2,tp=2"}) expect_four_ranks_like_threads(strategy);
+}
+
+// Ring attention's steps are MPI point-to-point messages (sharding.md, "Ring attention").
+TEST(MpiCli, RingAttentionOnFourRanksMatchesTheReferenceAndTheThreads) {
+  for (std::string strategy : {"cp=2,dp=2,cp_comm=ring", "cp=4,cp_comm=ring"})
+    expect_four_ranks_like_threads(strategy);
 }
 
 TEST(MpiCli, TrainingStepsMatchTheReferenceEveryStep) {

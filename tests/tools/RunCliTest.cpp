@@ -139,13 +139,8 @@ TEST(RunCli, PartitionedTrainingStepsMatchTheReferenceAndLearn) {
     }
 }
 
-TEST(RunCli, ContextParallelTrainingMatchesTheReferenceAndSaysWhatIsWrong) {
-  const Case cases[] = {
-      {"gpt-tiny", "4", "cp=2,dp=2"},
-      {"gpt-tiny", "4", "cp=2,tp=2"},
-      {"llama-tiny", "4", "cp=2,tp=2,sp=on"},
-      {"gpt-tiny --batch 4", "4", "pp=2,cp=2"},  // each stage's chunks split the sequence
-  };
+// Two training steps of each case on 4 threads pass --check.
+void expect_four_device_training_checks(const std::vector<Case>& cases) {
   for (const auto& c : cases) {
     std::string args = std::string("run ") + c.model + " --mesh " + c.mesh + " --strategy " +
                        c.strategy + " --train --steps 2 --check --json";
@@ -155,6 +150,25 @@ TEST(RunCli, ContextParallelTrainingMatchesTheReferenceAndSaysWhatIsWrong) {
     EXPECT_TRUE(j["ok"].get<bool>()) << args;
     EXPECT_EQ(j["devices"].get<int64_t>(), 4) << args;
   }
+}
+
+// Ring attention: K/V passed around the cp ring block by block (sharding.md, "Ring attention").
+TEST(RunCli, RingAttentionTrainingMatchesTheReference) {
+  expect_four_device_training_checks({{"gpt-tiny", "4", "cp=2,dp=2,cp_comm=ring"},
+                                      {"llama-tiny", "4", "cp=2,tp=2,sp=on,cp_comm=ring"}});
+  auto comm = run_heddle("run gpt-tiny --mesh 4 --strategy cp=2,dp=2,cp_comm=p2p --train");
+  EXPECT_EQ(comm.exit_code, 1);
+  EXPECT_NE(comm.err.find("unknown cp_comm 'p2p'; known: allgather, ring"), std::string::npos)
+      << comm.err;
+}
+
+TEST(RunCli, ContextParallelTrainingMatchesTheReferenceAndSaysWhatIsWrong) {
+  expect_four_device_training_checks({
+      {"gpt-tiny", "4", "cp=2,dp=2"},
+      {"gpt-tiny", "4", "cp=2,tp=2"},
+      {"llama-tiny", "4", "cp=2,tp=2,sp=on"},
+      {"gpt-tiny --batch 4", "4", "pp=2,cp=2"},  // each stage's chunks split the sequence
+  });
   auto odd = run_heddle("run gpt-tiny --mesh 3 --strategy cp=3 --train");
   EXPECT_EQ(odd.exit_code, 1);
   EXPECT_NE(odd.err.find("cp=3 does not divide the sequence 32 of input %ids i64[2, 32]; divisors "

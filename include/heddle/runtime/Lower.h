@@ -45,6 +45,7 @@ struct ProgramStats {
   int64_t fused = 0;        ///< instructions holding more than one call
   int64_t collectives = 0;  ///< collective instructions
   int64_t fetches = 0;      ///< halo fetches
+  int64_t ring_steps = 0;   ///< ring attention's point-to-point steps (among the collectives)
   double comm_bytes = 0;    ///< bytes moved per device, summed over devices (BytesMovedCost)
 };
 

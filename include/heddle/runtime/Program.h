@@ -38,6 +38,17 @@ struct Instr {
   std::vector<KernelCall> calls;
   /// Values produced inside a fused chain and consumed only there: never stored.
   std::vector<ValueId> temporaries;
+  /// Ring attention (cp_comm=ring; docs/sharding.md, "Ring attention"); -1 otherwise.
+  /// kCollective (kSendRecv over `group`, in ring order): step 1..n-1, which sends the block the
+  /// device last received (its own at step 1) to the next member, receives `box` from the
+  /// previous one and copies it into the value's gathered tile `whole` (step 1 makes that tile
+  /// from the device's own block). kKernel: the block 0..n-1 whose keys its one call covers;
+  /// block 0 makes the results' tiles over the images of `whole`, the op's local index box, and
+  /// later blocks write their part of them (or, with `combine`, add into them: the block's
+  /// split dim is a reduce dim).
+  int32_t ring = -1;
+  Box whole;
+  bool combine = false;
 };
 
 /// The program of one device of a mesh.

@@ -28,6 +28,15 @@ struct InstrTemplate {
   /// kKernel: the ops called in order, each over the device's local index box of its strategy.
   std::vector<OpId> calls;
   std::vector<ValueId> temporaries;  ///< kKernel: as Instr::temporaries
+  /// Ring attention (Instr::ring): the step or block, -1 if none. kCollective: `sharding` is the
+  /// value's placement before the gather (whose block on a member is what it sends), `whole`
+  /// the gathered one. kKernel: `axis` the ring's mesh axis, `input` the input read block by
+  /// block, `sharding` its placement before the gather, `ring_dim` the index dim its blocks cut
+  /// (coefficient 1 in tensor dim `ring_tensor_dim` of that input's projection).
+  int32_t ring = -1;
+  int32_t whole = -1;
+  int32_t ring_dim = -1, ring_tensor_dim = -1;
+  bool combine = false;  ///< kKernel: as Instr::combine (the kernels' accumulate mode)
 };
 
 /// Every device's program of one lowering. Its size does not depend on the number of devices.

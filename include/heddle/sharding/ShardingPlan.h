@@ -17,6 +17,10 @@ struct ShardingPlan {
   /// Where graph inputs and parameters start (user pins); others start where their first
   /// consumer wants them.
   std::map<ValueId, TensorSharding> pinned;
+  /// The mesh axis whose all-gathers of an op's input lower as ring steps interleaved with the
+  /// op's blocks (`cp_comm=ring` on the cp axis; docs/sharding.md, "Ring attention"); -1 (the
+  /// default): every reshard is one collective.
+  int64_t ring_axis = -1;
 
   /// Every op replicated on every axis (data moves only for outputs).
   static ShardingPlan replicated(const Graph& g, const Mesh& mesh);

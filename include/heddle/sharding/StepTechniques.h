@@ -1,7 +1,7 @@
 // How a step's kernels and transfers run, as a strategy names them: `precision=bf16|fp8|fp32`,
 // `attention=flash|eager`, `overlap=none|dp|dp+tp`, `offload=none|optimizer|optimizer+params|
-// activations|optimizer+params:nvme`. Parsed once into these enums; the cost model prices them, the
-// search pins them.
+// activations|optimizer+params:nvme`, `cp_comm=allgather|ring`. Parsed once into these enums; the
+// cost model prices them, the search pins them.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +42,13 @@ enum class Offload : uint8_t {
   kOptimizerParamsNvme,
 };
 
+/// How a context-parallel layer's keys and values reach every query block (`cp_comm=`).
+enum class CpComm : uint8_t {
+  kAllGather,  ///< one all-gather of K and V over the cp group, then the whole attention
+  kRing,       ///< cp-1 ring steps (send to the next member, receive from the previous), each
+               ///< arriving block's attention computed before the next step (ring attention)
+};
+
 /// Parses `bf16`, `fp8` or `fp32`; anything else is a diagnostic listing them.
 Result<Precision> parse_precision(std::string_view text);
 /// Parses `flash` or `eager`.
@@ -50,11 +57,14 @@ Result<Attention> parse_attention(std::string_view text);
 Result<Overlap> parse_overlap(std::string_view text);
 /// Parses `none`, `optimizer`, `optimizer+params`, `activations` or `optimizer+params:nvme`.
 Result<Offload> parse_offload(std::string_view text);
+/// Parses `allgather` or `ring`.
+Result<CpComm> parse_cp_comm(std::string_view text);
 
 /// The names the parsers read back.
 std::string_view to_string(Precision p);
 std::string_view to_string(Attention a);
 std::string_view to_string(Overlap o);
 std::string_view to_string(Offload o);
+std::string_view to_string(CpComm c);
 
 }  // namespace heddle

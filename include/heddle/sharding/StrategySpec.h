@@ -31,6 +31,9 @@ struct StrategySpec {
   /// `cp=`: context parallelism, the sequence split over this many devices (unset: 1). Queries
   /// stay with their sequence block; keys and values are gathered over the `cp` axis.
   std::optional<int64_t> cp;
+  /// `cp_comm=allgather|ring`: how the executor moves a cp layer's keys and values (unset: the
+  /// all-gather; the cost model prices the ring's overlap either way, see cost-model.md).
+  std::optional<CpComm> cp_comm;
   std::optional<int64_t> zero;          ///< ZeRO stage 0-3
   std::optional<int64_t> micro_batch;   ///< `mb`: micro-batch size
   std::optional<int64_t> microbatches;  ///< number of micro-batches
