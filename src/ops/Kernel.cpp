@@ -2,6 +2,7 @@
 #include "heddle/ops/Kernel.h"
 
 #include "KernelConvForm.h"
+#include "KernelParallel.h"
 #include "KernelUtil.h"
 #include "SharedRows.h"
 #include "heddle/ops/Chain.h"
@@ -171,6 +172,15 @@ Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& input
   for (Tensor* t : outputs)
     HEDDLE_ASSERT(!t->is_int()) << op_kind_name(op.kind) << " writes integer tensor";
   if (box.empty()) return {};
+  if (options.threads > 1 && splittable_kind(op.kind)) {
+    // The own loops on the device's threads: slices of the box that write disjoint results.
+    if (auto pieces = split_box({&op}, box, options); !pieces.empty()) {
+      KernelOptions one = options;
+      one.threads = 1;
+      return run_pieces(pieces, options,
+                        [&](const Box& b) { return run(op, b, inputs, outputs, one); });
+    }
+  }
   if (chain_fusable(op, options)) {  // elementwise: the fused-chain loop, one op
     run_elementwise(op, box, inputs, outputs);
     return {};
