@@ -8,6 +8,7 @@
 #include <map>
 
 #include "KernelConvForm.h"
+#include "KernelParallel.h"
 #include "KernelUtil.h"
 #include "Scalar.h"
 #include "Simd.h"
@@ -259,6 +260,22 @@ void run_group(const std::vector<const Op*>& ops, const Box& box,
     for_each_point(outer, [&](const int64_t* p) { row(p, row_len); });
 }
 
+// run_group on the device's threads: slices of the box (split_box), each run as a whole group,
+// so every element goes through the same arithmetic as on one thread.
+Status run_group_split(const std::vector<const Op*>& ops, const Box& box,
+                       const std::function<const Tensor*(ValueId)>& tile_of,
+                       const std::vector<Tensor*>& outs, const KernelOptions& options) {
+  std::vector<Box> pieces = split_box(ops, box, options);
+  if (pieces.empty()) {
+    run_group(ops, box, tile_of, outs);
+    return {};
+  }
+  return run_pieces(pieces, options, [&](const Box& b) {
+    run_group(ops, b, tile_of, outs);
+    return Status();
+  });
+}
+
 }  // namespace
 
 bool chain_fusable(const Op& op, const KernelOptions& options) {
@@ -353,7 +370,7 @@ Result<ChainResults> run_chain(const Graph& g, const std::vector<ChainCall>& cal
       bool skip = contains(temporaries, v) && !read_after(v, j, calls.size(), op_at);
       outs.push_back(skip ? nullptr : &new_tile(o, 0, box)->second);
     }
-    run_group(ops, box, tile_of, outs);
+    HEDDLE_TRY(run_group_split(ops, box, tile_of, outs, options));
     i = j;
   }
   ChainResults out;
@@ -397,7 +414,7 @@ Status run_chain_into(const std::vector<BoundCall>& calls, const std::vector<Val
       HEDDLE_UNREACHABLE();
       return nullptr;
     };
-    run_group(ops, calls[i].box, tile_of, outs);
+    HEDDLE_TRY(run_group_split(ops, calls[i].box, tile_of, outs, options));
     i = j;
   }
   return {};

@@ -2,6 +2,7 @@
 #include "heddle/ops/Kernel.h"
 
 #include "KernelConvForm.h"
+#include "KernelParallel.h"
 #include "KernelUtil.h"
 #include "SharedRows.h"
 #include "heddle/ops/Chain.h"
@@ -179,6 +180,15 @@ Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& input
         << op_kind_name(op.kind) << " over " << box.to_string() << " reads input " << i << " at "
         << op.inputs[i].proj.image(box).to_string() << ", outside its tensor "
         << inputs[i]->region().to_string();
+  if (options.threads > 1 && splittable_kind(op.kind)) {
+    // The own loops on the device's threads: slices of the box that write disjoint results.
+    if (auto pieces = split_box({&op}, box, options); !pieces.empty()) {
+      KernelOptions one = options;
+      one.threads = 1;
+      return run_pieces(pieces, options,
+                        [&](const Box& b) { return run(op, b, inputs, outputs, one); });
+    }
+  }
   if (chain_fusable(op, options)) {  // elementwise: the fused-chain loop, one op
     run_elementwise(op, box, inputs, outputs);
     return {};

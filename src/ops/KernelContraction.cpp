@@ -1,7 +1,8 @@
 // Contraction kernels. einsum groups its index dims into batch, M, N and K and calls sgemm once
-// per batch point, on the tiles in place when their strides allow, else on packed copies. On one
-// thread the sgemm is oneDNN's (its AVX-512 kernels ran the GPT step's shapes about 10% faster
-// per core than OpenBLAS 0.3.21 here; docs/benchmarks.md), else OpenBLAS's (see sgemm()). Embedding
+// per batch point, on the tiles in place when their strides allow, else on packed copies. The
+// sgemm is oneDNN's on one thread (its AVX-512 kernels ran the GPT step's shapes about 10% faster
+// per core than OpenBLAS 0.3.21 here; docs/benchmarks.md); on more threads the batch points, or
+// blocks of one product's rows or columns, go to the device's pool (see sgemm()). Embedding
 // lookups and their gradients are gathers/scatter-adds over the one-hot dim.
 #include <cblas.h>
 #include <omp.h>
@@ -9,7 +10,9 @@
 
 #include <algorithm>
 
+#include "KernelParallel.h"
 #include "KernelUtil.h"
+#include "heddle/support/ThreadPool.h"
 
 namespace heddle::kdetail {
 
@@ -109,22 +112,44 @@ int64_t loop_dim(const Access& A, const Access& B, const Access& C, const Group&
   return best;
 }
 
-// Row-major C = A B (+ C when beta is 1) on `threads` threads: oneDNN's sgemm on one thread,
-// OpenBLAS's on more (and when oneDNN refuses the arguments). oneDNN threads through OpenMP, whose
-// workers spin at every barrier by default: on a busy host hundreds of small parallel sgemms per
-// step each waited for a descheduled spinning peer (a GPT step took 6 s instead of 0.7 s at load
-// 18 on 2 cores), where OpenBLAS's pool yields.
-void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int threads) {
-  if (threads <= 1) {
-    omp_set_num_threads(1);
-    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) ==
-        dnnl_success)
-      return;
-  }
+// Row-major C = A B (+ C when beta is 1) on one thread: oneDNN's sgemm (OpenBLAS's when oneDNN
+// refuses the arguments).
+void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  omp_set_num_threads(1);
+  if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) ==
+      dnnl_success)
+    return;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+// True when a product of m x n x k multiply-adds is worth splitting over threads.
+bool worth_threads(int64_t mnk, const KernelOptions& o) {
+  return o.threads > 1 && mnk >= 64 * std::max<int64_t>(o.grain, 1);
+}
+
+// sgemm1 on o.threads threads of the device's pool: C split into one block of rows (or of
+// columns, whichever of M and N is longer) per thread, each a one-thread sgemm. A split per
+// thread count is fixed, so results are deterministic run to run. Neither OpenBLAS's pool (which
+// waits with sched_yield) nor OpenMP's (which spins at barriers) runs: on a busy host a block
+// whose worker the scheduler left out is run by the caller instead of waited for.
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const KernelOptions& o) {
+  if (!worth_threads(m * n * k, o)) return sgemm1(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  const bool rows = m >= n;
+  const int64_t len = rows ? m : n, align = rows ? 8 : 16;
+  const int64_t pieces = std::min<int64_t>(o.threads, (len + align - 1) / align);
+  parallel_for(o.threads, pieces, [&](int64_t i) {
+    int64_t s = len * i / pieces / align * align, e = len * (i + 1) / pieces / align * align;
+    if (i + 1 == pieces) e = len;
+    if (e <= s) return;
+    if (rows)
+      sgemm1(ta, tb, e - s, n, k, a + (ta ? s : s * lda), lda, b, ldb, beta, c + s * ldc, ldc);
+    else
+      sgemm1(ta, tb, m, e - s, k, a, lda, b + (tb ? s * ldb : s), ldb, beta, c + s, ldc);
+  });
 }
 
 // One matrix operand of sgemm: [rows x cols] at `data` with transposition and leading dim.
@@ -232,11 +257,10 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
       if (e[k] == s[k]) e[k] = s[k] + 1;
     bbox = Box(IVec(s), IVec(e));
   }
-  std::vector<float> ctmp;
   // One sgemm per batch point covers the box's whole K range, so without `accumulate` it
   // overwrites (beta 0) and no separate zeroing pass is needed.
   const bool accumulate_all = store_mode(op) == Store::kSum && o.accumulate;
-  for_each_point(bbox, [&](const int64_t* p) {
+  auto gemm_at = [&](const int64_t* p, const KernelOptions& go, std::vector<float>& ctmp) {
     bool accumulate = accumulate_all;
     for (int64_t d : k_loop) accumulate = accumulate || p[d] != box.start()[d];
     Mat ma, mb;
@@ -248,7 +272,7 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
     float beta = accumulate ? 1.0f : 0.0f;
     if (c_transposed) {
       sgemm(!mb.trans, !ma.trans, N.total, M.total, K.total, mb.data, mb.ld, ma.data, ma.ld, beta,
-            cd, N.total == 1 ? M.total : c_cs, o.threads);
+            cd, N.total == 1 ? M.total : c_cs, go);
       return;
     }
     if (!c_direct) {
@@ -258,7 +282,7 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
       beta = 0.0f;
     }
     sgemm(ma.trans, mb.trans, M.total, N.total, K.total, ma.data, ma.ld, mb.data, mb.ld, beta, cptr,
-          ldc, o.threads);
+          ldc, go);
     if (!c_direct)
       for (int64_t r = 0; r < M.total; ++r)
         for (int64_t c = 0; c < N.total; ++c) {
@@ -266,7 +290,29 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
           float& dst = cd[c_roff[r] + c_coff[c]];
           dst = accumulate ? dst + v : v;
         }
-  });
+  };
+  // Many batch points (attention's heads) on the device's threads: runs of points, each point a
+  // one-thread sgemm, as on one thread. Batch points that sum into one result (a moved K dim)
+  // stay in order on the caller; their sgemms split instead.
+  const int64_t points = bbox.volume();
+  const int64_t per = M.total * N.total * K.total;
+  if (k_loop.empty() && points >= 2 && worth_threads(per * points, o) &&
+      (points >= 2 * o.threads || points % o.threads == 0 || !worth_threads(per, o))) {
+    KernelOptions one = o;
+    one.threads = 1;
+    const int64_t runs = std::min<int64_t>(points, 4 * o.threads);
+    parallel_for(o.threads, runs, [&](int64_t i) {
+      std::vector<float> ctmp;
+      std::vector<int64_t> p(static_cast<size_t>(n));
+      for (int64_t q = points * i / runs; q < points * (i + 1) / runs; ++q) {
+        point_at(bbox, q, p.data());
+        gemm_at(p.data(), one, ctmp);
+      }
+    });
+    return {};
+  }
+  std::vector<float> ctmp;
+  for_each_point(bbox, [&](const int64_t* p) { gemm_at(p, o, ctmp); });
   return {};
 }
 

@@ -17,7 +17,6 @@
 #include "heddle/ops/Chain.h"
 #include "heddle/ops/Kernel.h"
 #include "heddle/ops/Ops.h"
-#include "heddle/ops/zoo/Zoo.h"
 
 namespace heddle {
 namespace {
@@ -62,22 +61,7 @@ Box random_cover(const Box& inner, const Box& whole, std::mt19937& rng) {
 }
 
 // The training step (forward, backward, AdamW) of zoo model `name` at a small size.
-Graph train_graph(const char* name) {
-  zoo::ZooOverrides ov;
-  ov.layers = 2;
-  ov.seq = 6;
-  ov.vocab = 11;
-  ov.hidden = 16;
-  ov.heads = 4;
-  ov.batch = 2;
-  zoo::ModelOptions mo;
-  mo.with_loss = true;
-  auto fwd = zoo::build_zoo_model(name, ov, mo);
-  EXPECT_TRUE(fwd.ok()) << fwd.error().to_string();
-  auto step = build_train_step(*fwd, {});
-  EXPECT_TRUE(step.ok()) << step.error().to_string();
-  return std::move(step->graph);
-}
+Graph train_graph(const char* name) { return testing::small_train_graph(name, 6, 16, 2, 11); }
 
 // Runs op `op` of `g` over a random sub-box on tiles cut from `full` (one random tensor per
 // value) with and without the reference loops; expects the same outputs. Returns false when
@@ -105,7 +89,9 @@ bool check_op(const Graph& g, const Op& op, std::map<ValueId, Tensor>& full, std
   ref.reference = true;
   fast.accumulate = ref.accumulate = uniform(rng, 0, 1) == 1;
   fast.optimizer_step = ref.optimizer_step = uniform(rng, 1, 5);
-  fast.threads = uniform(rng, 1, 2);  // contractions: oneDNN's sgemm on 1, OpenBLAS's on 2
+  // 1 to 3 threads; at grain 1 the own loops and sgemms split even these small calls.
+  fast.threads = static_cast<int>(uniform(rng, 1, 3));
+  if (uniform(rng, 0, 1) == 1) fast.grain = 1;
   std::vector<Tensor> out_fast, out_ref;
   for (const auto& r : op.results) {
     Tensor& t = value(r.value);
@@ -119,7 +105,8 @@ bool check_op(const Graph& g, const Op& op, std::map<ValueId, Tensor>& full, std
     pr.push_back(&out_ref[i]);
   }
   SCOPED_TRACE(std::string(op_kind_name(op.kind)) + " box " + box.to_string() +
-               (fast.accumulate ? " accumulate" : "") + " threads " + std::to_string(fast.threads));
+               (fast.accumulate ? " accumulate" : "") + " threads " + std::to_string(fast.threads) +
+               " grain " + std::to_string(fast.grain));
   Status sf = kernels::run(op, box, in_ptrs, pf, fast);
   Status sr = kernels::run(op, box, in_ptrs, pr, ref);
   EXPECT_EQ(sf.ok(), sr.ok());
@@ -410,33 +397,13 @@ TEST(FusedChains, ChainsOfTheTransformersTrainingStepsMatchTheReference) {
   for (const char* name : {"gpt-tiny", "llama-tiny", "moe-tiny"}) {
     SCOPED_TRACE(name);
     Graph g = train_graph(name);
-    std::vector<int64_t> uses(static_cast<size_t>(g.num_values()), 0);
-    for (const Op& op : g.ops())
-      for (const auto& x : op.inputs) ++uses[x.value];
-    std::vector<kernels::ChainCall> calls;
-    std::vector<ValueId> temps;
-    auto flush = [&] {
-      if (calls.size() > 1) {
-        check_chain(g, calls, temps, rng);
-        ++chains;
-      }
-      calls.clear();
-      temps.clear();
-    };
-    for (OpId id = 0; id < g.num_ops(); ++id) {
-      const Op& op = g.op(id);
-      bool joins = false;
-      if (!calls.empty() && is_elementwise(op.kind)) {
-        const Op& last = g.op(calls.back().op);
-        ValueId v = last.results[0].value;
-        for (const auto& x : op.inputs) joins |= x.value == v;
-        joins = joins && uses[v] == 1 && last.results.size() == 1;
-      }
-      if (!joins) flush();
-      if (joins) temps.push_back(g.op(calls.back().op).results[0].value);
-      calls.push_back({id, op.space.box()});
-    }
-    flush();
+    testing::for_each_chain(g,
+                            [&](const std::vector<OpId>& ops, const std::vector<ValueId>& temps) {
+                              std::vector<kernels::ChainCall> calls;
+                              for (OpId id : ops) calls.push_back({id, g.op(id).space.box()});
+                              check_chain(g, calls, temps, rng);
+                              ++chains;
+                            });
   }
   EXPECT_GT(chains, 8);
 }

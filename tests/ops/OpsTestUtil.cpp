@@ -9,6 +9,7 @@
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/ops/Kernel.h"
+#include "heddle/ops/zoo/Zoo.h"
 
 namespace heddle::testing {
 
@@ -190,6 +191,53 @@ void check_gradients(const Graph& g, ValueId loss, double lo, double hi, std::mt
           << "param " << g.value(p).name << " element " << i;
     }
   }
+}
+
+Graph small_train_graph(const char* name, int64_t seq, int64_t hidden, int64_t batch,
+                        int64_t vocab) {
+  zoo::ZooOverrides ov;
+  ov.layers = 2;
+  ov.seq = seq;
+  ov.vocab = vocab;
+  ov.hidden = hidden;
+  ov.heads = 4;
+  ov.batch = batch;
+  zoo::ModelOptions mo;
+  mo.with_loss = true;
+  auto fwd = zoo::build_zoo_model(name, ov, mo);
+  EXPECT_TRUE(fwd.ok()) << fwd.error().to_string();
+  auto step = build_train_step(*fwd, {});
+  EXPECT_TRUE(step.ok()) << step.error().to_string();
+  return std::move(step->graph);
+}
+
+void for_each_chain(
+    const Graph& g,
+    const std::function<void(const std::vector<OpId>&, const std::vector<ValueId>&)>& f) {
+  std::vector<int64_t> uses(static_cast<size_t>(g.num_values()), 0);
+  for (const Op& op : g.ops())
+    for (const auto& x : op.inputs) ++uses[x.value];
+  std::vector<OpId> ops;
+  std::vector<ValueId> temps;
+  auto flush = [&] {
+    if (ops.size() > 1) f(ops, temps);
+    ops.clear();
+    temps.clear();
+  };
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    const Op& op = g.op(id);
+    bool joins = false;
+    if (!ops.empty() && is_elementwise(op.kind)) {
+      const Op& last = g.op(ops.back());
+      ValueId v = last.results[0].value;
+      for (const auto& x : op.inputs) joins |= x.value == v;
+      joins = joins && uses[v] == 1 && last.results.size() == 1;
+    }
+    if (!joins) flush();
+    if (joins) temps.push_back(g.op(ops.back()).results[0].value);
+    ops.push_back(id);
+  }
+  flush();
 }
 
 }  // namespace heddle::testing

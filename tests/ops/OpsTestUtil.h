@@ -38,4 +38,16 @@ double max_rel_diff(const Tensor& a, const Tensor& b);
 /// [lo, hi); the graph and its backward graph must verify.
 void check_gradients(const Graph& g, ValueId loss, double lo, double hi, std::mt19937& rng);
 
+/// The training step (forward, backward, AdamW) of zoo model `name` with 2 layers and 4 heads at
+/// the given small sizes.
+Graph small_train_graph(const char* name, int64_t seq, int64_t hidden, int64_t batch,
+                        int64_t vocab);
+
+/// Calls f(ops, temporaries) for every chain of `g` as the lowering forms them (each next op
+/// elementwise, reading the previous op's single result, its only use), in op order; the
+/// temporaries are the values passed along the chain.
+void for_each_chain(
+    const Graph& g,
+    const std::function<void(const std::vector<OpId>&, const std::vector<ValueId>&)>& f);
+
 }  // namespace heddle::testing

@@ -27,6 +27,10 @@ struct KernelOptions {
   /// Cores this call may use for its own loops and the libraries it calls (OpenBLAS, oneDNN).
   /// The executor sets it from the host's cores and the devices sharing them. Default 1.
   int threads = 1;
+  /// With threads > 1: the least work (elements, or multiply-adds for sgemm / 64) worth a piece
+  /// on another thread; smaller calls run whole on the caller's thread. Tests set 1 to split
+  /// tiny calls. Default 32768.
+  int64_t grain = 32768;
   /// Runs the generic reference loops (projection walker, double-precision row math) instead of
   /// the fast kernels chosen for plain row-major operands; the tests compare the two. Default
   /// false.

@@ -8,8 +8,10 @@ namespace heddle {
 
 /// A scope in which OpenBLAS runs each call on `threads` threads (the caller and threads - 1 of
 /// its pool). The executor gives each device `threads_per_device()` cores: with one device on two
-/// cores sgemm uses both; with as many devices as cores each device's sgemm runs on its own thread
-/// (OpenBLAS's pool would oversubscribe the cores, and its callers would queue for the one pool).
+/// cores OpenBLAS uses both; with as many devices as cores each device's calls run on its own
+/// thread (OpenBLAS's pool would oversubscribe the cores, and its callers would queue for the one
+/// pool). einsum's sgemms no longer use it: they run as one-thread oneDNN sgemms on the device's
+/// own pool (support/ThreadPool.h); OpenBLAS serves the im2col convolutions and fallbacks.
 /// The previous count is restored on destruction. `threads < 1` changes nothing. Not for nesting
 /// across threads: the setting is global.
 class BlasThreads {
