@@ -22,6 +22,11 @@ round's median step:
   the same architecture, loss and AdamW (heddle's defaults: lr 0.01 from `run`, betas 0.9/0.999,
   eps 1e-8, weight decay 0.01): forward, backward, optimizer step. Parameter counts, contraction
   FLOPs and the first step's loss are compared.
+- train, imported: torchvision models (ResNet-50, ViT-B/32, MobileNetV2, DenseNet-121) in a
+  training form both sides compute alike (bench/torch_vision.py: BatchNorms folded into the
+  convolutions or made per-channel affines, eval mode, every parameter trained), exported to
+  ONNX; `heddle run M.onnx --train --loss cross_entropy --input x.npy --labels y.npy` against
+  the same module's step (mean cross-entropy, AdamW as above). The first losses must agree.
 - dist: the GPT training step with dp=2 and tp=2 on 2 thread-devices and on 2 MPI ranks, against
   heddle on one device with one core, and PyTorch on 1 and 2 threads.
 
@@ -35,6 +40,7 @@ With --pin (the default when k is below the machine's cores) both sides are also
 same k cores (taskset for heddle, sched_setaffinity for this process), so neither can use more.
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -84,6 +90,7 @@ except ImportError as e:  # pragma: no cover - environment message
              "python3-onnx python3-numpy (scripts/install-deps --bench) and run with /usr/bin/python3")
 
 import torch_models  # noqa: E402  (bench/torch_models.py)
+from torch_vision import torchvision_model, training_model  # noqa: E402  (bench/torch_vision.py)
 
 # ---------------------------------------------------------------------------------------------
 # Cases
@@ -112,8 +119,20 @@ TRAIN = {
 }
 DIST = {"dist": ("gpt-tiny", LM_SIZE)}
 
-QUICK = ["resnet50", "mobilenet_v2", "convnext_tiny", "gpt", "llama", "moe", "dist"]
-ALL = list(FORWARD) + list(TRAIN) + list(DIST)
+# Training steps of imported ONNX models (`heddle run M.onnx --train --loss cross_entropy`): the
+# torchvision model in its training form (bench/torch_vision.py: BatchNorms folded into the
+# convolutions or made per-channel affines, on both sides), a training batch of 8 at 64x64 for
+# the CNNs, 2 at 224x224 for ViT-B/32.
+VISION_TRAIN = {
+    "resnet50_train": ("resnet50", (8, 3, 64, 64)),
+    "vit_b_32_train": ("vit_b_32", (2, 3, 224, 224)),
+    "mobilenet_v2_train": ("mobilenet_v2", (8, 3, 64, 64)),
+    "densenet121_train": ("densenet121", (8, 3, 64, 64)),
+}
+
+QUICK = ["resnet50", "mobilenet_v2", "convnext_tiny", "gpt", "llama", "moe", "resnet50_train",
+         "dist"]
+ALL = list(FORWARD) + list(TRAIN) + list(VISION_TRAIN) + list(DIST)
 
 LR = 0.01  # `heddle run --lr` default; AdamW's other settings are heddle's AdamWOptions defaults
 ADAMW = dict(betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
@@ -259,38 +278,14 @@ def time_torch(step, steps, warmup):
 # Forward cases: torchvision through ONNX
 
 
-def randomize_norms(model, gen):
-    """BatchNorm statistics and norm affines drawn at random (seeded), and parameters that
-    torchvision initializes to zero (ViT's classifier head and class token, biases) drawn too, so
-    that eval-mode outputs are not degenerate and a mistranslated op shows in the comparison."""
-    with torch.no_grad():
-        for p in model.parameters():
-            if not p.any():
-                fan_in = p[0].numel() if p.dim() > 1 else p.numel()
-                p.uniform_(-1.0 / math.sqrt(fan_in), 1.0 / math.sqrt(fan_in), generator=gen)
-        for m in model.modules():
-            if isinstance(m, nn.modules.batchnorm._BatchNorm):
-                m.running_mean.uniform_(-0.1, 0.1, generator=gen)
-                m.running_var.uniform_(0.5, 1.5, generator=gen)
-            if isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.LayerNorm)) and m.weight is not None:
-                m.weight.uniform_(0.5, 1.5, generator=gen)
-                m.bias.uniform_(-0.1, 0.1, generator=gen)
-
-
-def torchvision_model(name, seed):
-    import torchvision
-    torch.manual_seed(seed)
-    model = getattr(torchvision.models, name)(weights=None)
-    randomize_norms(model, torch.Generator().manual_seed(seed + 1))
-    return model.eval()
-
-
-def export_onnx(name, shape, workdir, seed):
-    """The model, its input and the ONNX file (cached in workdir: exports take up to a minute)."""
-    model = torchvision_model(name, seed)
+def export_onnx(name, shape, workdir, seed, train=False):
+    """The model, its input and the ONNX file (cached in workdir: exports take up to a minute).
+    `train`: the training form (bench/torch_vision.py: BatchNorms folded or made affines)."""
+    model = training_model(name, seed) if train else torchvision_model(name, seed)
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed + 2))
     # v2: zero-initialized parameters randomized too (randomize_norms)
-    tag = "%s_%s_s%d_v2_t%s" % (name, "x".join(map(str, shape)), seed, torch.__version__.split("+")[0])
+    tag = "%s_%s_s%d_v2%s_t%s" % (name, "x".join(map(str, shape)), seed, "_train" if train else "",
+                                 torch.__version__.split("+")[0])
     onnx_path = os.path.join(workdir, tag + ".onnx")
     x_path = os.path.join(workdir, tag + ".x.npy")
     np.save(x_path, x.numpy())
@@ -437,6 +432,77 @@ def run_train(name, a, heddle, tt):
 
 
 # ---------------------------------------------------------------------------------------------
+# Training cases: torchvision through ONNX, `heddle run M.onnx --train`
+
+
+def vision_step(model, x, labels):
+    """A training step of `model` (a copy; the original keeps its weights) on (x, labels): mean
+    cross-entropy, backward, AdamW with heddle's settings."""
+    model = copy.deepcopy(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, **ADAMW)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = nn.functional.cross_entropy(model(x), labels)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def run_vision_train(name, a, heddle, tt, workdir):
+    model_name, shape = VISION_TRAIN[name]
+    model, x, onnx_path, x_path = export_onnx(model_name, shape, workdir, a.seed, train=True)
+    with torch.no_grad():
+        classes = model(x).shape[-1]
+    labels = torch.randint(0, classes, (shape[0],), generator=torch.Generator().manual_seed(a.seed + 3))
+    y_path = os.path.join(workdir, "%s_%d.labels.npy" % (model_name, shape[0]))
+    np.save(y_path, labels.numpy().astype(np.int64))
+    args = [onnx_path, "--mesh", "1", "--train", "--loss", "cross_entropy", "--input", x_path,
+            "--labels", y_path, "--steps", str(a.train_steps)]
+    rows = []
+    check = None
+    for k in a.threads:
+        hs, ts = [], []
+        for r in range(a.rounds):
+            h, j = heddle.run(args, k)
+            hs.append(h)
+            tt.use(k)
+            if check is None:
+                check = vision_checks(heddle, onnx_path, model, x, labels, j.get("loss") or [],
+                                      a.train_steps)
+            ts.append(time_torch(vision_step(model, x, labels), a.train_steps, a.warmup))
+            log(f"  {name} threads={k} round {r + 1}: heddle {h:.4f} s, torch {ts[-1]:.4f} s")
+        rows.append(dict(group="train", case=name, what="%s train step, batch %d, %dx%d, AdamW" % (
+            model_name, shape[0], shape[2], shape[3]), threads=k, heddle_s=median(hs),
+            torch_s=median(ts), heddle_rounds=hs, torch_rounds=ts, check=check["text"],
+            checks=check))
+    return rows
+
+
+def vision_checks(heddle, onnx_path, model, x, labels, heddle_losses, steps):
+    """Parameter counts and the losses of the first `steps` steps, heddle against torch (from
+    the same weights). The first loss must agree (same function, weights, input and labels)."""
+    show = heddle_show(heddle, [onnx_path], train=False)
+    h_params = int(show.get("parameters", -1))
+    t_params = sum(p.numel() for p in model.parameters())
+    step = vision_step(model, x, labels)
+    t_losses = [float(step()) for _ in range(steps)]
+    if not heddle_losses:
+        raise Failed("heddle reported no losses")
+    h1, t1 = float(heddle_losses[0]), t_losses[0]
+    if not abs(h1 - t1) <= 1e-3 * max(abs(t1), 1.0):
+        raise Failed("first losses differ: heddle %.6f, torch %.6f" % (h1, t1))
+    n = min(len(heddle_losses), steps)
+    text = "params %s" % ("equal (%s)" % f"{t_params:,}" if h_params == t_params
+                          else "heddle %s vs torch %s" % (f"{h_params:,}", f"{t_params:,}"))
+    text += ", loss1 %.4f/%.4f, loss%d %.4f/%.4f" % (h1, t1, n, float(heddle_losses[n - 1]),
+                                                   t_losses[n - 1])
+    return dict(heddle_params=h_params, torch_params=t_params, heddle_losses=heddle_losses,
+                torch_losses=t_losses, text=text)
+
+
+# ---------------------------------------------------------------------------------------------
 # Distributed: dp=2 and tp=2 on 2 devices (threads, MPI ranks) against 1
 
 
@@ -554,7 +620,8 @@ def done_when(rows):
         out.append("- heddle / PyTorch <= 1.0: %d of %d rows (worst %.2f, %s, threads=%d)"
                    % (met, len(single), worst["heddle_s"] / worst["torch_s"], worst["case"],
                       worst["threads"]))
-    train = [r for r in rows if r["group"] == "train" and r["torch_s"] > 0]
+    train = [r for r in rows if r["group"] == "train" and r["torch_s"] > 0
+             and (r["case"] in TRAIN or r["case"] == "vit_b_32_train")]
     if train:
         met = sum(r["heddle_s"] <= 0.8 * r["torch_s"] for r in train)
         out.append("- transformer training steps <= 0.8: %d of %d rows (%s)" % (
@@ -681,6 +748,8 @@ def main():
                 rows += run_forward(name, a, heddle, tt, a.workdir)
             elif name in TRAIN:
                 rows += run_train(name, a, heddle, tt)
+            elif name in VISION_TRAIN:
+                rows += run_vision_train(name, a, heddle, tt, a.workdir)
             else:
                 rows += run_dist(name, a, heddle, tt)
         except Failed as e:
