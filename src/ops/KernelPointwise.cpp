@@ -112,7 +112,9 @@ bool binary_grad_fast(OpKind f, int wrt, const Op& op, const Box& box,
 }
 
 // AdamW over rows where every operand is contiguous along the last index dim (in float, through
-// the vector loop of Simd.h; the reference computes in double); false (nothing written) otherwise.
+// the vector loop of Simd.h; the reference computes in double), trailing dims merged where every
+// operand walks them regularly (a [CO, CI, 1, 1] weight is one row); false (nothing written)
+// otherwise.
 bool adamw_rows(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                 const std::vector<Tensor*>& outs, double lr, double b1, double b2, double eps,
                 double wd, double c1, double c2) {
@@ -128,7 +130,7 @@ bool adamw_rows(const Op& op, const Box& box, const std::vector<const Tensor*>& 
     if (x.coef[last] != 1) return false;
   auto f = [](double x) { return static_cast<float>(x); };
   const AdamWStep step{f(lr), f(b1), f(b2), f(eps), f(wd), f(c1), f(c2)};
-  for_each_row(box, [&](const int64_t* p, int64_t n) {
+  for_each_merged_row(box, a, [&](const int64_t* p, int64_t n) {
     const float *P = a[0].fdata + a[0].offset(p), *G = a[1].fdata + a[1].offset(p),
                 *M = a[2].fdata + a[2].offset(p), *V = a[3].fdata + a[3].offset(p);
     float *OP = outs[0]->f32() + a[4].offset(p), *OM = outs[1]->f32() + a[5].offset(p),

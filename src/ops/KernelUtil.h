@@ -90,6 +90,32 @@ void for_each_row(const Box& box, F&& f) {
   }
 }
 
+/// Like for_each_row, with the trailing dims that every access in `as` walks as one regular
+/// stride (coef[d] == coef[d + 1] * extent[d + 1]) merged into one longer row: a weight
+/// [CO, CI, 1, 1] is one row of CO * CI elements, not CO * CI rows of one. Precondition: each
+/// access has unit stride along the last dim when rows are read as contiguous runs.
+template <class F>
+void for_each_merged_row(const Box& box, const std::vector<Access>& as, F&& f) {
+  if (box.empty()) return;
+  const int64_t r = box.rank();
+  if (r == 0) return for_each_row(box, f);
+  int64_t k0 = r - 1;
+  auto merges = [&](int64_t d) {
+    const int64_t ext = box.end()[d + 1] - box.start()[d + 1];
+    for (const Access& a : as)
+      if (a.coef[d] != a.coef[d + 1] * ext) return false;
+    return true;
+  };
+  while (k0 > 0 && merges(k0 - 1)) --k0;
+  int64_t len = 1;
+  std::vector<int64_t> e(box.end().values());
+  for (int64_t d = k0; d < r; ++d) {
+    len *= box.end()[d] - box.start()[d];
+    e[d] = box.start()[d] + 1;
+  }
+  for_each_row(Box(box.start(), IVec(e)), [&](int64_t* p, int64_t) { f(p, len); });
+}
+
 /// Calls f(p) for every point of `box`.
 template <class F>
 void for_each_point(const Box& box, F&& f) {

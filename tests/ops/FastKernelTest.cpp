@@ -302,9 +302,10 @@ TEST(FastKernels, ContractionsInEveryLayoutMatchTheReference) {
   EXPECT_EQ(checked, 300);
 }
 
-// Convolution-network elementwise ops (NCHW, per-channel broadcasts [C, 1, 1], residual adds):
-// the fast loop merges the trailing dims every operand walks regularly into one row, which
-// happens on whole boxes of whole tiles and must not when a tile is wider than the box.
+// Convolution-network elementwise ops (NCHW, per-channel broadcasts [C, 1, 1], residual adds)
+// and AdamW on convolution weights: the fast loops merge the trailing dims every operand walks
+// regularly into one row, which happens on whole boxes of whole tiles and must not when a tile
+// is wider than the box.
 TEST(FastKernels, ConvNetElementwiseOpsOnMergedRowsMatchTheReference) {
   std::mt19937 rng(17);
   int64_t checked = 0;
@@ -321,6 +322,12 @@ TEST(FastKernels, ConvNetElementwiseOpsOnMergedRowsMatchTheReference) {
     std::vector<ValueId> ys = {ops.relu(bn),      ops.add(bn, res),
                                ops.mul(scale, x), ops.binary(OpKind::kSub, x, row),
                                ops.silu(x),       ops.unary(OpKind::kSigmoid, x)};
+    // AdamW on a convolution weight [CO, CI, KH, KW] (1x1 taps: rows of one element).
+    const int64_t k = uniform(rng, 0, 1) ? 1 : 3;
+    TensorType wt = f32({c, uniform(rng, 1, 9), k, k});
+    for (ValueId y : ops.adamw(ops.param("w", wt), ops.param("dw", wt), ops.param("m", wt),
+                               ops.param("v", wt), AdamWOptions{}, uniform(rng, 1, 4)))
+      ys.push_back(y);
     for (ValueId y : ys) ops.output(y);
     ASSERT_TRUE(ops.ok()) << ops.status().error().message;
     checked += check_ops(g, rng);
