@@ -150,6 +150,32 @@ TEST(FastKernels, EveryTrainingOpOfTheTransformersMatchesTheReference) {
   EXPECT_GT(checked, 3000);
 }
 
+// The convolution network's training step (resnet-tiny: convolutions, per-channel affines,
+// residual adds, pooling, their gradients, AdamW on conv weights): per-channel gradients summed
+// over N, H, W walk merged rows of H * W in the fast loops.
+TEST(FastKernels, EveryTrainingOpOfAConvNetMatchesTheReference) {
+  std::mt19937 rng(31);
+  zoo::ZooOverrides ov;
+  ov.hidden = 8;
+  ov.batch = 2;
+  zoo::ModelOptions mo;
+  mo.with_loss = true;
+  auto fwd = zoo::build_zoo_model("resnet-tiny", ov, mo);
+  ASSERT_TRUE(fwd.ok()) << fwd.error().to_string();
+  auto step = build_train_step(*fwd, {});
+  ASSERT_TRUE(step.ok()) << step.error().to_string();
+  int64_t checked = 0, grads = 0;
+  for (int round = 0; round < 2; ++round) {
+    std::map<ValueId, Tensor> full;
+    for (const Op& op : step->graph.ops()) {
+      checked += check_op(step->graph, op, full, rng, uniform(rng, 0, 1) == 1);
+      grads += op.kind == OpKind::kElementwiseGrad;
+    }
+  }
+  EXPECT_GT(checked, 400);
+  EXPECT_GT(grads, 100);
+}
+
 // The standalone transformer kernels with axes, shapes and broadcasts the zoo does not use.
 TEST(FastKernels, RowAndPointwiseKernelsOnRandomShapesMatchTheReference) {
   std::mt19937 rng(5);
