@@ -132,8 +132,7 @@ VISION_TRAIN = {
     "densenet121_train": ("densenet121", (8, 3, 64, 64)),
 }
 
-QUICK = ["resnet50", "mobilenet_v2", "convnext_tiny", "gpt", "llama", "moe", "resnet50_train",
-         "dist"]
+QUICK = ["resnet50", "mobilenet_v2", "convnext_tiny", "gpt", "llama", "moe", "dist"]
 ALL = list(FORWARD) + list(TRAIN) + list(VISION_TRAIN) + list(DIST)
 # The training cases issue 16's "<= 0.8 on transformer training steps" target applies to.
 TRANSFORMERS = list(TRAIN) + ["vit_b_32_train"]
