@@ -22,6 +22,11 @@ round's median step:
   the same architecture, loss and AdamW (heddle's defaults: lr 0.01 from `run`, betas 0.9/0.999,
   eps 1e-8, weight decay 0.01): forward, backward, optimizer step. Parameter counts, contraction
   FLOPs and the first step's loss are compared.
+- train, imported: torchvision models (ResNet-50, ViT-B/32, MobileNetV2, DenseNet-121) in a
+  training form both sides compute alike (bench/torch_vision.py: BatchNorms folded into the
+  convolutions or made per-channel affines, eval mode, every parameter trained), exported to
+  ONNX; `heddle run M.onnx --train --loss cross_entropy --input x.npy --labels y.npy` against
+  the same module's step (mean cross-entropy, AdamW as above). The first losses must agree.
 - dist: the GPT training step with dp=2 and tp=2 on 2 thread-devices and on 2 MPI ranks, against
   heddle on one device with one core, and PyTorch on 1 and 2 threads.
 
@@ -35,10 +40,12 @@ With --pin (the default when k is below the machine's cores) both sides are also
 same k cores (taskset for heddle, sched_setaffinity for this process), so neither can use more.
 """
 import argparse
+import copy
 import json
 import math
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -84,6 +91,8 @@ except ImportError as e:  # pragma: no cover - environment message
              "python3-onnx python3-numpy (scripts/install-deps --bench) and run with /usr/bin/python3")
 
 import torch_models  # noqa: E402  (bench/torch_models.py)
+from torch_vision import torchvision_model, training_model  # noqa: E402  (bench/torch_vision.py)
+from torch_report import table  # noqa: E402  (bench/torch_report.py)
 
 # ---------------------------------------------------------------------------------------------
 # Cases
@@ -112,8 +121,21 @@ TRAIN = {
 }
 DIST = {"dist": ("gpt-tiny", LM_SIZE)}
 
+# Training steps of imported ONNX models (`heddle run M.onnx --train --loss cross_entropy`): the
+# torchvision model in its training form (bench/torch_vision.py: BatchNorms folded into the
+# convolutions or made per-channel affines, on both sides), a training batch of 8 at 64x64 for
+# the CNNs, 2 at 224x224 for ViT-B/32.
+VISION_TRAIN = {
+    "resnet50_train": ("resnet50", (8, 3, 64, 64)),
+    "vit_b_32_train": ("vit_b_32", (2, 3, 224, 224)),
+    "mobilenet_v2_train": ("mobilenet_v2", (8, 3, 64, 64)),
+    "densenet121_train": ("densenet121", (8, 3, 64, 64)),
+}
+
 QUICK = ["resnet50", "mobilenet_v2", "convnext_tiny", "gpt", "llama", "moe", "dist"]
-ALL = list(FORWARD) + list(TRAIN) + list(DIST)
+ALL = list(FORWARD) + list(TRAIN) + list(VISION_TRAIN) + list(DIST)
+# The training cases issue 16's "<= 0.8 on transformer training steps" target applies to.
+TRANSFORMERS = list(TRAIN) + ["vit_b_32_train"]
 
 LR = 0.01  # `heddle run --lr` default; AdamW's other settings are heddle's AdamWOptions defaults
 ADAMW = dict(betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
@@ -174,16 +196,32 @@ class Heddle:
             c = ["taskset", "-c", ",".join(str(i) for i in range(cores))] + c
         return c
 
+    def cpu_per_step(self, args, cores, steps, cpus):
+        """CPU seconds per step: the median CPU of the timed runs (`cpus`, `steps` steps each)
+        less that of one more run of the same command with 1 step (start-up, import, planning
+        and the first step), over steps - 1. Load from other jobs does not inflate CPU time as
+        it does wall time."""
+        if steps < 2 or not cpus:
+            return float("nan")
+        one = [x for x in args]
+        i = one.index("--steps")
+        one[i + 1] = "1"
+        self.run(one, cores)
+        return max(median(cpus) - self.last_cpu, 0.0) / (steps - 1)
+
     def run(self, args, cores, threads=None, mpi_ranks=0):
         """One heddle process on `cores` cores with `threads` threads per device (default: as
-        many as cores); returns (seconds per step, parsed JSON)."""
+        many as cores); returns (seconds per step, parsed JSON). The process's CPU seconds (user
+        + system, every thread, start-up included) are left in self.last_cpu."""
         threads = threads or cores
         c = self.cmd(args + ["--json"], cores, threads, mpi_ranks)
+        cpu0 = _child_cpu()
         try:
             r = subprocess.run(c, capture_output=True, text=True, timeout=self.timeout,
                                env=self.env(threads))
         except subprocess.TimeoutExpired:
             raise Failed(f"heddle timed out after {self.timeout:.0f} s")
+        self.last_cpu = _child_cpu() - cpu0
         if r.returncode != 0:
             msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
             errors = [m for m in msg if "error" in m.lower() and "mpirun" not in m.lower()
@@ -244,53 +282,48 @@ class TorchThreads:
                     pass  # a thread that ended meanwhile
 
 
-def time_torch(step, steps, warmup):
+def _child_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def time_torch(step, steps, warmup, cpu=None):
+    """Median wall seconds of `steps` calls of step() after `warmup`; appends the CPU seconds per
+    step of this process (every thread) to `cpu` when given."""
     for _ in range(warmup):
         step()
     ts = []
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     for _ in range(steps):
         t0 = time.perf_counter()
         step()
         ts.append(time.perf_counter() - t0)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    if cpu is not None:
+        cpu.append((r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / steps)
     return median(ts)
+
+
+def cpu_columns(a, heddle, args, cores, steps, heddle_cpus, torch_cpus):
+    """With --cpu: CPU seconds per step of each side (row keys heddle_cpu_s, torch_cpu_s)."""
+    if not a.cpu:
+        return {}
+    return dict(heddle_cpu_s=heddle.cpu_per_step(args, cores, steps, heddle_cpus),
+                torch_cpu_s=median(torch_cpus))
 
 
 # ---------------------------------------------------------------------------------------------
 # Forward cases: torchvision through ONNX
 
 
-def randomize_norms(model, gen):
-    """BatchNorm statistics and norm affines drawn at random (seeded), and parameters that
-    torchvision initializes to zero (ViT's classifier head and class token, biases) drawn too, so
-    that eval-mode outputs are not degenerate and a mistranslated op shows in the comparison."""
-    with torch.no_grad():
-        for p in model.parameters():
-            if not p.any():
-                fan_in = p[0].numel() if p.dim() > 1 else p.numel()
-                p.uniform_(-1.0 / math.sqrt(fan_in), 1.0 / math.sqrt(fan_in), generator=gen)
-        for m in model.modules():
-            if isinstance(m, nn.modules.batchnorm._BatchNorm):
-                m.running_mean.uniform_(-0.1, 0.1, generator=gen)
-                m.running_var.uniform_(0.5, 1.5, generator=gen)
-            if isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.LayerNorm)) and m.weight is not None:
-                m.weight.uniform_(0.5, 1.5, generator=gen)
-                m.bias.uniform_(-0.1, 0.1, generator=gen)
-
-
-def torchvision_model(name, seed):
-    import torchvision
-    torch.manual_seed(seed)
-    model = getattr(torchvision.models, name)(weights=None)
-    randomize_norms(model, torch.Generator().manual_seed(seed + 1))
-    return model.eval()
-
-
-def export_onnx(name, shape, workdir, seed):
-    """The model, its input and the ONNX file (cached in workdir: exports take up to a minute)."""
-    model = torchvision_model(name, seed)
+def export_onnx(name, shape, workdir, seed, train=False):
+    """The model, its input and the ONNX file (cached in workdir: exports take up to a minute).
+    `train`: the training form (bench/torch_vision.py: BatchNorms folded or made affines)."""
+    model = training_model(name, seed) if train else torchvision_model(name, seed)
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed + 2))
     # v2: zero-initialized parameters randomized too (randomize_norms)
-    tag = "%s_%s_s%d_v2_t%s" % (name, "x".join(map(str, shape)), seed, torch.__version__.split("+")[0])
+    tag = "%s_%s_s%d_v2%s_t%s" % (name, "x".join(map(str, shape)), seed, "_train" if train else "",
+                                 torch.__version__.split("+")[0])
     onnx_path = os.path.join(workdir, tag + ".onnx")
     x_path = os.path.join(workdir, tag + ".x.npy")
     np.save(x_path, x.numpy())
@@ -317,12 +350,13 @@ def run_forward(name, a, heddle, tt, workdir):
     rows = []
     check = None
     for k in a.threads:
-        hs, ts = [], []
+        hs, ts, hc, tc = [], [], [], []
         for r in range(a.rounds):
             args = base + ["--steps", str(a.steps)]
             if check is None:
                 args += ["--output", y_path]
             h, j = heddle.run(args, k)
+            hc.append(heddle.last_cpu)
             if check is None:
                 y = np.load(y_path)
                 err = float(np.abs(y - y_ref).max())
@@ -337,11 +371,12 @@ def run_forward(name, a, heddle, tt, workdir):
             hs.append(h)
             tt.use(k)
             with torch.no_grad():
-                ts.append(time_torch(lambda: model(x), a.steps, a.warmup))
+                ts.append(time_torch(lambda: model(x), a.steps, a.warmup, tc))
             log(f"  {name} threads={k} round {r + 1}: heddle {h:.4f} s, torch {ts[-1]:.4f} s")
         rows.append(dict(group="forward", case=name, what="forward, batch %d, %dx%d" % (
             shape[0], shape[2], shape[3]), threads=k, heddle_s=median(hs), torch_s=median(ts),
-            heddle_rounds=hs, torch_rounds=ts,
+            heddle_rounds=hs, torch_rounds=ts, **cpu_columns(a, heddle, base + [
+                "--steps", str(a.steps)], k, a.steps, hc, tc),
             check="max abs err %.1e (of %.2g)" % (check["max_abs_error"], check["max_abs_output"])))
     return rows
 
@@ -418,22 +453,97 @@ def run_train(name, a, heddle, tt):
     module, cfg, ids, labels, step = torch_lm(model_name, size, a.seed)
     rows = []
     checks = None
+    run_args = args + ["--mesh", "1", "--train", "--steps", str(a.train_steps)]
     for k in a.threads:
-        hs, ts = [], []
+        hs, ts, hc, tc = [], [], [], []
         for r in range(a.rounds):
-            h, j = heddle.run(args + ["--mesh", "1", "--train", "--steps", str(a.train_steps)], k)
+            h, j = heddle.run(run_args, k)
             hs.append(h)
+            hc.append(heddle.last_cpu)
             tt.use(k)
             if checks is None:
                 t_loss1 = float(step())
                 checks = lm_checks(heddle, args, module, ids, labels, float(j["loss"][0]), t_loss1)
-            ts.append(time_torch(step, a.train_steps, a.warmup))
+            ts.append(time_torch(step, a.train_steps, a.warmup, tc))
             log(f"  {name} threads={k} round {r + 1}: heddle {h:.4f} s, torch {ts[-1]:.4f} s")
         rows.append(dict(group="train", case=name, what="%s train step, l=%d h=%d s=%d b=%d, AdamW"
                          % (model_name, cfg["layers"], cfg["hidden"], cfg["seq"], cfg["batch"]),
                          threads=k, heddle_s=median(hs), torch_s=median(ts), heddle_rounds=hs,
-                         torch_rounds=ts, check=check_text(checks), checks=checks))
+                         torch_rounds=ts, check=check_text(checks), checks=checks,
+                         **cpu_columns(a, heddle, run_args, k, a.train_steps, hc, tc)))
     return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Training cases: torchvision through ONNX, `heddle run M.onnx --train`
+
+
+def vision_step(model, x, labels):
+    """A training step of `model` (a copy; the original keeps its weights) on (x, labels): mean
+    cross-entropy, backward, AdamW with heddle's settings."""
+    model = copy.deepcopy(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, **ADAMW)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = nn.functional.cross_entropy(model(x), labels)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def run_vision_train(name, a, heddle, tt, workdir):
+    model_name, shape = VISION_TRAIN[name]
+    model, x, onnx_path, x_path = export_onnx(model_name, shape, workdir, a.seed, train=True)
+    with torch.no_grad():
+        classes = model(x).shape[-1]
+    labels = torch.randint(0, classes, (shape[0],), generator=torch.Generator().manual_seed(a.seed + 3))
+    y_path = os.path.join(workdir, "%s_%d.labels.npy" % (model_name, shape[0]))
+    np.save(y_path, labels.numpy().astype(np.int64))
+    args = [onnx_path, "--mesh", "1", "--train", "--loss", "cross_entropy", "--input", x_path,
+            "--labels", y_path, "--steps", str(a.train_steps)]
+    rows = []
+    check = None
+    for k in a.threads:
+        hs, ts, hc, tc = [], [], [], []
+        for r in range(a.rounds):
+            h, j = heddle.run(args, k)
+            hs.append(h)
+            hc.append(heddle.last_cpu)
+            tt.use(k)
+            if check is None:
+                check = vision_checks(heddle, onnx_path, model, x, labels, j.get("loss") or [],
+                                      a.train_steps)
+            ts.append(time_torch(vision_step(model, x, labels), a.train_steps, a.warmup, tc))
+            log(f"  {name} threads={k} round {r + 1}: heddle {h:.4f} s, torch {ts[-1]:.4f} s")
+        rows.append(dict(group="train", case=name, what="%s train step, batch %d, %dx%d, AdamW" % (
+            model_name, shape[0], shape[2], shape[3]), threads=k, heddle_s=median(hs),
+            torch_s=median(ts), heddle_rounds=hs, torch_rounds=ts, check=check["text"],
+            checks=check, **cpu_columns(a, heddle, args, k, a.train_steps, hc, tc)))
+    return rows
+
+
+def vision_checks(heddle, onnx_path, model, x, labels, heddle_losses, steps):
+    """Parameter counts and the losses of the first `steps` steps, heddle against torch (from
+    the same weights). The first loss must agree (same function, weights, input and labels)."""
+    show = heddle_show(heddle, [onnx_path], train=False)
+    h_params = int(show.get("parameters", -1))
+    t_params = sum(p.numel() for p in model.parameters())
+    step = vision_step(model, x, labels)
+    t_losses = [float(step()) for _ in range(steps)]
+    if not heddle_losses:
+        raise Failed("heddle reported no losses")
+    h1, t1 = float(heddle_losses[0]), t_losses[0]
+    if not abs(h1 - t1) <= 1e-3 * max(abs(t1), 1.0):
+        raise Failed("first losses differ: heddle %.6f, torch %.6f" % (h1, t1))
+    n = min(len(heddle_losses), steps)
+    text = "params %s" % ("equal (%s)" % f"{t_params:,}" if h_params == t_params
+                          else "heddle %s vs torch %s" % (f"{h_params:,}", f"{t_params:,}"))
+    text += ", loss1 %.4f/%.4f, loss%d %.4f/%.4f" % (h1, t1, n, float(heddle_losses[n - 1]),
+                                                   t_losses[n - 1])
+    return dict(heddle_params=h_params, torch_params=t_params, heddle_losses=heddle_losses,
+                torch_losses=t_losses, text=text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -496,22 +606,6 @@ def run_dist(name, a, heddle, tt):
 # Report
 
 
-def fmt_s(t):
-    if t != t:
-        return "-"
-    return "%.1f ms" % (t * 1e3) if t < 1 else "%.2f s" % t
-
-
-def fmt_spread(t, rounds):
-    """The median, and the range over rounds when there were several (the run's noise)."""
-    if len(rounds) < 2:
-        return fmt_s(t)
-    lo, hi = min(rounds), max(rounds)
-    if hi < 1:
-        return "%s (%.0f-%.0f)" % (fmt_s(t), lo * 1e3, hi * 1e3)
-    return "%s (%.2f-%.2f)" % (fmt_s(t), lo, hi)
-
-
 def machine_text():
     cpu = platform.processor() or "unknown CPU"
     try:
@@ -544,81 +638,6 @@ def heddle_commit(path):
         return "unknown"
 
 
-def done_when(rows):
-    """Issue 16's targets, read off this run's rows."""
-    out = []
-    single = [r for r in rows if r["group"] in ("forward", "train") and r["torch_s"] > 0]
-    if single:
-        worst = max(single, key=lambda r: r["heddle_s"] / r["torch_s"])
-        met = sum(r["heddle_s"] <= r["torch_s"] for r in single)
-        out.append("- heddle / PyTorch <= 1.0: %d of %d rows (worst %.2f, %s, threads=%d)"
-                   % (met, len(single), worst["heddle_s"] / worst["torch_s"], worst["case"],
-                      worst["threads"]))
-    train = [r for r in rows if r["group"] == "train" and r["torch_s"] > 0]
-    if train:
-        met = sum(r["heddle_s"] <= 0.8 * r["torch_s"] for r in train)
-        out.append("- transformer training steps <= 0.8: %d of %d rows (%s)" % (
-            met, len(train), ", ".join("%s/%d %.2f" % (r["case"], r["threads"],
-                                                       r["heddle_s"] / r["torch_s"]) for r in train)))
-    for r in rows:
-        if r["group"] == "dist" and not r.get("error") and r["what"].startswith("heddle dp=2, 2 thread"):
-            out.append("- dp=2 on 2 cores over 1 device with 1 core: %.2fx (target >= 1.8x)"
-                       % r["speedup"])
-    mpi = [r for r in rows if "mpi_over_threads" in r]
-    if mpi:
-        out.append("- MPI / threads, 2 ranks: %s (target <= 1.1)" % ", ".join(
-            "%s %.2f" % (r["what"].split(",")[0].replace("heddle ", ""), r["mpi_over_threads"])
-            for r in mpi))
-    if out:
-        out = ["Against issue 16's targets:", ""] + out + [""]
-    return out
-
-
-def table(rows, failures, meta):
-    out = []
-    out.append("heddle %s; %s" % (meta["commit"], meta["machine"]))
-    out.append("load average %s before, %s after; %s; %d rounds x %d steps (train %d), %d warm-up; "
-               "OMP_WAIT_POLICY %s; %s" % (
-                   meta["load_before"], meta["load_after"], meta["elapsed"], meta["rounds"],
-                   meta["steps"], meta["train_steps"], meta["warmup"], meta["omp_wait"],
-                   "pinned to the first k cores at k threads" if meta["pinned"] else "not pinned"))
-    out.append("")
-    single = [r for r in rows if r["group"] in ("forward", "train")]
-    if single:
-        out.append("Times per step: median over rounds (range over rounds in brackets, ms or s).")
-        out.append("")
-        out.append("| case | what | threads | heddle | PyTorch | heddle / PyTorch | same computation |")
-        out.append("|---|---|---|---|---|---|---|")
-        for r in single:
-            out.append("| %s | %s | %d | %s | %s | %.2f | %s |" % (
-                r["case"], r["what"], r["threads"], fmt_spread(r["heddle_s"], r["heddle_rounds"]),
-                fmt_spread(r["torch_s"], r["torch_rounds"]), r["heddle_s"] / r["torch_s"],
-                r["check"]))
-        out.append("")
-    dist = [r for r in rows if r["group"] == "dist"]
-    if dist:
-        out.append("| %s: run | cores | heddle | speedup over 1 device, 1 core | MPI / threads "
-                   "| PyTorch, same cores | heddle / PyTorch |" % dist[0]["case"])
-        out.append("|---|---|---|---|---|---|---|")
-        for r in dist:
-            if r.get("error"):
-                out.append("| %s | %d | failed: %s | | | | |" % (r["what"], r["threads"], r["error"]))
-                continue
-            out.append("| %s | %d | %s | %.2fx | %s | %s | %.2f |" % (
-                r["what"], r["threads"], fmt_spread(r["heddle_s"], r["heddle_rounds"]),
-                r["speedup"], "%.2f" % r["mpi_over_threads"] if "mpi_over_threads" in r else "",
-                fmt_spread(r["torch_s"], r["torch_rounds"]), r["heddle_s"] / r["torch_s"]))
-        out.append("")
-    out += done_when(rows)
-    if failures:
-        out.append("| case | failed |")
-        out.append("|---|---|")
-        for name, msg in failures:
-            out.append("| %s | %s |" % (name, msg.replace("|", "/")))
-        out.append("")
-    return "\n".join(out)
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--heddle", default="build/tools/heddle/heddle", help="the heddle binary")
@@ -631,6 +650,10 @@ def main():
     p.add_argument("--train-steps", type=int, default=4, help="training steps per round (default 4)")
     p.add_argument("--warmup", type=int, default=1, help="PyTorch warm-up steps per round")
     p.add_argument("--no-mpi", dest="mpi", action="store_false", help="skip the MPI runs")
+    p.add_argument("--cpu", action="store_true",
+                   help="also report CPU seconds per step of both sides (one more 1-step heddle "
+                   "run per case and thread count); on a busy machine CPU time is what wall time "
+                   "would be on an idle one, without the other jobs' share")
     p.add_argument("--pin", dest="pin", action="store_true", default=True,
                    help="confine both sides to the first k cores at k threads (default)")
     p.add_argument("--no-pin", dest="pin", action="store_false")
@@ -648,7 +671,8 @@ def main():
     if a.from_json:
         with open(a.from_json) as f:
             saved = json.load(f)
-        text = table(saved["rows"], [tuple(x) for x in saved["failures"]], saved["meta"])
+        text = table(saved["rows"], [tuple(x) for x in saved["failures"]], saved["meta"],
+                     TRANSFORMERS)
         print(text)
         if a.out:
             with open(a.out, "w") as f:
@@ -681,6 +705,8 @@ def main():
                 rows += run_forward(name, a, heddle, tt, a.workdir)
             elif name in TRAIN:
                 rows += run_train(name, a, heddle, tt)
+            elif name in VISION_TRAIN:
+                rows += run_vision_train(name, a, heddle, tt, a.workdir)
             else:
                 rows += run_dist(name, a, heddle, tt)
         except Failed as e:
@@ -693,7 +719,7 @@ def main():
                 train_steps=a.train_steps, warmup=a.warmup, pinned=heddle.pin,
                 heddle_threads_flag=heddle.has_threads_flag, omp_wait=OMP_WAIT,
                 command=" ".join([os.path.basename(sys.executable)] + sys.argv))
-    text = table(rows, failures, meta)
+    text = table(rows, failures, meta, TRANSFORMERS)
     print(text)
     if a.out:
         with open(a.out, "w") as f:

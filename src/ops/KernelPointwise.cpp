@@ -11,27 +11,37 @@ namespace heddle::kdetail {
 
 namespace {
 
+// The fast loops below read neither the point p nor the offset j, so their rows merge over the
+// trailing dims every operand walks regularly (for_each_merged_row): NCHW maps of 2x2 to 16x16
+// are one row per plane instead of one per image row, and a per-channel gradient ([C, 1, 1]
+// summed over N, H, W) sums rows of H * W (in the same order, so the same result).
+constexpr bool kMergeRows = true;
+
 // Unary kind K with the kind a constant (the switch folds away, the loop can vectorize).
 template <OpKind K>
 void unary_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
               const std::vector<Tensor*>& outs, Store mode, double alpha) {
-  pointwise(op, box, ins, outs, mode,
-            [alpha](const float* in, float* out, const int64_t*, int64_t) {
-              out[0] = unary_f<K>(in[0], alpha);
-            });
+  pointwise(
+      op, box, ins, outs, mode,
+      [alpha](const float* in, float* out, const int64_t*, int64_t) {
+        out[0] = unary_f<K>(in[0], alpha);
+      },
+      true, {}, kMergeRows);
 }
 
 // elementwise_grad of unary kind K: dy * f'(x).
 template <OpKind K>
 void unary_grad_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                    const std::vector<Tensor*>& outs, Store mode, double alpha) {
-  pointwise(op, box, ins, outs, mode,
-            [alpha](const float* in, float* out, const int64_t*, int64_t) {
-              if constexpr (K == OpKind::kGelu || K == OpKind::kSilu)
-                out[0] = in[0] * unary_deriv_f<K>(in[1], alpha);
-              else
-                out[0] = static_cast<float>(in[0] * unary_deriv(K, in[1], alpha));
-            });
+  pointwise(
+      op, box, ins, outs, mode,
+      [alpha](const float* in, float* out, const int64_t*, int64_t) {
+        if constexpr (K == OpKind::kGelu || K == OpKind::kSilu)
+          out[0] = in[0] * unary_deriv_f<K>(in[1], alpha);
+        else
+          out[0] = static_cast<float>(in[0] * unary_deriv(K, in[1], alpha));
+      },
+      true, {}, kMergeRows);
 }
 
 // The hot unary kinds of the zoo's models with a constant kind; false for the others.
@@ -67,9 +77,12 @@ bool unary_fast(OpKind k, const Op& op, const Box& box, const std::vector<const 
 template <OpKind K>
 void binary_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                const std::vector<Tensor*>& outs, Store mode) {
-  pointwise(op, box, ins, outs, mode, [](const float* in, float* out, const int64_t*, int64_t) {
-    out[0] = static_cast<float>(binary_value(K, in[0], in[1]));
-  });
+  pointwise(
+      op, box, ins, outs, mode,
+      [](const float* in, float* out, const int64_t*, int64_t) {
+        out[0] = static_cast<float>(binary_value(K, in[0], in[1]));
+      },
+      true, {}, kMergeRows);
 }
 
 bool binary_fast(OpKind k, const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
@@ -98,7 +111,7 @@ bool binary_grad_fast(OpKind f, int wrt, const Op& op, const Box& box,
                       const std::vector<const Tensor*>& ins, const std::vector<Tensor*>& outs,
                       Store mode) {
   auto lam = [&](auto g, std::vector<size_t> pick) {
-    pointwise(op, box, ins, outs, mode, g, true, pick);
+    pointwise(op, box, ins, outs, mode, g, true, pick, kMergeRows);
     return true;
   };
   if (f == OpKind::kAdd || (f == OpKind::kSub && wrt == 0))
@@ -112,7 +125,9 @@ bool binary_grad_fast(OpKind f, int wrt, const Op& op, const Box& box,
 }
 
 // AdamW over rows where every operand is contiguous along the last index dim (in float, through
-// the vector loop of Simd.h; the reference computes in double); false (nothing written) otherwise.
+// the vector loop of Simd.h; the reference computes in double), trailing dims merged where every
+// operand walks them regularly (a [CO, CI, 1, 1] weight is one row); false (nothing written)
+// otherwise.
 bool adamw_rows(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                 const std::vector<Tensor*>& outs, double lr, double b1, double b2, double eps,
                 double wd, double c1, double c2) {
@@ -128,7 +143,7 @@ bool adamw_rows(const Op& op, const Box& box, const std::vector<const Tensor*>& 
     if (x.coef[last] != 1) return false;
   auto f = [](double x) { return static_cast<float>(x); };
   const AdamWStep step{f(lr), f(b1), f(b2), f(eps), f(wd), f(c1), f(c2)};
-  for_each_row(box, [&](const int64_t* p, int64_t n) {
+  for_each_merged_row(box, a, [&](const int64_t* p, int64_t n) {
     const float *P = a[0].fdata + a[0].offset(p), *G = a[1].fdata + a[1].offset(p),
                 *M = a[2].fdata + a[2].offset(p), *V = a[3].fdata + a[3].offset(p);
     float *OP = outs[0]->f32() + a[4].offset(p), *OM = outs[1]->f32() + a[5].offset(p),
@@ -168,7 +183,8 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
     auto value = static_cast<float>(attr_f(op, "value", 0.0));
     pointwise(
         op, box, ins, outs, mode,
-        [&](const float*, float* out, const int64_t*, int64_t) { out[0] = value; }, fast);
+        [&](const float*, float* out, const int64_t*, int64_t) { out[0] = value; }, fast, {},
+        kMergeRows);
     return {};
   }
   if (k == OpKind::kRelu) {  // the common case, kept free of the per-element kind switch
@@ -177,7 +193,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
         [](const float* in, float* out, const int64_t*, int64_t) {
           out[0] = in[0] > 0.0f ? in[0] : 0.0f;
         },
-        fast);
+        fast, {}, kMergeRows);
     return {};
   }
   if (cat == OpCategory::kUnary) {
@@ -188,7 +204,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
         [&](const float* in, float* out, const int64_t*, int64_t) {
           out[0] = static_cast<float>(unary_value(k, in[0], alpha));
         },
-        fast);
+        fast, {}, kMergeRows);
     return {};
   }
   if (cat == OpCategory::kBinary && k != OpKind::kElementwiseGrad) {
@@ -198,7 +214,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
         [&](const float* in, float* out, const int64_t*, int64_t) {
           out[0] = static_cast<float>(binary_value(k, in[0], in[1]));
         },
-        fast);
+        fast, {}, kMergeRows);
     return {};
   }
   switch (k) {
@@ -208,7 +224,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
           [](const float* in, float* out, const int64_t*, int64_t) {
             out[0] = in[0] != 0.0f ? in[1] : in[2];
           },
-          fast);
+          fast, {}, kMergeRows);
       return {};
     case OpKind::kElementwiseGrad: {
       auto fk = parse_op_kind(attr_s(op, "fn"));
@@ -235,14 +251,14 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
             [&](const float* in, float* out, const int64_t*, int64_t) {
               out[0] = static_cast<float>(in[0] * unary_deriv(f, in[1], alpha));
             },
-            fast);
+            fast, {}, kMergeRows);
       } else if (fc == OpCategory::kBinary) {
         pointwise(
             op, box, ins, outs, mode,
             [&](const float* in, float* out, const int64_t*, int64_t) {
               out[0] = static_cast<float>(in[0] * binary_deriv(f, in[1], in[2], wrt));
             },
-            fast);
+            fast, {}, kMergeRows);
       } else if (f == OpKind::kWhere) {
         pointwise(
             op, box, ins, outs, mode,
@@ -250,14 +266,14 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
               bool c = in[1] != 0.0f;
               out[0] = (wrt == 1) == c ? in[0] : 0.0f;
             },
-            fast);
+            fast, {}, kMergeRows);
       } else if (f == OpKind::kReduceMax || f == OpKind::kReduceMin) {
         pointwise(
             op, box, ins, outs, mode,
             [&](const float* in, float* out, const int64_t*, int64_t) {
               out[0] = in[1] == in[2] ? in[0] : 0.0f;
             },
-            fast);
+            fast, {}, kMergeRows);
       } else {
         return Diagnostic("elementwise_grad: no local derivative for fn '" + attr_s(op, "fn") +
                           "'");
@@ -286,7 +302,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
             for (size_t i = 1; i < n; ++i) v = sum ? v + in[i] : v * in[i];
             out[0] = v;
           },
-          fast);
+          fast, {}, kMergeRows);
       return {};
     }
     case OpKind::kSgdMomentum: {
@@ -301,7 +317,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
             out[0] = in[0] - lr * v;
             out[1] = v;
           },
-          fast);
+          fast, {}, kMergeRows);
       return {};
     }
     case OpKind::kAdamW: {
@@ -323,7 +339,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
             out[1] = static_cast<float>(m);
             out[2] = static_cast<float>(v);
           },
-          fast);
+          fast, {}, kMergeRows);
       return {};
     }
     default:
@@ -332,7 +348,8 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
   if (cat == OpCategory::kReduction || cat == OpCategory::kLayout) {
     pointwise(
         op, box, ins, outs, mode,
-        [](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; }, fast);
+        [](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; }, fast, {},
+        kMergeRows);
     return {};
   }
   return Diagnostic("no pointwise kernel for op '" + std::string(op_kind_name(k)) + "'");

@@ -90,6 +90,32 @@ void for_each_row(const Box& box, F&& f) {
   }
 }
 
+/// Like for_each_row, with the trailing dims that every access in `as` walks as one regular
+/// stride (coef[d] == coef[d + 1] * extent[d + 1]) merged into one longer row: a weight
+/// [CO, CI, 1, 1] is one row of CO * CI elements, not CO * CI rows of one. Precondition: each
+/// access has unit stride along the last dim when rows are read as contiguous runs.
+template <class F>
+void for_each_merged_row(const Box& box, const std::vector<Access>& as, F&& f) {
+  if (box.empty()) return;
+  const int64_t r = box.rank();
+  if (r == 0) return for_each_row(box, f);
+  int64_t k0 = r - 1;
+  auto merges = [&](int64_t d) {
+    const int64_t ext = box.end()[d + 1] - box.start()[d + 1];
+    for (const Access& a : as)
+      if (a.coef[d] != a.coef[d + 1] * ext) return false;
+    return true;
+  };
+  while (k0 > 0 && merges(k0 - 1)) --k0;
+  int64_t len = 1;
+  std::vector<int64_t> e(box.end().values());
+  for (int64_t d = k0; d < r; ++d) {
+    len *= box.end()[d] - box.start()[d];
+    e[d] = box.start()[d] + 1;
+  }
+  for_each_row(Box(box.start(), IVec(e)), [&](int64_t* p, int64_t) { f(p, len); });
+}
+
 /// Calls f(p) for every point of `box`.
 template <class F>
 void for_each_point(const Box& box, F&& f) {
@@ -155,10 +181,12 @@ bool unit_row(const float* a, const float* b, float* d, int64_t sa, int64_t sb, 
   return true;
 }
 
-/// The pointwise loop for store mode M (a template so the mode is not re-tested per element).
+/// The pointwise loop for store mode M (a template so the mode is not re-tested per element);
+/// `merge`: rows merged over the trailing dims every operand walks regularly (for_each_merged_row;
+/// only for an f that reads neither p nor j).
 template <Store M, class F>
 void pointwise_as(const Box& box, std::vector<Access>& ai, std::vector<Access>& ao,
-                  const std::vector<Tensor*>& outs, F&& f, bool fast) {
+                  const std::vector<Tensor*>& outs, F&& f, bool fast, bool merge = false) {
   int64_t r = box.rank();
   size_t ni = ai.size(), no = ao.size();
   bool slow = false, all_float = true;
@@ -170,7 +198,7 @@ void pointwise_as(const Box& box, std::vector<Access>& ai, std::vector<Access>& 
   std::vector<int64_t> oi(ni), si(ni), oo(no), so(no);
   std::vector<const float*> ip(ni);
   std::vector<float*> od(no);
-  for_each_row(box, [&](int64_t* p, int64_t n) {
+  auto row = [&](int64_t* p, int64_t n) {
     for (size_t k = 0; k < ni; ++k) {
       oi[k] = ai[k].offset(p);
       si[k] = r ? ai[k].coef[r - 1] : 0;
@@ -216,18 +244,23 @@ void pointwise_as(const Box& box, std::vector<Access>& ai, std::vector<Access>& 
       f(in.data(), out.data(), p, j);
       for (size_t k = 0; k < no; ++k) store_as<M>(od[k] + j * so[k], out[k]);
     }
-  });
+  };
+  if (!merge || slow || r == 0) return for_each_row(box, row);
+  std::vector<Access> all(ai);
+  all.insert(all.end(), ao.begin(), ao.end());
+  for_each_merged_row(box, all, row);
 }
 
 /// Pointwise loop over operands with unit windows: f(in, out, p, j) gets the input values of the
 /// point (row start p, offset j along the last dim) and fills out[] for every result, which is
 /// stored with `mode`. `pick` (when not empty) lists the inputs f reads, in the order f gets them;
 /// `fast` lets rows with unit or zero strides run the constant-stride loops (false: the reference
-/// loop for every row).
+/// loop for every row); `merge` (with `fast`) merges rows as pointwise_as does, for an f that
+/// reads neither p nor j.
 template <class F>
 void pointwise(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                const std::vector<Tensor*>& outs, Store mode, F&& f, bool fast = true,
-               const std::vector<size_t>& pick = {}) {
+               const std::vector<size_t>& pick = {}, bool merge = false) {
   std::vector<Access> ai, ao;
   if (pick.empty())
     for (size_t i = 0; i < ins.size(); ++i) ai.emplace_back(*ins[i], op.inputs[i]);
@@ -235,13 +268,13 @@ void pointwise(const Op& op, const Box& box, const std::vector<const Tensor*>& i
   for (size_t i = 0; i < outs.size(); ++i) ao.emplace_back(*outs[i], op.results[i]);
   switch (mode) {
     case Store::kAssign:
-      return pointwise_as<Store::kAssign>(box, ai, ao, outs, f, fast);
+      return pointwise_as<Store::kAssign>(box, ai, ao, outs, f, fast, merge && fast);
     case Store::kSum:
-      return pointwise_as<Store::kSum>(box, ai, ao, outs, f, fast);
+      return pointwise_as<Store::kSum>(box, ai, ao, outs, f, fast, merge && fast);
     case Store::kMax:
-      return pointwise_as<Store::kMax>(box, ai, ao, outs, f, fast);
+      return pointwise_as<Store::kMax>(box, ai, ao, outs, f, fast, merge && fast);
     case Store::kMin:
-      return pointwise_as<Store::kMin>(box, ai, ao, outs, f, fast);
+      return pointwise_as<Store::kMin>(box, ai, ao, outs, f, fast, merge && fast);
   }
 }
 

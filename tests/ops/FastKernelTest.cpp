@@ -137,6 +137,32 @@ TEST(FastKernels, EveryTrainingOpOfTheTransformersMatchesTheReference) {
   EXPECT_GT(checked, 3000);
 }
 
+// The convolution network's training step (resnet-tiny: convolutions, per-channel affines,
+// residual adds, pooling, their gradients, AdamW on conv weights): per-channel gradients summed
+// over N, H, W walk merged rows of H * W in the fast loops.
+TEST(FastKernels, EveryTrainingOpOfAConvNetMatchesTheReference) {
+  std::mt19937 rng(31);
+  zoo::ZooOverrides ov;
+  ov.hidden = 8;
+  ov.batch = 2;
+  zoo::ModelOptions mo;
+  mo.with_loss = true;
+  auto fwd = zoo::build_zoo_model("resnet-tiny", ov, mo);
+  ASSERT_TRUE(fwd.ok()) << fwd.error().to_string();
+  auto step = build_train_step(*fwd, {});
+  ASSERT_TRUE(step.ok()) << step.error().to_string();
+  int64_t checked = 0, grads = 0;
+  for (int round = 0; round < 2; ++round) {
+    std::map<ValueId, Tensor> full;
+    for (const Op& op : step->graph.ops()) {
+      checked += check_op(step->graph, op, full, rng, uniform(rng, 0, 1) == 1);
+      grads += op.kind == OpKind::kElementwiseGrad;
+    }
+  }
+  EXPECT_GT(checked, 400);
+  EXPECT_GT(grads, 100);
+}
+
 // The standalone transformer kernels with axes, shapes and broadcasts the zoo does not use.
 TEST(FastKernels, RowAndPointwiseKernelsOnRandomShapesMatchTheReference) {
   std::mt19937 rng(5);
@@ -289,9 +315,10 @@ TEST(FastKernels, ContractionsInEveryLayoutMatchTheReference) {
   EXPECT_EQ(checked, 300);
 }
 
-// Convolution-network elementwise ops (NCHW, per-channel broadcasts [C, 1, 1], residual adds):
-// the fast loop merges the trailing dims every operand walks regularly into one row, which
-// happens on whole boxes of whole tiles and must not when a tile is wider than the box.
+// Convolution-network elementwise ops (NCHW, per-channel broadcasts [C, 1, 1], residual adds)
+// and AdamW on convolution weights: the fast loops merge the trailing dims every operand walks
+// regularly into one row, which happens on whole boxes of whole tiles and must not when a tile
+// is wider than the box.
 TEST(FastKernels, ConvNetElementwiseOpsOnMergedRowsMatchTheReference) {
   std::mt19937 rng(17);
   int64_t checked = 0;
@@ -308,6 +335,12 @@ TEST(FastKernels, ConvNetElementwiseOpsOnMergedRowsMatchTheReference) {
     std::vector<ValueId> ys = {ops.relu(bn),      ops.add(bn, res),
                                ops.mul(scale, x), ops.binary(OpKind::kSub, x, row),
                                ops.silu(x),       ops.unary(OpKind::kSigmoid, x)};
+    // AdamW on a convolution weight [CO, CI, KH, KW] (1x1 taps: rows of one element).
+    const int64_t k = uniform(rng, 0, 1) ? 1 : 3;
+    TensorType wt = f32({c, uniform(rng, 1, 9), k, k});
+    for (ValueId y : ops.adamw(ops.param("w", wt), ops.param("dw", wt), ops.param("m", wt),
+                               ops.param("v", wt), AdamWOptions{}, uniform(rng, 1, 4)))
+      ys.push_back(y);
     for (ValueId y : ys) ops.output(y);
     ASSERT_TRUE(ops.ok()) << ops.status().error().message;
     checked += check_ops(g, rng);
