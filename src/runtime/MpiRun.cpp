@@ -245,7 +245,7 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
   MpiRankRun out;
   out.feed_bytes_max = largest_over_ranks(mpi, bytes);
   // Compiled once: the arena plan and kernels serve every step.
-  DeviceExecutor exec(g, own);
+  DeviceExecutor exec(g, own, false, true);
   // Start together, so rank 0's wall time is the run's.
   or_fail(mpi, mpi.agree_on_failure(true));
   std::optional<MpiRunFailure> failure;

@@ -16,7 +16,10 @@ ThreadedRunner::ThreadedRunner(const Graph& g, const std::vector<DeviceProgram>&
       exceptions_(programs.size()) {
   HEDDLE_ASSERT(!programs.empty()) << "no programs";
   for (const DeviceProgram& p : programs)
-    devices_.push_back(std::make_unique<DeviceExecutor>(g, p, true));
+    devices_.push_back(std::make_unique<DeviceExecutor>(g, p, true, true));
+  if (!batches_agree())
+    for (size_t d = 0; d < programs.size(); ++d)
+      devices_[d] = std::make_unique<DeviceExecutor>(g, programs[d], true, false);
   start_workers();
 }
 
@@ -28,18 +31,28 @@ ThreadedRunner::ThreadedRunner(const Graph& g, const ProgramTemplate& programs)
   int64_t n = world_.size();
   devices_.resize(static_cast<size_t>(n));
   std::vector<std::thread> build;
-  auto compile = [&](int64_t d) {
+  auto compile = [&](int64_t d, bool batch) {
     try {
-      devices_[d] = std::make_unique<DeviceExecutor>(g, instantiate(g, programs, d), true);
+      devices_[d] = std::make_unique<DeviceExecutor>(g, instantiate(g, programs, d), true, batch);
     } catch (...) {
       exceptions_[d] = std::current_exception();
     }
   };
-  for (int64_t d = 1; d < n; ++d) build.emplace_back(compile, d);
-  compile(0);
-  for (auto& t : build) t.join();
-  rethrow_first();
+  for (bool batch : {true, false}) {
+    for (int64_t d = 1; d < n; ++d) build.emplace_back(compile, d, batch);
+    compile(0, batch);
+    for (auto& t : build) t.join();
+    build.clear();
+    rethrow_first();
+    if (batches_agree()) break;
+  }
   start_workers();
+}
+
+bool ThreadedRunner::batches_agree() const {
+  for (const auto& d : devices_)
+    if (d->collective_batches() != devices_[0]->collective_batches()) return false;
+  return true;
 }
 
 void ThreadedRunner::start_workers() {

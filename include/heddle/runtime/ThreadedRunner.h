@@ -54,6 +54,10 @@ class ThreadedRunner {
   const DeviceExecutor& device(int64_t d) const { return *devices_[static_cast<size_t>(d)]; }
 
  private:
+  // True when every device batches its collectives alike (DeviceExecutor::collective_batches):
+  // they meet at the same barriers. Devices are compiled with batching, and again without it
+  // when they do not agree.
+  bool batches_agree() const;
   void start_workers();
   void worker(int64_t d);
   void run_device_step(int64_t d);
