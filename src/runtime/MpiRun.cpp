@@ -245,7 +245,16 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
   MpiRankRun out;
   out.feed_bytes_max = largest_over_ranks(mpi, bytes);
   // Compiled once: the arena plan and kernels serve every step.
-  DeviceExecutor exec(g, own, false, true);
+  // Collectives batched alike on every rank (they are matched in order), else one by one. Fault
+  // injection counts collectives one by one: runs with it do not batch.
+  auto exec = std::make_unique<DeviceExecutor>(g, own, false, o.fault.rank < 0);
+  uint64_t sig = 1469598103934665603ull;  // FNV-1a of the batch sizes
+  for (int64_t k : exec->collective_batches())
+    sig = (sig ^ static_cast<uint64_t>(k)) * 1099511628211ull;
+  const int64_t mine = static_cast<int64_t>(sig >> 1);
+  const auto sigs = or_fail(mpi, mpi.exchange({mine}, "comparing collective batches"));
+  if (std::any_of(sigs.begin(), sigs.end(), [&](int64_t x) { return x != mine; }))
+    exec = std::make_unique<DeviceExecutor>(g, own, false, false);
   // Start together, so rank 0's wall time is the run's.
   or_fail(mpi, mpi.agree_on_failure(true));
   std::optional<MpiRunFailure> failure;
@@ -259,7 +268,7 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
     mpi.set_step(s);
     Status st;
     try {
-      st = exec.run(comm, feeds, {.optimizer_step = o.loop.train ? s : 0}, 1);
+      st = exec->run(comm, feeds, {.optimizer_step = o.loop.train ? s : 0}, 1);
     } catch (const std::exception& e) {
       fail_job(mpi, Diagnostic(e.what()), FailureKind::kInternal);
     }
@@ -268,7 +277,7 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
     // optimizer state are copied straight into this rank's feed tiles for the next step, the
     // rest into `got`, in place (no allocation); the step's outputs view both.
     TensorMap outs;
-    for (const auto& [v, t] : exec.outputs()) {
+    for (const auto& [v, t] : exec->outputs()) {
       Tensor* into = nullptr;
       if (auto back = fed_back.find(v); o.loop.train && back != fed_back.end())
         if (auto it = feeds.find(back->second); it != feeds.end() && !it->second.is_view() &&
@@ -297,7 +306,7 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
     return std::optional<TensorMap>(std::move(outs));
   };
   return finish_rank(mpi, g, step, o, failure, std::move(out), [&] {
-    return or_fail(mpi, mpi.exchange({exec.peak_bytes()}, "gathering per-rank peaks"));
+    return or_fail(mpi, mpi.exchange({exec->peak_bytes()}, "gathering per-rank peaks"));
   });
 }
 
