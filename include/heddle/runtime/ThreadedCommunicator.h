@@ -1,6 +1,7 @@
 // Collectives between threads of one process through shared memory: members publish their
 // tiles, meet at a barrier, build their outputs from the published tiles, and meet again before
 // returning (or, in one-barrier mode, leave their tiles untouched until their next collective).
+// A batch of collectives (Communicator::collectives) publishes all its tiles and meets once.
 // The barrier spins briefly, then sleeps on a futex, so a waiting device never burns the core a
 // late peer needs on a busy host.
 #pragma once
