@@ -69,22 +69,23 @@ class ThreadedWorld::Endpoint : public Communicator {
 
   Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
                     Tensor& out, Monoid monoid) override {
-    one_.assign(1, CollectiveCall{c, &group, &mine, &out, monoid});
-    return collectives(one_);
+    // One batch per slot set: a set is rewritten only every other meeting (see below).
+    for (auto& o : one_)  // both at once (one never used was never published), so steady
+      if (o.capacity() == 0) o.reserve(1);  // steps allocate nothing
+    std::vector<CollectiveCall>& one = one_[w_.one_barrier_ ? (calls_ & 1) : 0];
+    one.assign(1, CollectiveCall{c, &group, &mine, &out, monoid});
+    return collectives(one);
   }
 
   // The whole batch meets its peers once (twice without one_barrier): each member publishes its
-  // tiles of every call, then builds its outputs from the published tiles.
+  // batch, then builds its outputs from the peers' tiles. In one-barrier mode peers read the batch
+  // until they reach their next meeting, so `calls` must live until then (DeviceExecutor's
+  // batches live as long as the executor).
   Status collectives(const std::vector<CollectiveCall>& calls) override {
     const int64_t parity = w_.one_barrier_ ? (calls_++ & 1) : 0;
-    std::vector<const Tensor*>& published = mine_[parity];
-    if (published.capacity() < calls.size())  // both sets, so steady steps allocate nothing
-      for (auto& m : mine_) m.reserve(calls.size());
-    published.clear();
-    for (const CollectiveCall& k : calls) published.push_back(k.mine);
     const int64_t set = parity * w_.n_;
-    const std::vector<const Tensor*>* const* slots = w_.slots_.data() + set;
-    w_.slots_[set + rank_] = &published;
+    const std::vector<CollectiveCall>* const* slots = w_.slots_.data() + set;
+    w_.slots_[set + rank_] = &calls;
     w_.barrier_.arrive_and_wait();
     Status st = failed();
     for (size_t i = 0; i < calls.size() && st.ok(); ++i) {
@@ -93,7 +94,7 @@ class ThreadedWorld::Endpoint : public Communicator {
       if (reduce && fused(k, slots, i)) continue;
       bool first = true;
       for (int64_t peer : *k.group) {
-        const Tensor& t = *(*slots[peer])[i];
+        const Tensor& t = *(*slots[peer])[i].mine;
         if (!reduce || first)
           k.out->copy_from(t);
         else
@@ -114,11 +115,11 @@ class ThreadedWorld::Endpoint : public Communicator {
   }
 
   // A float sum whose members' tiles all cover exactly out's region: sum_into.
-  bool fused(const CollectiveCall& k, const std::vector<const Tensor*>* const* slots, size_t i) {
+  bool fused(const CollectiveCall& k, const std::vector<CollectiveCall>* const* slots, size_t i) {
     if (k.out->is_int() || k.monoid != Monoid::kSum) return false;
     from_.clear();
     for (int64_t peer : *k.group) {
-      const Tensor& t = *(*slots[peer])[i];
+      const Tensor& t = *(*slots[peer])[i].mine;
       if (t.is_int() || t.origin() != k.out->origin() || t.shape() != k.out->shape()) return false;
       from_.push_back(t.f32());
     }
@@ -129,12 +130,9 @@ class ThreadedWorld::Endpoint : public Communicator {
 
   ThreadedWorld& w_;
   int64_t rank_;
-  int64_t calls_ = 0;  // batches so far (one-barrier mode: which slot set to use)
-  // The tiles this device published, per slot set: peers read them until they reach their next
-  // batch, so a set is rewritten only every other batch.
-  std::vector<const Tensor*> mine_[2];
-  std::vector<CollectiveCall> one_;  // collective()'s batch of one
-  std::vector<const float*> from_;   // fused(): the members' tiles
+  int64_t calls_ = 0;                   // batches so far (one-barrier mode: which slot set to use)
+  std::vector<CollectiveCall> one_[2];  // collective()'s batch of one, per slot set
+  std::vector<const float*> from_;      // fused(): the members' tiles
 };
 
 ThreadedWorld::ThreadedWorld(int64_t n, bool one_barrier, int64_t threads)

@@ -70,7 +70,7 @@ class ThreadedWorld {
   int64_t n_;
   bool one_barrier_;
   WaitBarrier barrier_;
-  std::vector<const std::vector<const Tensor*>*> slots_;  // two sets of n: [parity * n + rank]
+  std::vector<const std::vector<CollectiveCall>*> slots_;  // two sets of n: [parity * n + rank]
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   std::atomic<int64_t> failed_{-1};
 };
