@@ -64,6 +64,46 @@ bool passes_through(const Op& op) {
   return *f == "sub" && (w == nullptr || *w == 0);
 }
 
+// True when instruction `in` reads, defines or frees `v`'s tile.
+bool touches(const Graph& g, const Instr& in, ValueId v) {
+  if (in.kind != Instr::Kind::kKernel) return in.value == v;
+  for (const KernelCall& kc : in.calls) {
+    const Op& op = g.op(kc.op);
+    for (const auto& x : op.inputs)
+      if (x.value == v) return true;
+    for (const auto& r : op.results)
+      if (r.value == v) return true;
+  }
+  return false;
+}
+
+// The program's instructions in the order they run. With `batch`, each collective moves up to
+// just after the previous collective when nothing in between touches its value (a halo fetch
+// stops it: it too meets the peers), so collectives the program issues close together (a data
+// parallel step's gradient all-reduces, each followed by its optimizer update) run back to back
+// and the executor issues them as one batch. Collectives keep their relative order.
+std::vector<const Instr*> run_order(const Graph& g, const DeviceProgram& p, bool batch) {
+  std::vector<const Instr*> order;
+  order.reserve(p.instrs.size());
+  size_t after_last = 0;  // where the next collective may go: just after the last one
+  bool any = false;
+  for (const Instr& in : p.instrs) {
+    if (in.kind == Instr::Kind::kFetch) any = false;
+    if (!batch || in.kind != Instr::Kind::kCollective) {
+      order.push_back(&in);
+      continue;
+    }
+    bool hoist = any;
+    for (size_t i = after_last; i < order.size() && hoist; ++i)
+      hoist = !touches(g, *order[i], in.value);
+    if (!hoist) after_last = order.size();
+    order.insert(order.begin() + static_cast<std::ptrdiff_t>(after_last), &in);
+    ++after_last;
+    any = true;
+  }
+  return order;
+}
+
 }  // namespace
 
 bool in_kernel_call() { return kernel_depth > 0; }
@@ -97,8 +137,12 @@ struct DeviceExecutor::Step {
   Instr::Kind kind = Instr::Kind::kFree;
   const Instr* instr = nullptr;
   ValueId value = -1;
-  int in = -1, out = -1;     // buffers: collective and fetch input and result; load result
+  int in = -1, out = -1;     // buffers: fetch input and result; load result
   int whole = -1, own = -1;  // ring steps: the gathered tile, and (step 1) the device's block
+  // Collectives: the batch run back to back (run_order), with each one's input and result buffer.
+  std::vector<const Instr*> collectives;
+  std::vector<int> coll_in, coll_out;
+  std::vector<CollectiveCall> batch;  // the same as Communicator::collectives takes them
   std::vector<Call> calls;
   std::vector<kernels::BoundCall> chain;  // the calls again, as ops/Chain.h takes them (> 1 call)
 };
@@ -110,8 +154,28 @@ class DeviceExecutor::Compiler {
   explicit Compiler(DeviceExecutor& x) : x_(x), g_(x.g_) {}
 
   void run() {
-    for (const Instr& in : x_.program_.instrs) instr(in);
-    if (held_ >= 0) x_.buffers_[held_].last = std::numeric_limits<int64_t>::max();
+    const std::vector<const Instr*> order = run_order(g_, x_.program_, x_.batch_collectives_);
+    for (size_t i = 0; i < order.size();) {
+      if (order[i]->kind != Instr::Kind::kCollective) {
+        instr(*order[i++]);
+        continue;
+      }
+      // A batch ends before a collective of a value it already holds: that one sends what an
+      // earlier one of the batch receives.
+      size_t j = i + 1;
+      auto fresh = [&](size_t k) {
+        for (size_t m = i; m < k; ++m)
+          if (order[m]->value == order[k]->value) return false;
+        return true;
+      };
+      while (x_.batch_collectives_ && j < order.size() &&
+             order[j]->kind == Instr::Kind::kCollective && fresh(j))
+        ++j;
+      collectives(order.begin() + static_cast<std::ptrdiff_t>(i),
+                  order.begin() + static_cast<std::ptrdiff_t>(j));
+      i = j;
+    }
+    for (int b : held_) x_.buffers_[b].last = std::numeric_limits<int64_t>::max();
     // Outputs live to the end of the program.
     for (ValueId v : g_.outputs()) {
       auto it = tiles_.find(v);
@@ -159,7 +223,8 @@ class DeviceExecutor::Compiler {
         ++pos_;
         break;
       }
-      case Instr::Kind::kCollective:
+      case Instr::Kind::kCollective:  // collectives() handles them
+        HEDDLE_UNREACHABLE();
       case Instr::Kind::kFetch:
         if (in.ring > 0) {
           ring_step(in, s);
@@ -167,12 +232,9 @@ class DeviceExecutor::Compiler {
         }
         s.in = tile(in.value);
         use(s.in);
-        if (x_.hold_collective_inputs_) {
-          if (held_ >= 0) use(held_);  // peers read it until they reach this collective
-          held_ = s.in;
-        }
+        hold({s.in});
         s.out = define(in.value, in.box);
-        (in.kind == Instr::Kind::kFetch ? halos_ : tiles_)[in.value] = s.out;
+        halos_[in.value] = s.out;
         ++pos_;
         break;
       case Instr::Kind::kKernel: {
@@ -229,10 +291,7 @@ class DeviceExecutor::Compiler {
     const ValueId v = in.value;
     s.in = in.ring == 1 ? tile(v) : ring_sent_.at(v);
     use(s.in);
-    if (x_.hold_collective_inputs_) {
-      if (held_ >= 0) use(held_);
-      held_ = s.in;
-    }
+    hold({s.in});
     s.out = define(v, in.box);
     if (in.ring == 1) {
       s.own = s.in;
@@ -275,6 +334,36 @@ class DeviceExecutor::Compiler {
     ++pos_;
   }
 
+  // With hold_collective_inputs, `inputs` stay alive until the next collective or fetch (peers
+  // read them until they reach it), and the ones held before until now.
+  void hold(std::vector<int> inputs) {
+    if (!x_.hold_collective_inputs_) return;
+    for (int b : held_) use(b);
+    held_ = std::move(inputs);
+  }
+
+  // Collectives run back to back, as one step and one position: every input and result is alive
+  // while the batch runs, so none shares memory with another.
+  void collectives(std::vector<const Instr*>::const_iterator first,
+                   std::vector<const Instr*>::const_iterator last) {
+    Step s;
+    s.kind = Instr::Kind::kCollective;
+    s.instr = *first;
+    s.value = (*first)->value;
+    for (auto it = first; it != last; ++it) {
+      s.collectives.push_back(*it);
+      s.coll_in.push_back(tile((*it)->value));
+      use(s.coll_in.back());
+    }
+    hold(s.coll_in);
+    for (auto it = first; it != last; ++it) {
+      s.coll_out.push_back(define((*it)->value, (*it)->box));
+      tiles_[(*it)->value] = s.coll_out.back();
+    }
+    ++pos_;
+    x_.steps_.push_back(std::move(s));
+  }
+
   // A lone call that passes its input through (passes_through) over exactly the input's tile:
   // its result becomes that tile (whose lifetime then runs to the result's last use) and no
   // kernel runs. Values are never written after their definition, so sharing is safe.
@@ -294,13 +383,17 @@ class DeviceExecutor::Compiler {
   DeviceExecutor& x_;
   const Graph& g_;
   int64_t pos_ = 0;
-  int held_ = -1;  // the input of the last collective, while peers may read it
+  std::vector<int> held_;  // the inputs of the last collectives, while peers may read them
   std::map<ValueId, int> tiles_, halos_;
   std::map<ValueId, int> ring_sent_;  // per value in a ring: the block the next step sends
 };
 
-DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_collective_inputs)
-    : g_(g), program_(std::move(program)), hold_collective_inputs_(hold_collective_inputs) {
+DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_collective_inputs,
+                               bool batch_collectives)
+    : g_(g),
+      program_(std::move(program)),
+      hold_collective_inputs_(hold_collective_inputs),
+      batch_collectives_(batch_collectives) {
   Compiler c(*this);
   c.run();
   std::vector<ArenaRequest> requests;
@@ -315,7 +408,14 @@ DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_
   for (size_t i = 0; i < buffers_.size(); ++i)
     if (buffers_[i].feed_offset < 0) buffers_[i].tensor.rebind(arena_.get() + layout.offsets[i]);
   fallback_.resize(buffers_.size());
-  for (Step& s : steps_)
+  for (Step& s : steps_) {
+    for (size_t k = 0; k < s.collectives.size(); ++k) {
+      const Instr& in = *s.collectives[k];
+      s.batch.push_back({in.collective, &in.group, &buffers_[s.coll_in[k]].tensor,
+                         &buffers_[s.coll_out[k]].tensor, in.monoid});
+    }
+    if (!s.collectives.empty()) batch_sizes_.push_back(static_cast<int64_t>(s.collectives.size()));
+    if (s.kind == Instr::Kind::kFetch) batch_sizes_.push_back(0);
     for (Call& call : s.calls) {
       for (size_t k = 0; k < call.in_buffers.size(); ++k) {
         call.ins.push_back(&buffers_[call.in_buffers[k]].tensor);
@@ -324,6 +424,7 @@ DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_
       for (int b : call.out_buffers) call.outs.push_back(&buffers_[b].tensor);
       if (s.calls.size() > 1) s.chain.push_back({call.op, call.box, call.ins, call.outs});
     }
+  }
   for (const auto& [v, b] : c.out_buffers_) outputs_.emplace_back(v, &buffers_[b].tensor);
 }
 
@@ -419,13 +520,18 @@ void DeviceExecutor::run_step(const Step& s, Communicator& comm, const TensorMap
     case Instr::Kind::kLoad:
       load(s, feeds);
       break;
-    case Instr::Kind::kCollective:
+    case Instr::Kind::kCollective: {
+      const CollectiveCall& k = s.batch[0];
+      Status st = s.batch.size() == 1 ? comm.collective(k.c, *k.group, *k.mine, *k.out, k.monoid)
+                                      : comm.collectives(s.batch);
+      if (!st.ok()) fail(st.error());
+      break;
+    }
     case Instr::Kind::kFetch: {
       const Instr& in = *s.instr;
-      Collective c = in.kind == Instr::Kind::kFetch ? Collective::kHaloExchange : in.collective;
       if (s.own >= 0) buffers_[s.whole].tensor.copy_from(buffers_[s.own].tensor);
-      Status st =
-          comm.collective(c, in.group, buffers_[s.in].tensor, buffers_[s.out].tensor, in.monoid);
+      Status st = comm.collective(Collective::kHaloExchange, in.group, buffers_[s.in].tensor,
+                                  buffers_[s.out].tensor, in.monoid);
       if (!st.ok()) fail(st.error());
       if (s.whole >= 0) buffers_[s.whole].tensor.copy_from(buffers_[s.out].tensor);
       break;

@@ -522,6 +522,55 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
   return {};
 }
 
+Status MpiCommunicator::collectives(const std::vector<CollectiveCall>& calls) {
+  if (failure_) return *failure_;
+  if (calls.empty()) return {};
+  const std::vector<int64_t>& group = *calls[0].group;
+  bool fast = group.size() == 2;
+  for (const CollectiveCall& k : calls)
+    fast = fast && k.c == Collective::kAllReduce && k.monoid == Monoid::kSum && *k.group == group &&
+           !k.mine->is_int() && k.mine->region() == k.out->region();
+  if (!fast) return Communicator::collectives(calls);
+  auto self_it = std::find(group.begin(), group.end(), rank_);
+  HEDDLE_ASSERT(self_it != group.end()) << "rank " << rank_ << " not in " << group_text(group);
+  auto comm = impl_->comm_for(group);
+  if (!comm.ok()) return *(failure_ = comm.error());
+  const std::string op =
+      std::to_string(calls.size()) + " all-reduces over devices " + group_text(group);
+  const std::string what = impl_->progress->begin(op, group);
+  // 1. Every call's tile region from each member (a few integers per call, one message).
+  std::vector<int64_t> meta;
+  for (const CollectiveCall& k : calls) {
+    meta.push_back(k.mine->rank());
+    put_box(k.mine->region(), meta);
+  }
+  const auto m = static_cast<int64_t>(meta.size());
+  std::vector<int64_t> all(static_cast<size_t>(2 * m));
+  std::vector<MPI_Request> reqs(1);
+  MPI_Iallgather(meta.data(), count_of(m), MPI_INT64_T, all.data(), count_of(m), MPI_INT64_T, *comm,
+                 &reqs[0]);
+  if (auto st = impl_->wait(reqs, what, group); !st.ok()) return st;
+  const bool same = std::equal(meta.begin(), meta.end(), all.begin()) &&
+                    std::equal(meta.begin(), meta.end(), all.begin() + m);
+  if (!same) {  // every member sees the same regions, so all of them go call by call
+    impl_->progress->end(group);
+    return Communicator::collectives(calls);
+  }
+  // 2. The data: every call's all-reduce in flight at once.
+  reqs.assign(calls.size(), MPI_REQUEST_NULL);
+  for (size_t i = 0; i < calls.size(); ++i)
+    MPI_Iallreduce(calls[i].mine->f32(), calls[i].out->f32(), count_of(calls[i].out->numel()),
+                   MPI_FLOAT, MPI_SUM, *comm, &reqs[i]);
+  if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
+    for (const CollectiveCall& k : calls)  // MPI may still write into them
+      impl_->dead_tensors.push_back(
+          std::exchange(*k.out, Tensor::tile(k.out->dtype(), k.out->region())));
+    return st;
+  }
+  impl_->progress->end(group);
+  return {};
+}
+
 Status MpiCommunicator::send(int64_t to, int64_t tag, const Tensor& t) {
   if (failure_) return *failure_;
   HEDDLE_ASSERT(to >= 0 && to < size_ && tag >= 0 && tag < 32768)

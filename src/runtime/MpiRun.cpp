@@ -145,6 +145,9 @@ MpiOutcome finish_rank(MpiCommunicator& mpi, const Graph& g, const StepFn& step,
   }
   auto ran = run_steps(g, step, loop);
   if (failure) return {std::nullopt, failure};
+  if (ran.ok())  // the last step's outputs may view the loop's buffers, which end with it
+    for (auto& [v, t] : ran->outputs)
+      if (t.is_view()) t = Tensor(t);
   int64_t steps = ran.ok() ? static_cast<int64_t>(ran->step_times_s.size()) : 0;
   if (o.fault.mode == FaultPlan::Mode::kDisagree && o.fault.rank == mpi.rank()) ++steps;
   auto agreed = completion_failure(mpi, ran.ok(), steps);
@@ -242,37 +245,68 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
   MpiRankRun out;
   out.feed_bytes_max = largest_over_ranks(mpi, bytes);
   // Compiled once: the arena plan and kernels serve every step.
-  DeviceExecutor exec(g, own);
+  // Collectives batched alike on every rank (they are matched in order), else one by one. Fault
+  // injection counts collectives one by one: runs with it do not batch.
+  auto exec = std::make_unique<DeviceExecutor>(g, own, false, o.fault.rank < 0);
+  uint64_t sig = 1469598103934665603ull;  // FNV-1a of the batch sizes
+  for (int64_t k : exec->collective_batches())
+    sig = (sig ^ static_cast<uint64_t>(k)) * 1099511628211ull;
+  const int64_t mine = static_cast<int64_t>(sig >> 1);
+  const auto sigs = or_fail(mpi, mpi.exchange({mine}, "comparing collective batches"));
+  if (std::any_of(sigs.begin(), sigs.end(), [&](int64_t x) { return x != mine; }))
+    exec = std::make_unique<DeviceExecutor>(g, own, false, false);
   // Start together, so rank 0's wall time is the run's.
   or_fail(mpi, mpi.agree_on_failure(true));
   std::optional<MpiRunFailure> failure;
   TensorMap got;
+  std::map<ValueId, ValueId> fed_back;  // updated parameter or state -> the feed it replaces
+  for (const auto& u : updates) {
+    fed_back[u.updated] = u.param;
+    for (const auto& state : u.state) fed_back[state.second] = state.first;
+  }
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
     mpi.set_step(s);
     Status st;
     try {
-      st = exec.run(comm, feeds, {.optimizer_step = o.loop.train ? s : 0}, 1);
+      st = exec->run(comm, feeds, {.optimizer_step = o.loop.train ? s : 0}, 1);
     } catch (const std::exception& e) {
       fail_job(mpi, Diagnostic(e.what()), FailureKind::kInternal);
     }
     if ((failure = step_failure(mpi, st))) return failure->error;
-    exec.copy_outputs(got);
-    // Outputs are whole on every rank (lowering replicates them): keep this rank's tiles of the
-    // updated parameters and optimizer state for the next step.
-    auto keep = [&](ValueId param, ValueId updated) {
-      if (auto it = feeds.find(param); it != feeds.end())
-        it->second = got.at(updated).crop(it->second.region());
-    };
-    if (o.loop.train)
-      for (const auto& u : updates) {
-        keep(u.param, u.updated);
-        for (const auto& state : u.state) keep(state.first, state.second);
+    // Outputs are whole on every rank (lowering replicates them). Updated parameters and
+    // optimizer state are copied straight into this rank's feed tiles for the next step, the
+    // rest into `got`, in place (no allocation); the step's outputs view both.
+    TensorMap outs;
+    for (const auto& [v, t] : exec->outputs()) {
+      Tensor* into = nullptr;
+      if (auto back = fed_back.find(v); o.loop.train && back != fed_back.end())
+        if (auto it = feeds.find(back->second); it != feeds.end() && !it->second.is_view() &&
+                                                it->second.dtype() == t->dtype() &&
+                                                it->second.region() == t->region())
+          into = &it->second;
+      if (into) {
+        into->copy_from(*t);
+      } else {
+        auto it = got.find(v);
+        if (it != got.end() && !it->second.is_view() && it->second.dtype() == t->dtype() &&
+            it->second.region() == t->region())
+          it->second.copy_from(*t);
+        else
+          it = got.insert_or_assign(v, *t).first;
+        into = &it->second;
+        if (auto back = fed_back.find(v); o.loop.train && back != fed_back.end())
+          if (auto f = feeds.find(back->second); f != feeds.end())
+            f->second = into->crop(f->second.region());  // a tile of a whole output
       }
+      outs.emplace(v, Tensor::view(into->dtype(), into->region(),
+                                   into->is_int() ? static_cast<void*>(into->i64())
+                                                  : static_cast<void*>(into->f32())));
+    }
     if (o.loop.train && o.loop.after_update) HEDDLE_TRY(o.loop.after_update(s, feeds));
-    return std::optional<TensorMap>(got);
+    return std::optional<TensorMap>(std::move(outs));
   };
   return finish_rank(mpi, g, step, o, failure, std::move(out), [&] {
-    return or_fail(mpi, mpi.exchange({exec.peak_bytes()}, "gathering per-rank peaks"));
+    return or_fail(mpi, mpi.exchange({exec->peak_bytes()}, "gathering per-rank peaks"));
   });
 }
 

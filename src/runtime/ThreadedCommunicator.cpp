@@ -42,6 +42,25 @@ void WaitBarrier::arrive_and_wait() {
     phase_.wait(phase, std::memory_order_acquire);
 }
 
+// Sums the members' tiles `from` (each all of out's `n` elements) into `out` in one pass, adding
+// element by element in the members' order: the same values as copying the first and combining the
+// others into it one after another, with each tile read once and `out` written once.
+void sum_into(const std::vector<const float*>& from, float* out, int64_t n) {
+  if (from.size() == 2) {
+    const float* a = from[0];
+    const float* b = from[1];
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+    return;
+  }
+  constexpr int64_t kBlock = 1024;  // elements per pass, so the partial sums stay in cache
+  for (int64_t lo = 0; lo < n; lo += kBlock) {
+    const int64_t hi = std::min(n, lo + kBlock);
+    std::copy(from[0] + lo, from[0] + hi, out + lo);
+    for (size_t q = 1; q < from.size(); ++q)
+      for (int64_t i = lo; i < hi; ++i) out[i] += from[q][i];
+  }
+}
+
 class ThreadedWorld::Endpoint : public Communicator {
  public:
   Endpoint(ThreadedWorld& w, int64_t rank) : w_(w), rank_(rank) {}
@@ -50,23 +69,36 @@ class ThreadedWorld::Endpoint : public Communicator {
 
   Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
                     Tensor& out, Monoid monoid) override {
-    const int64_t set = w_.one_barrier_ ? (calls_++ & 1) * w_.n_ : 0;
-    const Tensor* const* slots = w_.slots_.data() + set;
-    w_.slots_[set + rank_] = &mine;
+    // One batch per slot set: a set is rewritten only every other meeting (see below).
+    for (auto& o : one_)  // both at once (one never used was never published), so steady
+      if (o.capacity() == 0) o.reserve(1);  // steps allocate nothing
+    std::vector<CollectiveCall>& one = one_[w_.one_barrier_ ? (calls_ & 1) : 0];
+    one.assign(1, CollectiveCall{c, &group, &mine, &out, monoid});
+    return collectives(one);
+  }
+
+  // The whole batch meets its peers once (twice without one_barrier): each member publishes its
+  // batch, then builds its outputs from the peers' tiles. In one-barrier mode peers read the batch
+  // until they reach their next meeting, so `calls` must live until then (DeviceExecutor's
+  // batches live as long as the executor).
+  Status collectives(const std::vector<CollectiveCall>& calls) override {
+    const int64_t parity = w_.one_barrier_ ? (calls_++ & 1) : 0;
+    const int64_t set = parity * w_.n_;
+    const std::vector<CollectiveCall>* const* slots = w_.slots_.data() + set;
+    w_.slots_[set + rank_] = &calls;
     w_.barrier_.arrive_and_wait();
     Status st = failed();
-    if (st.ok()) {
-      bool reduce = c == Collective::kAllReduce || c == Collective::kReduceScatter;
+    for (size_t i = 0; i < calls.size() && st.ok(); ++i) {
+      const CollectiveCall& k = calls[i];
+      bool reduce = k.c == Collective::kAllReduce || k.c == Collective::kReduceScatter;
+      if (reduce && fused(k, slots, i)) continue;
       bool first = true;
-      for (int64_t peer : group) {
-        const Tensor& t = *slots[peer];
-        if (!reduce) {
-          out.copy_from(t);
-        } else if (first) {
-          out.copy_from(t);
-        } else {
-          kernels::combine(monoid, out, t);
-        }
+      for (int64_t peer : *k.group) {
+        const Tensor& t = *(*slots[peer])[i].mine;
+        if (!reduce || first)
+          k.out->copy_from(t);
+        else
+          kernels::combine(k.monoid, *k.out, t);
         first = false;
       }
     }
@@ -82,9 +114,25 @@ class ThreadedWorld::Endpoint : public Communicator {
     return Diagnostic("device " + std::to_string(f) + " failed; collective abandoned");
   }
 
+  // A float sum whose members' tiles all cover exactly out's region: sum_into.
+  bool fused(const CollectiveCall& k, const std::vector<CollectiveCall>* const* slots, size_t i) {
+    if (k.out->is_int() || k.monoid != Monoid::kSum) return false;
+    from_.clear();
+    for (int64_t peer : *k.group) {
+      const Tensor& t = *(*slots[peer])[i].mine;
+      if (t.is_int() || t.origin() != k.out->origin() || t.shape() != k.out->shape()) return false;
+      from_.push_back(t.f32());
+    }
+    if (from_.empty()) return false;
+    sum_into(from_, k.out->f32(), k.out->numel());
+    return true;
+  }
+
   ThreadedWorld& w_;
   int64_t rank_;
-  int64_t calls_ = 0;  // collectives so far (one-barrier mode: which slot set to use)
+  int64_t calls_ = 0;                   // batches so far (one-barrier mode: which slot set to use)
+  std::vector<CollectiveCall> one_[2];  // collective()'s batch of one, per slot set
+  std::vector<const float*> from_;      // fused(): the members' tiles
 };
 
 ThreadedWorld::ThreadedWorld(int64_t n, bool one_barrier, int64_t threads)

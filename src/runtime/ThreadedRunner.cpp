@@ -1,5 +1,8 @@
 #include "heddle/runtime/ThreadedRunner.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/runtime/BlasThreads.h"
 #include "heddle/runtime/HostCores.h"
@@ -13,7 +16,10 @@ ThreadedRunner::ThreadedRunner(const Graph& g, const std::vector<DeviceProgram>&
       exceptions_(programs.size()) {
   HEDDLE_ASSERT(!programs.empty()) << "no programs";
   for (const DeviceProgram& p : programs)
-    devices_.push_back(std::make_unique<DeviceExecutor>(g, p, true));
+    devices_.push_back(std::make_unique<DeviceExecutor>(g, p, true, true));
+  if (!batches_agree())
+    for (size_t d = 0; d < programs.size(); ++d)
+      devices_[d] = std::make_unique<DeviceExecutor>(g, programs[d], true, false);
   start_workers();
 }
 
@@ -25,18 +31,28 @@ ThreadedRunner::ThreadedRunner(const Graph& g, const ProgramTemplate& programs)
   int64_t n = world_.size();
   devices_.resize(static_cast<size_t>(n));
   std::vector<std::thread> build;
-  auto compile = [&](int64_t d) {
+  auto compile = [&](int64_t d, bool batch) {
     try {
-      devices_[d] = std::make_unique<DeviceExecutor>(g, instantiate(g, programs, d), true);
+      devices_[d] = std::make_unique<DeviceExecutor>(g, instantiate(g, programs, d), true, batch);
     } catch (...) {
       exceptions_[d] = std::current_exception();
     }
   };
-  for (int64_t d = 1; d < n; ++d) build.emplace_back(compile, d);
-  compile(0);
-  for (auto& t : build) t.join();
-  rethrow_first();
+  for (bool batch : {true, false}) {
+    for (int64_t d = 1; d < n; ++d) build.emplace_back(compile, d, batch);
+    compile(0, batch);
+    for (auto& t : build) t.join();
+    build.clear();
+    rethrow_first();
+    if (batches_agree()) break;
+  }
   start_workers();
+}
+
+bool ThreadedRunner::batches_agree() const {
+  for (const auto& d : devices_)
+    if (d->collective_batches() != devices_[0]->collective_batches()) return false;
+  return true;
 }
 
 void ThreadedRunner::start_workers() {
@@ -61,6 +77,9 @@ std::vector<int64_t> ThreadedRunner::peak_bytes_per_device() const {
 void ThreadedRunner::run_device_step(int64_t d) {
   try {
     status_[d] = devices_[d]->run(world_.endpoint(d), *feeds_, options_, threads_);
+    if (split_copy_ && status_[d].ok())
+      for (const OutputCopy& c : copies_)
+        if (c.device == d) c.dst->copy_from(*c.src);
   } catch (...) {  // kept for the caller's thread (rethrow_first)
     exceptions_[d] = std::current_exception();
     status_[d] = Diagnostic("internal error on device " + std::to_string(d));
@@ -95,6 +114,7 @@ Status ThreadedRunner::run_into(const TensorMap& feeds, TensorMap& outputs,
   options_ = options;
   threads_ = threads_per_device(n, options.threads);
   world_.reset();
+  split_copy_ = copies_planned_ && bind_output_copies(outputs);
   {
     BlasThreads blas(threads_);
     pending_.store(n - 1);
@@ -123,8 +143,56 @@ Status ThreadedRunner::run_into(const TensorMap& feeds, TensorMap& outputs,
                         " is not whole on device 0; lower with replicate_outputs");
     ++k;
   }
-  d0.copy_outputs(outputs);
+  if (!split_copy_) {
+    d0.copy_outputs(outputs);
+    if (!copies_planned_) plan_output_copies();
+  }
   return {};
+}
+
+void ThreadedRunner::plan_output_copies() {
+  copies_planned_ = true;
+  const int64_t n = num_devices();
+  std::vector<int64_t> load(static_cast<size_t>(n), 0);  // bytes each device copies
+  const auto& outs0 = devices_[0]->outputs();
+  std::vector<size_t> order(outs0.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  auto bytes = [&](size_t k) { return outs0[k].second->numel(); };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return bytes(a) > bytes(b); });
+  copies_.assign(outs0.size(), OutputCopy{});
+  for (size_t k : order) {
+    const auto& [v, t0] = outs0[k];
+    copies_[k] = {0, t0, nullptr};
+    const size_t elem = t0->is_int() ? sizeof(int64_t) : sizeof(float);
+    const void* p0 = t0->is_int() ? static_cast<const void*>(t0->i64()) : t0->f32();
+    for (int64_t d = 1; d < n; ++d) {
+      if (load[d] >= load[copies_[k].device]) continue;
+      for (const auto& [w, t] : devices_[d]->outputs()) {
+        if (w != v || t->dtype() != t0->dtype() || t->shape() != t0->shape() ||
+            t->origin() != t0->origin())
+          continue;
+        const void* p = t->is_int() ? static_cast<const void*>(t->i64()) : t->f32();
+        if (std::memcmp(p, p0, static_cast<size_t>(t0->numel()) * elem) == 0)
+          copies_[k] = {d, t, nullptr};
+        break;
+      }
+    }
+    load[copies_[k].device] += bytes(k);
+  }
+}
+
+bool ThreadedRunner::bind_output_copies(TensorMap& outputs) {
+  const auto& outs0 = devices_[0]->outputs();
+  for (size_t k = 0; k < copies_.size(); ++k) {
+    auto it = outputs.find(outs0[k].first);
+    const Tensor& src = *copies_[k].src;
+    if (it == outputs.end() || it->second.is_view() || it->second.dtype() != src.dtype() ||
+        it->second.shape() != src.shape() || it->second.origin() != src.origin())
+      return false;
+    copies_[k].dst = &it->second;
+  }
+  return true;
 }
 
 Result<TensorMap> ThreadedRunner::run(const TensorMap& feeds, const ExecOptions& options) {

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <thread>
 
 #include "common/RandomFeeds.h"
 #include "heddle/ir/GraphBuilder.h"
@@ -15,6 +17,7 @@
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/HostCores.h"
 #include "heddle/runtime/Lower.h"
+#include "heddle/runtime/ThreadedCommunicator.h"
 #include "heddle/runtime/ThreadedRunner.h"
 #include "heddle/sharding/Tactics.h"
 
@@ -227,6 +230,40 @@ TEST(ThreadedRunner, StepsOfAKeptRunnerEqualFreshRuns) {
         }
       }
     }
+  }
+}
+
+// Data parallel training issues each gradient's all-reduce next to its optimizer update: the
+// executor batches them (one meeting of the devices instead of one per gradient), and the results
+// equal those of executors that run every collective on its own, bit for bit.
+TEST(DeviceExecutor, BatchedCollectivesGiveTheSameResults) {
+  for (auto [model, strategy] : {std::pair{"gpt-tiny", "dp=2"}, {"gpt-tiny", "tp=2"}}) {
+    Lowered l = lowered_train_step(model, strategy, 2);
+    TensorMap feeds = testing::random_feeds(l.g, 4);
+    ExecOptions o{.optimizer_step = 1};
+    std::vector<TensorMap> outs(2);
+    for (bool batch : {false, true}) {
+      std::vector<std::unique_ptr<DeviceExecutor>> x;
+      for (const DeviceProgram& p : l.programs)
+        x.push_back(std::make_unique<DeviceExecutor>(l.g, p, true, batch));
+      int64_t collectives = 0, batches = x[0]->collective_batches().size();  // no halo fetches
+      for (int64_t k : x[0]->collective_batches()) collectives += k;
+      EXPECT_EQ(x[0]->collective_batches(), x[1]->collective_batches()) << strategy;
+      if (batch && std::string(strategy) == "dp=2") {
+        EXPECT_LT(batches * 4, collectives) << "most gradient all-reduces batched";
+      } else if (!batch) {
+        EXPECT_EQ(batches, collectives);
+      }
+      ThreadedWorld world(2, true);
+      std::vector<Status> st(2);
+      std::thread peer([&] { st[1] = x[1]->run(world.endpoint(1), feeds, o, 1); });
+      st[0] = x[0]->run(world.endpoint(0), feeds, o, 1);
+      peer.join();
+      ASSERT_TRUE(st[0].ok() && st[1].ok()) << strategy;
+      x[0]->copy_outputs(outs[batch]);
+    }
+    for (ValueId v : l.g.outputs())
+      EXPECT_TRUE(outs[0].at(v) == outs[1].at(v)) << strategy << " " << l.g.value(v).name;
   }
 }
 

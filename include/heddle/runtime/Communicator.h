@@ -12,6 +12,15 @@
 
 namespace heddle {
 
+/// One collective of a batch (Communicator::collectives): the arguments of one collective() call.
+struct CollectiveCall {
+  Collective c = Collective::kAllReduce;        ///< which collective
+  const std::vector<int64_t>* group = nullptr;  ///< its members (device ids, in rank order)
+  const Tensor* mine = nullptr;                 ///< this device's tile
+  Tensor* out = nullptr;                        ///< the result, region set
+  Monoid monoid = Monoid::kSum;                 ///< how reductions combine
+};
+
 /// One device's end of the collectives. Every member of a group calls the same collective with
 /// the same group (device ids, in rank order); all devices of the mesh execute the same sequence
 /// of collectives (SPMD), which implementations may rely on.
@@ -31,6 +40,14 @@ class Communicator {
   /// A failure (a peer gone, a timeout) is a diagnostic. Precondition: this rank is in `group`.
   virtual Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
                             Tensor& out, Monoid monoid) = 0;
+  /// Runs `calls` as if by collective() on each in order (every member passes the same sequence),
+  /// but lets implementations meet their peers once for the whole batch and overlap the
+  /// transfers. Stops at the first failure. The default calls collective() one by one.
+  virtual Status collectives(const std::vector<CollectiveCall>& calls) {
+    for (const CollectiveCall& k : calls)
+      if (Status st = collective(k.c, *k.group, *k.mine, *k.out, k.monoid); !st.ok()) return st;
+    return {};
+  }
 };
 
 /// Point-to-point messages between devices of the whole mesh (global device ids). Messages with

@@ -25,8 +25,13 @@ class DeviceExecutor {
   /// Compiles `program` (lowered from `g`, which must outlive this object). With
   /// `hold_collective_inputs`, the tile a collective or fetch sends stays unchanged until the
   /// device's next collective (the last one's until the end of the run), as a one-barrier
-  /// ThreadedWorld needs; default false.
-  DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_collective_inputs = false);
+  /// ThreadedWorld needs; default false. With `batch_collectives`, collectives the program issues
+  /// close together (nothing between them touches their values: a data-parallel step's gradient
+  /// all-reduces, each followed by its optimizer update) move up to run back to back and go to
+  /// the communicator as one Communicator::collectives() batch; peers must batch alike
+  /// (collective_batches()); default false.
+  DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_collective_inputs = false,
+                 bool batch_collectives = false);
   ~DeviceExecutor();
   DeviceExecutor(const DeviceExecutor&) = delete;
   DeviceExecutor& operator=(const DeviceExecutor&) = delete;
@@ -54,6 +59,10 @@ class DeviceExecutor {
   /// The arena size: the most bytes of tiles this device holds at once (its planned peak), not
   /// counting loads that view the feeds and the kernels' own scratch.
   int64_t peak_bytes() const { return arena_bytes_; }
+  /// Every meeting with peers in run order: the number of collectives of each batch (1 per
+  /// collective without batching), 0 for a halo fetch. Devices that meet at shared-memory barriers
+  /// must meet alike.
+  const std::vector<int64_t>& collective_batches() const { return batch_sizes_; }
   /// The program this executor runs.
   const DeviceProgram& program() const { return program_; }
 
@@ -75,6 +84,8 @@ class DeviceExecutor {
   const Graph& g_;
   DeviceProgram program_;
   bool hold_collective_inputs_;
+  bool batch_collectives_;
+  std::vector<int64_t> batch_sizes_;
   std::vector<Buffer> buffers_;
   std::vector<Step> steps_;
   std::vector<std::pair<ValueId, const Tensor*>> outputs_;

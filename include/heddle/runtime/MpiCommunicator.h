@@ -67,6 +67,12 @@ class MpiCommunicator : public Communicator, public Links {
 
   Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
                     Tensor& out, Monoid monoid) override;
+  /// A batch of float sum all-reduces over one group of two ranks whose tiles all cover their
+  /// results: one all-gather of every call's regions, then MPI_Iallreduce of each call straight
+  /// from its tile into its result (no staging copies), all in flight together. With two members
+  /// a + b == b + a exactly, so results equal collective()'s bit for bit. Other batches go call
+  /// by call. Every rank must pass the same batches (DeviceExecutor::collective_batches).
+  Status collectives(const std::vector<CollectiveCall>& calls) override;
 
   /// Point to point (pipeline stages): MPI_Isend of a copy, completed later (flush_sends()), and
   /// MPI_Irecv waited on like a collective. Tags must be below 32768.

@@ -1,6 +1,7 @@
 // Collectives between threads of one process through shared memory: members publish their
 // tiles, meet at a barrier, build their outputs from the published tiles, and meet again before
 // returning (or, in one-barrier mode, leave their tiles untouched until their next collective).
+// A batch of collectives (Communicator::collectives) publishes all its tiles and meets once.
 // The barrier spins briefly, then sleeps on a futex, so a waiting device never burns the core a
 // late peer needs on a busy host.
 #pragma once
@@ -69,7 +70,7 @@ class ThreadedWorld {
   int64_t n_;
   bool one_barrier_;
   WaitBarrier barrier_;
-  std::vector<const Tensor*> slots_;  // two sets of n: [parity * n + rank]
+  std::vector<const std::vector<CollectiveCall>*> slots_;  // two sets of n: [parity * n + rank]
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   std::atomic<int64_t> failed_{-1};
 };

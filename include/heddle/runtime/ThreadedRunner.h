@@ -20,7 +20,10 @@ namespace heddle {
 /// sleep (futex, no spinning) between steps. Each device gets threads_per_device() intra-op
 /// threads (ExecOptions::threads overrides); OpenBLAS's process-wide thread count is set to the
 /// same for the duration of a run and restored after. One run at a time; `g` must outlive the
-/// runner.
+/// runner. Once a first step has shown that a device's replica of an output equals device 0's
+/// tile bit for bit, later steps split copying the outputs among the devices: each copies its
+/// share from its own replica as soon as it finishes, instead of device 0 copying all of them
+/// after every device has finished.
 class ThreadedRunner {
  public:
   /// Compiles one program per device (device order). Precondition: lowered from `g`.
@@ -51,11 +54,27 @@ class ThreadedRunner {
   const DeviceExecutor& device(int64_t d) const { return *devices_[static_cast<size_t>(d)]; }
 
  private:
+  // True when every device batches its collectives alike (DeviceExecutor::collective_batches):
+  // they meet at the same barriers. Devices are compiled with batching, and again without it
+  // when they do not agree.
+  bool batches_agree() const;
   void start_workers();
   void worker(int64_t d);
   void run_device_step(int64_t d);
   // Rethrows the first device's exception (device order) and forgets them all; none: nothing.
   void rethrow_first();
+  // After a serial copy from device 0: which device copies each output in later steps.
+  void plan_output_copies();
+  // Points every planned copy at its entry of `outputs`; false when one is missing or of another
+  // type or region (the copy is then serial, from device 0).
+  bool bind_output_copies(TensorMap& outputs);
+
+  // One graph output's copy after a step: from `device`'s replica into the caller's tensor.
+  struct OutputCopy {
+    int64_t device = 0;
+    const Tensor* src = nullptr;
+    Tensor* dst = nullptr;
+  };
 
   const Graph& g_;
   std::vector<std::unique_ptr<DeviceExecutor>> devices_;
@@ -70,6 +89,9 @@ class ThreadedRunner {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int64_t> pending_{0};
   std::atomic<bool> stop_{false};
+  std::vector<OutputCopy> copies_;  // one per graph output, once planned
+  bool copies_planned_ = false;
+  bool split_copy_ = false;  // this step: devices copy their shares of copies_
 };
 
 }  // namespace heddle
