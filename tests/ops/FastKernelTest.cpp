@@ -17,6 +17,7 @@
 #include "heddle/ops/Chain.h"
 #include "heddle/ops/Kernel.h"
 #include "heddle/ops/Ops.h"
+#include "heddle/ops/zoo/Zoo.h"
 
 namespace heddle {
 namespace {
