@@ -65,6 +65,9 @@ bool passes_through(const Op& op) {
 }
 
 // True when instruction `in` reads, defines or frees `v`'s tile.
+// A ring step (cp_comm=ring): a send-recv that stays where the program put it, like a fetch.
+bool ring_step_instr(const Instr& in) { return in.kind == Instr::Kind::kCollective && in.ring > 0; }
+
 bool touches(const Graph& g, const Instr& in, ValueId v) {
   if (in.kind != Instr::Kind::kKernel) return in.value == v;
   for (const KernelCall& kc : in.calls) {
@@ -88,8 +91,8 @@ std::vector<const Instr*> run_order(const Graph& g, const DeviceProgram& p, bool
   size_t after_last = 0;  // where the next collective may go: just after the last one
   bool any = false;
   for (const Instr& in : p.instrs) {
-    if (in.kind == Instr::Kind::kFetch) any = false;
-    if (!batch || in.kind != Instr::Kind::kCollective) {
+    if (in.kind == Instr::Kind::kFetch || ring_step_instr(in)) any = false;
+    if (!batch || in.kind != Instr::Kind::kCollective || ring_step_instr(in)) {
       order.push_back(&in);
       continue;
     }
@@ -156,7 +159,7 @@ class DeviceExecutor::Compiler {
   void run() {
     const std::vector<const Instr*> order = run_order(g_, x_.program_, x_.batch_collectives_);
     for (size_t i = 0; i < order.size();) {
-      if (order[i]->kind != Instr::Kind::kCollective) {
+      if (order[i]->kind != Instr::Kind::kCollective || ring_step_instr(*order[i])) {
         instr(*order[i++]);
         continue;
       }
@@ -169,7 +172,7 @@ class DeviceExecutor::Compiler {
         return true;
       };
       while (x_.batch_collectives_ && j < order.size() &&
-             order[j]->kind == Instr::Kind::kCollective && fresh(j))
+             order[j]->kind == Instr::Kind::kCollective && !ring_step_instr(*order[j]) && fresh(j))
         ++j;
       collectives(order.begin() + static_cast<std::ptrdiff_t>(i),
                   order.begin() + static_cast<std::ptrdiff_t>(j));
@@ -223,13 +226,11 @@ class DeviceExecutor::Compiler {
         ++pos_;
         break;
       }
-      case Instr::Kind::kCollective:  // collectives() handles them
-        HEDDLE_UNREACHABLE();
+      case Instr::Kind::kCollective:  // collectives() handles them, but for ring steps
+        HEDDLE_ASSERT(in.ring > 0) << "a collective outside collectives()";
+        ring_step(in, s);
+        break;
       case Instr::Kind::kFetch:
-        if (in.ring > 0) {
-          ring_step(in, s);
-          break;
-        }
         s.in = tile(in.value);
         use(s.in);
         hold({s.in});
@@ -289,6 +290,7 @@ class DeviceExecutor::Compiler {
   // 1 defines (and fills with the device's block) and which is the value's tile from then on.
   void ring_step(const Instr& in, Step& s) {
     const ValueId v = in.value;
+    s.kind = Instr::Kind::kFetch;  // run as a point-to-point exchange (run_step)
     s.in = in.ring == 1 ? tile(v) : ring_sent_.at(v);
     use(s.in);
     hold({s.in});
@@ -529,9 +531,11 @@ void DeviceExecutor::run_step(const Step& s, Communicator& comm, const TensorMap
     }
     case Instr::Kind::kFetch: {
       const Instr& in = *s.instr;
+      // A halo fetch, or a ring step's send-recv.
+      Collective c = in.kind == Instr::Kind::kFetch ? Collective::kHaloExchange : in.collective;
       if (s.own >= 0) buffers_[s.whole].tensor.copy_from(buffers_[s.own].tensor);
-      Status st = comm.collective(Collective::kHaloExchange, in.group, buffers_[s.in].tensor,
-                                  buffers_[s.out].tensor, in.monoid);
+      Status st =
+          comm.collective(c, in.group, buffers_[s.in].tensor, buffers_[s.out].tensor, in.monoid);
       if (!st.ok()) fail(st.error());
       if (s.whole >= 0) buffers_[s.whole].tensor.copy_from(buffers_[s.out].tensor);
       break;
