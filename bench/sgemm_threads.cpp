@@ -80,7 +80,7 @@ void run(const char* how, const Shape& s, const std::vector<float>& A, const std
 
 int main() {
   openblas_set_num_threads(2);
-  const Shape shapes[] = {{1, 1024, 256, 256, false, false}, {1, 1024, 1024, 256, false, false},
+  const Shape shapes[] = {{1, 1024, 256, 256, false, false},  {1, 1024, 1024, 256, false, false},
                           {1, 1024, 256, 1024, false, false}, {1, 256, 256, 1024, true, false},
                           {1, 1024, 256, 256, false, true},   {32, 128, 128, 64, false, true}};
   const char* hows[] = {"openblas2", "dnnl_omp2", "pool2", "dnnl1"};
@@ -97,7 +97,8 @@ int main() {
         double c0 = cpu_s();
         auto t0 = std::chrono::steady_clock::now();
         for (int r = 0; r < reps; ++r) run(how, s, A, B, C);
-        wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        wall.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         cpu.push_back(cpu_s() - c0);
       }
       std::sort(wall.begin(), wall.end());
@@ -105,7 +106,9 @@ int main() {
       char name[64];
       std::snprintf(name, sizeof(name), "%ldx %ldx%ldx%ld%s", static_cast<long>(s.batch),
                     static_cast<long>(s.m), static_cast<long>(s.n), static_cast<long>(s.k),
-                    s.ta ? " TN" : s.tb ? " NT" : "");
+                    s.ta   ? " TN"
+                    : s.tb ? " NT"
+                           : "");
       std::printf("%-24s %-10s %10.1f %10.1f %8.1f\n", name, how, 1e3 * wall[2], 1e3 * cpu[2],
                   flop * reps / wall[2] / 1e9);
     }
