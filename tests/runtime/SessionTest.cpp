@@ -128,12 +128,21 @@ TEST(Session, PipelinedTrainingPassesTheSameCheck) {
 }
 
 // The check can fail: a wrong output is a mismatch with its error.
-TEST(ReferenceCheck, FlagsAWrongOutput) {
+// A forward GPT run on one device: its graph, feeds, inputs and (right) outputs.
+struct CheckedRun {
   Graph g = gpt(false);
   std::vector<Tensor> inputs;
   TensorMap feeds = feeds_of(g, inputs);
-  auto right = run_threaded(g, lowered(g, "dp=1", 1), feeds);
-  ASSERT_TRUE(right.ok());
+  Result<TensorMap> right = run_threaded(g, lowered(g, "dp=1", 1), feeds);
+};
+
+TEST(ReferenceCheck, FlagsAWrongOutput) {
+  CheckedRun run;
+  ASSERT_TRUE(run.right.ok());
+  const Graph& g = run.g;
+  const Result<TensorMap>& right = run.right;
+  const std::vector<Tensor>& inputs = run.inputs;
+  const TensorMap& feeds = run.feeds;
   TensorMap wrong = *right;
   wrong.at(g.outputs()[0]).f32()[0] += 1.0f;
   ReferenceCheck good(g, {}, feeds, inputs, {}), bad(g, {}, feeds, inputs, {});
@@ -147,12 +156,9 @@ TEST(ReferenceCheck, FlagsAWrongOutput) {
 // Relative errors are judged against at least 1% of the tensor's scale: fp32 rounding of the
 // size a cancelled element's terms had passes, an error ten times the floor does not.
 TEST(ReferenceCheck, JudgesCancelledElementsAgainstTheTensorsScale) {
-  Graph g = gpt(false);
-  std::vector<Tensor> inputs;
-  TensorMap feeds = feeds_of(g, inputs);
-  auto right = run_threaded(g, lowered(g, "dp=1", 1), feeds);
-  ASSERT_TRUE(right.ok());
-  const Tensor& out = right->at(g.outputs()[0]);
+  CheckedRun run;
+  ASSERT_TRUE(run.right.ok());
+  const Tensor& out = run.right->at(run.g.outputs()[0]);
   int64_t small = 0;
   float scale = 0;
   for (int64_t i = 0; i < out.numel(); ++i) {
@@ -161,9 +167,9 @@ TEST(ReferenceCheck, JudgesCancelledElementsAgainstTheTensorsScale) {
   }
   ASSERT_LT(std::fabs(out.f32()[small]), 1e-3f * scale);  // an element that cancelled
   auto perturbed = [&](float by) {
-    TensorMap got = *right;
-    got.at(g.outputs()[0]).f32()[small] += by * scale;
-    ReferenceCheck check(g, {}, feeds, inputs, {.atol = 0});
+    TensorMap got = *run.right;
+    got.at(run.g.outputs()[0]).f32()[small] += by * scale;
+    ReferenceCheck check(run.g, {}, run.feeds, run.inputs, {.atol = 0});
     EXPECT_TRUE(check.check_step(1, got).ok());
     return check.errors();
   };
