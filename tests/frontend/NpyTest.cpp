@@ -21,7 +21,7 @@ TEST(Npy, RoundTripsFloatIntAndBool) {
       else
         t.f32()[i] = 0.5f * static_cast<float>(i) - 1.25f;
     }
-    std::string path = "/tmp/heddle_npy_test.npy";
+    std::string path = ::testing::TempDir() + "heddle_npy_test.npy";
     ASSERT_TRUE(write_npy(path, t).ok());
     auto back = read_npy(path);
     ASSERT_TRUE(back.ok()) << back.error().to_string();
@@ -34,8 +34,9 @@ TEST(Npy, RoundTripsScalarAndVector) {
   for (IVec shape : {IVec{}, IVec{5}}) {
     Tensor t(DType::kF32, shape);
     t.fill(3.0);
-    ASSERT_TRUE(write_npy("/tmp/heddle_npy_s.npy", t).ok());
-    auto back = read_npy("/tmp/heddle_npy_s.npy");
+    const std::string path = ::testing::TempDir() + "heddle_npy_s.npy";
+    ASSERT_TRUE(write_npy(path, t).ok());
+    auto back = read_npy(path);
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, t);
   }
@@ -86,10 +87,11 @@ TEST(Npy, ErrorsNameTheFileAndField) {
   std::string bytes;
   {
     Tensor t(DType::kF32, IVec{4});
-    ASSERT_TRUE(write_npy("/tmp/heddle_npy_t.npy", t).ok());
-    auto r = read_npy("/tmp/heddle_npy_t.npy");
+    const std::string path = ::testing::TempDir() + "heddle_npy_t.npy";
+    ASSERT_TRUE(write_npy(path, t).ok());
+    auto r = read_npy(path);
     ASSERT_TRUE(r.ok());
-    std::FILE* f = std::fopen("/tmp/heddle_npy_t.npy", "rb");
+    std::FILE* f = std::fopen(path.c_str(), "rb");
     char buf[256];
     size_t n = std::fread(buf, 1, sizeof buf, f);
     std::fclose(f);

@@ -31,7 +31,7 @@ onnx::ModelProto read_model(const std::string& name) {
 }
 
 std::string write_temp(const onnx::ModelProto& m, const std::string& name) {
-  std::string path = "/tmp/heddle_onnx_" + name + ".onnx";
+  std::string path = ::testing::TempDir() + "heddle_onnx_" + name + ".onnx";
   std::ofstream out(path, std::ios::binary);
   m.SerializeToOstream(&out);
   return path;
@@ -70,9 +70,9 @@ TEST(OnnxBadInput, TruncatedFilesAreDiagnosedAtEveryCut) {
     auto r = import_onnx_bytes(cut, "cut.onnx");
     EXPECT_FALSE(r.ok()) << "cut at " << k << "/20 imported";
   }
-  std::ofstream("/tmp/heddle_onnx_truncated.onnx", std::ios::binary)
-      << bytes.substr(0, bytes.size() / 2);
-  auto cli = testing::run_heddle("show /tmp/heddle_onnx_truncated.onnx");
+  const std::string truncated = ::testing::TempDir() + "heddle_onnx_truncated.onnx";
+  std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  auto cli = testing::run_heddle("show " + truncated);
   EXPECT_EQ(cli.exit_code, 1);
   EXPECT_NE(cli.err.find("not a valid ONNX file"), std::string::npos) << cli.err;
 }
@@ -148,7 +148,7 @@ TEST(OnnxBadInput, LoneErfIsExplained) {
 
 TEST(OnnxCli, RunTakesNpyInputsAndWritesNpyOutputs) {
   for (const char* name : {"mlp", "decoder"}) {
-    std::string out = std::string("/tmp/heddle_onnx_") + name + ".out.npy";
+    std::string out = ::testing::TempDir() + "heddle_onnx_" + name + ".out.npy";
     std::string dims = std::string(name) == "mlp" ? " --dim batch=4 " : " ";  // decoder: fixed
     auto r = testing::run_heddle(std::string("run ") + fixture(name) + ".onnx" + dims +
                                  "--mesh 2 --strategy dp=2 --input " + fixture(name) +

@@ -252,7 +252,7 @@ TEST(OnnxTrain, LossDiagnostics) {
 TEST(OnnxTrain, CliRunTrainCheckOnTwoDevices) {
   Tensor labels(DType::kI64, IVec{4});
   for (int64_t i = 0; i < 4; ++i) labels.i64()[i] = (3 * i + 1) % 10;
-  std::string lp = "/tmp/heddle_onnx_train_labels.npy";
+  std::string lp = ::testing::TempDir() + "heddle_onnx_train_labels.npy";
   ASSERT_TRUE(write_npy(lp, labels).ok());
   auto r = testing::run_heddle("run " + fixture("cnn.onnx") + " --mesh 2 --strategy dp=2 --train " +
                                "--loss cross_entropy --steps 4 --check --json --input " +

@@ -258,7 +258,7 @@ TEST(MpiCli, OnnxWeightsAndNpyFilesRunOnRanksLikeOnThreads) {
     std::string dims = name == "mlp" ? " --dim batch=4" : "";  // the decoder's dims are fixed
     std::string args = "run " + data + name + ".onnx" + dims +
                        " --mesh 2 --strategy dp=2 --check --json --input " + data + name +
-                       ".in.npy --output /tmp/heddle_mpi_onnx_";
+                       ".in.npy --output " + ::testing::TempDir() + "heddle_mpi_onnx_";
     auto threads = testing::run_heddle(args + "threads.npy");
     auto mpi = mpirun(2, args + "mpi.npy --backend mpi");
     auto jt = json_of(threads, args);
@@ -266,9 +266,9 @@ TEST(MpiCli, OnnxWeightsAndNpyFilesRunOnRanksLikeOnThreads) {
     if (jt.is_null() || jm.is_null()) continue;
     EXPECT_TRUE(jm["ok"].get<bool>()) << name;
     EXPECT_EQ(jm["output_digest"], jt["output_digest"]) << name << ": mpi differs from threads";
-    std::string a = file_bytes("/tmp/heddle_mpi_onnx_threads.npy");
+    std::string a = file_bytes(::testing::TempDir() + "heddle_mpi_onnx_threads.npy");
     EXPECT_FALSE(a.empty()) << name;
-    EXPECT_EQ(file_bytes("/tmp/heddle_mpi_onnx_mpi.npy"), a) << name;
+    EXPECT_EQ(file_bytes(::testing::TempDir() + "heddle_mpi_onnx_mpi.npy"), a) << name;
   }
   // A pipeline's ranks generate their data: refused, once, rather than run on other weights.
   auto pipe = mpirun(2, "run " + data + "mlp.onnx --dim batch=4 --mesh 2 --strategy pp=2 " +

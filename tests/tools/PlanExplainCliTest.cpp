@@ -72,7 +72,7 @@ TEST(PlanExplainCli, CompareSaysWhyThePlanWins) {
 }
 
 TEST(PlanExplainCli, TiesSayWhatDiffers) {
-  const std::string dir = "/tmp/heddle_plan_explain_out";
+  const std::string dir = ::testing::TempDir() + "heddle_plan_explain_out";
   std::filesystem::remove_all(dir);
   auto r = run_heddle(
       "plan megatron-7.5b --cluster a100x16 --train --batch 32 --time-limit 20 "

@@ -12,7 +12,7 @@ namespace heddle::testing {
 namespace {
 
 TEST(SimulateCli, JsonKeysAndTrace) {
-  std::string trace = "/tmp/heddle_cost_trace_test.json";
+  std::string trace = ::testing::TempDir() + "heddle_cost_trace_test.json";
   CliResult r = run_heddle(
       "simulate megatron-39.1b --cluster a100x32 --strategy dp=1,tp=8,pp=4,mb=1,"
       "schedule=interleaved:2,recompute=full,overlap=none --batch 8 --train --json --trace " +
@@ -106,7 +106,7 @@ TEST(SimulateCli, BadInputExitsOne) {
   struct Case {
     std::string args, needle;
   };
-  std::string file = "/tmp/heddle_cost_bad_cluster.json";
+  std::string file = ::testing::TempDir() + "heddle_cost_bad_cluster.json";
   {
     std::ofstream f(file);
     f << R"({"device": "a100", "count": 8, "intra_node": {"latency": 1e-5}})";
@@ -154,7 +154,7 @@ TEST(SimulateCli, ExecutorOption) {
 }
 
 TEST(SimulateCli, CpuClusterSaysWhichProfile) {
-  std::string profile = "/tmp/heddle_cost_cpu_profile_test.json";
+  std::string profile = ::testing::TempDir() + "heddle_cost_cpu_profile_test.json";
   std::remove(profile.c_str());
   // HEDDLE_CPU_PROFILE is read by the child through the environment.
   setenv("HEDDLE_CPU_PROFILE", profile.c_str(), 1);
