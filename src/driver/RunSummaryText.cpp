@@ -44,7 +44,7 @@ std::string summary_text(const RunSummary& s, const RunArguments& a) {
       s.stats.kernels, s.stats.fused, s.stats.collectives, s.stats.fetches);
   if (s.reshards > 0)
     out += fmt::format(
-        "reshards   {} inserted by propagation (heddle show MODEL --mesh ... --strategy "
+        "reshards   {} between the plan's ops (heddle show MODEL --mesh ... --strategy "
         "... lists them)\n",
         s.reshards);
   if (!s.split_text.empty()) out += fmt::format("not split  {}", s.split_text);

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <cassert>
+
 #include "heddle/cost/Cluster.h"
 #include "heddle/search/IntraOp.h"
 #include "heddle/sharding/Tactics.h"
@@ -142,6 +144,16 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const 
     io.ilp.time_limit_s = 30;
     auto p = plan_intra_op(g, r.mesh, pins, CbcSolver(), io);
     HEDDLE_TRY(p);
+    // The reshards between the ILP's strategies, listed as propagation lists its own: every
+    // op pinned to the strategy the ILP chose, so propagation only walks the data movement.
+    Pins chosen = pins;
+    for (size_t id = 0; id < p->plan.ops.size(); ++id)
+      chosen.ops[static_cast<OpId>(id)] = p->plan.ops[id];
+    for (const auto& [v, s] : p->plan.pinned) chosen.values[v] = s;
+    auto walked = propagate(g, r.mesh, chosen);
+    HEDDLE_TRY(walked);
+    assert(walked->plan.ops == p->plan.ops);
+    r.propagation.reshards = std::move(walked->reshards);
     r.propagation.plan = std::move(p->plan);
     r.note = "auto: intra-op ILP (CBC, " + std::to_string(p->nodes) + " nodes, " +
              std::to_string(p->variables) + " variables, " +

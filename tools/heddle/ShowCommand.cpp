@@ -47,7 +47,7 @@ int show_plan(const Graph& g, const ShowOptions& o) {
   const ShardingPlan& plan = planned->propagation.plan;
   fmt::print("plan: {}\n\n{}", planned->note, plan.to_string(g));
   const auto& reshards = planned->propagation.reshards;
-  fmt::print("\n{} reshard(s) inserted by propagation{}\n{}", reshards.size(),
+  fmt::print("\n{} reshard(s) between the plan's ops{}\n{}", reshards.size(),
              reshards.empty() ? "" : ":", planned->propagation.report(g));
   const std::string unsplit = planned->report.to_string(g, plan.mesh, static_cast<size_t>(o.limit));
   if (!unsplit.empty()) fmt::print("\nnot split:\n{}", unsplit);
