@@ -7,6 +7,7 @@
 
 #include "Bindings.h"
 #include "heddle/cost/Simulator.h"
+#include "heddle/driver/PlanModel.h"
 #include "heddle/export/Export.h"
 #include "heddle/export/PlanTarget.h"
 #include "heddle/export/RankGroups.h"
@@ -36,29 +37,18 @@ double bytes_arg(const py::object& v, const std::string& what) {
   return v.cast<double>();
 }
 
-// The CLI's keys, and each stage's peak memory (for Plan.plot).
-nlohmann::json result_json(const search::ConfigResult& c) {
-  nlohmann::json j = search::plan_json(c);
+// Each stage's peak memory (for Plan.plot) and the micro-batch count, beside the CLI's keys.
+void add_stage_memory(nlohmann::json& j, const search::ConfigResult& c) {
   nlohmann::json memory = nlohmann::json::array();
   for (const auto& s : c.sim.stages) memory.push_back(s.peak_memory_bytes);
   j["stage_memory_bytes"] = memory;
   j["micro_batches"] = c.sim.micro_batches;
-  return j;
 }
 
-PyPlan finish(nlohmann::json j, const model::ScalableModel& src, const cost::Cluster& cluster,
-              const search::ConfigResult& best, bool train, const exporting::PlanTarget& target) {
-  PyPlan p;
-  p.source = src;
-  p.cluster = cluster;
-  p.cluster.count = best.sim.devices;
-  p.result = best;
-  p.train = train;
-  p.export_plan = exporting::export_plan_of(src, cluster, best, train);
-  j["batch"] = src.batch;
-  exporting::add_target_json(j, target, p.export_plan);
-  p.json = j.dump();
-  return p;
+// The cluster a plan was priced on: its device count is the plan's.
+cost::Cluster priced_cluster(cost::Cluster cluster, const search::ConfigResult& best) {
+  cluster.count = best.sim.devices;
+  return cluster;
 }
 
 // A size given as a number of bytes or as the CLI's text, as the CLI's flag takes it.
@@ -118,31 +108,29 @@ void bind_plan(py::module_& m) {
       const double m = bytes_arg(memory, "memory");
       cluster.for_each_device([m](cost::DeviceProfile& d) { d.memory_bytes = m; });
     }
+    driver::PlanModelRequest r;
+    if (batch > 0) r.model.overrides.batch = batch;
+    r.strategy = strategy;
+    r.train = train;
+    r.time_limit_s = time_limit;
+    r.target_step_time_s = target_step_time;
+    r.objective = objective;
+    r.max_devices = max_devices;
+    r.target.target = target_text;
+    if (!memory_reserve.is_none()) r.target.memory_reserve = size_text(memory_reserve);
     auto src = model_source(model, batch);
-    search::ConfigSearchOptions o;
-    o.train = train;
-    o.pins = unwrap(StrategySpec::parse(strategy));
-    o.time_limit_s = time_limit;
-    o.max_devices = max_devices;
-    o.target_step_time_s = target_step_time;
-    if (objective == "energy")
-      o.objective = search::Objective::kEnergy;
-    else if (objective != "time")
-      raise(Diagnostic("objective '" + objective + "' is not an objective; use time or energy"));
-    exporting::TargetFlags flags;
-    flags.target = target_text;
-    if (!memory_reserve.is_none()) flags.memory_reserve = size_text(memory_reserve);
-    const exporting::PlanTarget target = unwrap(exporting::apply_target_flags(flags, cluster, o));
-    auto found = interruptible([&] { return unwrap(search::search_configs(src, cluster, o)); });
-    nlohmann::json j = result_json(found.best);
-    j["search_time_s"] = found.search_time_s;
-    j["evaluated"] = found.evaluated;
-    j["proven_best"] = found.complete && found.ilp.optimal;
-    j["objective"] = objective;
-    nlohmann::json ranking = nlohmann::json::array();
-    for (const auto& c : found.ranking) ranking.push_back(result_json(c));
-    j["ranking"] = ranking;
-    return finish(j, src, cluster, found.best, train, target);
+    // The CLI's search and report: `heddle plan --json`'s keys, with the stages' memory.
+    auto planned =
+        interruptible([&] { return unwrap(driver::plan_resolved(r, cluster, std::move(src))); });
+    nlohmann::json j = driver::plan_report_json(planned);
+    add_stage_memory(j, planned.found.best);
+    j["batch"] = planned.model.batch;
+    return PyPlan{.json = j.dump(),
+                  .source = planned.model,
+                  .cluster = priced_cluster(planned.cluster, planned.found.best),
+                  .result = planned.found.best,
+                  .train = train,
+                  .export_plan = planned.best_export};
   });
 
   m.def("simulate",
@@ -160,7 +148,18 @@ void bind_plan(py::module_& m) {
           so.train = train;
           so.overlap = overlap;
           c.sim = interruptible([&] { return unwrap(cost::simulate(src, cluster, c.spec, so)); });
-          return finish(result_json(c), src, cluster, c, train, exporting::PlanTarget{});
+          nlohmann::json j = search::plan_json(c);
+          add_stage_memory(j, c);
+          j["batch"] = src.batch;
+          PyPlan p{.json = {},
+                   .source = src,
+                   .cluster = priced_cluster(cluster, c),
+                   .result = c,
+                   .train = train,
+                   .export_plan = exporting::export_plan_of(src, cluster, c, train)};
+          exporting::add_target_json(j, exporting::PlanTarget{}, p.export_plan);
+          p.json = j.dump();
+          return p;
         });
 }
 

@@ -100,19 +100,26 @@ std::string stages_text(const PlannedModel& p) {
 
 Result<PlannedModel> plan_model(const PlanModelRequest& r) {
   if (!r.out_dir.empty()) HEDDLE_TRY(check_writable_dir(r.out_dir, "--out"));
-  PlannedModel p;
-  p.request = r;
-  p.request.progress = nullptr;
   auto cluster = resolve_cluster(r.cluster, r.memory);
   HEDDLE_TRY(cluster);
-  p.cluster = std::move(*cluster);
-  auto spec = StrategySpec::parse(r.strategy);
-  if (!spec.ok()) return Diagnostic("--strategy: " + spec.error().message);
+  if (auto spec = StrategySpec::parse(r.strategy); !spec.ok())
+    return Diagnostic("--strategy: " + spec.error().message);
   model::ModelRequest mr = r.model;
   mr.options = {};
   auto src = model::load_scalable_model(mr);
   HEDDLE_TRY(src);
-  p.model = std::move(*src);
+  return plan_resolved(r, std::move(*cluster), std::move(*src));
+}
+
+Result<PlannedModel> plan_resolved(const PlanModelRequest& r, cost::Cluster cluster,
+                                   model::ScalableModel model) {
+  PlannedModel p;
+  p.request = r;
+  p.request.progress = nullptr;
+  p.cluster = std::move(cluster);
+  p.model = std::move(model);
+  auto spec = StrategySpec::parse(r.strategy);
+  if (!spec.ok()) return Diagnostic("--strategy: " + spec.error().message);
   auto o = search::plan_search_options({.objective = r.objective,
                                         .max_devices = r.max_devices,
                                         .target_step_time_s = r.target_step_time_s,

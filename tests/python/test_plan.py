@@ -23,6 +23,11 @@ def test_plan_equals_the_cli(planned):
                 "memory_reserve_bytes", "target"):
         assert getattr(planned, key) == want[key], key
     assert planned.ranking and planned.ranking[0]["strategy"] == planned.strategy
+    # One search and one report: every key of the CLI's JSON, equal except the clock's.
+    for key, value in want.items():
+        assert key in dir(planned), key
+        if key not in ("search_time_s",):
+            assert planned[key] == value, key
     assert json.loads(planned.to_json())["strategy"] == planned.strategy
     with pytest.raises(AttributeError, match="step_time_s"):
         planned.no_such_key

@@ -62,6 +62,13 @@ struct PlannedModel {
 /// input's, and a failed search (naming --target when it restricted the search).
 Result<PlannedModel> plan_model(const PlanModelRequest& r);
 
+/// plan_model() for a cluster and a model already resolved (the Python module's objects):
+/// `r.cluster`, `r.memory`, `r.out_dir` and `r.model.source` are not read; `cluster` is used as
+/// given (its memory already set), and `r.model.overrides.batch` only says whether the batch was
+/// chosen (for the workload warnings). Diagnostics as plan_model()'s, after the loading.
+Result<PlannedModel> plan_resolved(const PlanModelRequest& r, cost::Cluster cluster,
+                                   model::ScalableModel model);
+
 /// Writes the plan in the --export format into `p.exported` (nothing without --export).
 /// Diagnostic: the exporter's.
 Status export_planned(PlannedModel& p);
