@@ -85,6 +85,8 @@ Result<CostedStage> cost_stage(const model::ScalableModel& model, const Cluster&
     fresh.parts = std::move(*parts);
     fresh.flops2 = graph_flops(*g2);
     fresh.flops1 = g1 ? graph_flops(*g1) : 0;
+    fresh.causal_skipped2 = causal_skipped_flops(*g2);
+    fresh.causal_skipped1 = g1 ? causal_skipped_flops(*g1) : 0;
     it = store.emplace(key, std::move(fresh)).first;
   }
   return CostedStage{shape.dp, shape.tp, std::move(*mesh), dp_free, &it->second};
@@ -693,21 +695,34 @@ void price_stages(Sim& s) {
   res.nvme_limit_bytes = s.cluster.nvme_bytes;
 }
 
-// Model FLOPs per step (Megatron's formula for GPT-style models), TFLOP/s per device and MFU.
+// Model FLOPs per step in both conventions (ModelFlops.h), TFLOP/s per device and MFU: heddle's
+// (causal attention over half the scores, recomputation not counted) and the published one
+// (Megatron's formula for GPT models, full attention).
 void count_model_flops(Sim& s) {
   SimulationResult& res = s.res;
   const CostedStage& first = s.st_of.front();
   if (s.model.gpt) {
-    res.model_flops = gpt_model_flops(*s.model.gpt, s.B, s.train, s.r == Recompute::kFull);
+    res.model_flops = gpt_causal_model_flops(*s.model.gpt, s.B, s.train);
+    res.published_model_flops =
+        gpt_model_flops(*s.model.gpt, s.B, s.train, s.r == Recompute::kFull);
   } else {
-    double fwd = first.stage->flops2;
-    if (s.layered) fwd += static_cast<double>(s.units - 2) * (fwd - first.stage->flops1);
-    if (first.dp_free) fwd *= static_cast<double>(s.dp);  // the costed graph held one replica's
-    res.model_flops = fwd * static_cast<double>(s.m) * (s.train ? 3 : 1);
+    // The forward FLOPs of the whole model from the two- and one-unit graphs, full and with a
+    // causal kernel's skipped half taken off.
+    auto whole = [&](double two, double one) {
+      double f = two;
+      if (s.layered) f += static_cast<double>(s.units - 2) * (two - one);
+      if (first.dp_free) f *= static_cast<double>(s.dp);  // the costed graph held one replica's
+      return f * static_cast<double>(s.m) * (s.train ? 3 : 1);
+    };
+    const SimulationCache::Stage& st = *first.stage;
+    res.published_model_flops = whole(st.flops2, st.flops1);
+    res.model_flops = res.published_model_flops - whole(st.causal_skipped2, st.causal_skipped1);
   }
-  res.tflops_per_device =
-      res.model_flops / res.step_time_s / static_cast<double>(res.devices) / 1e12;
+  const double per_device = res.step_time_s * static_cast<double>(res.devices) * 1e12;
+  res.tflops_per_device = res.model_flops / per_device;
   res.mfu = res.tflops_per_device * 1e12 / s.base_peak;
+  res.published_tflops_per_device = res.published_model_flops / per_device;
+  res.published_mfu = res.published_tflops_per_device * 1e12 / s.base_peak;
 }
 
 // The canonical strategy string: re-simulating it gives the same plan; it holds only the keys

@@ -52,11 +52,13 @@ TEST(Megatron, TableWithinTheValidatedBounds) {
         "dp=" + std::to_string(r.d) + ",tp=" + std::to_string(r.t) + ",pp=" + std::to_string(r.p) +
         ",mb=1,recompute=full,schedule=" + schedule + ",attention=eager,overlap=none";
     SimulationResult s = sim(r.model, "a100x" + std::to_string(r.t * r.p * r.d), strategy, r.batch);
-    double err = std::abs(s.tflops_per_device - r.published) / r.published;
+    // Megatron's Table 1 counts by its formula (full attention, recomputation included): the
+    // published count, not heddle's causal one.
+    double err = std::abs(s.published_tflops_per_device - r.published) / r.published;
     sum += err;
     worst = std::max(worst, err);
     EXPECT_TRUE(s.feasible) << r.model;  // Megatron ran every row on 80 GB
-    EXPECT_LT(err, 0.12) << r.model << ": predicted " << s.tflops_per_device;
+    EXPECT_LT(err, 0.12) << r.model << ": predicted " << s.published_tflops_per_device;
   }
   // Achieved (docs/validation.md): mean 4.6%, worst 10.2%; the issue asks for 15% / 25%.
   EXPECT_LT(sum / 10, 0.06);
