@@ -509,14 +509,31 @@ StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkC
   if (!s.train) return t;
   const DeviceProfile& dev = s.on(d).device;
   const double params = st.parameters;
-  const double grad_bytes = params * dev.element_bytes;
-  const double factor = s.zero == 3 ? 1.5 : 1.0;
+  // Gradients reduce in gradient_bytes() (fp32 in bf16 training: Megatron's main_grad,
+  // torchtitan's reduce dtype; bf16 in NVIDIA's fp8 recipes); weights gather in the compute
+  // precision. Without ZeRO one all-reduce of the gradients; with ZeRO 1 and 2 their reduce-scatter
+  // and the updated weights' all-gather; with ZeRO-3 a second all-gather (forward and backward each
+  // gather the weights).
+  const double grad_bytes = params * gradient_bytes(s.tech),
+               weight_bytes = params * dev.element_bytes;
   // Every cp rank holds the whole weights and a gradient of its part of the sequence: gradients
   // reduce (and ZeRO shards) over dp x cp, as Megatron-LM's distributed optimizer does.
   const int64_t group = st.dp * s.cp;
   BytesMovedCost moved;
-  t.sync = factor * collective_time(Collective::kAllReduce, group, grad_bytes, dp_link);
-  t.dp_bytes = group > 1 ? factor * moved.cost(Collective::kAllReduce, 0, group, grad_bytes) : 0;
+  const double gathers = s.zero == 3 ? 2 : 1;
+  double reduce_s = 0, gather_s = 0;
+  if (s.zero == 0) {
+    reduce_s = collective_time(Collective::kAllReduce, group, grad_bytes, dp_link);
+    t.dp_bytes = group > 1 ? moved.cost(Collective::kAllReduce, 0, group, grad_bytes) : 0;
+  } else {
+    reduce_s = collective_time(Collective::kReduceScatter, group, grad_bytes, dp_link);
+    gather_s = gathers * collective_time(Collective::kAllGather, group, weight_bytes, dp_link);
+    t.dp_bytes = group > 1
+                     ? moved.cost(Collective::kReduceScatter, 0, group, grad_bytes) +
+                           gathers * moved.cost(Collective::kAllGather, 0, group, weight_bytes)
+                     : 0;
+  }
+  t.sync = reduce_s + gather_s;
   double owned = s.zero >= 1 ? params / static_cast<double>(group) : params;
   t.opt = owned * 32 / (dev.memory_bandwidth * dev.memory_efficiency);
   if (s.step_parts) {
@@ -529,8 +546,8 @@ StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkC
     t.opt = o.compute_s;
   }
   // Overlap per bucket: gradient reductions start as the last micro-batch's backward produces
-  // each bucket; with a sharded optimizer (ZeRO >= 1) the reduce-scatter half runs there and
-  // the parameter all-gather half behind the next step's first forward (Megatron's
+  // each bucket; with a sharded optimizer (ZeRO >= 1) the reduce-scatter runs there and the
+  // parameter all-gather behind the next step's first forward (Megatron's
   // overlap-grad-reduce and overlap-param-gather, FSDP's prefetch).
   double last_bwd = 0, first_fwd = 0;
   for (int64_t c = d; c < s.C; c += s.pp) {
@@ -538,9 +555,11 @@ StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkC
     first_fwd += s.chunk[static_cast<size_t>(c)].fwd;
   }
   if (s.tech.overlap != Overlap::kNone && !s.step_parts) {
-    double exposed = s.zero >= 1 ? exposed_behind(t.sync / 2, last_bwd, params) +
-                                       exposed_behind(t.sync / 2, first_fwd, params)
-                                 : exposed_behind(t.sync, last_bwd, params);
+    // ZeRO-3's backward gather runs behind the backward with the reduce-scatter.
+    const double bwd_s = reduce_s + gather_s * (gathers - 1) / gathers;
+    const double fwd_s = gather_s / gathers;
+    double exposed = exposed_behind(bwd_s, last_bwd, params) +
+                     (fwd_s > 0 ? exposed_behind(fwd_s, first_fwd, params) : 0);
     exposed = std::min(exposed, t.sync);
     t.hidden_sync = t.sync - exposed;
     t.sync = exposed;
@@ -568,7 +587,7 @@ void stage_states(const Sim& s, double params, double working, int64_t dp, Stage
   }
   const double extra = technique_state_bytes_per_param(s.tech) * params;
   if (s.tech.offload == Offload::kNone || s.tech.offload == Offload::kActivations) {
-    st.state_bytes = model_state_bytes(params, s.zero, dp) + extra;
+    st.state_bytes = model_state_bytes(params, s.zero, dp, gradient_bytes(s.tech), e) + extra;
     return;
   }
   const auto o = offloaded_states(s.tech.offload, params, working, s.zero, dp, e, extra);
@@ -633,6 +652,7 @@ void price_stages(Sim& s) {
     mem.r = s.r;
     mem.offload = s.tech.offload;
     mem.zero = s.zero;
+    mem.grad_bytes = gradient_bytes(s.tech);
     mem.group = cs.dp * s.cp;
     mem.kept = s.stats.peak_memory[static_cast<size_t>(d)];
     mem.in_flight = s.in_flight[static_cast<size_t>(d)];

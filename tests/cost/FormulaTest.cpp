@@ -90,6 +90,13 @@ TEST(Memory, ZeroStagesMatchThePaper) {
   EXPECT_NEAR(model_state_bytes(P, 2, 64) / 1e9, 16.6, 0.05);
   EXPECT_NEAR(model_state_bytes(P, 3, 64) / 1e9, 1.88, 0.01);
   EXPECT_EQ(model_state_bytes(P, 3, 1), model_state_bytes(P, 0, 1));
+  // Megatron's distributed-optimizer table: bf16 param, fp32 grads 18 and 6 + 12/d bytes per
+  // parameter; fp32 param, fp32 grads 16 and 8 + 8/d.
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 0, 64, 4, 2), 18 * P);
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 1, 64, 4, 2), 6 * P + 12 * P / 64);
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 0, 64, 4, 4), 16 * P);
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 1, 64, 4, 4), 8 * P + 8 * P / 64);
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 3, 64, 4, 2), 16 * P / 64);  // FSDP2
 }
 
 TEST(Memory, ActivationFormulaIdentities) {
