@@ -1,5 +1,5 @@
 // Model FLOPs: what MFU and TFLOP/s per device are computed from, independent of how a plan
-// executes. Two counts, one convention each (docs/cost-model.md, "Model FLOPs"):
+// executes. Two counts, one convention each (docs/cost-model.md, "The simulator", step 7):
 // - heddle's (`SimulationResult::model_flops`, `mfu`): the FLOPs the model needs, forward once and
 //   backward twice, recomputation not counted, a causal model's attention over the half of the
 //   score matrix a causal kernel computes (FlashAttention's count), so MFU never credits work the
