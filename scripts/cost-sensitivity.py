@@ -32,7 +32,7 @@ def errors(eff, knee):
                               "--batch", str(batch), "--train", "--json"],
                              capture_output=True, text=True)
         os.unlink(f.name)
-        errs.append(abs(json.loads(out.stdout)["tflops_per_device"] - published) / published)
+        errs.append(abs(json.loads(out.stdout)["published_tflops_per_device"] - published) / published)
     return sum(errs) / len(errs), max(errs)
 
 

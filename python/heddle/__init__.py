@@ -295,8 +295,8 @@ def plan(
     number; default the device's); ``strategy``: ``"auto"`` or pins (``"auto,pp=8"``);
     ``objective``: ``"time"`` or ``"energy"``; ``time_limit``: seconds; ``target``: keep the
     search to what ``"megatron"``, ``"torchtitan"``, ``"deepspeed"`` or ``"heddle"`` runs;
-    ``memory_reserve``: memory per device left free (default 5%, at least 2 GiB, at most a
-    quarter). Returns a :class:`Plan`.
+    ``memory_reserve``: memory per device for the runtime, replacing the allocator allowance's
+    fixed part (default the device's, 2 GB on GPUs; 0: none). Returns a :class:`Plan`.
     """
     return Plan(
         _heddle.plan(

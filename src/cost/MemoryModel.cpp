@@ -8,16 +8,18 @@
 
 namespace heddle::cost {
 
-double model_state_bytes(double params, int64_t zero, int64_t dp) {
+double model_state_bytes(double params, int64_t zero, int64_t dp, double grad_bytes,
+                         double weight_bytes) {
   HEDDLE_ASSERT(zero >= 0 && zero <= 3 && dp >= 1) << "zero " << zero << " dp " << dp;
-  double p = params, n = static_cast<double>(dp);
+  const double p = params, n = static_cast<double>(dp), w = weight_bytes, g = grad_bytes;
+  const double o = w >= 4 ? 8 : 12;  // Adam's moments, and fp32 master weights for 16-bit ones
   switch (zero) {
     case 0:
-      return 16 * p;
+      return (w + g + o) * p;
     case 1:
-      return 4 * p + 12 * p / n;
+      return (w + g) * p + o * p / n;
     case 2:
-      return 2 * p + 14 * p / n;
+      return w * p + (g + o) * p / n;
     default:
       return 16 * p / n;
   }
@@ -40,11 +42,13 @@ double gradient_bucket_params(int64_t dp) {
 }
 
 double gradient_buffer_bytes(int64_t zero, int64_t dp, double params, double unit_params,
-                             double element_bytes) {
+                             double element_bytes, double grad_bytes) {
   HEDDLE_ASSERT(zero >= 0 && zero <= 3 && dp >= 1) << "zero " << zero << " dp " << dp;
   if (zero < 2 || dp == 1) return 0;
-  if (zero == 2) return 2 * std::min(gradient_bucket_params(dp), params) * element_bytes;
-  return 3 * std::min(unit_params, params) * element_bytes;
+  if (zero == 2) return 2 * std::min(gradient_bucket_params(dp), params) * grad_bytes;
+  const double unit = std::min(unit_params, params);
+  const double gradient = element_bytes + (grad_bytes != element_bytes ? grad_bytes : 0);
+  return unit * (2 * element_bytes + gradient);
 }
 
 double allocator_allowance_bytes(const DeviceProfile& dev, double dynamic_bytes) {

@@ -85,6 +85,8 @@ Result<CostedStage> cost_stage(const model::ScalableModel& model, const Cluster&
     fresh.parts = std::move(*parts);
     fresh.flops2 = graph_flops(*g2);
     fresh.flops1 = g1 ? graph_flops(*g1) : 0;
+    fresh.causal_skipped2 = causal_skipped_flops(*g2);
+    fresh.causal_skipped1 = g1 ? causal_skipped_flops(*g1) : 0;
     it = store.emplace(key, std::move(fresh)).first;
   }
   return CostedStage{shape.dp, shape.tp, std::move(*mesh), dp_free, &it->second};
@@ -507,14 +509,31 @@ StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkC
   if (!s.train) return t;
   const DeviceProfile& dev = s.on(d).device;
   const double params = st.parameters;
-  const double grad_bytes = params * dev.element_bytes;
-  const double factor = s.zero == 3 ? 1.5 : 1.0;
+  // Gradients reduce in gradient_bytes() (fp32 in bf16 training: Megatron's main_grad,
+  // torchtitan's reduce dtype; bf16 in NVIDIA's fp8 recipes); weights gather in the compute
+  // precision. Without ZeRO one all-reduce of the gradients; with ZeRO 1 and 2 their reduce-scatter
+  // and the updated weights' all-gather; with ZeRO-3 a second all-gather (forward and backward each
+  // gather the weights).
+  const double grad_bytes = params * gradient_bytes(s.tech),
+               weight_bytes = params * dev.element_bytes;
   // Every cp rank holds the whole weights and a gradient of its part of the sequence: gradients
   // reduce (and ZeRO shards) over dp x cp, as Megatron-LM's distributed optimizer does.
   const int64_t group = st.dp * s.cp;
   BytesMovedCost moved;
-  t.sync = factor * collective_time(Collective::kAllReduce, group, grad_bytes, dp_link);
-  t.dp_bytes = group > 1 ? factor * moved.cost(Collective::kAllReduce, 0, group, grad_bytes) : 0;
+  const double gathers = s.zero == 3 ? 2 : 1;
+  double reduce_s = 0, gather_s = 0;
+  if (s.zero == 0) {
+    reduce_s = collective_time(Collective::kAllReduce, group, grad_bytes, dp_link);
+    t.dp_bytes = group > 1 ? moved.cost(Collective::kAllReduce, 0, group, grad_bytes) : 0;
+  } else {
+    reduce_s = collective_time(Collective::kReduceScatter, group, grad_bytes, dp_link);
+    gather_s = gathers * collective_time(Collective::kAllGather, group, weight_bytes, dp_link);
+    t.dp_bytes = group > 1
+                     ? moved.cost(Collective::kReduceScatter, 0, group, grad_bytes) +
+                           gathers * moved.cost(Collective::kAllGather, 0, group, weight_bytes)
+                     : 0;
+  }
+  t.sync = reduce_s + gather_s;
   double owned = s.zero >= 1 ? params / static_cast<double>(group) : params;
   t.opt = owned * 32 / (dev.memory_bandwidth * dev.memory_efficiency);
   if (s.step_parts) {
@@ -527,8 +546,8 @@ StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkC
     t.opt = o.compute_s;
   }
   // Overlap per bucket: gradient reductions start as the last micro-batch's backward produces
-  // each bucket; with a sharded optimizer (ZeRO >= 1) the reduce-scatter half runs there and
-  // the parameter all-gather half behind the next step's first forward (Megatron's
+  // each bucket; with a sharded optimizer (ZeRO >= 1) the reduce-scatter runs there and the
+  // parameter all-gather behind the next step's first forward (Megatron's
   // overlap-grad-reduce and overlap-param-gather, FSDP's prefetch).
   double last_bwd = 0, first_fwd = 0;
   for (int64_t c = d; c < s.C; c += s.pp) {
@@ -536,9 +555,11 @@ StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkC
     first_fwd += s.chunk[static_cast<size_t>(c)].fwd;
   }
   if (s.tech.overlap != Overlap::kNone && !s.step_parts) {
-    double exposed = s.zero >= 1 ? exposed_behind(t.sync / 2, last_bwd, params) +
-                                       exposed_behind(t.sync / 2, first_fwd, params)
-                                 : exposed_behind(t.sync, last_bwd, params);
+    // ZeRO-3's backward gather runs behind the backward with the reduce-scatter.
+    const double bwd_s = reduce_s + gather_s * (gathers - 1) / gathers;
+    const double fwd_s = gather_s / gathers;
+    double exposed = exposed_behind(bwd_s, last_bwd, params) +
+                     (fwd_s > 0 ? exposed_behind(fwd_s, first_fwd, params) : 0);
     exposed = std::min(exposed, t.sync);
     t.hidden_sync = t.sync - exposed;
     t.sync = exposed;
@@ -566,7 +587,7 @@ void stage_states(const Sim& s, double params, double working, int64_t dp, Stage
   }
   const double extra = technique_state_bytes_per_param(s.tech) * params;
   if (s.tech.offload == Offload::kNone || s.tech.offload == Offload::kActivations) {
-    st.state_bytes = model_state_bytes(params, s.zero, dp) + extra;
+    st.state_bytes = model_state_bytes(params, s.zero, dp, gradient_bytes(s.tech), e) + extra;
     return;
   }
   const auto o = offloaded_states(s.tech.offload, params, working, s.zero, dp, e, extra);
@@ -631,6 +652,7 @@ void price_stages(Sim& s) {
     mem.r = s.r;
     mem.offload = s.tech.offload;
     mem.zero = s.zero;
+    mem.grad_bytes = gradient_bytes(s.tech);
     mem.group = cs.dp * s.cp;
     mem.kept = s.stats.peak_memory[static_cast<size_t>(d)];
     mem.in_flight = s.in_flight[static_cast<size_t>(d)];
@@ -693,21 +715,34 @@ void price_stages(Sim& s) {
   res.nvme_limit_bytes = s.cluster.nvme_bytes;
 }
 
-// Model FLOPs per step (Megatron's formula for GPT-style models), TFLOP/s per device and MFU.
+// Model FLOPs per step in both conventions (ModelFlops.h), TFLOP/s per device and MFU: heddle's
+// (causal attention over half the scores, recomputation not counted) and the published one
+// (Megatron's formula for GPT models, full attention).
 void count_model_flops(Sim& s) {
   SimulationResult& res = s.res;
   const CostedStage& first = s.st_of.front();
   if (s.model.gpt) {
-    res.model_flops = gpt_model_flops(*s.model.gpt, s.B, s.train, s.r == Recompute::kFull);
+    res.model_flops = gpt_causal_model_flops(*s.model.gpt, s.B, s.train);
+    res.published_model_flops =
+        gpt_model_flops(*s.model.gpt, s.B, s.train, s.r == Recompute::kFull);
   } else {
-    double fwd = first.stage->flops2;
-    if (s.layered) fwd += static_cast<double>(s.units - 2) * (fwd - first.stage->flops1);
-    if (first.dp_free) fwd *= static_cast<double>(s.dp);  // the costed graph held one replica's
-    res.model_flops = fwd * static_cast<double>(s.m) * (s.train ? 3 : 1);
+    // The forward FLOPs of the whole model from the two- and one-unit graphs, full and with a
+    // causal kernel's skipped half taken off.
+    auto whole = [&](double two, double one) {
+      double f = two;
+      if (s.layered) f += static_cast<double>(s.units - 2) * (two - one);
+      if (first.dp_free) f *= static_cast<double>(s.dp);  // the costed graph held one replica's
+      return f * static_cast<double>(s.m) * (s.train ? 3 : 1);
+    };
+    const SimulationCache::Stage& st = *first.stage;
+    res.published_model_flops = whole(st.flops2, st.flops1);
+    res.model_flops = res.published_model_flops - whole(st.causal_skipped2, st.causal_skipped1);
   }
-  res.tflops_per_device =
-      res.model_flops / res.step_time_s / static_cast<double>(res.devices) / 1e12;
+  const double per_device = res.step_time_s * static_cast<double>(res.devices) * 1e12;
+  res.tflops_per_device = res.model_flops / per_device;
   res.mfu = res.tflops_per_device * 1e12 / s.base_peak;
+  res.published_tflops_per_device = res.published_model_flops / per_device;
+  res.published_mfu = res.published_tflops_per_device * 1e12 / s.base_peak;
 }
 
 // The canonical strategy string: re-simulating it gives the same plan; it holds only the keys

@@ -40,8 +40,8 @@ void stage_memory(const StageMemoryInput& in, StageResult& st) {
     double gathered = P.layered ? P.layer.param_elements : 0;
     if (in.first) gathered = std::max(gathered, P.prefix.param_elements);
     if (in.last) gathered = std::max(gathered, P.suffix.param_elements);
-    st.buffer_bytes =
-        gradient_buffer_bytes(in.zero, in.group, in.params, gathered, dev.element_bytes);
+    st.buffer_bytes = gradient_buffer_bytes(in.zero, in.group, in.params, gathered,
+                                            dev.element_bytes, in.grad_bytes);
   }
   st.allocator_bytes = allocator_allowance_bytes(dev, st.activation_bytes + st.buffer_bytes);
   st.peak_memory_bytes =

@@ -36,6 +36,7 @@ struct StageMemoryInput {
   double units = 0;                ///< layer units the stage holds, over all its chunks
   int64_t host_micro_batches = 1;  ///< micro-batches the host holds with offload=activations
   double params = 0;               ///< parameter elements on the device
+  double grad_bytes = 2;           ///< bytes per gradient element (gradient_bytes(); default 2)
 };
 
 /// Fills `st`'s in_flight, activation_bytes, buffer_bytes, allocator_bytes and peak_memory_bytes

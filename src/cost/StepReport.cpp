@@ -163,6 +163,9 @@ nlohmann::json simulation_json(const SimulationResult& r, const model::ScalableM
                       {"energy_j", r.energy_j},
                       {"tflops_per_device", r.tflops_per_device},
                       {"model_flops", r.model_flops},
+                      {"published_mfu", r.published_mfu},
+                      {"published_tflops_per_device", r.published_tflops_per_device},
+                      {"published_model_flops", r.published_model_flops},
                       {"peak_memory_bytes", r.peak_memory_bytes},
                       {"memory_limit_bytes", r.memory_limit_bytes},
                       {"host_memory_bytes", r.host_memory_bytes},
@@ -217,7 +220,9 @@ std::string simulation_text(const SimulationResult& r, const model::ScalableMode
   out += fmt::format("workload         {}\n", workload_text(r, src));
   out += fmt::format("micro-batches    {}\n", micro_batches_text(r));
   out += fmt::format("step time        {:.6g} s\n", r.step_time_s);
-  out += fmt::format("TFLOP/s/device   {:.1f} (MFU {:.1f}%)\n", r.tflops_per_device, 100 * r.mfu);
+  out += fmt::format("TFLOP/s/device   {:.1f} (MFU {:.1f}%; published count {:.1f}, {:.1f}%)\n",
+                     r.tflops_per_device, 100 * r.mfu, r.published_tflops_per_device,
+                     100 * r.published_mfu);
   out += fmt::format("bubble fraction  {:.2f}%\n", 100 * r.bubble_fraction);
   const bool device_fits = r.peak_memory_bytes <= r.memory_limit_bytes;
   out += fmt::format("peak memory      {} of {}{}\n", gib(r.peak_memory_bytes),

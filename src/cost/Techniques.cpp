@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "heddle/cost/MemoryModel.h"
+
 namespace heddle::cost {
 
 namespace {
@@ -108,6 +110,10 @@ std::vector<Cluster> priced_kinds(const Cluster& cluster, const Techniques& t) {
 
 double technique_state_bytes_per_param(const Techniques& t) {
   return t.precision == Precision::kFp8 ? 1 : 0;
+}
+
+double gradient_bytes(const Techniques& t) {
+  return t.precision == Precision::kFp8 ? 2 : kGradientBytes;
 }
 
 }  // namespace heddle::cost

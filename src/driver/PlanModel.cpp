@@ -210,9 +210,10 @@ std::string plan_report_text(const PlannedModel& p) {
   std::string out =
       fmt::format("plan       {} on {} ({} of {} devices){}\n", r.strategy, p.cluster.name,
                   r.devices, p.cluster.count, a.train ? ", training step" : "");
-  out += fmt::format("step time  {:.4g} s   MFU {:.1f}%   {:.1f} TFLOP/s per device\n",
-                     r.step_time_s, 100 * r.mfu, r.tflops_per_device);
-  out += fmt::format("memory     {} peak per device of {} ({} reserved)\n",
+  out += fmt::format(
+      "step time  {:.4g} s   MFU {:.1f}%   {:.1f} TFLOP/s per device (published count: {:.1f}%)\n",
+      r.step_time_s, 100 * r.mfu, r.tflops_per_device, 100 * r.published_mfu);
+  out += fmt::format("memory     {} peak per device of {} (runtime reserve {} in the peak)\n",
                      human_bytes(r.peak_memory_bytes), human_bytes(r.memory_limit_bytes),
                      human_bytes(p.target.reserve_bytes));
   out += cost::stage_memory_text(r);

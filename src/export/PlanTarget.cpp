@@ -21,20 +21,24 @@ Result<PlanTarget> apply_target_flags(const TargetFlags& flags, cost::Cluster& c
   auto parsed = parse_target(target);
   HEDDLE_TRY(parsed);
   t.target = *parsed;
-  const double memory = cluster.device.memory_bytes;
-  if (flags.memory_reserve.empty()) {
-    t.reserve_bytes = default_memory_reserve(memory);
-  } else if (flags.memory_reserve != "0") {
-    auto r = parse_bytes(flags.memory_reserve, "--memory-reserve");
-    HEDDLE_TRY(r);
-    t.reserve_bytes = *r;
+  // The reserve is the allocator allowance's fixed part (DeviceProfile::runtime_bytes: the CUDA
+  // context, NCCL and cuBLAS buffers), not memory taken off on top of it: by default the
+  // device's own, given, it replaces that part on every kind; fragmentation is charged either way.
+  t.reserve_bytes = cluster.device.runtime_bytes;
+  if (!flags.memory_reserve.empty()) {
+    t.reserve_bytes = 0;
+    if (flags.memory_reserve != "0") {
+      auto r = parse_bytes(flags.memory_reserve, "--memory-reserve");
+      HEDDLE_TRY(r);
+      t.reserve_bytes = *r;
+    }
+    const double memory = cluster.device.memory_bytes;
+    if (t.reserve_bytes >= memory)
+      return Diagnostic("--memory-reserve " + human_bytes(t.reserve_bytes) +
+                        " leaves nothing of the " + human_bytes(memory) +
+                        " per device; give a smaller reserve");
+    cluster.for_each_device([&](cost::DeviceProfile& d) { d.runtime_bytes = t.reserve_bytes; });
   }
-  if (t.reserve_bytes >= memory)
-    return Diagnostic("--memory-reserve " + human_bytes(t.reserve_bytes) +
-                      " leaves nothing of the " + human_bytes(memory) +
-                      " per device; give a smaller reserve");
-  // Every kind keeps the same reserve (the allocator's and the stack's own).
-  cluster.for_each_device([&](cost::DeviceProfile& d) { d.memory_bytes -= t.reserve_bytes; });
   o.pins = target_pins(t.target, o.pins);
   if (t.target != Target::kAny) {
     // Pins the target cannot run, or a forward plan for a training stack: say why up front.

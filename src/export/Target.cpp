@@ -210,9 +210,4 @@ StrategySpec target_pins(Target target, StrategySpec pins) {
   return pins;
 }
 
-double default_memory_reserve(double memory_bytes) {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-  return std::min(std::max(0.05 * memory_bytes, 2 * kGiB), 0.25 * memory_bytes);
-}
-
 }  // namespace heddle::exporting

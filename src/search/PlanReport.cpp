@@ -28,6 +28,7 @@ nlohmann::json plan_json(const ConfigResult& c) {
           {"step_time_s", r.step_time_s},
           {"mfu", r.mfu},
           {"tflops_per_device", r.tflops_per_device},
+          {"published_mfu", r.published_mfu},
           {"peak_memory_bytes", r.peak_memory_bytes},
           {"memory_limit_bytes", r.memory_limit_bytes},
           {"bubble_fraction", r.bubble_fraction},

@@ -67,6 +67,26 @@ TEST(ContextParallel, GradientsReduceAndZeroShardsOverDataTimesContext) {
   EXPECT_GT(cp.breakdown.grad_reduction_s + cp.breakdown.overlapped_grad_s, 0);
 }
 
+// MFU counts causal attention as the kernels run it (half the scores): the model FLOPs a device
+// is credited with never take more time at the device's peak than the step spends computing.
+// Counting full attention (the published convention, reported apart) credits the masked half
+// too, and at long context that exceeds the compute time (MFU near 100% at sequence 131072).
+TEST(ContextParallel, ModelFlopsCountCausalAttentionAsRun) {
+  zoo::ZooOverrides o = zoo::ZooOverrides::sized(2, std::nullopt, 131072, 2);
+  auto src = model::zoo_scalable_model("llama3-8b", o);
+  auto c = resolve_cluster("h100x16");
+  ASSERT_TRUE(src.ok() && c.ok());
+  SimulateOptions opts;
+  opts.train = true;
+  auto r = simulate(*src, *c, *StrategySpec::parse("cp=16,mb=1"), opts);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  const double peak = c->device.peak_flops, n = static_cast<double>(c->count);
+  EXPECT_LT(r->model_flops / n / peak, r->breakdown.compute_s);
+  EXPECT_GT(r->published_model_flops / n / peak, r->breakdown.compute_s);
+  EXPECT_LT(r->mfu, r->published_mfu);
+  EXPECT_NEAR(r->mfu / r->published_mfu, r->model_flops / r->published_model_flops, 1e-12);
+}
+
 TEST(ContextParallel, BadRequestsSayWhy) {
   auto odd = long_context("h100x24", "cp=3,tp=8");
   ASSERT_FALSE(odd.ok());

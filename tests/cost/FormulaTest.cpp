@@ -90,6 +90,13 @@ TEST(Memory, ZeroStagesMatchThePaper) {
   EXPECT_NEAR(model_state_bytes(P, 2, 64) / 1e9, 16.6, 0.05);
   EXPECT_NEAR(model_state_bytes(P, 3, 64) / 1e9, 1.88, 0.01);
   EXPECT_EQ(model_state_bytes(P, 3, 1), model_state_bytes(P, 0, 1));
+  // Megatron's distributed-optimizer table: bf16 param, fp32 grads 18 and 6 + 12/d bytes per
+  // parameter; fp32 param, fp32 grads 16 and 8 + 8/d.
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 0, 64, 4, 2), 18 * P);
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 1, 64, 4, 2), 6 * P + 12 * P / 64);
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 0, 64, 4, 4), 16 * P);
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 1, 64, 4, 4), 8 * P + 8 * P / 64);
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 3, 64, 4, 2), 16 * P / 64);  // FSDP2
 }
 
 TEST(Memory, ActivationFormulaIdentities) {
@@ -125,6 +132,30 @@ TEST(ModelFlops, MegatronFormulaAgreesWithTheGraph) {
     EXPECT_DOUBLE_EQ(gpt_model_flops(*c, 2, true, false) / gpt_model_flops(*c, 1, true, false), 2);
     EXPECT_GT(gpt_model_flops(*c, 2, true, true), gpt_model_flops(*c, 2, true, false));
   }
+}
+
+// The causal count: a causal kernel skips half of the scores' two contractions, 2 B s^2 h per
+// layer forward; the graph's count of them (found by structure around the causal mask) agrees
+// with the closed forms, and a graph without a causal mask skips nothing.
+TEST(ModelFlops, CausalCountHalvesTheScoresOnly) {
+  zoo::ZooOverrides o;
+  o.layers = 2;
+  o.batch = 2;
+  auto g = zoo::build_zoo_model("megatron-1.7b", o);
+  auto c = zoo::gpt_preset("megatron-1.7b", o);
+  ASSERT_TRUE(g.ok() && c.ok());
+  const double B = 2, s = static_cast<double>(c->seq), h = static_cast<double>(c->hidden);
+  const double skipped = 2 * B * s * s * h * static_cast<double>(c->layers);
+  EXPECT_NEAR(causal_skipped_flops(*g) / skipped, 1.0, 1e-9);
+  EXPECT_NEAR(gpt_model_flops(*c, 2, false, false) - gpt_causal_model_flops(*c, 2, false), skipped,
+              1e-6 * skipped);
+  EXPECT_NEAR(gpt_model_flops(*c, 2, true, false) - gpt_causal_model_flops(*c, 2, true),
+              3 * skipped, 1e-6 * skipped);
+  // Recomputation is not model work in heddle's count.
+  EXPECT_LT(gpt_causal_model_flops(*c, 2, true), gpt_model_flops(*c, 2, true, true));
+  auto mlp = zoo::build_zoo_model("mlp", zoo::ZooOverrides{});
+  ASSERT_TRUE(mlp.ok());
+  EXPECT_EQ(causal_skipped_flops(*mlp), 0);
 }
 
 }  // namespace

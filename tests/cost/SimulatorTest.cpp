@@ -52,15 +52,25 @@ TEST(Megatron, TableWithinTheValidatedBounds) {
         "dp=" + std::to_string(r.d) + ",tp=" + std::to_string(r.t) + ",pp=" + std::to_string(r.p) +
         ",mb=1,recompute=full,schedule=" + schedule + ",attention=eager,overlap=none";
     SimulationResult s = sim(r.model, "a100x" + std::to_string(r.t * r.p * r.d), strategy, r.batch);
-    double err = std::abs(s.tflops_per_device - r.published) / r.published;
+    // Megatron's Table 1 counts by its formula (full attention, recomputation included): the
+    // published count, not heddle's causal one.
+    double err = std::abs(s.published_tflops_per_device - r.published) / r.published;
     sum += err;
     worst = std::max(worst, err);
     EXPECT_TRUE(s.feasible) << r.model;  // Megatron ran every row on 80 GB
-    EXPECT_LT(err, 0.12) << r.model << ": predicted " << s.tflops_per_device;
+    EXPECT_LT(err, 0.16) << r.model << ": predicted " << s.published_tflops_per_device;
+    std::printf("%-16s published %5.0f predicted %6.1f error %+5.1f%% peak %.1f GiB\n", r.model,
+                r.published, s.published_tflops_per_device,
+                100 * (s.published_tflops_per_device - r.published) / r.published,
+                s.peak_memory_bytes / (1 << 30));
   }
-  // Achieved (docs/validation.md): mean 4.6%, worst 10.2%; the issue asks for 15% / 25%.
+  // Achieved (docs/validation.md): mean 5.9%, worst 15.5%; the issue asks for 15% / 25%, the
+  // lead 6% mean. Every row is priced as bf16 training, fp32 gradient all-reduce included; the
+  // 2021 runs were fp16, reducing in 16 bits, which heddle's precisions cannot say: the t = 4 and
+  // t = 8 rows without pipelining, whose all-reduce is exposed, are 13-16% low.
+  std::printf("mean |error| %.1f%%, worst %.1f%%\n", 100 * sum / 10, 100 * worst);
   EXPECT_LT(sum / 10, 0.06);
-  EXPECT_LT(worst, 0.12);
+  EXPECT_LT(worst, 0.16);
 }
 
 TEST(Pipeline, BubblesFollowTheClosedForms) {
@@ -92,8 +102,16 @@ TEST(Memory, ZeroAndParameters) {
   double P = static_cast<double>(zoo::megatron_parameters(*zoo::gpt_preset("megatron-1.7b", none)));
   ASSERT_EQ(z0.stages.size(), 1u);
   EXPECT_NEAR(z0.stages[0].parameters * 2 / P, 1.0, 0.01);
-  EXPECT_NEAR(z0.stages[0].state_bytes, 16 * z0.stages[0].parameters, 1);
-  EXPECT_NEAR(z3.stages[0].state_bytes, z0.stages[0].state_bytes / 2, 1);
+  // bf16 training keeps fp32 gradients (Megatron's main_grad): 2 + 4 + 12 bytes per parameter
+  // without ZeRO; ZeRO-3 (FSDP2's fp32 sharded weights and gradients, Adam's moments) 16 over dp.
+  EXPECT_NEAR(z0.stages[0].state_bytes, 18 * z0.stages[0].parameters, 1);
+  EXPECT_NEAR(z3.stages[0].state_bytes, 16 * z0.stages[0].parameters / 2, 1);
+  // Megatron's distributed optimizer (bf16 param, fp32 grads): 6 + 12/d bytes per parameter.
+  SimulationResult z1 = sim("megatron-1.7b", "a100x4", "dp=2,tp=2,zero=1", 8);
+  EXPECT_NEAR(z1.stages[0].state_bytes, (6 + 12.0 / 2) * z1.stages[0].parameters, 1);
+  // fp8 (NVIDIA's recipes reduce in bf16): 2 + 2 + 12, plus TE's fp8 weight copy.
+  SimulationResult f8 = sim("llama2-7b", "h100x4", "dp=2,tp=2,zero=0,precision=fp8", 8);
+  EXPECT_NEAR(f8.stages[0].state_bytes, (16 + 1) * f8.stages[0].parameters, 1);
   // Pipeline stages split the weights: the sum over stages counts the tied embedding twice.
   SimulationResult pp = sim("megatron-1.7b", "a100x8", "dp=1,tp=2,pp=4", 8);
   double total = 0;

@@ -85,7 +85,8 @@ TEST(StageMemory, BuffersAndAllocatorAllowance) {
   auto z2 = tiny("dp=4,mb=1,zero=2");
   auto z3 = tiny("dp=4,mb=1,zero=3");
   EXPECT_EQ(z1.stages[0].buffer_bytes, 0);
-  EXPECT_DOUBLE_EQ(z2.stages[0].buffer_bytes, 2 * z2.stages[0].parameters * 2);
+  // The buckets hold fp32 gradients (Megatron's main_grad in bf16 training).
+  EXPECT_DOUBLE_EQ(z2.stages[0].buffer_bytes, 2 * z2.stages[0].parameters * 4);
   EXPECT_GT(z3.stages[0].buffer_bytes, 0);
   EXPECT_LT(z3.stages[0].buffer_bytes, z2.stages[0].buffer_bytes);
   // The allowance: the device's runtime memory plus its fragmentation share of what the
@@ -101,6 +102,31 @@ TEST(StageMemory, BuffersAndAllocatorAllowance) {
   }
   EXPECT_EQ(a100.runtime_bytes, 2e9);
   EXPECT_EQ(a100.fragmentation, 0.05);
+}
+
+// `plan --memory-reserve` sets the allowance's fixed part on every device (export/PlanTarget.h):
+// each stage's peak moves by the difference, the fragmentation share and the device's memory
+// stay, so the reserve is counted once, not on top of the runtime part.
+TEST(StageMemory, TheReserveReplacesTheRuntimePart) {
+  zoo::ZooOverrides o = zoo::ZooOverrides::sized(8, {}, {}, 8);
+  auto src = model::zoo_scalable_model("gpt-tiny", o);
+  auto c = resolve_cluster("a100x4");
+  ASSERT_TRUE(src.ok() && c.ok());
+  Cluster reserved = *c;
+  reserved.for_each_device([](DeviceProfile& d) { d.runtime_bytes = 6e9; });
+  SimulateOptions opts;
+  opts.train = true;
+  auto spec = StrategySpec::parse("pp=2,dp=2,mb=1");
+  auto base = simulate(*src, *c, *spec, opts);
+  auto more = simulate(*src, reserved, *spec, opts);
+  ASSERT_TRUE(base.ok() && more.ok());
+  ASSERT_EQ(base->stages.size(), 2u);
+  for (size_t st = 0; st < 2; ++st) {
+    EXPECT_DOUBLE_EQ(more->stages[st].allocator_bytes - base->stages[st].allocator_bytes, 4e9);
+    EXPECT_DOUBLE_EQ(more->stages[st].peak_memory_bytes - base->stages[st].peak_memory_bytes, 4e9);
+  }
+  EXPECT_EQ(more->memory_limit_bytes, base->memory_limit_bytes);
+  EXPECT_EQ(base->memory_limit_bytes, 80e9);
 }
 
 }  // namespace

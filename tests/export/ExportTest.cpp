@@ -144,13 +144,6 @@ TEST(Target, TorchtitanPinsSequenceParallelism) {
   EXPECT_FALSE(target_pins(Target::kMegatron, spec("auto")).sp);
 }
 
-TEST(Target, DefaultMemoryReserve) {
-  const double GiB = 1024.0 * 1024 * 1024;
-  EXPECT_DOUBLE_EQ(default_memory_reserve(80 * GiB), 4 * GiB);  // 5%
-  EXPECT_DOUBLE_EQ(default_memory_reserve(16 * GiB), 2 * GiB);  // at least 2 GiB
-  EXPECT_DOUBLE_EQ(default_memory_reserve(4 * GiB), 1 * GiB);   // at most a quarter
-}
-
 TEST(RankGroups, TensorParallelInnermostPipelineOutermost) {
   auto g = rank_groups(spec("dp=2,tp=2,pp=2"));
   using G = std::vector<std::vector<int64_t>>;

@@ -17,7 +17,9 @@ TargetFlags flags(std::string target, std::string export_format, std::string mem
   return f;
 }
 
-TEST(PlanTarget, TheDefaultReserveComesOffEveryDevice) {
+// The reserve is the allocator allowance's fixed part: by default the device's runtime memory
+// (2 GB on an A100), nothing taken off the memory; given, it replaces that part on every kind.
+TEST(PlanTarget, TheReserveIsTheAllowancesRuntimePart) {
   cost::Cluster c = a100();
   const double memory = c.device.memory_bytes;
   search::ConfigSearchOptions o;
@@ -25,8 +27,21 @@ TEST(PlanTarget, TheDefaultReserveComesOffEveryDevice) {
   ASSERT_TRUE(t.ok()) << t.error().to_string();
   EXPECT_EQ(t->target, Target::kAny);
   EXPECT_FALSE(t->export_to);
-  EXPECT_EQ(t->reserve_bytes, default_memory_reserve(memory));
-  EXPECT_EQ(c.device.memory_bytes, memory - t->reserve_bytes);
+  EXPECT_EQ(t->reserve_bytes, 2e9);
+  EXPECT_EQ(c.device.runtime_bytes, 2e9);
+  EXPECT_EQ(c.device.memory_bytes, memory);
+  cost::Cluster given = a100();
+  auto six = apply_target_flags(flags("", "", "6GB"), given, o);
+  ASSERT_TRUE(six.ok()) << six.error().to_string();
+  EXPECT_EQ(six->reserve_bytes, 6e9);
+  EXPECT_EQ(given.device.runtime_bytes, 6e9);
+  EXPECT_EQ(given.device.memory_bytes, memory);
+  EXPECT_EQ(given.device.fragmentation, c.device.fragmentation);
+  cost::Cluster none = a100();
+  auto zero = apply_target_flags(flags("", "", "0"), none, o);
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(zero->reserve_bytes, 0);
+  EXPECT_EQ(none.device.runtime_bytes, 0);
 }
 
 TEST(PlanTarget, AnExportFormatIsAlsoTheTarget) {

@@ -197,6 +197,30 @@ TEST(ConfigSearch, RefusesAPlanWhoseWorstStageDoesNotFit) {
   }
 }
 
+// `plan --memory-reserve` sets every device's runtime memory (the allocator allowance's fixed
+// part): the search prices each candidate's peak with it, so a reserve that leaves the best
+// plan a byte short makes the search choose another plan that fits with it.
+TEST(ConfigSearch, TheRuntimeReserveDecidesWhatFits) {
+  auto model = gpt13(8, 16, 2048, std::nullopt);
+  auto cluster = *cost::cluster_preset("a100x4");
+  ConfigSearchOptions o;
+  o.train = true;
+  o.intra_op = false;
+  o.pins = *StrategySpec::parse("auto,dp=1,tp=1,pp=4,mb=1");
+  auto plain = search_configs(model, cluster, o);
+  ASSERT_TRUE(plain.ok()) << plain.error().to_string();
+  const double runtime = cluster.device.runtime_bytes + cluster.device.memory_bytes -
+                         plain->best.sim.peak_memory_bytes + 1e8;
+  cluster.for_each_device([&](cost::DeviceProfile& d) { d.runtime_bytes = runtime; });
+  auto reserved = search_configs(model, cluster, o);
+  ASSERT_TRUE(reserved.ok()) << reserved.error().to_string();
+  EXPECT_NE(reserved->best.sim.strategy, plain->best.sim.strategy);
+  for (const auto& st : reserved->best.sim.stages) {
+    EXPECT_GE(st.allocator_bytes, runtime);
+    EXPECT_LE(st.peak_memory_bytes, cluster.device.memory_bytes);
+  }
+}
+
 // A GPT with a large vocabulary on four pipeline stages: the head makes the last stage slow, an
 // uneven layer split wins, and it is never slower than the best even split.
 TEST(ConfigSearch, UnevenLayerSplitWhenTheHeadIsHeavy) {

@@ -82,8 +82,9 @@ void add_target_flags(CLI::App* app, exporting::TargetFlags& flags) {
                   "Print the plan as megatron arguments, a torchtitan TOML or a deepspeed JSON "
                   "(also written to --out DIR)");
   app->add_option("--memory-reserve", flags.memory_reserve,
-                  "Memory per device left free for the CUDA context, NCCL buffers and "
-                  "fragmentation (default: 5% of it, at least 2GiB, at most a quarter; 0: none)");
+                  "Memory per device for the CUDA context, NCCL and cuBLAS buffers: replaces the "
+                  "allocator allowance's fixed part (default: the device's, 2GB on GPUs; 0: none; "
+                  "5% fragmentation is charged either way)");
 }
 
 }  // namespace

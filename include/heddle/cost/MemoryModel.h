@@ -12,10 +12,23 @@
 
 namespace heddle::cost {
 
-/// Bytes per device of weights, gradients and Adam state for `params` parameters (16 bytes each:
-/// 2 + 2 + 12) under ZeRO stage `zero` over `dp` data-parallel devices: stage 0 `16P`, 1
-/// `4P + 12P/N`, 2 `2P + 14P/N`, 3 `16P/N`. Precondition: 0 <= zero <= 3, dp >= 1.
-double model_state_bytes(double params, int64_t zero, int64_t dp);
+/// Bytes per gradient element the stacks keep and reduce in bf16/fp8 training: fp32. Megatron-LM
+/// sets `accumulate_allreduce_grads_in_fp32` for bf16 (its grad buffer, `main_grad`, is fp32;
+/// the distributed optimizer's README table: "bf16 param, fp32 grads", 18 and 6 + 12/d bytes per
+/// parameter), and torchtitan's FSDP2 reduces in `mixed_precision_reduce = "float32"`.
+inline constexpr double kGradientBytes = 4;
+
+/// Bytes per device of weights, gradients and Adam state for `params` parameters with weights of
+/// `weight_bytes` and gradients of `grad_bytes` each, under ZeRO stage `zero` over `dp`
+/// data-parallel devices. The optimizer state is 12 bytes (fp32 master weights and two moments)
+/// with 16-bit weights, 8 (two moments) with fp32 weights (they are the master copy):
+/// stage 0 `(w + g + o) P`, 1 `(w + g) P + o P/N`, 2 `w P + (g + o) P/N`, 3 `16 P/N` (the ZeRO
+/// paper's fp16 weights and gradients with a 12-byte optimizer, or FSDP2's fp32 sharded weights
+/// and gradients with Adam's moments: 16 either way). Defaults (2 and 2) are the ZeRO paper's
+/// `16P`, `4P + 12P/N`, `2P + 14P/N` (arXiv 1910.02054); the simulator passes kGradientBytes.
+/// Precondition: 0 <= zero <= 3, dp >= 1.
+double model_state_bytes(double params, int64_t zero, int64_t dp, double grad_bytes = 2,
+                         double weight_bytes = 2);
 
 /// Korthikanti's activation bytes of one transformer layer for a micro-batch of `b` sequences of
 /// length `s`, hidden `h`, `a` heads, tensor-parallel `t`, with or without sequence parallelism:
@@ -32,16 +45,19 @@ double gradient_bucket_params(int64_t dp);
 
 /// Gradient and parameter buffers a device holds during a training step beyond the model states
 /// of model_state_bytes(), for `params` parameter elements of which one layer unit (or the
-/// stage's embedding or head, if larger) is `unit_params`, at `element_bytes` each:
+/// stage's embedding or head, if larger) is `unit_params`, weights of `element_bytes` and
+/// gradients reduced in `grad_bytes`:
 /// - ZeRO 0 and 1: none (the gradients live in one contiguous buffer the buckets are views of,
 ///   Megatron's grad buffer, torch DDP's `gradient_as_bucket_view`);
 /// - ZeRO 2: the full gradients of two buckets (gradient_bucket_params()): the one backward is
-///   filling and the one being reduce-scattered;
+///   filling and the one being reduce-scattered, at `grad_bytes`;
 /// - ZeRO 3 (FSDP): the all-gathered parameters of two units (the one computing and the one
-///   prefetched) and one unit's unsharded gradient before its reduce-scatter.
+///   prefetched) and one unit's unsharded gradient before its reduce-scatter, in the compute
+///   precision and its copy at `grad_bytes` (FSDP2 casts to its reduce dtype), when
+///   `grad_bytes` differs from `element_bytes`.
 /// Precondition: 0 <= zero <= 3, dp >= 1.
 double gradient_buffer_bytes(int64_t zero, int64_t dp, double params, double unit_params,
-                             double element_bytes);
+                             double element_bytes, double grad_bytes);
 
 /// The allocator allowance of one device: `dev.runtime_bytes` (CUDA context, kernels, NCCL and
 /// cuBLAS buffers) plus `dev.fragmentation` of `dynamic_bytes`, what the caching allocator hands

@@ -29,6 +29,8 @@ struct SimulationCache {
   struct Stage {
     ModelParts parts;
     double flops2 = 0, flops1 = 0;  ///< FLOPs of the two-unit and one-unit graphs
+    /// Of those, what a causal attention kernel skips (causal_skipped_flops())
+    double causal_skipped2 = 0, causal_skipped1 = 0;
   };
   std::map<std::string, Stage> stages;
 };
@@ -108,9 +110,18 @@ struct SimulationResult {
   pipeline::PipelineSchedule schedule;  ///< the pipeline schedule used
   Recompute recompute = Recompute::kNone;
   double step_time_s = 0;
-  double model_flops = 0;  ///< per step, all devices
+  /// Model FLOPs per step, all devices, heddle's convention (ModelFlops.h): forward once and
+  /// backward twice, no recomputation, causal attention over half the scores; MFU and TFLOP/s
+  /// per device from it.
+  double model_flops = 0;
   double tflops_per_device = 0;
-  double mfu = 0;
+  double mfu = 0;  ///< tflops_per_device over the devices' mean bf16 peak
+  /// The same in the published convention Megatron-LM, NeMo and torchtitan report (full `s^2`
+  /// attention; GPT models by Megatron's formula, recomputation included): for comparison with
+  /// their tables.
+  double published_model_flops = 0;
+  double published_tflops_per_device = 0;
+  double published_mfu = 0;
   double bubble_fraction = 0;     ///< idle share of the pipeline schedule
   double peak_memory_bytes = 0;   ///< largest over devices
   double memory_limit_bytes = 0;  ///< the limit of the stage closest to its own (mixed clusters)

@@ -41,4 +41,10 @@ std::vector<Cluster> priced_kinds(const Cluster& cluster, const Techniques& t);
 /// Engine's fp8 weight copy, cast once per step and kept across micro-batches), else 0.
 double technique_state_bytes_per_param(const Techniques& t);
 
+/// Bytes per gradient element kept and reduced over dp under `t`: kGradientBytes (fp32) with
+/// bf16 and fp32, as Megatron-LM's bf16 default and torchtitan's reduce dtype; 2 (bf16) with
+/// fp8, as NVIDIA's fp8 recipes set (NeMo-Framework-Launcher's H100 fp8 examples pass
+/// `optim.grad_sync_dtype=bf16`, its gradient buffer and reduce-scatter in bf16).
+double gradient_bytes(const Techniques& t);
+
 }  // namespace heddle::cost

@@ -43,9 +43,4 @@ std::vector<Target> runnable_by(const StrategySpec& spec, const PlanKind& kind);
 /// applies sequence parallelism with every tensor-parallel degree, so its plans have `sp=on`).
 StrategySpec target_pins(Target target, StrategySpec pins);
 
-/// The memory per device a plan leaves free for what the simulator does not model (CUDA
-/// context, NCCL buffers, allocator fragmentation): 5% of `memory_bytes`, at least 2 GiB, at
-/// most a quarter of `memory_bytes`. `plan --memory-reserve` overrides it.
-double default_memory_reserve(double memory_bytes);
-
 }  // namespace heddle::exporting
