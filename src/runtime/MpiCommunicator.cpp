@@ -88,6 +88,35 @@ Box get_box(const int64_t* p, int64_t rank) {
   return Box(IVec(std::move(s)), IVec(std::move(e)));
 }
 
+// Where each tile starts in `region`'s row-major layout, when every tile is one run of it and the
+// runs cover it exactly once (so an all-gather can land straight in the result); else nullopt.
+std::optional<std::vector<int64_t>> runs_of(const std::vector<Box>& tiles, const Box& region) {
+  const int64_t r = region.rank();
+  const IVec shape = region.shape();
+  std::vector<int64_t> starts;
+  std::vector<std::pair<int64_t, int64_t>> spans;  // (start, length), sorted below
+  for (const Box& t : tiles) {
+    if (t.empty() || !region.contains(t)) return std::nullopt;
+    // The dims after the last cut one are whole; the ones before it must be 1 wide.
+    int64_t cut = r - 1;
+    while (cut >= 0 && t.end()[cut] - t.start()[cut] == shape[cut]) --cut;
+    for (int64_t e = 0; e < cut; ++e)
+      if (t.end()[e] - t.start()[e] != 1) return std::nullopt;
+    int64_t start = 0;
+    for (int64_t e = 0; e < r; ++e) start = start * shape[e] + (t.start()[e] - region.start()[e]);
+    starts.push_back(start);
+    spans.emplace_back(start, t.volume());
+  }
+  std::sort(spans.begin(), spans.end());
+  int64_t at = 0;
+  for (const auto& [start, len] : spans) {
+    if (start != at) return std::nullopt;
+    at += len;
+  }
+  if (at != region.volume()) return std::nullopt;
+  return starts;
+}
+
 }  // namespace
 
 struct MpiCommunicator::Impl {
@@ -111,6 +140,14 @@ struct MpiCommunicator::Impl {
   std::vector<Tensor> dead_tensors;
   std::vector<std::vector<int64_t>> dead_ints;
   std::unique_ptr<ProgressChannel> progress;  // where each rank waits (timeout messages)
+  // Staging buffers of exchange_tiles(), kept from call to call so steady steps allocate nothing.
+  std::vector<char> sbuf, rbuf;
+
+  // `v` grown to at least `n` bytes; its data.
+  static char* scratch(std::vector<char>& v, int64_t n) {
+    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+    return v.data();
+  }
 
   // True (and failure_ set) once a peer's failure notice has arrived.
   bool poll_notice() {
@@ -337,18 +374,36 @@ Status MpiCommunicator::prepare(const std::vector<std::vector<std::vector<int64_
 Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& group,
                                    const Tensor& mine, Tensor& out, Monoid monoid) {
   if (failure_) return *failure_;
-  auto self_it = std::find(group.begin(), group.end(), rank_);
-  HEDDLE_ASSERT(self_it != group.end()) << "rank " << rank_ << " not in " << group_text(group);
+  HEDDLE_ASSERT(std::find(group.begin(), group.end(), rank_) != group.end())
+      << "rank " << rank_ << " not in " << group_text(group);
   HEDDLE_ASSERT(mine.dtype() == out.dtype() && mine.rank() == out.rank())
       << mine.to_string() << " vs " << out.to_string();
+  // A slice of a replicated tile needs nothing from the peers: their tiles over out's region
+  // hold the same values (ThreadedWorld copies them in group order, the last one winning).
+  if (c == Collective::kSlice && mine.region().contains(out.region())) {
+    out.copy_from(mine);
+    return {};
+  }
+  if (group.size() == 2 && c == Collective::kAllReduce && monoid == Monoid::kSum &&
+      !mine.is_int() && mine.region() == out.region()) {
+    bool differ = false;
+    std::vector<CollectiveCall> one{CollectiveCall{c, &group, &mine, &out, monoid}};
+    Status st = sum_pairs(one, differ);
+    if (!differ) return st;
+  }
+  return exchange_tiles(c, group, mine, out, monoid);
+}
+
+Status MpiCommunicator::exchange_tiles(Collective c, const std::vector<int64_t>& group,
+                                       const Tensor& mine, Tensor& out, Monoid monoid) {
   const auto n = static_cast<int64_t>(group.size());
-  const int64_t me = self_it - group.begin();
+  const int64_t me = std::find(group.begin(), group.end(), rank_) - group.begin();
   const bool reduce = c == Collective::kAllReduce || c == Collective::kReduceScatter;
   const std::string op = std::string(collective_name(c)) + " over devices " + group_text(group);
   const std::string what = n > 1 ? impl_->progress->begin(op, group) : op;
 
   std::vector<Box> tiles(n), outs(n);  // every member's tile and target region
-  std::vector<Tensor> got(n);          // what arrived from each peer
+  std::vector<Tensor> got(n);          // views of what arrived from each peer
   std::vector<char> have(n, 0);        // whether anything of peer q's tile lies in our region
   if (n > 1) {
     auto comm = impl_->comm_for(group);
@@ -369,6 +424,13 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
       tiles[q] = get_box(p + 1, r);
       outs[q] = get_box(p + 1 + 2 * r, r);
     }
+    const MPI_Datatype type = mpi_type(mine);
+    const size_t eb = elem_bytes(mine);
+    // Buffers abandoned by a failure stay alive: MPI may still touch them.
+    auto abandon = [&] {
+      impl_->graveyard.push_back(std::exchange(impl_->sbuf, {}));
+      impl_->graveyard.push_back(std::exchange(impl_->rbuf, {}));
+    };
     // 2a. All-reduce of identical regions: each member combines one slice of the flat buffer
     //     from every member's tile in group order (MPI's alltoallv), then the slices are
     //     all-gathered (allgatherv). Same element-wise order as combining whole tiles, at a
@@ -386,122 +448,128 @@ Status MpiCommunicator::collective(Collective c, const std::vector<int64_t>& gro
         rcounts[p] = count_of(len);
         rdispls[p] = count_of(p * len);
       }
-      std::vector<char> rbuf(static_cast<size_t>(n * len) * sizeof(float));
-      reqs.assign(1, MPI_REQUEST_NULL);
-      MPI_Ialltoallv(mine.f32(), scounts.data(), sdispls.data(), MPI_FLOAT, rbuf.data(),
-                     rcounts.data(), rdispls.data(), MPI_FLOAT, *comm, &reqs[0]);
+      // This member's slice of every tile, then (after the first n * len floats) their sum.
+      auto* rbuf = reinterpret_cast<float*>(impl_->scratch(impl_->rbuf, (n + 1) * len * eb));
+      float* acc = rbuf + n * len;
+      MPI_Ialltoallv(mine.f32(), scounts.data(), sdispls.data(), MPI_FLOAT, rbuf, rcounts.data(),
+                     rdispls.data(), MPI_FLOAT, *comm, &reqs[0]);
       if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
-        impl_->graveyard.push_back(std::move(rbuf));
+        abandon();
         return st;
       }
-      Tensor acc(DType::kF32, IVec{len}), piece(DType::kF32, IVec{len});
-      const size_t bytes_len = static_cast<size_t>(len) * sizeof(float);
-      // A member whose share is empty (fewer elements than members) has no buffer to copy into.
-      if (len > 0) std::memcpy(acc.f32(), rbuf.data(), bytes_len);
-      for (int64_t q = 1; q < n && len > 0; ++q) {
-        std::memcpy(piece.f32(), rbuf.data() + static_cast<size_t>(q) * bytes_len, bytes_len);
-        kernels::combine(monoid, acc, piece);
+      if (len > 0) {  // a member whose share is empty (fewer elements than members) has none
+        Tensor sum = Tensor::view(DType::kF32, Box(IVec{0}, IVec{len}), acc);
+        Tensor piece = Tensor::view(DType::kF32, Box(IVec{0}, IVec{len}), rbuf);
+        std::memcpy(acc, rbuf, static_cast<size_t>(len) * eb);
+        for (int64_t q = 1; q < n; ++q) {
+          piece.rebind(rbuf + q * len);
+          kernels::combine(monoid, sum, piece);
+        }
       }
-      for (int64_t p = 0; p < n; ++p) {
-        rcounts[p] = scounts[p];
-        rdispls[p] = sdispls[p];
-      }
-      MPI_Iallgatherv(acc.f32(), count_of(len), MPI_FLOAT, out.f32(), rcounts.data(),
-                      rdispls.data(), MPI_FLOAT, *comm, &reqs[0]);
+      MPI_Iallgatherv(acc, count_of(len), MPI_FLOAT, out.f32(), scounts.data(), sdispls.data(),
+                      MPI_FLOAT, *comm, &reqs[0]);
       if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
-        impl_->dead_tensors.push_back(std::move(acc));
+        abandon();
         impl_->dead_tensors.push_back(std::exchange(out, Tensor::tile(mine.dtype(), out.region())));
         return st;
       }
       impl_->progress->end(group);
       return {};
     }
-    // 2b. Data. Every member needs every whole tile: MPI's allgatherv. Halos and ring steps:
-    //    point-to-point between overlapping members. Otherwise exactly the overlaps: alltoallv.
+    // 2b. Data. Every member needs every whole tile: MPI's allgatherv, straight into out when
+    //    the tiles are disjoint row-major runs of it. Halos and ring steps: point-to-point
+    //    between overlapping members. Otherwise exactly the overlaps: alltoallv.
     bool whole = c == Collective::kAllGather || c == Collective::kAllReduce;
     for (int64_t p = 0; p < n && whole; ++p)
       for (int64_t q = 0; q < n && whole; ++q) whole = outs[p].contains(tiles[q]);
-    const MPI_Datatype type = mpi_type(mine);
-    const size_t eb = elem_bytes(mine);
     auto receive_box = [&](int64_t q) {
       return whole ? tiles[q] : tiles[q].intersect(out.region());
     };
     std::vector<int> rcounts(n, 0), rdispls(n, 0);
+    if (whole && c == Collective::kAllGather) {
+      if (auto runs = runs_of(tiles, out.region()); runs) {
+        for (int64_t q = 0; q < n; ++q) {
+          rcounts[q] = count_of(tiles[q].volume());
+          rdispls[q] = count_of((*runs)[q]);
+        }
+        MPI_Iallgatherv(bytes(mine), count_of(mine.numel()), type, bytes(out), rcounts.data(),
+                        rdispls.data(), type, *comm, &reqs[0]);
+        if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
+          impl_->dead_tensors.push_back(
+              std::exchange(out, Tensor::tile(mine.dtype(), out.region())));
+          return st;
+        }
+        impl_->progress->end(group);
+        return {};
+      }
+    }
     int64_t rtotal = 0;
     for (int64_t q = 0; q < n; ++q) {
       rdispls[q] = count_of(rtotal);
-      if (q != me) rcounts[q] = count_of(receive_box(q).volume());
+      // allgatherv needs this rank's block too; it is copied into its own slot.
+      if (q != me || whole) rcounts[q] = count_of(receive_box(q).volume());
       rtotal += rcounts[q];
     }
-    std::vector<char> rbuf(static_cast<size_t>(rtotal) * eb);
-    auto abandon = [&](std::vector<char>& buf) { impl_->graveyard.push_back(std::move(buf)); };
+    char* rbuf = impl_->scratch(impl_->rbuf, rtotal * static_cast<int64_t>(eb));
     reqs.clear();
     if (whole) {
-      // allgatherv needs this rank's block too; it is copied into its own slot.
-      rcounts[me] = count_of(mine.numel());
-      rtotal = 0;
-      for (int64_t q = 0; q < n; ++q) {
-        rdispls[q] = count_of(rtotal);
-        rtotal += rcounts[q];
-      }
-      rbuf.resize(static_cast<size_t>(rtotal) * eb);
       reqs.emplace_back();
-      MPI_Iallgatherv(bytes(mine), count_of(mine.numel()), type, rbuf.data(), rcounts.data(),
+      MPI_Iallgatherv(bytes(mine), count_of(mine.numel()), type, rbuf, rcounts.data(),
                       rdispls.data(), type, *comm, &reqs.back());
     } else {
-      std::vector<Tensor> pieces(n);
+      // What each peer needs of this tile, copied into the send buffer (or sent straight from
+      // the tile when one peer needs all of it).
+      std::vector<Box> pieces(n);
       std::vector<int> scounts(n, 0), sdispls(n, 0);
-      int64_t stotal = 0;
+      int64_t stotal = 0, senders = 0;
       for (int64_t p = 0; p < n; ++p) {
         sdispls[p] = count_of(stotal);
         Box b = mine.region().intersect(outs[p]);
         if (p == me || b.empty()) continue;
-        pieces[p] = mine.crop(b);
+        pieces[p] = b;
         scounts[p] = count_of(b.volume());
         stotal += scounts[p];
+        ++senders;
       }
-      std::vector<char> sbuf(static_cast<size_t>(stotal) * eb);
-      for (int64_t p = 0; p < n; ++p)
-        if (scounts[p] > 0)
-          std::memcpy(sbuf.data() + static_cast<size_t>(sdispls[p]) * eb, bytes(pieces[p]),
-                      static_cast<size_t>(scounts[p]) * eb);
+      const char* sbuf = bytes(mine);
+      if (senders != 1 || stotal != mine.numel()) {
+        char* s = impl_->scratch(impl_->sbuf, stotal * static_cast<int64_t>(eb));
+        for (int64_t p = 0; p < n; ++p)
+          if (scounts[p] > 0)
+            Tensor::view(mine.dtype(), pieces[p], s + static_cast<size_t>(sdispls[p]) * eb)
+                .copy_from(mine);
+        sbuf = s;
+      } else {
+        std::fill(sdispls.begin(), sdispls.end(), 0);
+      }
       if (c == Collective::kHaloExchange || c == Collective::kSendRecv) {
         for (int64_t p = 0; p < n; ++p)
           if (scounts[p] > 0) {
             reqs.emplace_back();
-            MPI_Isend(sbuf.data() + static_cast<size_t>(sdispls[p]) * eb, scounts[p], type,
+            MPI_Isend(sbuf + static_cast<size_t>(sdispls[p]) * eb, scounts[p], type,
                       static_cast<int>(p), 0, *comm, &reqs.back());
           }
         for (int64_t q = 0; q < n; ++q)
           if (rcounts[q] > 0) {
             reqs.emplace_back();
-            MPI_Irecv(rbuf.data() + static_cast<size_t>(rdispls[q]) * eb, rcounts[q], type,
+            MPI_Irecv(rbuf + static_cast<size_t>(rdispls[q]) * eb, rcounts[q], type,
                       static_cast<int>(q), 0, *comm, &reqs.back());
           }
       } else {
         reqs.emplace_back();
-        MPI_Ialltoallv(sbuf.data(), scounts.data(), sdispls.data(), type, rbuf.data(),
-                       rcounts.data(), rdispls.data(), type, *comm, &reqs.back());
+        MPI_Ialltoallv(sbuf, scounts.data(), sdispls.data(), type, rbuf, rcounts.data(),
+                       rdispls.data(), type, *comm, &reqs.back());
       }
-      if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
-        abandon(sbuf);
-        abandon(rbuf);
-        return st;
-      }
-      reqs.clear();
     }
-    if (!reqs.empty())
-      if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
-        abandon(rbuf);
-        return st;
-      }
+    if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
+      abandon();
+      return st;
+    }
     for (int64_t q = 0; q < n; ++q) {
       Box b = receive_box(q);
       if (q == me || b.empty()) continue;
       have[q] = 1;
-      got[q] = Tensor::tile(mine.dtype(), b);
-      std::memcpy(bytes(got[q]), rbuf.data() + static_cast<size_t>(rdispls[q]) * eb,
-                  static_cast<size_t>(rcounts[q]) * eb);
+      got[q] = Tensor::view(mine.dtype(), b, rbuf + static_cast<size_t>(rdispls[q]) * eb);
     }
     impl_->progress->end(group);
   }
@@ -530,13 +598,22 @@ Status MpiCommunicator::collectives(const std::vector<CollectiveCall>& calls) {
   for (const CollectiveCall& k : calls)
     fast = fast && k.c == Collective::kAllReduce && k.monoid == Monoid::kSum && *k.group == group &&
            !k.mine->is_int() && k.mine->region() == k.out->region();
-  if (!fast) return Communicator::collectives(calls);
-  auto self_it = std::find(group.begin(), group.end(), rank_);
-  HEDDLE_ASSERT(self_it != group.end()) << "rank " << rank_ << " not in " << group_text(group);
+  bool differ = !fast;
+  if (fast)
+    if (Status st = sum_pairs(calls, differ); !differ) return st;
+  for (const CollectiveCall& k : calls)  // every member sees the same regions, so all go here
+    if (Status st = collective(k.c, *k.group, *k.mine, *k.out, k.monoid); !st.ok()) return st;
+  return {};
+}
+
+Status MpiCommunicator::sum_pairs(const std::vector<CollectiveCall>& calls, bool& differ) {
+  differ = false;
+  const std::vector<int64_t>& group = *calls[0].group;
   auto comm = impl_->comm_for(group);
   if (!comm.ok()) return *(failure_ = comm.error());
-  const std::string op =
-      std::to_string(calls.size()) + " all-reduces over devices " + group_text(group);
+  const std::string op = calls.size() == 1 ? "all-reduce over devices " + group_text(group)
+                                           : std::to_string(calls.size()) +
+                                                 " all-reduces over devices " + group_text(group);
   const std::string what = impl_->progress->begin(op, group);
   // 1. Every call's tile region from each member (a few integers per call, one message).
   std::vector<int64_t> meta;
@@ -550,11 +627,11 @@ Status MpiCommunicator::collectives(const std::vector<CollectiveCall>& calls) {
   MPI_Iallgather(meta.data(), count_of(m), MPI_INT64_T, all.data(), count_of(m), MPI_INT64_T, *comm,
                  &reqs[0]);
   if (auto st = impl_->wait(reqs, what, group); !st.ok()) return st;
-  const bool same = std::equal(meta.begin(), meta.end(), all.begin()) &&
-                    std::equal(meta.begin(), meta.end(), all.begin() + m);
-  if (!same) {  // every member sees the same regions, so all of them go call by call
+  differ = !std::equal(meta.begin(), meta.end(), all.begin()) ||
+           !std::equal(meta.begin(), meta.end(), all.begin() + m);
+  if (differ) {  // every member sees the same regions, so all of them go call by call
     impl_->progress->end(group);
-    return Communicator::collectives(calls);
+    return {};
   }
   // 2. The data: every call's all-reduce in flight at once.
   reqs.assign(calls.size(), MPI_REQUEST_NULL);

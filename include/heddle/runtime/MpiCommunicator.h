@@ -30,14 +30,17 @@ struct MpiOptions {
   double timeout_s = 60;
 };
 
-/// One rank's end of the MPI collectives. An all-reduce of identical whole tiles maps onto
-/// MPI_Ialltoallv (each member combines one slice of every tile in group order) plus
-/// MPI_Iallgatherv of the slices; an all-gather whose members all need every tile onto
-/// MPI_Iallgatherv; other region layouts (reduce-scatter, all-to-all) onto MPI_Ialltoallv of
-/// exactly the overlapping pieces, combined in group order; halo fetches onto MPI_Isend/MPI_Irecv
-/// between the members that overlap. Every element is combined in group order, so results are
-/// bit-identical run to run and equal to ThreadedWorld's. Each call first all-gathers the
-/// members' tile and target regions (a few integers).
+/// One rank's end of the MPI collectives. A slice of a tile that covers its result is a local
+/// copy (no message). A float sum all-reduce of identical whole tiles over two ranks maps onto
+/// MPI_Iallreduce from the tile straight into the result (a + b == b + a exactly); over more ranks,
+/// or other monoids, onto MPI_Ialltoallv (each member combines one slice of every tile in group
+/// order) plus MPI_Iallgatherv of the slices; an all-gather whose members all need every tile onto
+/// MPI_Iallgatherv (straight into the result when each tile is one row-major run of it); other
+/// region layouts (reduce-scatter, all-to-all) onto MPI_Ialltoallv of exactly the overlapping
+/// pieces, combined in group order; halo fetches onto MPI_Isend/MPI_Irecv between the members that
+/// overlap. Every element is combined in group order, so results are bit-identical run to run and
+/// equal to ThreadedWorld's. Each call (but a slice) first all-gathers the members' tile and target
+/// regions (a few integers). Staging buffers are kept from call to call.
 ///
 /// Failures: a rank that fails calls abort_job(), which tells every other rank; their pending and
 /// later collectives then return a diagnostic naming it. A peer in this process's PID namespace
@@ -126,6 +129,15 @@ class MpiCommunicator : public Communicator, public Links {
  private:
   struct Impl;  // MPI handles stay out of this header, so users need no MPI include path
   friend struct Impl;
+
+  /// collective() in general: the members' regions exchanged, then the data (see the class
+  /// comment).
+  Status exchange_tiles(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
+                        Tensor& out, Monoid monoid);
+  /// `calls`, float sum all-reduces over one group of two ranks whose tiles cover their results:
+  /// one all-gather of every call's regions, then MPI_Iallreduce of each call from its tile into
+  /// its result. When the members' regions differ, sets `differ` and does nothing more.
+  Status sum_pairs(const std::vector<CollectiveCall>& calls, bool& differ);
 
   MpiOptions options_;
   int64_t rank_ = 0;
