@@ -142,6 +142,56 @@ struct MpiCommunicator::Impl {
   std::unique_ptr<ProgressChannel> progress;  // where each rank waits (timeout messages)
   // Staging buffers of exchange_tiles(), kept from call to call so steady steps allocate nothing.
   std::vector<char> sbuf, rbuf;
+  // The regions of the members at each position of each group's collectives in a step, as seen
+  // in the last step that got there: a step runs the same program as the one before, so from the
+  // second step on the data goes out together with the regions, one round trip instead of two.
+  struct Layout {
+    std::vector<int64_t> mine;  // this rank's metadata
+    std::vector<int64_t> all;   // every member's, in group order
+  };
+  std::map<std::vector<int64_t>, std::vector<Layout>> layouts;
+  std::map<std::vector<int64_t>, size_t> positions;  // per group: collectives so far this step
+  int64_t step = 0;
+
+  // The members' metadata at this collective's position of `group` in the last step, when this
+  // rank's was `mine` then; else null. Sets `pos` (SIZE_MAX before the first step: nothing kept).
+  const std::vector<int64_t>* predict(const std::vector<int64_t>& group,
+                                      const std::vector<int64_t>& mine, size_t& pos) {
+    pos = SIZE_MAX;
+    if (step <= 0) return nullptr;
+    pos = positions[group]++;
+    const std::vector<Layout>& seen = layouts[group];
+    return pos < seen.size() && seen[pos].mine == mine ? &seen[pos].all : nullptr;
+  }
+  void remember(const std::vector<int64_t>& group, size_t pos, const std::vector<int64_t>& mine,
+                const std::vector<int64_t>& all) {
+    if (pos == SIZE_MAX) return;
+    std::vector<Layout>& seen = layouts[group];
+    if (seen.size() <= pos) seen.resize(pos + 1);
+    seen[pos] = Layout{mine, all};
+  }
+
+  // Waits for `reqs` and for the metadata request `meta` (when still pending: its result `all`
+  // was predicted as `*guess`), then checks the prediction. MPI may still write into `all` after a
+  // failure, so it is kept then.
+  Status wait_checked(std::vector<MPI_Request>& reqs, MPI_Request& meta,
+                      const std::vector<int64_t>* guess, std::vector<int64_t>& all,
+                      const std::string& what, const std::vector<int64_t>& group) {
+    const bool check = meta != MPI_REQUEST_NULL;
+    if (check) reqs.push_back(std::exchange(meta, MPI_REQUEST_NULL));
+    if (Status st = wait(reqs, what, group); !st.ok()) {
+      if (check) dead_ints.push_back(std::move(all));
+      return st;
+    }
+    if (check && all != *guess) {
+      self.failure_ = Diagnostic(what +
+                                 ": the members' tile regions differ from the last step's "
+                                 "at this collective (devices out of step)");
+      self.failure_kind_ = FailureKind::kInternal;
+      return *self.failure_;
+    }
+    return {};
+  }
 
   // `v` grown to at least `n` bytes; its data.
   static char* scratch(std::vector<char>& v, int64_t n) {
@@ -414,12 +464,28 @@ Status MpiCommunicator::exchange_tiles(Collective c, const std::vector<int64_t>&
     std::vector<int64_t> meta{r}, all(static_cast<size_t>(m * n));
     put_box(mine.region(), meta);
     put_box(out.region(), meta);
-    std::vector<MPI_Request> reqs(1);
+    // From the second step on, the regions are those of the last step, checked when the data
+    // has arrived (wait_checked); before, the data waits for them.
+    size_t pos = 0;
+    const std::vector<int64_t>* guess = impl_->predict(group, meta, pos);
+    MPI_Request meta_req = MPI_REQUEST_NULL;
     MPI_Iallgather(meta.data(), count_of(m), MPI_INT64_T, all.data(), count_of(m), MPI_INT64_T,
-                   *comm, &reqs[0]);
-    if (auto st = impl_->wait(reqs, what, group); !st.ok()) return st;
+                   *comm, &meta_req);
+    std::vector<MPI_Request> reqs;
+    if (!guess) {
+      reqs.assign(1, std::exchange(meta_req, MPI_REQUEST_NULL));
+      if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
+        impl_->dead_ints.push_back(std::move(all));
+        return st;
+      }
+      impl_->remember(group, pos, meta, all);
+    }
+    const std::vector<int64_t>& layout = guess ? *guess : all;
+    auto wait_data = [&](std::vector<MPI_Request>& rq) {
+      return impl_->wait_checked(rq, meta_req, guess, all, what, group);
+    };
     for (int64_t q = 0; q < n; ++q) {
-      const int64_t* p = all.data() + q * m;
+      const int64_t* p = layout.data() + q * m;
       HEDDLE_ASSERT(p[0] == r) << what << ": member " << q << " has rank-" << p[0] << " tiles";
       tiles[q] = get_box(p + 1, r);
       outs[q] = get_box(p + 1 + 2 * r, r);
@@ -451,9 +517,10 @@ Status MpiCommunicator::exchange_tiles(Collective c, const std::vector<int64_t>&
       // This member's slice of every tile, then (after the first n * len floats) their sum.
       auto* rbuf = reinterpret_cast<float*>(impl_->scratch(impl_->rbuf, (n + 1) * len * eb));
       float* acc = rbuf + n * len;
+      reqs.assign(1, MPI_REQUEST_NULL);
       MPI_Ialltoallv(mine.f32(), scounts.data(), sdispls.data(), MPI_FLOAT, rbuf, rcounts.data(),
                      rdispls.data(), MPI_FLOAT, *comm, &reqs[0]);
-      if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
+      if (auto st = wait_data(reqs); !st.ok()) {
         abandon();
         return st;
       }
@@ -466,6 +533,7 @@ Status MpiCommunicator::exchange_tiles(Collective c, const std::vector<int64_t>&
           kernels::combine(monoid, sum, piece);
         }
       }
+      reqs.assign(1, MPI_REQUEST_NULL);
       MPI_Iallgatherv(acc, count_of(len), MPI_FLOAT, out.f32(), scounts.data(), sdispls.data(),
                       MPI_FLOAT, *comm, &reqs[0]);
       if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
@@ -492,9 +560,10 @@ Status MpiCommunicator::exchange_tiles(Collective c, const std::vector<int64_t>&
           rcounts[q] = count_of(tiles[q].volume());
           rdispls[q] = count_of((*runs)[q]);
         }
+        reqs.assign(1, MPI_REQUEST_NULL);
         MPI_Iallgatherv(bytes(mine), count_of(mine.numel()), type, bytes(out), rcounts.data(),
                         rdispls.data(), type, *comm, &reqs[0]);
-        if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
+        if (auto st = wait_data(reqs); !st.ok()) {
           impl_->dead_tensors.push_back(
               std::exchange(out, Tensor::tile(mine.dtype(), out.region())));
           return st;
@@ -561,7 +630,7 @@ Status MpiCommunicator::exchange_tiles(Collective c, const std::vector<int64_t>&
                        rdispls.data(), type, *comm, &reqs.back());
       }
     }
-    if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
+    if (auto st = wait_data(reqs); !st.ok()) {
       abandon();
       return st;
     }
@@ -623,22 +692,34 @@ Status MpiCommunicator::sum_pairs(const std::vector<CollectiveCall>& calls, bool
   }
   const auto m = static_cast<int64_t>(meta.size());
   std::vector<int64_t> all(static_cast<size_t>(2 * m));
-  std::vector<MPI_Request> reqs(1);
+  // From the second step on, the regions are those of the last step (equal on both members),
+  // checked when the data has arrived.
+  size_t pos = 0;
+  const std::vector<int64_t>* guess = impl_->predict(group, meta, pos);
+  MPI_Request meta_req = MPI_REQUEST_NULL;
   MPI_Iallgather(meta.data(), count_of(m), MPI_INT64_T, all.data(), count_of(m), MPI_INT64_T, *comm,
-                 &reqs[0]);
-  if (auto st = impl_->wait(reqs, what, group); !st.ok()) return st;
-  differ = !std::equal(meta.begin(), meta.end(), all.begin()) ||
-           !std::equal(meta.begin(), meta.end(), all.begin() + m);
-  if (differ) {  // every member sees the same regions, so all of them go call by call
-    impl_->progress->end(group);
-    return {};
+                 &meta_req);
+  std::vector<MPI_Request> reqs;
+  if (!guess) {
+    reqs.assign(1, std::exchange(meta_req, MPI_REQUEST_NULL));
+    if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
+      impl_->dead_ints.push_back(std::move(all));
+      return st;
+    }
+    differ = !std::equal(meta.begin(), meta.end(), all.begin()) ||
+             !std::equal(meta.begin(), meta.end(), all.begin() + m);
+    if (differ) {  // every member sees the same regions, so all of them go call by call
+      impl_->progress->end(group);
+      return {};
+    }
+    impl_->remember(group, pos, meta, all);
   }
   // 2. The data: every call's all-reduce in flight at once.
   reqs.assign(calls.size(), MPI_REQUEST_NULL);
   for (size_t i = 0; i < calls.size(); ++i)
     MPI_Iallreduce(calls[i].mine->f32(), calls[i].out->f32(), count_of(calls[i].out->numel()),
                    MPI_FLOAT, MPI_SUM, *comm, &reqs[i]);
-  if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
+  if (auto st = impl_->wait_checked(reqs, meta_req, guess, all, what, group); !st.ok()) {
     for (const CollectiveCall& k : calls)  // MPI may still write into them
       impl_->dead_tensors.push_back(
           std::exchange(*k.out, Tensor::tile(k.out->dtype(), k.out->region())));
@@ -741,7 +822,11 @@ Result<CompletionVerdict> MpiCommunicator::agree_on_completion(bool ok, int64_t 
   return v;
 }
 
-void MpiCommunicator::set_step(int64_t step) { impl_->progress->set_step(step); }
+void MpiCommunicator::set_step(int64_t step) {
+  impl_->progress->set_step(step);
+  impl_->step = step;
+  impl_->positions.clear();
+}
 
 std::string MpiCommunicator::host_of(int64_t rank) const {
   return rank >= 0 && rank < static_cast<int64_t>(hosts_.size()) ? hosts_[rank] : "";

@@ -39,8 +39,12 @@ struct MpiOptions {
 /// region layouts (reduce-scatter, all-to-all) onto MPI_Ialltoallv of exactly the overlapping
 /// pieces, combined in group order; halo fetches onto MPI_Isend/MPI_Irecv between the members that
 /// overlap. Every element is combined in group order, so results are bit-identical run to run and
-/// equal to ThreadedWorld's. Each call (but a slice) first all-gathers the members' tile and target
-/// regions (a few integers). Staging buffers are kept from call to call.
+/// equal to ThreadedWorld's. Each call (but a slice) all-gathers the members' tile and target
+/// regions (a few integers): in the first step (set_step) before the data, from the second on
+/// alongside it, the data moving along the regions seen at the same place (group and position) of
+/// the step before, since every step runs the same program; a rank whose peer's regions differ
+/// from that prediction fails with a diagnostic ("devices out of step"). Staging buffers are
+/// kept from call to call.
 ///
 /// Failures: a rank that fails calls abort_job(), which tells every other rank; their pending and
 /// later collectives then return a diagnostic naming it. A peer in this process's PID namespace
@@ -103,10 +107,10 @@ class MpiCommunicator : public Communicator, public Links {
   /// ranks failed or ran a different number of steps. Fails like exchange().
   Result<CompletionVerdict> agree_on_completion(bool ok, int64_t steps);
 
-  /// Step `step` begins (1-based; 0 before the first). Waits are numbered within a step, per
-  /// group, so a timeout names the operation (`all-reduce over devices [0, 1] (#37 of step 3)`);
-  /// the timed-out rank then asks the group's members where they wait and names those that never
-  /// arrived, with when it last saw them.
+  /// Step `step` begins (1-based; 0 before the first, when no regions are predicted). Waits are
+  /// numbered within a step, per group, so a timeout names the operation (`all-reduce over devices
+  /// [0, 1] (#37 of step 3)`); the timed-out rank then asks the group's members where they wait and
+  /// names those that never arrived, with when it last saw them.
   void set_step(int64_t step);
 
   /// The host name rank `rank` reported at construction (empty when unknown).
