@@ -283,6 +283,12 @@ Status MpiCommunicator::collectives(const std::vector<CollectiveCall>& calls) {
   bool differ = !fast;
   if (fast)
     if (Status st = sum_pairs(calls, differ); !differ) return st;
+  bool gathers = calls.size() > 1;
+  for (const CollectiveCall& k : calls)
+    gathers = gathers && k.c == Collective::kAllGather && *k.group == group &&
+              k.mine->is_int() == calls[0].mine->is_int() && k.mine->rank() == k.out->rank();
+  if (gathers)
+    if (Status st = gather_batch(calls, differ); !differ) return st;
   for (const CollectiveCall& k : calls)  // every member sees the same regions, so all go here
     if (Status st = collective(k.c, *k.group, *k.mine, *k.out, k.monoid); !st.ok()) return st;
   return {};
@@ -334,6 +340,103 @@ Status MpiCommunicator::sum_pairs(const std::vector<CollectiveCall>& calls, bool
     return st;
   }
   impl_->progress->end(group);
+  return {};
+}
+
+Status MpiCommunicator::gather_batch(const std::vector<CollectiveCall>& calls, bool& differ) {
+  differ = false;
+  const std::vector<int64_t>& group = *calls[0].group;
+  const auto n = static_cast<int64_t>(group.size());
+  const int64_t me = std::find(group.begin(), group.end(), rank_) - group.begin();
+  auto comm = impl_->comm_for(group);
+  if (!comm.ok()) return *(failure_ = comm.error());
+  const std::string what = impl_->progress->begin(
+      std::to_string(calls.size()) + " all-gathers over devices " + group_text(group), group);
+  // 1. Every call's tile and target region from each member, in one message (predicted from the
+  //    second step on, as for a lone call).
+  std::vector<int64_t> meta;
+  for (const CollectiveCall& k : calls) {
+    meta.push_back(k.mine->rank());
+    put_box(k.mine->region(), meta);
+    put_box(k.out->region(), meta);
+  }
+  const auto m = static_cast<int64_t>(meta.size());
+  std::vector<int64_t> all(static_cast<size_t>(n * m));
+  size_t pos = 0;
+  const std::vector<int64_t>* guess = nullptr;
+  MPI_Request meta_req = MPI_REQUEST_NULL;
+  if (auto st = impl_->regions(*comm, group, meta, all, what, pos, guess, meta_req); !st.ok())
+    return st;
+  const std::vector<int64_t>& layout = guess ? *guess : all;
+  // tiles[q * calls + i]: member q's tile of call i. Every member must need every whole tile.
+  const auto c = static_cast<int64_t>(calls.size());
+  std::vector<Box> tiles(static_cast<size_t>(n * c));
+  bool whole = true;
+  for (int64_t q = 0; q < n; ++q) {
+    const int64_t* p = layout.data() + q * m;
+    for (int64_t i = 0; i < c; ++i) {
+      const int64_t r = calls[i].mine->rank();
+      whole = whole && p[0] == r;
+      if (!whole) break;
+      tiles[q * c + i] = get_box(p + 1, r);
+      p += 1 + 4 * r;
+    }
+  }
+  for (int64_t q = 0; q < n && whole; ++q)
+    for (int64_t i = 0; i < c && whole; ++i) {
+      const int64_t* p = layout.data() + q * m;
+      for (int64_t j = 0; j < i; ++j) p += 1 + 4 * calls[j].mine->rank();
+      const Box out_q = get_box(p + 1 + 2 * calls[i].mine->rank(), calls[i].mine->rank());
+      for (int64_t t = 0; t < n && whole; ++t) whole = out_q.contains(tiles[t * c + i]);
+    }
+  if (!whole) {  // the same layout on every member, so all of them go call by call
+    std::vector<MPI_Request> none;
+    if (auto st = impl_->wait_checked(none, meta_req, guess, all, what, group); !st.ok()) return st;
+    impl_->progress->end(group);
+    differ = true;
+    return {};
+  }
+  if (!guess) impl_->remember(group, pos, meta, all);
+  // 2. Every member's tiles, packed in call order, in one all-gather.
+  const Tensor& first = *calls[0].mine;
+  const MPI_Datatype type = mpi_type(first);
+  const size_t eb = elem_bytes(first);
+  std::vector<int> counts(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
+  int64_t total = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    int64_t len = 0;
+    for (int64_t i = 0; i < c; ++i) len += tiles[q * c + i].volume();
+    displs[q] = count_of(total);
+    counts[q] = count_of(len);
+    total += len;
+  }
+  char* sbuf = impl_->scratch(impl_->sbuf, counts[me] * static_cast<int64_t>(eb));
+  char* rbuf = impl_->scratch(impl_->rbuf, total * static_cast<int64_t>(eb));
+  for (int64_t i = 0, at = 0; i < c; ++i) {
+    const Tensor& t = *calls[i].mine;
+    std::memcpy(sbuf + static_cast<size_t>(at) * eb, bytes(t), static_cast<size_t>(t.numel()) * eb);
+    at += t.numel();
+  }
+  std::vector<MPI_Request> reqs(1);
+  MPI_Iallgatherv(sbuf, counts[me], type, rbuf, counts.data(), displs.data(), type, *comm,
+                  &reqs[0]);
+  if (auto st = impl_->wait_checked(reqs, meta_req, guess, all, what, group); !st.ok()) {
+    impl_->graveyard.push_back(std::exchange(impl_->sbuf, {}));
+    impl_->graveyard.push_back(std::exchange(impl_->rbuf, {}));
+    return st;
+  }
+  impl_->progress->end(group);
+  // 3. Assemble each call in group order, exactly as ThreadedWorld does.
+  for (int64_t q = 0; q < n; ++q)
+    for (int64_t i = 0, at = displs[q]; i < c; ++i) {
+      const Box& b = tiles[q * c + i];
+      if (q == me)
+        calls[i].out->copy_from(*calls[i].mine);
+      else
+        calls[i].out->copy_from(
+            Tensor::view(calls[i].mine->dtype(), b, rbuf + static_cast<size_t>(at) * eb));
+      at += b.volume();
+    }
   return {};
 }
 

@@ -7,6 +7,7 @@
 // Not a gtest binary: MpiExecuteTest.cpp starts it under `mpirun -np 4`. Prints one summary line
 // on rank 0; exit 0 only when every case matched and halos and collectives were exercised.
 #include <cstdio>
+#include <deque>
 #include <random>
 
 #include "common/RandomAffine.h"
@@ -71,10 +72,10 @@ struct PairCase {
 
 // Collectives over the pair {0, 1} (ranks 2 and 3 take no part): all-gathers whose tiles are
 // row-major runs of the result (received in place) and ones that are not, reduce-scatters, a
-// slice (local), two-rank sum and max all-reduces; in three steps, so from the second step on
-// the regions are predicted, and with one position whose layout changes in step 2 (on both
-// members). Each result is compared bit for bit with the members' tiles assembled locally in
-// group order. Returns the number of mismatches.
+// slice (local), two-rank sum and max all-reduces, a batch of all-gathers; in three steps, so from
+// the second step on the regions are predicted, and with one position whose layout changes in step
+// 2 (on both members). Each result is compared bit for bit with the members' tiles assembled
+// locally in group order. Returns the number of mismatches.
 int64_t check_pairs(MpiCommunicator& comm) {
   const int64_t r = comm.rank();
   if (r > 1) return 0;
@@ -122,6 +123,38 @@ int64_t check_pairs(MpiCommunicator& comm) {
       if (!(want == out)) {
         ++bad;
         std::fprintf(stderr, "rank %lld: pair case %zu of step %lld differs\n",
+                     static_cast<long long>(r), i, static_cast<long long>(step));
+      }
+    }
+    // A batch of all-gathers (one packed exchange), and in step 3 one whose last call's target
+    // misses a peer's tile (so the batch goes call by call).
+    std::vector<PairCase> gathers = {
+        {Collective::kAllGather,
+         Monoid::kSum,
+         {split ? split[0] : uneven[0], split ? split[1] : uneven[1]},
+         {whole, whole}},
+        {Collective::kAllGather, Monoid::kSum, {cols[0], cols[1]}, {whole, whole}},
+        {Collective::kAllGather, Monoid::kSum, {rows[0], rows[1]}, {whole, whole}},
+    };
+    if (step == 3)
+      gathers.push_back(
+          {Collective::kAllGather, Monoid::kSum, {cols[0], cols[1]}, {cols[0], cols[0]}});
+    std::deque<Tensor> keep;
+    std::vector<CollectiveCall> calls;
+    for (size_t i = 0; i < gathers.size(); ++i) {
+      const PairCase& k = gathers[i];
+      Tensor& mine = keep.emplace_back(member_values(r, k.tiles[r], step * 1000 + i));
+      Tensor& out = keep.emplace_back(Tensor::tile(DType::kF32, k.outs[r]));
+      calls.push_back({k.c, &pair, &mine, &out, k.monoid});
+    }
+    if (!comm.collectives(calls).ok()) return bad + 1;
+    for (size_t i = 0; i < gathers.size(); ++i) {
+      Tensor want = Tensor::tile(DType::kF32, gathers[i].outs[r]);
+      for (int64_t d = 0; d < 2; ++d)
+        want.copy_from(member_values(d, gathers[i].tiles[d], step * 1000 + i));
+      if (!(want == *calls[i].out)) {
+        ++bad;
+        std::fprintf(stderr, "rank %lld: batched all-gather %zu of step %lld differs\n",
                      static_cast<long long>(r), i, static_cast<long long>(step));
       }
     }

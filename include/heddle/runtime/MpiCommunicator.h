@@ -142,6 +142,11 @@ class MpiCommunicator : public Communicator, public Links {
   /// one all-gather of every call's regions, then MPI_Iallreduce of each call from its tile into
   /// its result. When the members' regions differ, sets `differ` and does nothing more.
   Status sum_pairs(const std::vector<CollectiveCall>& calls, bool& differ);
+  /// `calls`, all-gathers over one group whose members all need every whole tile (of one dtype):
+  /// one all-gather of every call's regions, one MPI_Iallgatherv of every member's tiles packed
+  /// in call order, then each result assembled in group order. When the regions do not fit
+  /// (some member's target misses a tile), sets `differ` and does nothing more.
+  Status gather_batch(const std::vector<CollectiveCall>& calls, bool& differ);
 
   MpiOptions options_;
   int64_t rank_ = 0;
