@@ -77,7 +77,8 @@ class MpiCommunicator : public Communicator, public Links {
   /// A batch of float sum all-reduces over one group of two ranks whose tiles all cover their
   /// results: one all-gather of every call's regions, then MPI_Iallreduce of each call straight
   /// from its tile into its result (no staging copies), all in flight together. With two members
-  /// a + b == b + a exactly, so results equal collective()'s bit for bit. Other batches go call
+  /// a + b == b + a exactly, so results equal collective()'s bit for bit. A batch of all-gathers
+  /// over one group whose members need every whole tile: gather_batch(). Other batches go call
   /// by call. Every rank must pass the same batches (DeviceExecutor::collective_batches).
   Status collectives(const std::vector<CollectiveCall>& calls) override;
 
