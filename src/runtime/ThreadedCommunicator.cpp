@@ -87,10 +87,16 @@ class ThreadedWorld::Endpoint : public Communicator {
     const std::vector<CollectiveCall>* const* slots = w_.slots_.data() + set;
     w_.slots_[set + rank_] = &calls;
     w_.barrier_.arrive_and_wait();
+    // Decided from the batch alone (never from a failure), so every member decides alike.
+    const bool split = splits(calls, slots);
     Status st = failed();
     for (size_t i = 0; i < calls.size() && st.ok(); ++i) {
       const CollectiveCall& k = calls[i];
       bool reduce = k.c == Collective::kAllReduce || k.c == Collective::kReduceScatter;
+      if (split && whole_sum(slots, i)) {
+        sum_share(slots, i);
+        continue;
+      }
       if (reduce && fused(k, slots, i)) continue;
       bool first = true;
       for (int64_t peer : *k.group) {
@@ -102,12 +108,65 @@ class ThreadedWorld::Endpoint : public Communicator {
         first = false;
       }
     }
-    if (w_.one_barrier_) return st;
+    // A split batch meets again: each member's results are complete only when every member
+    // has written its share.
+    if (w_.one_barrier_ && !split) return st;
     w_.barrier_.arrive_and_wait();
     return st.ok() ? failed() : st;
   }
 
  private:
+  // Whole-world batches whose float sums of whole tiles (whole_sum) hold at least this many
+  // elements in all are split: below it, the extra meeting costs more than the halved sums save.
+  static constexpr int64_t kSplitMin = int64_t{1} << 15;
+
+  // Call i is a float sum whose members' tiles and results all share one region (the same
+  // answer on every member: it reads only the published batches).
+  bool whole_sum(const std::vector<CollectiveCall>* const* slots, size_t i) const {
+    const CollectiveCall& k = (*slots[rank_])[i];
+    if (k.c != Collective::kAllReduce || k.monoid != Monoid::kSum || k.out->is_int()) return false;
+    for (int64_t peer : *k.group) {
+      const CollectiveCall& p = (*slots[peer])[i];
+      for (const Tensor* t : {p.mine, static_cast<const Tensor*>(p.out)})
+        if (t->is_int() || t->origin() != k.out->origin() || t->shape() != k.out->shape())
+          return false;
+    }
+    return true;
+  }
+
+  // Whether this batch's whole sums are split between the members: the group is the whole world
+  // (so every device meets again after it) and the sums are large (kSplitMin).
+  bool splits(const std::vector<CollectiveCall>& calls,
+              const std::vector<CollectiveCall>* const* slots) const {
+    if (w_.n_ < 2 || calls.empty() || static_cast<int64_t>(calls[0].group->size()) != w_.n_)
+      return false;
+    int64_t elements = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (*calls[i].group != *calls[0].group) return false;
+      if (whole_sum(slots, i)) elements += calls[i].out->numel();
+    }
+    return elements >= kSplitMin;
+  }
+
+  // This member's share of call i's sum (group order, as sum_into), written into every member's
+  // result: each element is summed once in the world instead of once per member.
+  void sum_share(const std::vector<CollectiveCall>* const* slots, size_t i) {
+    const std::vector<int64_t>& group = *(*slots[rank_])[i].group;
+    const auto n = static_cast<int64_t>(group.size());
+    const int64_t me = std::find(group.begin(), group.end(), rank_) - group.begin();
+    const int64_t total = (*slots[rank_])[i].out->numel();
+    constexpr int64_t kBlock = 4096;  // summed once, then copied while still in cache
+    for (int64_t lo = total * me / n, end = total * (me + 1) / n; lo < end; lo += kBlock) {
+      const int64_t len = std::min(kBlock, end - lo);
+      from_.clear();
+      for (int64_t peer : group) from_.push_back((*slots[peer])[i].mine->f32() + lo);
+      float* mine = (*slots[rank_])[i].out->f32() + lo;
+      sum_into(from_, mine, len);
+      for (int64_t peer : group)
+        if (peer != rank_) std::copy(mine, mine + len, (*slots[peer])[i].out->f32() + lo);
+    }
+  }
+
   Status failed() const {
     int64_t f = w_.failed_.load();
     if (f < 0) return {};

@@ -30,14 +30,21 @@ struct MpiOptions {
   double timeout_s = 60;
 };
 
-/// One rank's end of the MPI collectives. An all-reduce of identical whole tiles maps onto
-/// MPI_Ialltoallv (each member combines one slice of every tile in group order) plus
-/// MPI_Iallgatherv of the slices; an all-gather whose members all need every tile onto
-/// MPI_Iallgatherv; other region layouts (reduce-scatter, all-to-all) onto MPI_Ialltoallv of
-/// exactly the overlapping pieces, combined in group order; halo fetches onto MPI_Isend/MPI_Irecv
-/// between the members that overlap. Every element is combined in group order, so results are
-/// bit-identical run to run and equal to ThreadedWorld's. Each call first all-gathers the
-/// members' tile and target regions (a few integers).
+/// One rank's end of the MPI collectives. A slice of a tile that covers its result is a local
+/// copy (no message). A float sum all-reduce of identical whole tiles over two ranks maps onto
+/// MPI_Iallreduce from the tile straight into the result (a + b == b + a exactly); over more ranks,
+/// or other monoids, onto MPI_Ialltoallv (each member combines one slice of every tile in group
+/// order) plus MPI_Iallgatherv of the slices; an all-gather whose members all need every tile onto
+/// MPI_Iallgatherv (straight into the result when each tile is one row-major run of it); other
+/// region layouts (reduce-scatter, all-to-all) onto MPI_Ialltoallv of exactly the overlapping
+/// pieces, combined in group order; halo fetches onto MPI_Isend/MPI_Irecv between the members that
+/// overlap. Every element is combined in group order, so results are bit-identical run to run and
+/// equal to ThreadedWorld's. Each call (but a slice) all-gathers the members' tile and target
+/// regions (a few integers): in the first step (set_step) before the data, from the second on
+/// alongside it, the data moving along the regions seen at the same place (group and position) of
+/// the step before, since every step runs the same program; a rank whose peer's regions differ
+/// from that prediction fails with a diagnostic ("devices out of step"). Staging buffers are
+/// kept from call to call.
 ///
 /// Failures: a rank that fails calls abort_job(), which tells every other rank; their pending and
 /// later collectives then return a diagnostic naming it. A peer in this process's PID namespace
@@ -70,7 +77,8 @@ class MpiCommunicator : public Communicator, public Links {
   /// A batch of float sum all-reduces over one group of two ranks whose tiles all cover their
   /// results: one all-gather of every call's regions, then MPI_Iallreduce of each call straight
   /// from its tile into its result (no staging copies), all in flight together. With two members
-  /// a + b == b + a exactly, so results equal collective()'s bit for bit. Other batches go call
+  /// a + b == b + a exactly, so results equal collective()'s bit for bit. A batch of all-gathers
+  /// over one group whose members need every whole tile: gather_batch(). Other batches go call
   /// by call. Every rank must pass the same batches (DeviceExecutor::collective_batches).
   Status collectives(const std::vector<CollectiveCall>& calls) override;
 
@@ -100,10 +108,10 @@ class MpiCommunicator : public Communicator, public Links {
   /// ranks failed or ran a different number of steps. Fails like exchange().
   Result<CompletionVerdict> agree_on_completion(bool ok, int64_t steps);
 
-  /// Step `step` begins (1-based; 0 before the first). Waits are numbered within a step, per
-  /// group, so a timeout names the operation (`all-reduce over devices [0, 1] (#37 of step 3)`);
-  /// the timed-out rank then asks the group's members where they wait and names those that never
-  /// arrived, with when it last saw them.
+  /// Step `step` begins (1-based; 0 before the first, when no regions are predicted). Waits are
+  /// numbered within a step, per group, so a timeout names the operation (`all-reduce over devices
+  /// [0, 1] (#37 of step 3)`); the timed-out rank then asks the group's members where they wait and
+  /// names those that never arrived, with when it last saw them.
   void set_step(int64_t step);
 
   /// The host name rank `rank` reported at construction (empty when unknown).
@@ -126,6 +134,20 @@ class MpiCommunicator : public Communicator, public Links {
  private:
   struct Impl;  // MPI handles stay out of this header, so users need no MPI include path
   friend struct Impl;
+
+  /// collective() in general: the members' regions exchanged, then the data (see the class
+  /// comment).
+  Status exchange_tiles(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
+                        Tensor& out, Monoid monoid);
+  /// `calls`, float sum all-reduces over one group of two ranks whose tiles cover their results:
+  /// one all-gather of every call's regions, then MPI_Iallreduce of each call from its tile into
+  /// its result. When the members' regions differ, sets `differ` and does nothing more.
+  Status sum_pairs(const std::vector<CollectiveCall>& calls, bool& differ);
+  /// `calls`, all-gathers over one group whose members all need every whole tile (of one dtype):
+  /// one all-gather of every call's regions, one MPI_Iallgatherv of every member's tiles packed
+  /// in call order, then each result assembled in group order. When the regions do not fit
+  /// (some member's target misses a tile), sets `differ` and does nothing more.
+  Status gather_batch(const std::vector<CollectiveCall>& calls, bool& differ);
 
   MpiOptions options_;
   int64_t rank_ = 0;

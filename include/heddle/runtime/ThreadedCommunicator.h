@@ -50,7 +50,10 @@ class ThreadedWorld {
   /// one a slow peer is still reading. Waiting peers spin WaitBarrier::kDefaultSpin rounds when
   /// the host has a core per running thread (host_cores() >= max(n, `threads`), `threads` being
   /// every device thread of the run, of this world or others), else sleep at once: with more
-  /// devices than cores a spinning device only delays the peer it waits for.
+  /// devices than cores a spinning device only delays the peer it waits for. A batch over the whole
+  /// world whose float sums of whole tiles hold at least 32768 elements is split: each member sums
+  /// its share (in group order, bit-identical) into every member's result, then all meet once
+  /// more (also in one-barrier mode).
   explicit ThreadedWorld(int64_t n, bool one_barrier = false, int64_t threads = 0);
   ~ThreadedWorld();
   int64_t size() const { return n_; }
