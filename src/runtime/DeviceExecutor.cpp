@@ -158,6 +158,8 @@ struct DeviceExecutor::Buffer {
   int64_t feed_offset = -1;     // loads: the tile's element offset in the whole feed, or -1
   bool loaded = false;          // defined by a load (its bytes are the feed's)
   int view_of = -1;             // a reshape's result viewing this earlier buffer's bytes, or -1
+  bool viewed = false;          // some view_of names this buffer
+  void* home = nullptr;         // its arena memory (bind_outputs may point the tile elsewhere)
 };
 
 // One kernel call on precomputed tiles.
@@ -442,6 +444,7 @@ class DeviceExecutor::Compiler {
     int r = define(op.results[0].value, region);
     x_.buffers_[r].bytes = 0;
     x_.buffers_[r].view_of = b;
+    x_.buffers_[b].viewed = true;
     tiles_[op.results[0].value] = r;
     ++pos_;
     return true;
@@ -478,7 +481,8 @@ DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_
       Tensor& src = buffers_[b.view_of].tensor;
       b.tensor.rebind(src.is_int() ? static_cast<void*>(src.i64()) : static_cast<void*>(src.f32()));
     } else if (b.feed_offset < 0) {
-      b.tensor.rebind(arena_.get() + layout.offsets[i]);
+      b.home = arena_.get() + layout.offsets[i];
+      b.tensor.rebind(b.home);
     }
   }
   fallback_.resize(buffers_.size());
@@ -499,7 +503,11 @@ DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_
       if (s.calls.size() > 1) s.chain.push_back({call.op, call.box, call.ins, call.outs});
     }
   }
-  for (const auto& [v, b] : c.out_buffers_) outputs_.emplace_back(v, &buffers_[b].tensor);
+  for (const auto& [v, b] : c.out_buffers_) {
+    outputs_.emplace_back(v, &buffers_[b].tensor);
+    output_buffers_.push_back(b);
+  }
+  bound_.assign(buffers_.size(), 0);
 }
 
 DeviceExecutor::~DeviceExecutor() = default;
@@ -617,6 +625,27 @@ void DeviceExecutor::run_step(const Step& s, Communicator& comm, const TensorMap
       break;
     case Instr::Kind::kFree:
       break;
+  }
+}
+
+void DeviceExecutor::bind_outputs(TensorMap& out) {
+  // Allocates nothing (a steady-state step allocates nothing): a buffer is bound at most once,
+  // to the entry of the first output it holds.
+  std::fill(bound_.begin(), bound_.end(), 0);
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    const int i = output_buffers_[k];
+    Buffer& b = buffers_[i];
+    if (b.home == nullptr || b.loaded || b.viewed || b.view_of >= 0) continue;
+    void* to = b.home;
+    auto it = out.find(outputs_[k].first);
+    if (!bound_[i] && it != out.end() && !it->second.is_view() &&
+        it->second.dtype() == b.tensor.dtype() && it->second.shape() == b.tensor.shape() &&
+        it->second.origin() == b.tensor.origin()) {
+      to = it->second.is_int() ? static_cast<void*>(it->second.i64())
+                               : static_cast<void*>(it->second.f32());
+      bound_[i] = 1;
+    }
+    b.tensor.rebind(to);
   }
 }
 

@@ -259,6 +259,38 @@ TEST(ThreadedRunner, StepsOfAKeptRunnerEqualFreshRuns) {
   }
 }
 
+// On one device, run_into computes the outputs in the caller's tensors (bound from the second
+// step on, when the map holds them): the device's output tiles then are those tensors, nothing is
+// copied, and each step equals a fresh run bit for bit, as the caller feeds the updated
+// parameters back by swapping buffers (Session's training loop). A later run() into a fresh map
+// computes in the arena again.
+TEST(ThreadedRunner, OneDeviceComputesItsOutputsInTheCallersTensors) {
+  Lowered l = lowered_train_step("gpt-tiny", "dp=1", 1);
+  ThreadedRunner runner(l.g, l.programs);
+  TensorMap feeds = testing::random_feeds(l.g, 9), kept;
+  for (int64_t s = 1; s <= 3; ++s) {
+    auto fresh = runner.run(feeds, {.optimizer_step = s});
+    ASSERT_TRUE(fresh.ok()) << fresh.error().to_string();
+    ASSERT_TRUE(runner.run_into(feeds, kept, {.optimizer_step = s}).ok());
+    int64_t bound = 0;
+    for (const auto& [v, t] : runner.device(0).outputs()) {
+      EXPECT_TRUE(kept.at(v) == fresh->at(v)) << "step " << s << " " << l.g.value(v).name;
+      bound += !t->is_int() && t->f32() == kept.at(v).f32();
+    }
+    if (s > 1) {
+      EXPECT_EQ(bound, static_cast<int64_t>(l.g.outputs().size())) << "step " << s;
+    }
+    for (const ParamUpdate& u : l.updates) {
+      std::swap(feeds.at(u.param), kept.at(u.updated));
+      for (const auto& st : u.state) std::swap(feeds.at(st.first), kept.at(st.second));
+    }
+  }
+  auto again = runner.run(feeds, {.optimizer_step = 4});
+  ASSERT_TRUE(again.ok());
+  for (const auto& [v, t] : runner.device(0).outputs())
+    EXPECT_TRUE(t->is_int() || t->f32() != kept.at(v).f32()) << l.g.value(v).name;
+}
+
 // Data parallel training issues each gradient's all-reduce next to its optimizer update: the
 // executor batches them (one meeting of the devices instead of one per gradient), and the results
 // equal those of executors that run every collective on its own, bit for bit.
