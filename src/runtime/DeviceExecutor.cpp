@@ -64,6 +64,41 @@ bool passes_through(const Op& op) {
   return *f == "sub" && (w == nullptr || *w == 0);
 }
 
+// True when a reshape over `box` moves no element: every point reads its input at the same
+// row-major offset in the input tile (`in_region`) as it writes in its result tile (`out_region`),
+// as splitting a row-major [b, s, h*d] into [b, s, h, d] does. Its result is then a view of the
+// input's tile. Both offsets are affine in the point, so equal coefficients (of the index dims
+// the box spans) and equal offsets at the box start make them equal everywhere.
+bool moves_nothing(const Op& op, const Box& box, const Box& in_region, const Box& out_region) {
+  if (op.kind != OpKind::kReshape || op.inputs.size() != 1 || op.results.size() != 1 ||
+      op.inputs[0].padded)
+    return false;
+  auto offsets = [&](const IndexProjection& p, const Box& region, std::vector<int64_t>* coef) {
+    for (int64_t w : p.window().values())
+      if (w != 1) return false;
+    const AffineMap& m = p.map();
+    int64_t stride = 1, base = 0;
+    coef->assign(static_cast<size_t>(box.rank()), 0);
+    for (int64_t r = m.out_rank() - 1; r >= 0; --r) {
+      int64_t at_start = m.offset()[r];
+      for (int64_t k = 0; k < box.rank(); ++k) {
+        at_start += m.at(r, k) * box.start()[k];
+        (*coef)[k] += m.at(r, k) * stride;
+      }
+      base += (at_start - region.start()[r]) * stride;
+      stride *= region.end()[r] - region.start()[r];
+    }
+    coef->push_back(base);
+    return true;
+  };
+  std::vector<int64_t> ci, co;
+  if (!offsets(op.inputs[0].proj, in_region, &ci) || !offsets(op.results[0].proj, out_region, &co))
+    return false;
+  for (int64_t k = 0; k < box.rank(); ++k)
+    if (box.end()[k] - box.start()[k] > 1 && ci[k] != co[k]) return false;
+  return ci.back() == co.back() && out_region.volume() <= in_region.volume();
+}
+
 // True when instruction `in` reads, defines or frees `v`'s tile.
 // A ring step (cp_comm=ring): a send-recv that stays where the program put it, like a fetch.
 bool ring_step_instr(const Instr& in) { return in.kind == Instr::Kind::kCollective && in.ring > 0; }
@@ -122,6 +157,9 @@ struct DeviceExecutor::Buffer {
   int64_t bytes = 0;            // arena bytes (0 for feed views)
   int64_t feed_offset = -1;     // loads: the tile's element offset in the whole feed, or -1
   bool loaded = false;          // defined by a load (its bytes are the feed's)
+  int view_of = -1;             // a reshape's result viewing this earlier buffer's bytes, or -1
+  bool viewed = false;          // some view_of names this buffer
+  void* home = nullptr;         // its arena memory (bind_outputs may point the tile elsewhere)
 };
 
 // One kernel call on precomputed tiles.
@@ -186,6 +224,11 @@ class DeviceExecutor::Compiler {
       x_.buffers_[it->second].last = std::numeric_limits<int64_t>::max();
       out_buffers_.emplace_back(v, it->second);
     }
+    // A viewed buffer lives as long as its views (a view is always defined after what it views,
+    // so one pass from the last buffer down carries lifetimes through views of views).
+    for (size_t i = x_.buffers_.size(); i-- > 0;)
+      if (int src = x_.buffers_[i].view_of; src >= 0)
+        x_.buffers_[src].last = std::max(x_.buffers_[src].last, x_.buffers_[i].last);
   }
 
   std::vector<std::pair<ValueId, int>> out_buffers_;
@@ -243,7 +286,7 @@ class DeviceExecutor::Compiler {
           ring_block(in, s);
           break;
         }
-        if (alias(in)) return;  // no step: the result is its input's tile
+        if (alias(in) || view(in)) return;  // no step: the result is (a view of) its input's tile
         std::map<ValueId, int> temps;
         for (const KernelCall& kc : in.calls) {
           const Op& op = g_.op(kc.op);
@@ -382,6 +425,31 @@ class DeviceExecutor::Compiler {
     return true;
   }
 
+  // A lone reshape that moves no element (moves_nothing) of a tile the program computed: its
+  // result is a buffer of no bytes of its own that views the input's (bound after the arena is
+  // laid out); no kernel runs. Loaded tiles are left alone: load() rebinds them every run.
+  bool view(const Instr& in) {
+    if (in.calls.size() != 1) return false;
+    const Op& op = g_.op(in.calls[0].op);
+    if (op.kind != OpKind::kReshape || op.inputs.size() != 1 || op.results.size() != 1)
+      return false;
+    ValueId v = op.inputs[0].value;
+    if (halos_.count(v) || g_.type(v).dtype() != g_.type(op.results[0].value).dtype()) return false;
+    int b = tile(v);
+    if (x_.buffers_[b].loaded) return false;
+    const Box& box = in.calls[0].box;
+    Box region = op.results[0].proj.image(box);
+    if (!moves_nothing(op, box, x_.buffers_[b].tensor.region(), region)) return false;
+    use(b);
+    int r = define(op.results[0].value, region);
+    x_.buffers_[r].bytes = 0;
+    x_.buffers_[r].view_of = b;
+    x_.buffers_[b].viewed = true;
+    tiles_[op.results[0].value] = r;
+    ++pos_;
+    return true;
+  }
+
   DeviceExecutor& x_;
   const Graph& g_;
   int64_t pos_ = 0;
@@ -407,8 +475,16 @@ DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_
       static_cast<size_t>(std::max<int64_t>(arena_bytes_, 64)), std::align_val_t(64))));
   // Zeroed once, so a first step reads the same as a fresh tensor would.
   std::memset(arena_.get(), 0, static_cast<size_t>(std::max<int64_t>(arena_bytes_, 64)));
-  for (size_t i = 0; i < buffers_.size(); ++i)
-    if (buffers_[i].feed_offset < 0) buffers_[i].tensor.rebind(arena_.get() + layout.offsets[i]);
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    Buffer& b = buffers_[i];
+    if (b.view_of >= 0) {  // a reshape's view: the bytes of the (earlier, already bound) buffer
+      Tensor& src = buffers_[b.view_of].tensor;
+      b.tensor.rebind(src.is_int() ? static_cast<void*>(src.i64()) : static_cast<void*>(src.f32()));
+    } else if (b.feed_offset < 0) {
+      b.home = arena_.get() + layout.offsets[i];
+      b.tensor.rebind(b.home);
+    }
+  }
   fallback_.resize(buffers_.size());
   for (Step& s : steps_) {
     for (size_t k = 0; k < s.collectives.size(); ++k) {
@@ -427,7 +503,11 @@ DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_
       if (s.calls.size() > 1) s.chain.push_back({call.op, call.box, call.ins, call.outs});
     }
   }
-  for (const auto& [v, b] : c.out_buffers_) outputs_.emplace_back(v, &buffers_[b].tensor);
+  for (const auto& [v, b] : c.out_buffers_) {
+    outputs_.emplace_back(v, &buffers_[b].tensor);
+    output_buffers_.push_back(b);
+  }
+  bound_.assign(buffers_.size(), 0);
 }
 
 DeviceExecutor::~DeviceExecutor() = default;
@@ -545,6 +625,27 @@ void DeviceExecutor::run_step(const Step& s, Communicator& comm, const TensorMap
       break;
     case Instr::Kind::kFree:
       break;
+  }
+}
+
+void DeviceExecutor::bind_outputs(TensorMap& out) {
+  // Allocates nothing (a steady-state step allocates nothing): a buffer is bound at most once,
+  // to the entry of the first output it holds.
+  std::fill(bound_.begin(), bound_.end(), 0);
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    const int i = output_buffers_[k];
+    Buffer& b = buffers_[i];
+    if (b.home == nullptr || b.loaded || b.viewed || b.view_of >= 0) continue;
+    void* to = b.home;
+    auto it = out.find(outputs_[k].first);
+    if (!bound_[i] && it != out.end() && !it->second.is_view() &&
+        it->second.dtype() == b.tensor.dtype() && it->second.shape() == b.tensor.shape() &&
+        it->second.origin() == b.tensor.origin()) {
+      to = it->second.is_int() ? static_cast<void*>(it->second.i64())
+                               : static_cast<void*>(it->second.f32());
+      bound_[i] = 1;
+    }
+    b.tensor.rebind(to);
   }
 }
 

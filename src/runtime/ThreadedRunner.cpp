@@ -115,6 +115,8 @@ Status ThreadedRunner::run_into(const TensorMap& feeds, TensorMap& outputs,
   threads_ = threads_per_device(n, options.threads);
   world_.reset();
   split_copy_ = copies_planned_ && bind_output_copies(outputs);
+  // One device: its outputs are computed in `outputs`' tensors themselves, not copied there.
+  if (n == 1) devices_[0]->bind_outputs(outputs);
   {
     BlasThreads blas(threads_);
     pending_.store(n - 1);

@@ -8,6 +8,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -238,6 +239,54 @@ TEST(FastKernels, VectorLoopsOnLongRowsAndWideValuesMatchTheReference) {
     for (const Op& op : G.ops()) checked += check_op(G, op, full, rng, uniform(rng, 0, 1) == 1);
   }
   EXPECT_GT(checked, 6000);
+}
+
+// AdamW on a tensor far larger than the caches writes its results with streaming stores
+// (src/ops/Simd.cpp) from the first 32-byte aligned element on: bit for bit what the plain loop
+// computes on the same elements in short pieces, for every misalignment of the outputs, and
+// within the reference's tolerance of its double-precision formula.
+TEST(FastKernels, AdamWOnTensorsBeyondTheCachesEqualsItsShortPieces) {
+  std::mt19937 rng(23);
+  const int64_t n = (int64_t{1} << 20) + 37;
+  Graph g;
+  Ops ops(g);
+  TensorType t = f32({n});
+  std::vector<ValueId> r = ops.adamw(ops.input("p", t), ops.input("g", t), ops.input("m", t),
+                                     ops.input("v", t), AdamWOptions{}, 3);
+  ASSERT_TRUE(ops.ok());
+  const Op& op = g.op(0);
+  std::vector<Tensor> in = {testing::random_tensor(t, rng), testing::random_tensor(t, rng),
+                            testing::random_tensor(t, rng, -0.1, 0.1),
+                            testing::random_tensor(t, rng, 0.0, 0.01)};
+  std::vector<const Tensor*> ins = {&in[0], &in[1], &in[2], &in[3]};
+  kernels::KernelOptions ko;
+  ko.optimizer_step = 3;
+  std::vector<Tensor> pieces = {Tensor(t), Tensor(t), Tensor(t)};
+  std::vector<Tensor*> po = {&pieces[0], &pieces[1], &pieces[2]};
+  for (int64_t a = 0; a < n; a += 4093)
+    ASSERT_TRUE(kernels::run(op, Box(IVec{a}, IVec{std::min(n, a + 4093)}), ins, po, ko).ok());
+  // Outputs viewing 64-byte aligned memory shifted by `shift` elements (equally for all three).
+  std::vector<float> mem(static_cast<size_t>(3 * (n + 64)));
+  for (int64_t shift : {0, 3, 7}) {
+    std::vector<Tensor> outs;
+    std::vector<Tensor*> pw;
+    for (int64_t k = 0; k < 3; ++k) {
+      auto base = reinterpret_cast<uintptr_t>(mem.data() + k * (n + 64));
+      auto* at = reinterpret_cast<float*>((base + 63) / 64 * 64) + shift;
+      outs.push_back(Tensor::view(DType::kF32, Box(IVec{0}, IVec{n}), at));
+    }
+    for (auto& o : outs) pw.push_back(&o);
+    ASSERT_TRUE(kernels::run(op, op.space.box(), ins, pw, ko).ok());
+    for (int64_t k = 0; k < 3; ++k)
+      ASSERT_EQ(std::memcmp(outs[k].f32(), pieces[k].f32(), static_cast<size_t>(n) * 4), 0)
+          << "result " << k << " shift " << shift;
+  }
+  for (int64_t i = 0; i < n; i += 997) {
+    double P = in[0].f32()[i], G = in[1].f32()[i], M = in[2].f32()[i], V = in[3].f32()[i];
+    double m1 = 0.9 * M + 0.1 * G, v1 = 0.999 * V + 0.001 * G * G;
+    double mh = m1 / (1 - std::pow(0.9, 3)), vh = v1 / (1 - std::pow(0.999, 3));
+    EXPECT_NEAR(pieces[0].f32()[i], P - 0.001 * (mh / (std::sqrt(vh) + 1e-8) + 0.01 * P), 1e-5);
+  }
 }
 
 // Runs `calls` one by one with the reference loops on materialized values (the meaning of a

@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "common/OpByOp.h"
 #include "common/RandomFeeds.h"
 #include "heddle/ir/GraphBuilder.h"
 #include "heddle/ops/Autodiff.h"
@@ -163,23 +164,48 @@ TEST(DeviceExecutor, PassThroughGradientsShareTheirInputsTile) {
   TensorMap feeds = testing::random_feeds(g, 5);
   auto got = run_threaded(g, *programs, feeds, {});
   ASSERT_TRUE(got.ok()) << got.error().to_string();
-  TensorMap vals = feeds;
-  for (const Op& op : g.ops()) {
-    std::vector<const Tensor*> ins;
-    for (const auto& in : op.inputs) ins.push_back(&vals.at(in.value));
-    std::vector<Tensor> outs;
-    for (const auto& r : op.results) outs.emplace_back(g.type(r.value));
-    std::vector<Tensor*> po;
-    for (auto& t : outs) po.push_back(&t);
-    ASSERT_TRUE(kernels::run(op, op.space.box(), ins, po).ok());
-    for (size_t k = 0; k < outs.size(); ++k)
-      vals.insert_or_assign(op.results[k].value, std::move(outs[k]));
-  }
+  TensorMap vals = testing::op_by_op(g, feeds);
   for (ValueId v : g.outputs()) {
     const Tensor &a = got->at(v), &e = vals.at(v);
     ASSERT_EQ(a.shape(), e.shape()) << g.value(v).name;
     for (int64_t i = 0; i < a.numel(); ++i)
       EXPECT_NEAR(a.f32()[i], e.f32()[i], 1e-5 * (1 + std::fabs(e.f32()[i]))) << g.value(v).name;
+  }
+}
+
+// A reshape that only regroups dims of a row-major tile ([b, s, h*d] into [b, s, h, d] and back)
+// is a view of its input's tile, which must then live as long as the view: the results equal
+// the ops run one by one, bitwise, on one device and on tiles split over two, also when a view is
+// a graph output, a view's consumer is viewed again, and a view is read after the last direct use
+// of its input.
+TEST(DeviceExecutor, ReshapesThatMoveNothingViewTheirInputsTile) {
+  Graph g;
+  Ops ops(g);
+  ValueId x = ops.input("x", f32({4, 6, 8})), w = ops.input("w", f32({4, 6, 2, 4}));
+  ValueId y = ops.gelu(ops.mul(x, x));
+  ValueId r = ops.reshape(y, {4, 6, 2, 4});  // moves nothing: a view
+  ValueId z = ops.mul(r, w);
+  ValueId back = ops.reshape(z, {4, 6, 8});  // a view of a view's consumer
+  ValueId flat = ops.reshape(ops.add(back, x), {24, 8});
+  ops.output(r);
+  ops.output(ops.add(ops.reshape(flat, {4, 48}), ops.reshape(y, {4, 48})));
+  ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+  TensorMap feeds = testing::random_feeds(g, 11);
+  TensorMap vals = testing::op_by_op(g, feeds);
+  for (auto [strategy, n] : {std::pair{"dp=1", 1}, std::pair{"dp=2", 2}}) {
+    auto spec = StrategySpec::parse(strategy);
+    auto plan = plan_from_strategy(g, *spec->mesh(n), *spec);
+    ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+    auto programs = lower(g, plan->plan);
+    ASSERT_TRUE(programs.ok());
+    auto got = run_threaded(g, *programs, feeds, {});
+    ASSERT_TRUE(got.ok()) << got.error().to_string();
+    for (ValueId v : g.outputs()) {
+      const Tensor &a = got->at(v), &e = vals.at(v);
+      ASSERT_EQ(a.shape(), e.shape()) << g.value(v).name;
+      for (int64_t i = 0; i < a.numel(); ++i)
+        EXPECT_EQ(a.f32()[i], e.f32()[i]) << strategy << " " << g.value(v).name << " " << i;
+    }
   }
 }
 
@@ -231,6 +257,38 @@ TEST(ThreadedRunner, StepsOfAKeptRunnerEqualFreshRuns) {
       }
     }
   }
+}
+
+// On one device, run_into computes the outputs in the caller's tensors (bound from the second
+// step on, when the map holds them): the device's output tiles then are those tensors, nothing is
+// copied, and each step equals a fresh run bit for bit, as the caller feeds the updated
+// parameters back by swapping buffers (Session's training loop). A later run() into a fresh map
+// computes in the arena again.
+TEST(ThreadedRunner, OneDeviceComputesItsOutputsInTheCallersTensors) {
+  Lowered l = lowered_train_step("gpt-tiny", "dp=1", 1);
+  ThreadedRunner runner(l.g, l.programs);
+  TensorMap feeds = testing::random_feeds(l.g, 9), kept;
+  for (int64_t s = 1; s <= 3; ++s) {
+    auto fresh = runner.run(feeds, {.optimizer_step = s});
+    ASSERT_TRUE(fresh.ok()) << fresh.error().to_string();
+    ASSERT_TRUE(runner.run_into(feeds, kept, {.optimizer_step = s}).ok());
+    int64_t bound = 0;
+    for (const auto& [v, t] : runner.device(0).outputs()) {
+      EXPECT_TRUE(kept.at(v) == fresh->at(v)) << "step " << s << " " << l.g.value(v).name;
+      bound += !t->is_int() && t->f32() == kept.at(v).f32();
+    }
+    if (s > 1) {
+      EXPECT_EQ(bound, static_cast<int64_t>(l.g.outputs().size())) << "step " << s;
+    }
+    for (const ParamUpdate& u : l.updates) {
+      std::swap(feeds.at(u.param), kept.at(u.updated));
+      for (const auto& st : u.state) std::swap(feeds.at(st.first), kept.at(st.second));
+    }
+  }
+  auto again = runner.run(feeds, {.optimizer_step = 4});
+  ASSERT_TRUE(again.ok());
+  for (const auto& [v, t] : runner.device(0).outputs())
+    EXPECT_TRUE(t->is_int() || t->f32() != kept.at(v).f32()) << l.g.value(v).name;
 }
 
 // Data parallel training issues each gradient's all-reduce next to its optimizer update: the

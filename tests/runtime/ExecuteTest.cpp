@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/OpByOp.h"
 #include "common/RandomFeeds.h"
 #include "common/RandomModel.h"
 #include "heddle/ir/TextParser.h"
@@ -16,26 +17,8 @@
 namespace heddle {
 namespace {
 
+using testing::op_by_op;
 using testing::random_feeds;
-
-// Single-device reference: every op over its whole index space, in order.
-TensorMap reference(const Graph& g, const TensorMap& feeds) {
-  std::map<ValueId, Tensor> vals(feeds.begin(), feeds.end());
-  for (const Op& op : g.ops()) {
-    std::vector<const Tensor*> ins;
-    for (const auto& x : op.inputs) ins.push_back(&vals.at(x.value));
-    std::vector<Tensor> outs;
-    for (const auto& r : op.results) outs.emplace_back(g.type(r.value));
-    std::vector<Tensor*> ptrs;
-    for (auto& t : outs) ptrs.push_back(&t);
-    Status st = kernels::run(op, op.space.box(), ins, ptrs);
-    EXPECT_TRUE(st.ok()) << st.error().to_string();
-    for (size_t k = 0; k < outs.size(); ++k) vals[op.results[k].value] = std::move(outs[k]);
-  }
-  TensorMap out;
-  for (ValueId v : g.outputs()) out.emplace(v, vals.at(v));
-  return out;
-}
 
 bool close(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
@@ -72,7 +55,7 @@ TEST(Execute, RandomGraphsMeshesAndStrategiesMatchTheReference) {
   for (uint64_t seed = 1; seed <= 150; ++seed) {
     Graph g = testing::random_model(8, seed);
     TensorMap feeds = random_feeds(g, seed);
-    TensorMap want = reference(g, feeds);
+    TensorMap want = op_by_op(g, feeds);
     for (int rep = 0; rep < 7; ++rep) {
       Mesh mesh = *Mesh::parse(meshes[rng() % 10]);
       ShardingPlan plan = random_plan(g, mesh, rng);
@@ -133,7 +116,7 @@ TEST(Execute, ConvolutionRowShardsExchangeHalos) {
   TensorMap feeds = random_feeds(*g, 5);
   auto got = run_threaded(*g, *progs, feeds);
   ASSERT_TRUE(got.ok());
-  TensorMap want = reference(*g, feeds);
+  TensorMap want = op_by_op(*g, feeds);
   EXPECT_TRUE(same(want.begin()->second, got->begin()->second));
 }
 
@@ -159,7 +142,7 @@ TEST(Execute, RowParallelMatmulAllReducesItsPartialSums) {
   TensorMap feeds = random_feeds(*g, 9);
   auto got = run_threaded(*g, *progs, feeds);
   ASSERT_TRUE(got.ok());
-  EXPECT_TRUE(same(reference(*g, feeds).begin()->second, got->begin()->second));
+  EXPECT_TRUE(same(op_by_op(*g, feeds).begin()->second, got->begin()->second));
 }
 
 TEST(Execute, AKernelErrorOnOneDeviceFailsTheRunWithoutHanging) {

@@ -74,8 +74,8 @@ class Tensor {
   /// Fills every element with `v`.
   void fill(double v);
 
-  /// Copies the elements of `src` that lie inside both regions into this tensor. Allocates
-  /// nothing for ranks up to 8.
+  /// Copies the elements of `src` that lie inside both regions into this tensor (nothing when
+  /// `src` is this tensor's own memory and region). Allocates nothing for ranks up to 8.
   void copy_from(const Tensor& src);
   /// A new tensor holding `region` (global coordinates) of this one.
   /// Precondition: region() contains `region`.

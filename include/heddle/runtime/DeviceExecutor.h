@@ -53,8 +53,17 @@ class DeviceExecutor {
   const std::vector<std::pair<ValueId, const Tensor*>>& outputs() const { return outputs_; }
 
   /// Copies outputs() into `out`: an entry of the same dtype and region is overwritten in place
-  /// (no allocation), others are replaced by an owning copy.
+  /// (no allocation), others are replaced by an owning copy. A tile bound to its entry
+  /// (bind_outputs) is already there and is not copied.
   void copy_outputs(TensorMap& out) const;
+
+  /// Until the next call, the kernels computing an output write it straight into the entry of
+  /// `out` of the same dtype and region (an owning tensor), so copy_outputs has nothing to copy:
+  /// each output tile that is a buffer of its own (not a loaded feed, not one a reshape views, not
+  /// shared with another output) is bound to that entry's memory; the others, and outputs `out`
+  /// has no such entry for, are computed in the arena. Precondition: no tensor of `out` is read
+  /// as a feed by the next run.
+  void bind_outputs(TensorMap& out);
 
   /// The arena size: the most bytes of tiles this device holds at once (its planned peak), not
   /// counting loads that view the feeds and the kernels' own scratch.
@@ -89,6 +98,8 @@ class DeviceExecutor {
   std::vector<Buffer> buffers_;
   std::vector<Step> steps_;
   std::vector<std::pair<ValueId, const Tensor*>> outputs_;
+  std::vector<int> output_buffers_;  // the buffer of each of outputs_
+  std::vector<char> bound_;          // bind_outputs' scratch: per buffer, bound this run
   /// Frees the arena as it was allocated (64-byte aligned operator new[]).
   struct ArenaFree {
     void operator()(std::byte* p) const;

@@ -42,7 +42,9 @@ class ThreadedRunner {
   /// thread, once every device has finished the step; the runner stays usable.
   Result<TensorMap> run(const TensorMap& feeds, const ExecOptions& options = {});
   /// The same, writing the outputs into `outputs`: entries that already hold a tensor of the
-  /// output's type are overwritten in place, so a steady-state loop allocates nothing.
+  /// output's type are overwritten in place, so a steady-state loop allocates nothing. On one
+  /// device the kernels compute such outputs in those entries directly, with no copy after the
+  /// step (DeviceExecutor::bind_outputs). Precondition: no tensor of `outputs` is one of `feeds`.
   Status run_into(const TensorMap& feeds, TensorMap& outputs, const ExecOptions& options = {});
 
   /// Number of devices.
