@@ -5,6 +5,7 @@
 #include "heddle/ops/Chain.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "KernelConvForm.h"
@@ -98,6 +99,12 @@ void binary(OpKind k, const float* a, const float* b, float* out, int64_t n) {
     case OpKind::kMul:
       for (int64_t j = 0; j < n; ++j) out[j] = a[j] * b[j];
       return;
+    case OpKind::kMaximum:  // exact in float: binary_value's double max and min
+      for (int64_t j = 0; j < n; ++j) out[j] = std::max(a[j], b[j]);
+      return;
+    case OpKind::kMinimum:
+      for (int64_t j = 0; j < n; ++j) out[j] = std::min(a[j], b[j]);
+      return;
     default:
       for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(binary_value(k, a[j], b[j]));
   }
@@ -136,6 +143,21 @@ void eval(const FusedOp& f, const std::vector<const float*>& in, float* out, int
   } else if (f.fn == OpKind::kMul) {
     const float* o = in[f.wrt == 0 ? 2 : 1];
     for (int64_t j = 0; j < n; ++j) out[j] = in[0][j] * o[j];
+  } else if (f.fn == OpKind::kMaximum || f.fn == OpKind::kMinimum) {
+    // ReLU6's clamp: dy times binary_deriv's 1 or 0, in float (the same bits: -0 for a negative
+    // dy, NaN for an infinite one).
+    const float *dy = in[0], *a = in[1], *b = in[2];
+    auto loop = [&](auto pass) {
+      for (int64_t j = 0; j < n; ++j) out[j] = dy[j] * (pass(a[j], b[j]) ? 1.0f : 0.0f);
+    };
+    if (f.fn == OpKind::kMaximum && f.wrt == 0)
+      loop([](float p, float q) { return p >= q; });
+    else if (f.fn == OpKind::kMaximum)
+      loop([](float p, float q) { return !(p >= q); });
+    else if (f.wrt == 0)
+      loop([](float p, float q) { return p <= q; });
+    else
+      loop([](float p, float q) { return !(p <= q); });
   } else {
     for (int64_t j = 0; j < n; ++j)
       out[j] = static_cast<float>(in[0][j] * binary_deriv(f.fn, in[1][j], in[2][j], f.wrt));
@@ -210,6 +232,13 @@ void run_group(const std::vector<const Op*>& ops, const Box& box,
   std::vector<std::vector<float>> val(n, std::vector<float>(kBlock));
   std::vector<std::vector<std::vector<float>>> gather(n);
   for (size_t i = 0; i < n; ++i) gather[i].assign(src[i].size(), std::vector<float>(kBlock));
+  // What a gather buffer holds when it was filled with one value: that value in its first n.
+  struct Filled {
+    float v = 0.0f;
+    int64_t n = 0;
+  };
+  std::vector<std::vector<Filled>> filled(n);
+  for (size_t i = 0; i < n; ++i) filled[i].assign(src[i].size(), Filled{});
   const int64_t last = r - 1;
   std::vector<const float*> in;
   std::vector<const float*> res(n);  // where op i's block of results is
@@ -232,10 +261,17 @@ void run_group(const std::vector<const Op*>& ops, const Box& box,
             continue;
           }
           float* g = gather[i][k].data();
-          if (a.fdata && step == 0)
-            std::fill(g, g + m, a.fdata[o]);
-          else
+          if (a.fdata && step == 0) {
+            // A broadcast value (a clamp's bound, a per-channel scale): filled once per value.
+            Filled& fl = filled[i][k];
+            if (fl.n < m || std::memcmp(&fl.v, a.fdata + o, sizeof(float)) != 0) {
+              std::fill(g, g + m, a.fdata[o]);
+              fl = {a.fdata[o], m};
+            }
+          } else {
+            filled[i][k].n = 0;
             for (int64_t j = 0; j < m; ++j) g[j] = a.load(o + j * step);
+          }
           in.push_back(g);
         }
         float* v = val[i].data();
