@@ -5,6 +5,7 @@
 #include "heddle/ops/Chain.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "KernelConvForm.h"
@@ -46,9 +47,25 @@ void unary_grad_block(const float* dy, const float* x, float* out, int64_t n, do
   for (int64_t j = 0; j < n; ++j) out[j] = dy[j] * unary_deriv_f<K>(x[j], alpha);
 }
 
+// out[j] = dy[j] times 1 where pass(a[j], b[j]), else times 0 (a clamp's gradient); the factor
+// is picked as bits, so the loop vectorizes instead of branching on each comparison.
+template <class P>
+void pass_grad(const float* dy, const float* a, const float* b, float* out, int64_t n, P pass) {
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t bits = pass(a[j], b[j]) ? 0x3f800000u : 0u;  // 1.0f or 0.0f
+    float k;
+    std::memcpy(&k, &bits, sizeof k);
+    out[j] = dy[j] * k;
+  }
+}
+
 // out = unary kind k of x (the vector loops of Simd.h for the costly activations, else
 // constant-kind loops for the fast kinds, as KernelPointwise.cpp).
 void unary(OpKind k, const float* x, float* out, int64_t n, double alpha, const float* dy) {
+  if (k == OpKind::kRelu && dy) {  // dy times unary_deriv's 1 or 0, as unary_grad_block
+    pass_grad(dy, x, x, out, n, [](float p, float) { return p > 0.0f; });
+    return;
+  }
   if (simd_activation(k)) {
     if (dy)
       activation_grad_simd(k, dy, x, out, n);
@@ -98,6 +115,12 @@ void binary(OpKind k, const float* a, const float* b, float* out, int64_t n) {
     case OpKind::kMul:
       for (int64_t j = 0; j < n; ++j) out[j] = a[j] * b[j];
       return;
+    case OpKind::kMaximum:  // exact in float: binary_value's double max and min
+      for (int64_t j = 0; j < n; ++j) out[j] = std::max(a[j], b[j]);
+      return;
+    case OpKind::kMinimum:
+      for (int64_t j = 0; j < n; ++j) out[j] = std::min(a[j], b[j]);
+      return;
     default:
       for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(binary_value(k, a[j], b[j]));
   }
@@ -108,6 +131,10 @@ void binary(OpKind k, const float* a, const float* b, float* out, int64_t n) {
 void eval(const FusedOp& f, const std::vector<const float*>& in, float* out, int64_t n,
           const int64_t* p, int64_t j0) {
   const OpCategory cat = op_kind_info(f.kind).category;
+  // The operands as locals: a store to out[j] cannot change them, so the loops vectorize.
+  const float* x0 = in.empty() ? nullptr : in[0];
+  const float* x1 = in.size() > 1 ? in[1] : nullptr;
+  const float* x2 = in.size() > 2 ? in[2] : nullptr;
   if (f.kind == OpKind::kCausalMask ||
       (f.kind == OpKind::kElementwiseGrad && f.fn == OpKind::kCausalMask)) {
     float hide = f.kind == OpKind::kCausalMask ? -std::numeric_limits<float>::infinity() : 0.0f;
@@ -117,9 +144,9 @@ void eval(const FusedOp& f, const std::vector<const float*>& in, float* out, int
       std::fill(out + v, out + n, hide);
       return;
     }
-    for (int64_t j = 0; j < n; ++j) out[j] = f.mask->hidden(p, j0 + j) ? hide : in[0][j];
+    for (int64_t j = 0; j < n; ++j) out[j] = f.mask->hidden(p, j0 + j) ? hide : x0[j];
   } else if (f.kind == OpKind::kWhere) {
-    for (int64_t j = 0; j < n; ++j) out[j] = in[0][j] != 0.0f ? in[1][j] : in[2][j];
+    for (int64_t j = 0; j < n; ++j) out[j] = x0[j] != 0.0f ? x1[j] : x2[j];
   } else if (f.kind != OpKind::kElementwiseGrad) {
     if (cat == OpCategory::kUnary)
       unary(f.kind, in[0], out, n, f.alpha, nullptr);
@@ -128,17 +155,29 @@ void eval(const FusedOp& f, const std::vector<const float*>& in, float* out, int
   } else if (op_kind_info(f.fn).category == OpCategory::kUnary) {
     unary(f.fn, in[1], out, n, f.alpha, in[0]);
   } else if (f.fn == OpKind::kWhere) {
-    for (int64_t j = 0; j < n; ++j) out[j] = (f.wrt == 1) == (in[1][j] != 0.0f) ? in[0][j] : 0.0f;
+    for (int64_t j = 0; j < n; ++j) out[j] = (f.wrt == 1) == (x1[j] != 0.0f) ? x0[j] : 0.0f;
   } else if (f.fn == OpKind::kAdd || (f.fn == OpKind::kSub && f.wrt == 0)) {
     std::copy(in[0], in[0] + n, out);
   } else if (f.fn == OpKind::kSub) {
-    for (int64_t j = 0; j < n; ++j) out[j] = -in[0][j];
+    for (int64_t j = 0; j < n; ++j) out[j] = -x0[j];
   } else if (f.fn == OpKind::kMul) {
-    const float* o = in[f.wrt == 0 ? 2 : 1];
-    for (int64_t j = 0; j < n; ++j) out[j] = in[0][j] * o[j];
+    const float* o = f.wrt == 0 ? x2 : x1;
+    for (int64_t j = 0; j < n; ++j) out[j] = x0[j] * o[j];
+  } else if (f.fn == OpKind::kMaximum || f.fn == OpKind::kMinimum) {
+    // ReLU6's clamp: dy times binary_deriv's 1 or 0, in float (the same bits: -0 for a negative
+    // dy, NaN for an infinite one).
+    const float *dy = x0, *a = x1, *b = x2;
+    if (f.fn == OpKind::kMaximum && f.wrt == 0)
+      pass_grad(dy, a, b, out, n, [](float p, float q) { return p >= q; });
+    else if (f.fn == OpKind::kMaximum)
+      pass_grad(dy, a, b, out, n, [](float p, float q) { return !(p >= q); });
+    else if (f.wrt == 0)
+      pass_grad(dy, a, b, out, n, [](float p, float q) { return p <= q; });
+    else
+      pass_grad(dy, a, b, out, n, [](float p, float q) { return !(p <= q); });
   } else {
     for (int64_t j = 0; j < n; ++j)
-      out[j] = static_cast<float>(in[0][j] * binary_deriv(f.fn, in[1][j], in[2][j], f.wrt));
+      out[j] = static_cast<float>(x0[j] * binary_deriv(f.fn, x1[j], x2[j], f.wrt));
   }
 }
 
@@ -210,6 +249,13 @@ void run_group(const std::vector<const Op*>& ops, const Box& box,
   std::vector<std::vector<float>> val(n, std::vector<float>(kBlock));
   std::vector<std::vector<std::vector<float>>> gather(n);
   for (size_t i = 0; i < n; ++i) gather[i].assign(src[i].size(), std::vector<float>(kBlock));
+  // What a gather buffer holds when it was filled with one value: that value in its first n.
+  struct Filled {
+    float v = 0.0f;
+    int64_t n = 0;
+  };
+  std::vector<std::vector<Filled>> filled(n);
+  for (size_t i = 0; i < n; ++i) filled[i].assign(src[i].size(), Filled{});
   const int64_t last = r - 1;
   std::vector<const float*> in;
   std::vector<const float*> res(n);  // where op i's block of results is
@@ -232,10 +278,17 @@ void run_group(const std::vector<const Op*>& ops, const Box& box,
             continue;
           }
           float* g = gather[i][k].data();
-          if (a.fdata && step == 0)
-            std::fill(g, g + m, a.fdata[o]);
-          else
+          if (a.fdata && step == 0) {
+            // A broadcast value (a clamp's bound, a per-channel scale): filled once per value.
+            Filled& fl = filled[i][k];
+            if (fl.n < m || std::memcmp(&fl.v, a.fdata + o, sizeof(float)) != 0) {
+              std::fill(g, g + m, a.fdata[o]);
+              fl = {a.fdata[o], m};
+            }
+          } else {
+            filled[i][k].n = 0;
             for (int64_t j = 0; j < m; ++j) g[j] = a.load(o + j * step);
+          }
           in.push_back(g);
         }
         float* v = val[i].data();

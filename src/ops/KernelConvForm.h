@@ -186,6 +186,13 @@ namespace heddle::kdetail {
 bool run_conv_dnnl_fused(const Op& op, const Box& box, const convform::Ins& ins, Tensor& out,
                          const std::vector<convform::PostOp>& epilogue, const KernelOptions& o);
 
+/// conv2d_grad_weight of a depthwise convolution (one input and one output channel per group)
+/// by direct loops over the NCHW tiles (KernelConvDepthwise.cpp), for boxes over all taps;
+/// overwrites the result's image of `box`, or adds into it when `o.accumulate`. False (nothing
+/// written) for other forms, or an output gradient whose rows are not contiguous.
+bool run_depthwise_grad_weight(const Op& op, const Box& box, const convform::Ins& ins,
+                               const convform::Outs& outs, const KernelOptions& o);
+
 /// True when `o`'s map is the identity plus an offset and its window is 1 (KernelConcat.cpp).
 bool shifted_identity(const Operand& o, int64_t rank);
 

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -71,6 +72,8 @@ struct Plan {
   // Binary post-ops (a fused epilogue): the argument and layout of each one's second operand.
   std::vector<std::pair<int, memory::desc>> post;
   memory::desc pre_dst, pre_scratch, workspace;
+  // The implementation oneDNN chose is its im2col + gemm path (not a jit kernel).
+  bool gemm = false;
 };
 
 dnnl::primitive_attr user_scratchpad() {
@@ -333,6 +336,7 @@ Plan conv_plan(const ConvProblem& c, Kind kind, bool acc, const std::vector<Post
       c.desc<dnnl::convolution_backward_weights::desc>(), attr, engine(), hint);
   p.prim = dnnl::convolution_backward_weights(pd);
   p.scratch = pd.scratchpad_desc();
+  p.gemm = std::string(pd.impl_info_str()).find("gemm") != std::string::npos;
   p.ins = {make_port(DNNL_ARG_SRC, c.src(), pd.src_desc(), false),
            make_port(DNNL_ARG_DIFF_DST, c.dst(), pd.diff_dst_desc(), false)};
   p.out = make_port(DNNL_ARG_DIFF_WEIGHTS, c.wts(), pd.diff_weights_desc(), true, acc);
@@ -381,10 +385,12 @@ Plan pool_plan(const ConvProblem& c, Kind kind, bool mx) {
 
 constexpr int64_t kSmallWork = int64_t{1} << 20;
 
-// `ep`: a forward convolution's epilogue (binary operands' data in it), or null.
-bool run_plan(const ConvProblem& c, Kind kind, const KernelOptions& o,
-              const std::vector<const float*>& in, float* out, bool mx = false,
-              bool weights_unchanged = false, const std::vector<PostOp>* ep = nullptr) {
+// The cached plan of problem `c` (null: oneDNN has none) for `o.threads` cores, with the second
+// operands of epilogue `ep` (a forward convolution's, or null) into *post; sets oneDNN's
+// OpenMP threads for the call.
+std::shared_ptr<const Plan> find_plan(const ConvProblem& c, Kind kind, const KernelOptions& o,
+                                      bool mx, const std::vector<PostOp>* ep,
+                                      std::vector<const float*>* post) {
   // Problems under kSmallWork multiply-adds take one thread: a second one saves less than the
   // wake-up and barrier of a parallel region cost (more so on a busy host).
   const int64_t taps = kind == kPoolFwd || kind == kPoolBwd ? c.KH * c.KW : c.IC * c.KH * c.KW;
@@ -395,16 +401,22 @@ bool run_plan(const ConvProblem& c, Kind kind, const KernelOptions& o,
   const bool pool = kind == kPoolFwd || kind == kPoolBwd;
   const bool acc = o.accumulate && !pool;
   std::vector<int64_t> key = c.key(kind + (mx ? 16 : 0), acc, threads);
-  std::vector<const float*> post;
   if (ep) {
     key.push_back(-1);  // the epilogue's kinds follow
     for (const PostOp& e : *ep) {
       key.push_back(e.kind);
-      if (!e.channel.empty()) post.push_back(e.channel.data());
+      if (!e.channel.empty() && post) post->push_back(e.channel.data());
     }
   }
-  auto plan =
-      cached(key, [&] { return pool ? pool_plan(c, kind, mx) : conv_plan(c, kind, acc, ep); });
+  return cached(key, [&] { return pool ? pool_plan(c, kind, mx) : conv_plan(c, kind, acc, ep); });
+}
+
+// `ep`: a forward convolution's epilogue (binary operands' data in it), or null.
+bool run_plan(const ConvProblem& c, Kind kind, const KernelOptions& o,
+              const std::vector<const float*>& in, float* out, bool mx = false,
+              bool weights_unchanged = false, const std::vector<PostOp>* ep = nullptr) {
+  std::vector<const float*> post;
+  auto plan = find_plan(c, kind, o, mx, ep, &post);
   if (!plan) return false;
   execute(*plan, in, out, weights_unchanged, post);
   served.fetch_add(1, std::memory_order_relaxed);
@@ -560,6 +572,18 @@ bool conv_grad_weight(const Op& op, const Box& box, const std::vector<const Tens
                           ci.size(), co.size(), oh.size(), ow.size(), KH, KW, geo, true);
   auto at = clip(c, X, oh, ow, geo);
   if (!at) return false;
+  // A depthwise problem that oneDNN would run through its gemm path goes to the direct loops.
+  if (cig == 1 && cog == 1 && c.G == rg.size() && c.G > 1) {
+    ConvProblem v = c;
+    v.xs = strides4(X);
+    v.ws = group_strides(DW, cog);
+    v.ys = strides4(DY);
+    auto plan = find_plan(v, kBwdWeights, o, false, nullptr, nullptr);
+    if ((!plan || plan->gemm) && run_depthwise_grad_weight(op, box, ins, outs, o)) {
+      served.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+  }
   // One problem per group leaves the channels between the groups' ranges unwritten: they are
   // part of the output image, which a non-accumulating call resets.
   if (c.G < rg.size() && !o.accumulate) reset_output(op, box, *outs[0]);

@@ -145,19 +145,43 @@ inline void store_as(float* dst, float v) {
   store(M, dst, v);
 }
 
+/// Lanes of a row summed by unit_row_as (a vector register of floats).
+inline constexpr int64_t kSumLanes = 16;
+
 /// The row loop of pointwise_as with the strides as constants (so the compiler vectorizes it when
-/// f is simple): a and b step by SA and SB (0 or 1), d by 1, or, for a sum, by 0 (the row sums
-/// into a register in the same order as the per-element stores, so the result is the same).
+/// f is simple): a and b step by SA and SB (0 or 1), d by 1, or, for a sum, by 0: the row sums
+/// into kSumLanes lanes (element j into lane j mod kSumLanes), which are then added in order to
+/// *d (rows shorter than kSumLanes: one sum in element order). The order depends only on the
+/// row's length, so runs are bitwise repeatable (a per-channel gradient over N x H x W rows).
 template <Store M, int SA, int SB, class F>
 void unit_row_as(const float* a, const float* b, float* d, int64_t n, const int64_t* p, F& f,
                  bool reduce) {
-  if (reduce) {
+  if (reduce && n < kSumLanes) {
     float acc = *d;
     for (int64_t j = 0; j < n; ++j) {
       float iv[8] = {a[j * SA], b[j * SB]}, ov[4];
       f(iv, ov, p, j);
       acc += ov[0];
     }
+    *d = acc;
+    return;
+  }
+  if (reduce) {
+    float lane[kSumLanes] = {};
+    int64_t j = 0;
+    for (; j + kSumLanes <= n; j += kSumLanes)
+      for (int64_t l = 0; l < kSumLanes; ++l) {
+        float iv[8] = {a[(j + l) * SA], b[(j + l) * SB]}, ov[4];
+        f(iv, ov, p, j + l);
+        lane[l] += ov[0];
+      }
+    for (int64_t l = 0; j < n; ++j, ++l) {
+      float iv[8] = {a[j * SA], b[j * SB]}, ov[4];
+      f(iv, ov, p, j);
+      lane[l] += ov[0];
+    }
+    float acc = *d;
+    for (float v : lane) acc += v;
     *d = acc;
     return;
   }

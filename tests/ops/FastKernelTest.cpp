@@ -472,6 +472,40 @@ TEST(FusedChains, HandMadeChainsOnRandomBoxesMatchTheReference) {
   }
 }
 
+// ReLU6 as the ONNX import makes it (Clip: maximum with a scalar, then minimum with one) and its
+// gradients (elementwise_grad of maximum and minimum, to x and to the bound), op by op and as
+// chains, on random NCHW shapes; the bounds are random in [-1, 1] like x, so both sides of
+// each comparison occur.
+TEST(FusedChains, ClampForwardAndBackwardMatchTheReference) {
+  std::mt19937 rng(23);
+  int64_t checked = 0, chains = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    Graph g;
+    Ops ops(g);
+    std::vector<int64_t> shape = {uniform(rng, 1, 3), uniform(rng, 1, 9), uniform(rng, 1, 6),
+                                  uniform(rng, 1, 6)};
+    ValueId x = ops.param("x", f32(shape)), w = ops.param("w", f32(shape));
+    ValueId lo = ops.param("lo", f32({})), hi = ops.param("hi", f32({}));
+    ValueId y = ops.binary(OpKind::kMinimum, ops.binary(OpKind::kMaximum, x, lo), hi);
+    ValueId loss = ops.reduce(OpKind::kReduceSum, ops.mul(y, w), {0, 1, 2, 3});
+    ops.output(loss);
+    ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+    auto gr = build_gradients(g, loss);
+    ASSERT_TRUE(gr.ok()) << gr.error().to_string();
+    for (int round = 0; round < 3; ++round) checked += check_ops(gr->graph, rng);
+    testing::for_each_chain(gr->graph,
+                            [&](const std::vector<OpId>& ids, const std::vector<ValueId>& temps) {
+                              std::vector<kernels::ChainCall> calls;
+                              for (OpId id : ids)
+                                calls.push_back({id, gr->graph.op(id).space.box()});
+                              check_chain(gr->graph, calls, temps, rng);
+                              ++chains;
+                            });
+  }
+  EXPECT_GT(checked, 300);
+  EXPECT_GE(chains, 40);
+}
+
 // Chains as the lowering forms them (each next op elementwise, reading the previous result,
 // its only use) in the transformers' training graphs, forward and backward.
 TEST(FusedChains, ChainsOfTheTransformersTrainingStepsMatchTheReference) {

@@ -59,8 +59,9 @@ void combine(Monoid m, Tensor& dst, const Tensor& src);
 float monoid_identity(Monoid m);
 
 /// How many kernel calls the oneDNN convolution and pooling path has served in this process (the
-/// rest fell back to im2col + sgemm or the direct loops): lets tests and benchmarks see that the
-/// fast path ran.
+/// rest fell back to im2col + sgemm or the direct loops; the depthwise weight gradients it hands
+/// to its own loops, where oneDNN has only its gemm path, count as served): lets tests and
+/// benchmarks see that the fast path ran.
 int64_t onednn_calls();
 
 }  // namespace heddle::kernels
