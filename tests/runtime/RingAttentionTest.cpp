@@ -55,11 +55,12 @@ int64_t count(const DeviceProgram& p, Collective c, const std::vector<int64_t>& 
 
 TEST(RingAttention, EachGatherBecomesCpMinusOnePointToPointSteps) {
   for (auto [strategy, cp] : {std::pair{"cp=2,dp=2", 2}, {"cp=4", 4}, {"cp=2,tp=2", 2}}) {
-    Planned gathered = train_step(strategy, 4);
+    Planned gathered = train_step(std::string(strategy) + ",cp_comm=allgather", 4);
     Planned ring = train_step(std::string(strategy) + ",cp_comm=ring", 4);
     const int64_t axis = ring.plan.mesh.find("cp");
     ASSERT_EQ(ring.plan.ring_axis, axis) << strategy;
     EXPECT_EQ(gathered.plan.ring_axis, -1);
+    EXPECT_EQ(train_step(strategy, 4).plan.ring_axis, axis) << strategy << ": the default";
     auto a = lower(gathered.g, gathered.plan);
     auto r = lower(ring.g, ring.plan);
     ASSERT_TRUE(a.ok() && r.ok()) << strategy;
@@ -109,7 +110,7 @@ TEST(RingAttention, EachGatherBecomesCpMinusOnePointToPointSteps) {
 // (the blocks of a key-reducing product add up in another order).
 TEST(RingAttention, TrainingStepsMatchTheAllGatherForm) {
   for (auto strategy : {"cp=2,dp=2", "cp=4", "cp=2,tp=2"}) {
-    Planned gathered = train_step(strategy, 4);
+    Planned gathered = train_step(std::string(strategy) + ",cp_comm=allgather", 4);
     Planned ring = train_step(std::string(strategy) + ",cp_comm=ring", 4);
     TensorMap feeds = testing::random_feeds(gathered.g, 5);
     for (const auto& u : gathered.updates)  // fresh optimizer state (random moments give NaN)
