@@ -62,7 +62,9 @@ TEST(RingAttention, EachGatherBecomesCpMinusOnePointToPointSteps) {
     EXPECT_EQ(gathered.plan.ring_axis, -1);
     EXPECT_EQ(train_step(strategy, 4).plan.ring_axis, axis) << strategy << ": the default";
     auto a = lower(gathered.g, gathered.plan);
-    auto r = lower(ring.g, ring.plan);
+    LowerOptions every_block;  // the blocks a causal mask hides too (counted below)
+    every_block.skip_hidden_blocks = false;
+    auto r = lower(ring.g, ring.plan, every_block);
     ASSERT_TRUE(a.ok() && r.ok()) << strategy;
     int64_t rings = 0;
     for (int64_t d = 0; d < 4; ++d) {
@@ -243,6 +245,45 @@ TEST(RingAttention, StepsArePostedBeforeTheBlockKernelAndOverlapIt) {
     ASSERT_EQ(t.numel(), u.numel());
     for (int64_t i = 0; i < t.numel(); ++i)
       ASSERT_EQ(t.f32()[i], u.f32()[i]) << ring.g.value(v).name << "[" << i << "]";
+  }
+}
+
+// Causal block skipping: with a contiguous split a device's queries see no key block of the
+// members after it, so of each ring's cp blocks the device at ring position i runs i+1: the
+// scores the mask replaces are never computed and the probability blocks that are all zero are
+// never multiplied. The step is the one that runs every block, bit for bit.
+TEST(RingAttention, BlocksTheCausalMaskHidesEntirelyAreLeftOut) {
+  Planned ring = train_step("cp=4", 4);
+  LowerOptions dense;
+  dense.skip_hidden_blocks = false;
+  auto skipped = lower(ring.g, ring.plan);
+  auto all = lower(ring.g, ring.plan, dense);
+  ASSERT_TRUE(skipped.ok() && all.ok());
+  const int64_t axis = ring.plan.mesh.find("cp");
+  auto blocks = [](const DeviceProgram& p) {
+    int64_t n = 0;
+    for (const Instr& in : p.instrs) n += in.kind == Instr::Kind::kKernel && in.ring >= 0;
+    return n;
+  };
+  const int64_t rings = blocks((*all)[0]) / 4;
+  EXPECT_EQ(rings, 4);  // scores and probabilities times values, in both layers
+  for (int64_t d = 0; d < 4; ++d) {
+    const std::vector<int64_t> group = ring.plan.mesh.group(axis, d);
+    const int64_t pos = std::find(group.begin(), group.end(), d) - group.begin();
+    EXPECT_EQ(blocks((*all)[d]), rings * 4) << "device " << d;
+    EXPECT_EQ(blocks((*skipped)[d]), rings * (pos + 1)) << "device " << d;
+  }
+  TensorMap feeds = testing::random_feeds(ring.g, 5);
+  for (const auto& u : ring.updates)
+    for (const auto& st : u.state) feeds.insert_or_assign(st.first, Tensor(ring.g.type(st.first)));
+  auto a = run_threaded(ring.g, *all, feeds);
+  auto s = run_threaded(ring.g, *skipped, feeds);
+  ASSERT_TRUE(a.ok() && s.ok());
+  for (ValueId v : ring.g.outputs()) {
+    const Tensor &x = a->at(v), &y = s->at(v);
+    ASSERT_EQ(x.numel(), y.numel());
+    for (int64_t i = 0; i < x.numel(); ++i)
+      ASSERT_EQ(x.f32()[i], y.f32()[i]) << ring.g.value(v).name << "[" << i << "]";
   }
 }
 
