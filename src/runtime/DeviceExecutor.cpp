@@ -434,7 +434,7 @@ class DeviceExecutor::Compiler {
 // environment asks for MPI_THREAD_SERIALIZED).
 class DeviceExecutor::Poster {
  public:
-  Poster() : thread_([this] { loop(); }) {}
+  explicit Poster(DeviceExecutor& x) : x_(x), thread_([this] { loop(); }) {}
   ~Poster() {
     {
       std::lock_guard<std::mutex> lock(m_);
@@ -446,16 +446,18 @@ class DeviceExecutor::Poster {
   Poster(const Poster&) = delete;
   Poster& operator=(const Poster&) = delete;
 
-  // Starts `job`. Precondition: nothing in flight.
-  void post(std::function<Status()> job) {
+  // Starts the exchange of ring step `s` (x.exchange(s, comm)); allocates nothing. Precondition:
+  // nothing in flight.
+  void post(const Step& s, Communicator& comm) {
     {
       std::lock_guard<std::mutex> lock(m_);
-      HEDDLE_ASSERT(!job_ && !done_) << "a ring step posted while another is in flight";
-      job_ = std::move(job);
+      HEDDLE_ASSERT(!step_ && !done_) << "a ring step posted while another is in flight";
+      step_ = &s;
+      comm_ = &comm;
     }
     cv_.notify_all();
   }
-  // Waits for the posted job and returns its status; rethrows what it threw.
+  // Waits for the posted exchange and returns its status; rethrows what it threw.
   Status wait() {
     std::unique_lock<std::mutex> lock(m_);
     cv_.wait(lock, [&] { return done_; });
@@ -468,15 +470,15 @@ class DeviceExecutor::Poster {
   void loop() {
     std::unique_lock<std::mutex> lock(m_);
     for (;;) {
-      cv_.wait(lock, [&] { return stop_ || job_; });
-      if (!job_) return;
-      std::function<Status()> job = std::move(job_);
-      job_ = nullptr;
+      cv_.wait(lock, [&] { return stop_ || step_; });
+      if (!step_) return;
+      const Step* s = std::exchange(step_, nullptr);
+      Communicator* comm = comm_;
       lock.unlock();
       Status st;
       std::exception_ptr thrown;
       try {
-        st = job();
+        st = x_.exchange(*s, *comm);
       } catch (...) {
         thrown = std::current_exception();
       }
@@ -488,9 +490,11 @@ class DeviceExecutor::Poster {
     }
   }
 
+  DeviceExecutor& x_;
   std::mutex m_;
   std::condition_variable cv_;
-  std::function<Status()> job_;
+  const Step* step_ = nullptr;  // the posted step, until the thread takes it
+  Communicator* comm_ = nullptr;
   Status result_;
   std::exception_ptr thrown_;
   bool done_ = false, stop_ = false;
@@ -644,8 +648,8 @@ void DeviceExecutor::run_step(const Step& s, Communicator& comm, const TensorMap
       };
       event(RingEvent::Kind::kPosted);
       if (s.post && overlap_ring_) {
-        if (!poster_) poster_ = std::make_unique<Poster>();
-        poster_->post([this, &s, &comm] { return exchange(s, comm); });
+        if (!poster_) poster_ = std::make_unique<Poster>(*this);
+        poster_->post(s, comm);
         break;
       }
       Status st = exchange(s, comm);
