@@ -2,7 +2,9 @@
 // - a GEMM-heavy MLP with tp=2 on two thread-devices against the same model on one device;
 // - the executor's per-instruction overhead (tiny elementwise ops, 1 and 4 devices);
 // - lowering gpt3-175b (forward and training step) on a 1,024-device mesh (shape only, nothing
-//   runs): one device's program (what an MPI rank builds) and every device's.
+//   runs): one device's program (what an MPI rank builds) and every device's;
+// - ring attention (cp_comm=ring) with each step's exchange overlapping the block kernel
+//   (ExecOptions::overlap_ring) against blocking steps, and without skipping hidden blocks.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <sys/resource.h>
@@ -20,6 +22,7 @@
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/ThreadedCommunicator.h"
+#include "heddle/runtime/ThreadedRunner.h"
 #include "heddle/sharding/Tactics.h"
 
 namespace heddle {
@@ -31,12 +34,12 @@ struct Prepared {
   TensorMap feeds;
 };
 
-Prepared prepare(Graph g, const char* strategy, int64_t devices) {
+Prepared prepare(Graph g, const char* strategy, int64_t devices, const LowerOptions& lo = {}) {
   Prepared p{std::move(g), {}, {}};
   auto spec = *StrategySpec::parse(strategy);
   Mesh mesh = *spec.mesh(devices);
   auto plan = plan_from_strategy(p.g, mesh, spec);
-  p.programs = std::move(*lower(p.g, plan->plan));
+  p.programs = std::move(*lower(p.g, plan->plan, lo));
   auto inputs = random_inputs(p.g, 1, 10);
   for (size_t i = 0; i < p.g.inputs().size(); ++i) p.feeds.emplace(p.g.inputs()[i], inputs[i]);
   for (ValueId v : p.g.params()) p.feeds.emplace(v, init_param(p.g.value(v).name, p.g.type(v), 1));
@@ -150,6 +153,39 @@ void BM_InstructionOverhead(benchmark::State& state) {
       seconds / static_cast<double>(state.iterations()) / static_cast<double>(instrs) * 1e6;
 }
 BENCHMARK(BM_InstructionOverhead)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A gpt-tiny forward step with a long sequence (range(1) tokens, hidden 128, batch 2) on
+// range(2) thread-devices with cp=range(2) and cp_comm=ring; range(0): 1 overlaps each ring step
+// with the block kernel before it, 0 runs the steps blocking; range(3): 1 leaves out the blocks
+// the causal mask hides (LowerOptions::skip_hidden_blocks), 0 runs them all. Steady state (one
+// ThreadedRunner).
+void BM_RingOverlap(benchmark::State& state) {
+  openblas_set_num_threads(1);
+  const int64_t cp = state.range(2);
+  zoo::ModelOptions mo;
+  Graph g = std::move(
+      *zoo::build_zoo_model("gpt-tiny", zoo::ZooOverrides::sized(2, 128, state.range(1)), mo));
+  std::string strategy = "cp=" + std::to_string(cp) + ",cp_comm=ring";
+  LowerOptions lo;
+  lo.skip_hidden_blocks = state.range(3) == 1;
+  Prepared p = prepare(std::move(g), strategy.c_str(), cp, lo);
+  ThreadedRunner runner(p.g, p.programs);
+  ExecOptions o;
+  o.overlap_ring = state.range(0) == 1;
+  o.threads = 1;
+  TensorMap out;
+  for (auto _ : state) {
+    Status st = runner.run_into(p.feeds, out, o);
+    if (!st.ok()) state.SkipWithError(st.error().to_string().c_str());
+  }
+}
+BENCHMARK(BM_RingOverlap)
+    ->Args({0, 512, 2, 1})
+    ->Args({1, 512, 2, 1})
+    ->Args({1, 512, 2, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
 
 // gpt3-175b with batch 128 (one sequence per data-parallel replica): the forward graph
 // (range 0) or the training step (range 1), planned dp=128, tp=8 on 1,024 devices.

@@ -1,12 +1,15 @@
 #include "heddle/runtime/DeviceExecutor.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 #include <variant>
 
 #include "heddle/ir/TextPrinter.h"
@@ -180,6 +183,8 @@ struct DeviceExecutor::Step {
   ValueId value = -1;
   int in = -1, out = -1;     // buffers: fetch input and result; load result
   int whole = -1, own = -1;  // ring steps: the gathered tile, and (step 1) the device's block
+  bool post = false;         // a ring step started before the next step, a block kernel, ...
+  const Instr* waits_for = nullptr;  // ... which waits for it when done (Compiler::overlap)
   // Collectives: the batch run back to back (run_order), with each one's input and result buffer.
   std::vector<const Instr*> collectives;
   std::vector<int> coll_in, coll_out;
@@ -197,6 +202,12 @@ class DeviceExecutor::Compiler {
   void run() {
     const std::vector<const Instr*> order = run_order(g_, x_.program_, x_.batch_collectives_);
     for (size_t i = 0; i < order.size();) {
+      if (i + 1 < order.size() && order[i]->kind == Instr::Kind::kKernel && order[i]->ring >= 0 &&
+          ring_step_instr(*order[i + 1])) {
+        overlap(*order[i], *order[i + 1]);
+        i += 2;
+        continue;
+      }
       if (order[i]->kind != Instr::Kind::kCollective || ring_step_instr(*order[i])) {
         instr(*order[i++]);
         continue;
@@ -350,6 +361,33 @@ class DeviceExecutor::Compiler {
     ++pos_;
   }
 
+  // A ring block's kernel followed by the ring's next step: the step runs first, posted, and the
+  // kernel while its exchange is in flight (the kernel reads the blocks the device already holds,
+  // the step writes the next block's part of the gathered tile). Both are compiled in program
+  // order, then swapped; every buffer either touches lives across both positions, so none of them
+  // shares memory with another while they run at once.
+  void overlap(const Instr& kernel, const Instr& step) {
+    const int64_t p = pos_;
+    const size_t k = x_.steps_.size();
+    instr(kernel);
+    instr(step);
+    HEDDLE_ASSERT(x_.steps_.size() == k + 2) << "a ring block kernel or step made no step";
+    std::swap(x_.steps_[k], x_.steps_[k + 1]);
+    Step &posted = x_.steps_[k], &block = x_.steps_[k + 1];
+    posted.post = true;
+    block.waits_for = posted.instr;
+    auto span = [&](int b) {
+      if (b < 0) return;
+      x_.buffers_[b].first = std::min(x_.buffers_[b].first, p);
+      x_.buffers_[b].last = std::max(x_.buffers_[b].last, pos_);
+    };
+    for (int b : {posted.in, posted.out, posted.whole, posted.own}) span(b);
+    for (const Call& c : block.calls) {
+      for (int b : c.in_buffers) span(b);
+      for (int b : c.out_buffers) span(b);
+    }
+  }
+
   // A ring block's kernel: one call on the block's index points; block 0 defines the results'
   // tiles over the whole local box, later blocks write into (or combine into) the same tiles.
   void ring_block(const Instr& in, Step& s) {
@@ -456,6 +494,79 @@ class DeviceExecutor::Compiler {
   std::vector<int> held_;  // the inputs of the last collectives, while peers may read them
   std::map<ValueId, int> tiles_, halos_;
   std::map<ValueId, int> ring_sent_;  // per value in a ring: the block the next step sends
+};
+
+// One thread that runs the exchanges the device posts (ring steps), one at a time: the device
+// thread posts a step, runs the block kernel, then waits. Only this thread makes communicator
+// calls while a step is in flight, so the communicator sees one caller at a time (MPI: the
+// environment asks for MPI_THREAD_SERIALIZED).
+class DeviceExecutor::Poster {
+ public:
+  explicit Poster(DeviceExecutor& x) : x_(x), thread_([this] { loop(); }) {}
+  ~Poster() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Poster(const Poster&) = delete;
+  Poster& operator=(const Poster&) = delete;
+
+  // Starts the exchange of ring step `s` (x.exchange(s, comm)); allocates nothing. Precondition:
+  // nothing in flight.
+  void post(const Step& s, Communicator& comm) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      HEDDLE_ASSERT(!step_ && !done_) << "a ring step posted while another is in flight";
+      step_ = &s;
+      comm_ = &comm;
+    }
+    cv_.notify_all();
+  }
+  // Waits for the posted exchange and returns its status; rethrows what it threw.
+  Status wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return done_; });
+    done_ = false;
+    if (std::exception_ptr e = std::exchange(thrown_, nullptr)) std::rethrow_exception(e);
+    return std::exchange(result_, Status());
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(m_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || step_; });
+      if (!step_) return;
+      const Step* s = std::exchange(step_, nullptr);
+      Communicator* comm = comm_;
+      lock.unlock();
+      Status st;
+      std::exception_ptr thrown;
+      try {
+        st = x_.exchange(*s, *comm);
+      } catch (...) {
+        thrown = std::current_exception();
+      }
+      lock.lock();
+      result_ = std::move(st);
+      thrown_ = thrown;
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  DeviceExecutor& x_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  const Step* step_ = nullptr;  // the posted step, until the thread takes it
+  Communicator* comm_ = nullptr;
+  Status result_;
+  std::exception_ptr thrown_;
+  bool done_ = false, stop_ = false;
+  std::thread thread_;  // last: starts once the members above exist
 };
 
 DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_collective_inputs,
@@ -572,6 +683,8 @@ Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const Exe
   ko.optimizer_step = options.optimizer_step;
   ko.threads = std::max(1, threads);
   feeds_unchanged_ = options.feeds_unchanged && runs_ > 0;
+  overlap_ring_ = options.overlap_ring;
+  on_ring_event_ = options.on_ring_event ? &options.on_ring_event : nullptr;
   ++runs_;
   if (feeds_unchanged_ != chain_unchanged_) {  // the chains' calls see it through their bits
     chain_unchanged_ = feeds_unchanged_;
@@ -610,18 +723,25 @@ void DeviceExecutor::run_step(const Step& s, Communicator& comm, const TensorMap
       break;
     }
     case Instr::Kind::kFetch: {
-      const Instr& in = *s.instr;
-      // A halo fetch, or a ring step's send-recv.
-      Collective c = in.kind == Instr::Kind::kFetch ? Collective::kHaloExchange : in.collective;
-      if (s.own >= 0) buffers_[s.whole].tensor.copy_from(buffers_[s.own].tensor);
-      Status st =
-          comm.collective(c, in.group, buffers_[s.in].tensor, buffers_[s.out].tensor, in.monoid);
+      auto event = [&](RingEvent::Kind k) {
+        if (s.instr->ring > 0 && on_ring_event_) (*on_ring_event_)({k, s.instr});
+      };
+      event(RingEvent::Kind::kPosted);
+      if (s.post && overlap_ring_) {
+        if (!poster_) poster_ = std::make_unique<Poster>(*this);
+        poster_->post(s, comm);
+        break;
+      }
+      Status st = exchange(s, comm);
+      event(RingEvent::Kind::kWaited);
       if (!st.ok()) fail(st.error());
-      if (s.whole >= 0) buffers_[s.whole].tensor.copy_from(buffers_[s.out].tensor);
       break;
     }
     case Instr::Kind::kKernel:
-      run_kernels(s, ko);
+      if (s.instr->ring >= 0)
+        run_block(s, ko);
+      else
+        run_kernels(s, ko);
       break;
     case Instr::Kind::kFree:
       break;
@@ -647,6 +767,39 @@ void DeviceExecutor::bind_outputs(TensorMap& out) {
     }
     b.tensor.rebind(to);
   }
+}
+
+Status DeviceExecutor::exchange(const Step& s, Communicator& comm) {
+  const Instr& in = *s.instr;
+  // A halo fetch, or a ring step's send-recv.
+  Collective c = in.kind == Instr::Kind::kFetch ? Collective::kHaloExchange : in.collective;
+  if (s.own >= 0) buffers_[s.whole].tensor.copy_from(buffers_[s.own].tensor);
+  Status st =
+      comm.collective(c, in.group, buffers_[s.in].tensor, buffers_[s.out].tensor, in.monoid);
+  if (st.ok() && s.whole >= 0) buffers_[s.whole].tensor.copy_from(buffers_[s.out].tensor);
+  return st;
+}
+
+void DeviceExecutor::run_block(const Step& s, const kernels::KernelOptions& ko) {
+  auto event = [&](RingEvent::Kind k, const Instr* in) {
+    if (on_ring_event_) (*on_ring_event_)({k, in});
+  };
+  // The ring step posted just before runs meanwhile; wait for it even when a kernel throws.
+  const bool waits = s.waits_for != nullptr && overlap_ring_;
+  auto finish = [&] {
+    Status st = poster_->wait();
+    event(RingEvent::Kind::kWaited, s.waits_for);
+    if (!st.ok()) fail(st.error());
+  };
+  event(RingEvent::Kind::kKernelBegin, s.instr);
+  try {
+    run_kernels(s, ko);
+  } catch (...) {
+    if (waits) finish();
+    throw;
+  }
+  event(RingEvent::Kind::kKernelEnd, s.instr);
+  if (waits) finish();
 }
 
 void DeviceExecutor::copy_outputs(TensorMap& out) const {

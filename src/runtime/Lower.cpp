@@ -186,6 +186,8 @@ class Lowering {
     const ValueId v = g_.op(id).inputs[r.input].value;
     const int32_t from = sharding(r.from), to = sharding(r.to);
     const auto axis = static_cast<int32_t>(plan_.ring_axis);
+    std::optional<CausalBlocks> hidden;
+    if (o_.skip_hidden_blocks) hidden = causal_blocks(g_, id, r.input, r.reduce);
     for (int32_t s = 0; s < mesh_.size(axis); ++s) {
       if (s > 0) {
         InstrTemplate step;
@@ -208,6 +210,7 @@ class Lowering {
       call.ring_dim = static_cast<int32_t>(r.index_dim);
       call.ring_tensor_dim = static_cast<int32_t>(r.tensor_dim);
       call.combine = s > 0 && r.reduce;
+      if (s > 0) call.hidden = hidden;  // block 0, which defines the results, always runs
       t_.instrs.push_back(std::move(call));
     }
     placement_[v] = r.to;

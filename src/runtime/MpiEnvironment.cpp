@@ -17,7 +17,8 @@ MpiEnvironment::MpiEnvironment() {
   MPI_Initialized(&initialized);
   HEDDLE_ASSERT(!initialized) << "MPI initialised twice";
   int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  // Serialized: a device's ring steps make their MPI calls on the executor's exchange thread.
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
   int r = 0, n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   MPI_Comm_size(MPI_COMM_WORLD, &n);

@@ -146,7 +146,7 @@ Result<Propagation> plan_block(const Graph& g, const Mesh& mesh, const StrategyS
     pins = std::move(*tacticed);
   }
   auto p = propagate(g, mesh, pins);
-  if (p.ok() && inner.cp_comm == CpComm::kRing) p->plan.ring_axis = mesh.find("cp");
+  if (p.ok() && inner.ring_cp()) p->plan.ring_axis = mesh.find("cp");
   return p;
 }
 

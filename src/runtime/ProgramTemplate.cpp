@@ -94,7 +94,9 @@ DeviceProgram instantiate(const Graph& g, const ProgramTemplate& t, int64_t devi
               std::clamp(blk.start()[it.ring_tensor_dim] - off, lo[it.ring_dim], hi[it.ring_dim]);
           hi[it.ring_dim] =
               std::clamp(blk.end()[it.ring_tensor_dim] - off, lo[it.ring_dim], hi[it.ring_dim]);
-          in.calls.push_back({op, Box(IVec(std::move(lo)), IVec(std::move(hi)))});
+          Box box(IVec(std::move(lo)), IVec(std::move(hi)));
+          if (it.hidden && hides(*it.hidden, g.op(op), box)) continue;  // the mask hides it all
+          in.calls.push_back({op, std::move(box)});
           in.combine = it.combine;
           break;
         }

@@ -127,7 +127,7 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const 
     auto p = plan_from_pins(g, r.mesh, pins);
     HEDDLE_TRY(p);
     r.propagation = std::move(*p);
-    if (r.spec.cp_comm == CpComm::kRing) r.propagation.plan.ring_axis = r.mesh.find("cp");
+    if (r.spec.ring_cp()) r.propagation.plan.ring_axis = r.mesh.find("cp");
     r.note = "strategy " + r.spec.to_string() + " on mesh " + r.mesh.to_string();
   } else if (r.spec.auto_search) {
     r.mesh = *given;

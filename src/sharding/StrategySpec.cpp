@@ -179,6 +179,10 @@ StrategySpec StrategySpec::without_equal_meshes() const {
   return s;
 }
 
+bool StrategySpec::ring_cp() const {
+  return cp.value_or(1) > 1 && cp_comm.value_or(CpComm::kRing) == CpComm::kRing;
+}
+
 std::string StrategySpec::to_string() const {
   std::vector<std::string> parts;
   if (auto_search) parts.push_back("auto");

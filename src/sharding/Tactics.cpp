@@ -119,7 +119,7 @@ Result<Propagation> plan_from_strategy(const Graph& g, const Mesh& mesh, const S
   auto pins = tactic_pins(g, mesh, spec);
   HEDDLE_TRY(pins);
   auto p = plan_from_pins(g, mesh, *pins, options);
-  if (p.ok() && spec.cp_comm == CpComm::kRing) p->plan.ring_axis = mesh.find("cp");
+  if (p.ok() && spec.ring_cp()) p->plan.ring_axis = mesh.find("cp");
   return p;
 }
 

@@ -117,6 +117,7 @@ TEST(Allocation, ForwardStepsAllocateNothingInTheExecutor) {
   EXPECT_EQ(steady_state(g, {}, "dp=1", 1).outside, 0);
   EXPECT_EQ(steady_state(g, {}, "dp=2", 2).outside, 0);
   EXPECT_EQ(steady_state(g, {}, "tp=2", 2).outside, 0);
+  EXPECT_EQ(steady_state(g, {}, "cp=2", 2).outside, 0);  // ring steps, posted to another thread
 }
 
 TEST(Allocation, TrainingStepsAllocateNothingInTheExecutor) {

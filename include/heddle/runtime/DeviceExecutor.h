@@ -80,6 +80,7 @@ class DeviceExecutor {
   struct Call;
   struct Step;
   class Compiler;
+  class Poster;
 
   void fail(Diagnostic d);
   void load(const Step& s, const TensorMap& feeds);
@@ -89,6 +90,10 @@ class DeviceExecutor {
   // Every kernel call of the executor goes through here: the calls of one kernel instruction (a
   // fused elementwise chain when more than one), in order, on their precomputed tiles.
   void run_kernels(const Step& s, const kernels::KernelOptions& ko);
+  // A ring block kernel; one that a posted ring step overlaps waits for that step after it.
+  void run_block(const Step& s, const kernels::KernelOptions& ko);
+  // A ring step's exchange: the send-recv of its block and the copies into the gathered tile.
+  Status exchange(const Step& s, Communicator& comm);
 
   const Graph& g_;
   DeviceProgram program_;
@@ -97,6 +102,7 @@ class DeviceExecutor {
   std::vector<int64_t> batch_sizes_;
   std::vector<Buffer> buffers_;
   std::vector<Step> steps_;
+  std::unique_ptr<Poster> poster_;  // runs posted ring steps (ExecOptions::overlap_ring)
   std::vector<std::pair<ValueId, const Tensor*>> outputs_;
   std::vector<int> output_buffers_;  // the buffer of each of outputs_
   std::vector<char> bound_;          // bind_outputs' scratch: per buffer, bound this run
@@ -112,6 +118,8 @@ class DeviceExecutor {
   int64_t runs_ = 0;              // runs started
   bool feeds_unchanged_ = false;  // this run's feeds are the last run's (ExecOptions)
   bool chain_unchanged_ = false;  // feeds_unchanged_ as the chains' calls last saw it
+  bool overlap_ring_ = true;      // this run's ExecOptions::overlap_ring
+  const std::function<void(const RingEvent&)>* on_ring_event_ = nullptr;  // this run's, or null
 };
 
 /// True while the calling thread is inside a kernel call of a DeviceExecutor: lets allocation

@@ -3,6 +3,7 @@
 // DeviceExecutor / ThreadedRunner per call; code that runs many steps keeps a ThreadedRunner.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -16,6 +17,18 @@ namespace heddle {
 /// Whole tensors by value id: the graph inputs and parameters a run starts from, or the outputs it
 /// ends with.
 using TensorMap = std::map<ValueId, Tensor>;
+
+/// What the executor reports to ExecOptions::on_ring_event.
+struct RingEvent {
+  enum class Kind : uint8_t {
+    kPosted,       ///< a ring step's exchange was started (overlapped, or about to block)
+    kWaited,       ///< a ring step's exchange has finished, as the device waited for it
+    kKernelBegin,  ///< a ring block kernel starts
+    kKernelEnd,    ///< a ring block kernel has finished
+  };
+  Kind kind = Kind::kPosted;
+  const Instr* instr = nullptr;  ///< the step or block kernel, in the device's program
+};
 
 /// Options of a run.
 struct ExecOptions {
@@ -31,6 +44,14 @@ struct ExecOptions {
   /// executor's previous run (a forward-only step loop): kernels may then reuse what they derived
   /// from loaded values (KernelOptions::unchanged_inputs). Default false.
   bool feeds_unchanged = false;
+  /// Ring attention (cp_comm=ring): post each ring step's exchange before the kernel of the block
+  /// the device already holds and wait for it after, so the transfer overlaps the block's compute
+  /// (on a thread of the executor that makes the exchange's communicator calls). False: each step
+  /// is a blocking exchange before that kernel. The results are the same. Default true.
+  bool overlap_ring = true;
+  /// When set, called on the running thread around each ring block kernel and when a ring step is
+  /// posted and waited for (RingEvent): the order tests and traces see. Default unset.
+  std::function<void(const RingEvent&)> on_ring_event = nullptr;
 };
 
 /// Runs `program` as device comm.rank(). `feeds` holds every graph input and parameter the

@@ -24,6 +24,9 @@ struct LowerOptions {
   const CommCost* cost = nullptr;
   /// Lower only these devices' programs (an MPI rank needs only its own); empty (default): all.
   std::vector<int64_t> devices;
+  /// Ring attention: leave out the block kernels a causal mask hides entirely (causal_blocks():
+  /// scores the mask replaces, or key blocks whose probabilities are all zero). Default true.
+  bool skip_hidden_blocks = true;
 };
 
 /// Every device's program as one shared template (`options.devices` is not used): the work and

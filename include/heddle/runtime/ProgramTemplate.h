@@ -3,8 +3,10 @@
 // boxes, groups) kept as recipes that one device's program is instantiated from on demand.
 #pragma once
 
+#include <optional>
 #include <vector>
 
+#include "heddle/runtime/CausalBlocks.h"
 #include "heddle/runtime/Program.h"
 #include "heddle/sharding/OpStrategy.h"
 #include "heddle/sharding/Placement.h"
@@ -37,6 +39,9 @@ struct InstrTemplate {
   int32_t whole = -1;
   int32_t ring_dim = -1, ring_tensor_dim = -1;
   bool combine = false;  ///< kKernel: as Instr::combine (the kernels' accumulate mode)
+  /// kKernel of a ring block after the first: the causal mask that hides some blocks entirely;
+  /// a device whose block it hides gets no instruction for it. Default none.
+  std::optional<CausalBlocks> hidden;
 };
 
 /// Every device's program of one lowering. Its size does not depend on the number of devices.

@@ -32,7 +32,7 @@ struct StrategySpec {
   /// stay with their sequence block; keys and values are gathered over the `cp` axis.
   std::optional<int64_t> cp;
   /// `cp_comm=allgather|ring`: how the executor moves a cp layer's keys and values (unset: the
-  /// all-gather; the cost model prices the ring's overlap either way, see cost-model.md).
+  /// ring, as the cost model prices it and the exports write it; see ring_cp()).
   std::optional<CpComm> cp_comm;
   std::optional<int64_t> zero;          ///< ZeRO stage 0-3
   std::optional<int64_t> micro_batch;   ///< `mb`: micro-batch size
@@ -66,6 +66,9 @@ struct StrategySpec {
   /// Product of the given parallel degrees (dp * cp * tp * pp * ep, unset counting as 1); with
   /// `meshes`, the sum of the stages' dp x tp.
   int64_t devices() const;
+  /// True when the executor moves the cp axis's keys and values as ring steps (the plan's
+  /// ring_axis is the cp axis): cp > 1 and cp_comm not `allgather` (unset means the ring).
+  bool ring_cp() const;
   /// True when `meshes` gives stages of different shapes (equal ones are the plain dp/tp form).
   bool heterogeneous() const;
   /// This strategy with equal per-stage `meshes` written in the plain dp/tp form (one canonical

@@ -19,8 +19,8 @@ namespace heddle {
 Result<Pins> tactic_pins(const Graph& g, const Mesh& mesh, const StrategySpec& spec,
                          const std::set<ValueId>& activation_params = {});
 
-/// tactic_pins() followed by plan_from_pins(): the plan for a strategy string (with
-/// `cp_comm=ring`, its ring_axis is the cp axis).
+/// tactic_pins() followed by plan_from_pins(): the plan for a strategy string (when
+/// StrategySpec::ring_cp(), cp > 1 without `cp_comm=allgather`, its ring_axis is the cp axis).
 Result<Propagation> plan_from_strategy(const Graph& g, const Mesh& mesh, const StrategySpec& spec,
                                        const PropagateOptions& options = {});
 
