@@ -73,6 +73,17 @@ TEST(ExitCodeCli, JsonRunsStreamProgressAndFailureRecordsOnStderr) {
     if (j["event"] == "step") ++steps;
   }
   EXPECT_EQ(steps, 3);
+  // Millisecond steps: every one of the first ten, then at most five records a second.
+  auto many = run_heddle("run mlp --train --steps 300 --json --log-level info");
+  ASSERT_EQ(many.exit_code, 0) << many.err;
+  std::vector<int> logged;
+  std::istringstream more(many.err);
+  for (std::string line; std::getline(more, line);)
+    if (auto j = nlohmann::json::parse(line); j["event"] == "step")
+      logged.push_back(j["step"].get<int>());
+  ASSERT_GE(logged.size(), 10u);
+  for (int k = 0; k < 10; ++k) EXPECT_EQ(logged[static_cast<size_t>(k)], k + 1);
+  EXPECT_LT(logged.size(), 300u) << "every step of a millisecond-step run was logged";
   auto bad = run_heddle("run no-such-model --json");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_TRUE(bad.out.empty());

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 
@@ -18,9 +19,28 @@
 
 namespace heddle::cli {
 
+namespace {
+
+// Whether step `step`'s record is logged: the first kEveryStep steps each, then at most one per
+// kGapS seconds. Millisecond steps would otherwise stream hundreds of records a second into a
+// launcher's pipe, and a full pipe blocks the rank (its SIGTERM record with it).
+bool step_logged(int step) {
+  constexpr int kEveryStep = 10;
+  constexpr double kGapS = 0.2;
+  using Clock = std::chrono::steady_clock;
+  static Clock::time_point last;
+  const Clock::time_point now = Clock::now();
+  if (step > kEveryStep && std::chrono::duration<double>(now - last).count() < kGapS) return false;
+  last = now;
+  return true;
+}
+
+}  // namespace
+
 void print_step(const RunOptions& o, int step, std::optional<float> loss, bool log_loss) {
   const bool train = o.args.train;
   if (train && !o.json) fmt::print("step {:>4}  loss {:.6f}\n", step, *loss);
+  if (!step_logged(step)) return;
   if (train && log_loss)
     log(LogLevel::kInfo, "step", "step done", {{"step", step}, {"loss", *loss}});
   else
