@@ -13,6 +13,19 @@ namespace {
 
 thread_local bool t_in_task = false;  // inside a task (worker or caller): no nesting
 
+// ThreadSanitizer cannot see libgomp's barriers (libgomp is not instrumented): say where the
+// team's threads synchronise, so that what a task reads or writes is ordered with the caller's
+// accesses before and after parallel_for, and our own loops stay checked.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+void tsan_acquire(void* addr) { __tsan_acquire(addr); }
+void tsan_release(void* addr) { __tsan_release(addr); }
+#else
+void tsan_acquire(void*) {}
+void tsan_release(void*) {}
+#endif
+
 }  // namespace
 
 namespace pool_detail {
@@ -28,8 +41,11 @@ void run_tasks(int threads, int64_t tasks, void (*fn)(void*, int64_t), void* ctx
   std::exception_ptr error;
   int64_t error_idx = INT64_MAX;
   const int team = static_cast<int>(std::min<int64_t>(threads, tasks));
+  char start = 0, end = 0;  // the region's opening and closing barriers, for ThreadSanitizer
+  tsan_release(&start);
 #pragma omp parallel num_threads(team)
   {
+    tsan_acquire(&start);
     t_in_task = true;
     for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
       try {
@@ -43,7 +59,9 @@ void run_tasks(int threads, int64_t tasks, void (*fn)(void*, int64_t), void* ctx
       }
     }
     t_in_task = false;
+    tsan_release(&end);
   }
+  tsan_acquire(&end);
   if (error) std::rethrow_exception(error);
 }
 
