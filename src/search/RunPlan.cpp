@@ -4,11 +4,10 @@
 
 #include <fmt/format.h>
 
-#include <cassert>
-
 #include "heddle/cost/Cluster.h"
 #include "heddle/search/IntraOp.h"
 #include "heddle/sharding/Tactics.h"
+#include "heddle/support/Assert.h"
 #include "heddle/support/Strings.h"
 
 namespace heddle::search {
@@ -152,7 +151,7 @@ Result<PlannedRun> plan_run(const Graph& g, const std::string& mesh_text, const 
     for (const auto& [v, s] : p->plan.pinned) chosen.values[v] = s;
     auto walked = propagate(g, r.mesh, chosen);
     HEDDLE_TRY(walked);
-    assert(walked->plan.ops == p->plan.ops);
+    HEDDLE_ASSERT(walked->plan.ops == p->plan.ops) << "propagation moved a strategy the ILP chose";
     r.propagation.reshards = std::move(walked->reshards);
     r.propagation.plan = std::move(p->plan);
     r.note = "auto: intra-op ILP (CBC, " + std::to_string(p->nodes) + " nodes, " +
