@@ -8,6 +8,7 @@
 #include "Bindings.h"
 #include "heddle/cost/Simulator.h"
 #include "heddle/driver/PlanModel.h"
+#include "heddle/driver/SimulateModel.h"
 #include "heddle/export/Export.h"
 #include "heddle/export/PlanTarget.h"
 #include "heddle/export/RankGroups.h"
@@ -141,25 +142,23 @@ void bind_plan(py::module_& m) {
             const double m = bytes_arg(memory, "memory");
             cluster.for_each_device([m](cost::DeviceProfile& d) { d.memory_bytes = m; });
           }
-          auto src = model_source(model, batch);
-          search::ConfigResult c;
-          c.spec = unwrap(StrategySpec::parse(strategy));
-          cost::SimulateOptions so;
-          so.train = train;
-          so.overlap = overlap;
-          c.sim = interruptible([&] { return unwrap(cost::simulate(src, cluster, c.spec, so)); });
-          nlohmann::json j = search::plan_json(c);
-          add_stage_memory(j, c);
-          j["batch"] = src.batch;
-          PyPlan p{.json = {},
-                   .source = src,
-                   .cluster = priced_cluster(cluster, c),
-                   .result = c,
-                   .train = train,
-                   .export_plan = exporting::export_plan_of(src, cluster, c, train)};
-          exporting::add_target_json(j, exporting::PlanTarget{}, p.export_plan);
-          p.json = j.dump();
-          return p;
+          driver::SimulateModelRequest r;
+          r.strategy = strategy;
+          r.train = train;
+          r.overlap = overlap;
+          // The CLI's simulation and report: `heddle simulate --json`'s keys, with the stages'
+          // memory.
+          auto s = interruptible([&] {
+            return unwrap(driver::simulate_resolved(r, cluster, model_source(model, batch)));
+          });
+          nlohmann::json j = driver::simulate_report_json(s);
+          add_stage_memory(j, s.priced);
+          return PyPlan{.json = j.dump(),
+                        .source = s.model,
+                        .cluster = priced_cluster(cluster, s.priced),
+                        .result = s.priced,
+                        .train = train,
+                        .export_plan = s.export_plan};
         });
 }
 

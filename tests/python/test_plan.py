@@ -39,7 +39,12 @@ def test_simulate_equals_the_cli():
     want = cli_json("simulate", "gpt-tiny", "--cluster", "a100x8", "--strategy", "dp=2,tp=2,pp=2", "--train")
     for key in ("strategy", "step_time_s", "mfu", "peak_memory_bytes", "bubble_fraction", "devices"):
         assert s[key] == want[key], key
+    # One simulation and one report: every key of the CLI's JSON, equal.
+    for key, value in want.items():
+        assert s[key] == value, key
     assert s.rank_groups["pp"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert want["runnable_by"] == s.runnable_by and "megatron" in s.runnable_by
+    assert len(s.stages) == 2 and s.stages[0]["tp"] == 2
 
 
 def test_batch_and_memory_follow_the_cli():

@@ -49,7 +49,14 @@ TEST(PlanExplainCli, CompareSaysWhyThePlanWins) {
       "--strategy " +
       c["strategy"].get<std::string>());
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
-  EXPECT_EQ(nlohmann::json::parse(sim.out)["step_time_s"], c["step_time_s"]);
+  auto sj = nlohmann::json::parse(sim.out);
+  EXPECT_EQ(sj["step_time_s"], c["step_time_s"]);
+  // Simulate says who can run the strategy and how its ranks group, as plan does.
+  EXPECT_NE(sj["runnable_by"].dump().find("heddle"), std::string::npos) << sim.out;
+  // `mine` is dp=16 alone: one data-parallel group of all 16 ranks.
+  ASSERT_EQ(sj["rank_groups"].size(), 1u) << sim.out;
+  EXPECT_EQ(sj["rank_groups"]["dp"].size(), 1u) << sim.out;
+  EXPECT_EQ(sj["rank_groups"]["dp"][0].size(), 16u) << sim.out;
   // JSON carries the ranking and the workload.
   ASSERT_GE(j["ranking"].size(), 2u);
   EXPECT_EQ(j["ranking"][0]["strategy"], j["strategy"]);

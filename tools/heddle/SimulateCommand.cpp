@@ -32,7 +32,7 @@ int run_simulate(SimulateArgs& a) {
   if (!a.trace.empty())
     if (auto st = write_file_atomic(a.trace, r.trace_json); !st.ok()) return user_error(st.error());
   if (a.json)
-    fmt::print("{}\n", cost::simulation_json(r, sim->model).dump(2));
+    fmt::print("{}\n", driver::simulate_report_json(*sim).dump(2));
   else
     fmt::print("{}", cost::simulation_text(r, sim->model, a.request.model.source, a.request.train,
                                            cluster->mixed()));

@@ -1,14 +1,17 @@
-// A simulate request: a model priced under one strategy on a cluster (`heddle simulate`), and the
-// cluster a request names with its memory per device overridden (plan and simulate). The CLI
-// parses its flags into these, calls and prints the result (cost/StepReport.h).
+// A simulate request: a model priced under one strategy on a cluster (`heddle simulate`), its
+// JSON report, and the cluster a request names with its memory per device overridden (plan and
+// simulate). The CLI and the Python module parse their arguments into these, call and print.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "heddle/cost/Cluster.h"
 #include "heddle/cost/Simulator.h"
+#include "heddle/export/Export.h"
 #include "heddle/model/LoadModel.h"
 #include "heddle/model/ScalableModel.h"
+#include "heddle/search/ConfigSearch.h"
 
 namespace heddle::driver {
 
@@ -29,15 +32,26 @@ struct SimulateModelRequest {
   bool executor = false;  ///< price heddle's own executor (`run`; default off)
 };
 
-/// A simulated step and the model as the simulator saw it.
+/// A simulated step, the model as the simulator saw it and the step as the exports describe it.
 struct SimulatedModel {
   model::ScalableModel model;
   cost::SimulationResult result;
+  search::ConfigResult priced;        ///< the strategy and its simulation, as a plan's
+  exporting::ExportPlan export_plan;  ///< the stacks that can run it and its rank groups
 };
 
 /// Parses the strategy, loads the model and simulates one step on `cluster`. Diagnostics: the
 /// strategy's, the model's, an unknown stage planner, the simulator's. A step that does not fit
 /// is a result (cost::infeasibility() says why).
 Result<SimulatedModel> simulate_model(const SimulateModelRequest& r, const cost::Cluster& cluster);
+
+/// simulate_model() on a model already loaded (the Python module's), `r.model` unused. The
+/// same diagnostics, less the model's.
+Result<SimulatedModel> simulate_resolved(const SimulateModelRequest& r,
+                                         const cost::Cluster& cluster, model::ScalableModel model);
+
+/// `heddle simulate --json`: the step (cost::simulation_json()) with `runnable_by` (the stacks
+/// that can run it) and `rank_groups`.
+nlohmann::json simulate_report_json(const SimulatedModel& s);
 
 }  // namespace heddle::driver
