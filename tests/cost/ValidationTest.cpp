@@ -155,6 +155,23 @@ TEST(Techniques, EachMovesTheStepAsItShould) {
   EXPECT_LT(tp.step_time_s, none.step_time_s);
 }
 
+// fp8 covers the repeating layers' linear layers, not the head: Transformer Engine's fp8 applies
+// to its modules and Megatron-Core's output layer is not one (torchtitan's float8 skips `output`).
+// What a larger vocabulary adds to the step (the head's GEMMs, forward and backward) is the same
+// in fp8 as in bf16, while the layers run faster in fp8.
+TEST(Techniques, Fp8CoversTheLayersNotTheHead) {
+  auto compute = [](int64_t vocab, const std::string& precision) {
+    zoo::ZooOverrides o = sized(1, 2048, 2, {}, {}, vocab);
+    return simulate_row("llama3-8b", o, "h100x1", "mb=1,precision=" + precision)
+        .breakdown.compute_s;
+  };
+  const double head_bf16 = compute(128256, "bf16") - compute(1024, "bf16");
+  const double head_fp8 = compute(128256, "fp8") - compute(1024, "fp8");
+  EXPECT_GT(head_bf16, 0);
+  EXPECT_NEAR(head_fp8, head_bf16, 1e-3 * head_bf16);
+  EXPECT_LT(compute(1024, "fp8"), 0.9 * compute(1024, "bf16"));
+}
+
 // Megatron's interleaved schedule runs micro-batches in groups of pp per chunk: the last round's
 // backward finishes the last chunk's gradients while the other chunks' groups still run, so the
 // gradient reduce-scatter hides behind far more than one micro-batch's backward (MLPerf's
