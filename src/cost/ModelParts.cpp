@@ -25,6 +25,7 @@ PartCost PartCost::operator+(const PartCost& o) const {
   r.attention_s = attention_s + o.attention_s;
   r.flash_s = flash_s + o.flash_s;
   r.linear_s = linear_s + o.linear_s;
+  r.ring_merge_s = ring_merge_s + o.ring_merge_s;
   r.saved_bytes = saved_bytes + o.saved_bytes;
   r.attention_bytes = attention_bytes + o.attention_bytes;
   r.param_elements = param_elements + o.param_elements;
@@ -35,8 +36,8 @@ PartCost PartCost::operator+(const PartCost& o) const {
 PartCost PartCost::scaled(double k) const {
   PartCost r = *this;
   for (double* f : {&r.compute_s, &r.comm_s, &r.ep_comm_s, &r.dp_comm_s, &r.cp_comm_s, &r.flops,
-                    &r.comm_bytes, &r.attention_s, &r.flash_s, &r.linear_s, &r.saved_bytes,
-                    &r.attention_bytes, &r.param_elements})
+                    &r.comm_bytes, &r.attention_s, &r.flash_s, &r.linear_s, &r.ring_merge_s,
+                    &r.saved_bytes, &r.attention_bytes, &r.param_elements})
     *f *= k;
   r.ops = static_cast<int64_t>(static_cast<double>(ops) * k);
   return r;
@@ -85,8 +86,20 @@ class Analysis {
         comm_(cluster, mesh),
         labels_(label_dims(g)) {}
 
+  // Ops outside [lo, hi) are not in the repeating layers (embedding, head, loss): fp8 recipes
+  // keep them in the compute precision. Transformer Engine's fp8 covers the transformer layers'
+  // linear layers; Megatron-Core's output layer is not a TE module, torchtitan's float8 skips
+  // `output`: their contractions run at the bf16 peak and keep their inputs in bf16.
+  void layers_between(int64_t lo, int64_t hi) {
+    layers_lo_ = lo;
+    layers_hi_ = hi;
+  }
+
   Status run() {
     const int64_t n_ops = g_.num_ops();
+    DeviceProfile outside = dev_;
+    outside.param_gemm_flops = 0;
+    outside.param_gemm_input_bytes = 0;
     // Local placement of every value: results from their producer's strategy, inputs and params
     // from their first consumer.
     sharding_.assign(static_cast<size_t>(g_.num_values()), std::nullopt);
@@ -103,7 +116,7 @@ class Analysis {
         if (!slot) slot = placements->inputs[i].sharding;
       }
       times_[static_cast<size_t>(id)] =
-          op_time(g_, id, s.local_index_box(op.space, mesh_, 0), dev_);
+          op_time(g_, id, s.local_index_box(op.space, mesh_, 0), in_layers(id) ? dev_ : outside);
     }
     // Fusion: an elementwise or layout op whose input is the single-use result of the op just
     // before it runs as that op's epilogue: the intermediate is neither written nor read back,
@@ -178,6 +191,9 @@ class Analysis {
   // value of shape [b, s, h] with h = s is not a score matrix.
   void price_fused_attention() {
     flash_.assign(static_cast<size_t>(g_.num_ops()), false);
+    ring_merge_.assign(static_cast<size_t>(g_.num_ops()), 0.0);
+    const int64_t cp_axis = mesh_.find("cp");
+    const double cp = cp_axis >= 0 ? static_cast<double>(mesh_.size(cp_axis)) : 1;
     std::vector<std::vector<OpId>> consumers(static_cast<size_t>(g_.num_values()));
     for (OpId id = 0; id < g_.num_ops(); ++id)
       for (const Operand& in : g_.op(id).inputs)
@@ -226,6 +242,14 @@ class Analysis {
             t.flops * (causal ? 0.5 : 1.0) / (dev_.peak_flops * dev_.attention_fraction(keys, d));
         f.seconds = f.compute_s + (c == chain.front() ? dev_.launch_s : 0);  // one launch
         t = f;
+      }
+      if (cp > 1) {
+        // Per ring step: the partial output written and read back in the compute precision,
+        // the fp32 accumulator read and written.
+        const ValueId out = g_.op(chain.back()).results[0].value;
+        const double elements = value_bytes(out) / dev_.element_bytes;
+        ring_merge_[static_cast<size_t>(chain.back())] =
+            cp * elements * (2 * dev_.element_bytes + 8) / stream_rate(dev_, false);
       }
     }
   }
@@ -311,6 +335,7 @@ class Analysis {
       if (attn || flash) p.attention_s += t.seconds;
       if (flash) p.flash_s += t.seconds;
       if (reads_param(op)) p.linear_s += t.seconds;
+      if (!ring_merge_.empty()) p.ring_merge_s += ring_merge_[static_cast<size_t>(id)];
       ++p.ops;
       for (const Operand& x : op.inputs) {
         const Value& v = g_.value(x.value);
@@ -322,7 +347,7 @@ class Analysis {
           if (flash && quadratic(x.value)) continue;  // never leaves the fused kernel
           if (recomputed_.count(x.value)) continue;   // recomputed inside a fused chain
           double b = value_bytes(x.value);
-          if (reads_param(op) && dev_.param_gemm_input_bytes > 0)
+          if (reads_param(op) && dev_.param_gemm_input_bytes > 0 && in_layers(id))
             b *= dev_.param_gemm_input_bytes / dev_.element_bytes;  // kept in fp8
           p.saved_bytes += b;
           if (quadratic(x.value)) p.attention_bytes += b;
@@ -331,6 +356,8 @@ class Analysis {
     }
     return p;
   }
+
+  bool in_layers(OpId id) const { return id >= layers_lo_ && id < layers_hi_; }
 
   bool reads_param(const Op& op) const {
     if (op_kind_info(op.kind).category != OpCategory::kContraction) return false;
@@ -348,12 +375,14 @@ class Analysis {
   const Mesh& mesh_;
   const Propagation& prop_;
   const DeviceProfile& dev_;
+  int64_t layers_lo_ = 0, layers_hi_ = INT64_MAX;  ///< layers_between(); all ops by default
   AlphaBetaCost comm_;
   BytesMovedCost moved_;
   DimLabels labels_;
   std::vector<std::optional<TensorSharding>> sharding_;
   std::vector<OpTime> times_;
   std::vector<bool> flash_;                 ///< per op: part of a fused attention kernel
+  std::vector<double> ring_merge_;          ///< per op: PartCost::ring_merge_s
   std::unordered_set<ValueId> recomputed_;  ///< fused-chain values the backward recomputes
   std::vector<double> comm_s_, ep_comm_s_, dp_comm_s_, cp_comm_s_, comm_bytes_;
 };
@@ -382,16 +411,16 @@ Result<PartCost> cost_executor_io(const Graph& g, const Mesh& mesh, const Propag
 
 Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Propagation& prop,
                                     const Cluster& cluster, const Graph* one_unit) {
-  Analysis a(g, mesh, prop, cluster);
-  HEDDLE_TRY(a.run());
   const int64_t n_ops = g.num_ops();
+  Analysis a(g, mesh, prop, cluster);
   auto value_bytes = [&a](ValueId v) { return a.value_bytes(v); };
   const DeviceProfile& dev = cluster.device;
   ModelParts parts;
-  for (ValueId v : g.outputs())
-    if (dtype_is_float(g.type(v).dtype()))
-      parts.output_elements += value_bytes(v) / dev.element_bytes;
   if (!one_unit) {
+    HEDDLE_TRY(a.run());
+    for (ValueId v : g.outputs())
+      if (dtype_is_float(g.type(v).dtype()))
+        parts.output_elements += value_bytes(v) / dev.element_bytes;
     parts.prefix = a.range(0, n_ops);
     return parts;
   }
@@ -408,6 +437,11 @@ Result<ModelParts> cost_model_parts(const Graph& g, const Mesh& mesh, const Prop
       }
   if (start < unit || start + unit > n_ops)
     return Diagnostic(fmt::format("cannot find the repeating layers of model '{}'", g.name()));
+  a.layers_between(start - unit, start + unit);
+  HEDDLE_TRY(a.run());
+  for (ValueId v : g.outputs())
+    if (dtype_is_float(g.type(v).dtype()))
+      parts.output_elements += value_bytes(v) / dev.element_bytes;
   parts.layered = true;
   parts.prefix = a.range(0, start - unit);
   parts.layer = a.range(start, start + unit);

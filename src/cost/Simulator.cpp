@@ -317,6 +317,16 @@ Timing time_chunk(const Sim& s, int64_t c, int64_t n) {
   t.bwd = 2 * all.compute_s + all.comm_s + recompute;
   t.bwd_parts = part_breakdown(all, 2);
   t.bwd_parts.recompute_s = recompute;
+  // Ring attention's per-step merges: forward folds each step's output into the accumulator;
+  // backward accumulates the query gradient in fp32 and the key/value gradients as they travel
+  // around the ring, about twice that. The all-gather form runs one kernel over all keys.
+  if (s.spec.cp_comm != CpComm::kAllGather) {
+    const double merge = body.ring_merge_s;
+    t.fwd += merge;
+    t.fwd_parts.compute_s += merge;
+    t.bwd += 2 * merge;
+    t.bwd_parts.compute_s += 2 * merge;
+  }
   hide_behind_compute(s, d, body, recompute_mult, t);
   t.saved = static_cast<double>(n) * layer_saved(P, s.r) + (c == 0 ? P.prefix.saved_bytes : 0) +
             (c == C - 1 ? P.suffix.saved_bytes : 0);
@@ -437,17 +447,27 @@ StageTail stage_tail(const Sim& s, int64_t d, const StageResult& st, const LinkC
   // each bucket; with a sharded optimizer (ZeRO >= 1) the reduce-scatter runs there and the
   // parameter all-gather behind the next step's first forward (Megatron's
   // overlap-grad-reduce and overlap-param-gather, FSDP's prefetch).
+  // Interleaved (v chunks per stage), Megatron runs micro-batches in groups of pp per chunk: the
+  // last round's backward takes chunk v-1's group first, so its gradients reduce behind the
+  // groups of the v-1 chunks after it (and the next step's first round gathers chunk k+1's
+  // weights behind chunk k's group): the window is ((v-1) g + 1) / v micro-batch passes,
+  // g = min(pp, m) the group, where one-chunk schedules have one (the last micro-batch's).
   double last_bwd = 0, first_fwd = 0;
   for (int64_t c = d; c < s.C; c += s.pp) {
     last_bwd += s.chunk[static_cast<size_t>(c)].bwd;
     first_fwd += s.chunk[static_cast<size_t>(c)].fwd;
   }
+  double rounds = 1;
+  if (s.v > 1) {
+    const double g = static_cast<double>(std::min(s.pp, s.m));
+    rounds = ((static_cast<double>(s.v) - 1) * g + 1) / static_cast<double>(s.v);
+  }
   if (s.tech.overlap != Overlap::kNone && !s.step_parts) {
     // ZeRO-3's backward gather runs behind the backward with the reduce-scatter.
     const double bwd_s = reduce_s + gather_s * (gathers - 1) / gathers;
     const double fwd_s = gather_s / gathers;
-    double exposed = exposed_behind(bwd_s, last_bwd, params) +
-                     (fwd_s > 0 ? exposed_behind(fwd_s, first_fwd, params) : 0);
+    double exposed = exposed_behind(bwd_s, rounds * last_bwd, params) +
+                     (fwd_s > 0 ? exposed_behind(fwd_s, rounds * first_fwd, params) : 0);
     exposed = std::min(exposed, t.sync);
     t.hidden_sync = t.sync - exposed;
     t.sync = exposed;

@@ -93,7 +93,8 @@ RunRequest run_request(const RunArguments& a) {
           .checkpoint_dir = a.checkpoint_dir,
           .checkpoint_every = a.checkpoint_every == -1 ? 1 : a.checkpoint_every,
           .resume_dir = a.resume_dir,
-          .tactics = a.tactics};
+          .tactics = a.tactics,
+          .overlap_ring = !a.no_ring_overlap};
 }
 
 Result<model::LoadedModel> load_runnable(const RunArguments& a) {

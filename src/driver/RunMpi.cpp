@@ -319,6 +319,7 @@ MpiRun run_mpi(const RunRequest& r, Result<model::LoadedModel> loaded, const Mpi
   MpiRunOptions ro;
   ro.loop.steps = steps_of(r);
   ro.loop.train = r.train;
+  ro.loop.overlap_ring = r.overlap_ring;
   ro.loop.first_step = resumed ? resumed->step + 1 : 1;
   ro.loop.after_update = std::move(checkpoints->after_update);
   ro.loop.reference = reference ? &*reference : nullptr;

@@ -202,6 +202,7 @@ Result<ThreadRun> run_threads(const RunRequest& r, PreparedRun& p, const ThreadR
   loop.steps = steps_of(r);
   loop.first_step = checkpoints->resume ? checkpoints->resume->step + 1 : 1;
   loop.train = r.train;
+  loop.overlap_ring = r.overlap_ring;
   loop.after_update = std::move(checkpoints->after_update);
   loop.reference = out.reference.get();
   loop.on_step = step_callback(g, r.train, hooks.on_step);

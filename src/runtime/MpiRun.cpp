@@ -268,7 +268,11 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
     mpi.set_step(s);
     Status st;
     try {
-      st = exec->run(comm, feeds, {.optimizer_step = o.loop.train ? s : 0}, 1);
+      st = exec->run(comm, feeds,
+                     {.optimizer_step = o.loop.train ? s : 0,
+                      .overlap_ring = o.loop.overlap_ring,
+                      .on_ring_event = o.loop.on_ring_event},
+                     1);
     } catch (const std::exception& e) {
       fail_job(mpi, Diagnostic(e.what()), FailureKind::kInternal);
     }
@@ -341,8 +345,9 @@ MpiOutcome run_pipeline_rank(MpiCommunicator& mpi, const Graph& g,
     mpi.set_step(s);
     Result<PipelineResult> res = Diagnostic("not run");
     try {
-      res = run_pipeline_device(P, r, stage_comm, mpi, feeds,
-                                {.optimizer_step = o.loop.train ? s : 0}, &compiled);
+      res = run_pipeline_device(
+          P, r, stage_comm, mpi, feeds,
+          {.optimizer_step = o.loop.train ? s : 0, .overlap_ring = o.loop.overlap_ring}, &compiled);
       if (auto st = mpi.flush_sends(); !st.ok()) fail_from_comm(mpi, st.error());
     } catch (const std::exception& e) {
       fail_job(mpi, Diagnostic(e.what()), FailureKind::kInternal);

@@ -60,8 +60,11 @@ Session::Session(const Graph& g, std::vector<ParamUpdate> updates, PipelineProgr
     : g_(g), updates_(std::move(updates)), pipeline_(std::move(pipeline)) {}
 
 Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_step,
-                                   bool feeds_unchanged) {
-  ExecOptions eo{.optimizer_step = optimizer_step, .feeds_unchanged = feeds_unchanged};
+                                   bool feeds_unchanged, const StepLoopOptions& loop) {
+  ExecOptions eo{.optimizer_step = optimizer_step,
+                 .feeds_unchanged = feeds_unchanged,
+                 .overlap_ring = loop.overlap_ring,
+                 .on_ring_event = loop.on_ring_event};
   if (!pipeline_) {
     if (!runner_) runner_ = std::make_unique<ThreadedRunner>(g_, programs_);
     return runner_->run(feeds, eo);
@@ -76,7 +79,7 @@ Result<RunResult> Session::run(TensorMap feeds, const StepLoopOptions& options) 
   if (options.train && !pipeline_) return train_in_place(std::move(feeds), options);
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
     // Forward-only steps run on the same feeds: kernels may keep what they derive from them.
-    auto got = execute(feeds, options.train ? s : 0, !options.train && s > 1);
+    auto got = execute(feeds, options.train ? s : 0, !options.train && s > 1, options);
     HEDDLE_TRY(got);
     if (options.train)
       for (const auto& u : updates_) {
@@ -99,7 +102,10 @@ Result<RunResult> Session::train_in_place(TensorMap feeds, const StepLoopOptions
   if (!runner_) runner_ = std::make_unique<ThreadedRunner>(g_, programs_);
   TensorMap kept;  // the outputs' buffers, reused from step to step
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
-    HEDDLE_TRY(runner_->run_into(feeds, kept, {.optimizer_step = s}));
+    HEDDLE_TRY(runner_->run_into(feeds, kept,
+                                 {.optimizer_step = s,
+                                  .overlap_ring = options.overlap_ring,
+                                  .on_ring_event = options.on_ring_event}));
     TensorMap out;
     for (auto& [v, t] : kept) {
       Tensor* now = &t;

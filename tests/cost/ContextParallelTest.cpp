@@ -57,6 +57,25 @@ TEST(ContextParallel, KeyValueTrafficHidesBehindBlockAttentionUnlessOverlapIsOff
   EXPECT_NEAR(ring.breakdown.cp_ep_s, 0, traffic * 1e-6);
 }
 
+// Ring attention folds each of its cp steps' partial output into an fp32 accumulator (memory
+// time the all-gather form's one kernel does not spend): the ring's compute is longer by that,
+// more so with more steps, and the merges cost nothing without cp.
+TEST(ContextParallel, RingMergesCostOnlyTheRingForm) {
+  SimulationResult ring = ok("h100x16", "cp=2,tp=8,mb=1");
+  SimulationResult gathered = ok("h100x16", "cp=2,tp=8,mb=1,cp_comm=allgather");
+  SimulationResult ring4 = ok("h100x32", "cp=4,tp=8,mb=1");
+  SimulationResult gathered4 = ok("h100x32", "cp=4,tp=8,mb=1,cp_comm=allgather");
+  const double merge2 = ring.breakdown.compute_s - gathered.breakdown.compute_s;
+  const double merge4 = ring4.breakdown.compute_s - gathered4.breakdown.compute_s;
+  EXPECT_GT(merge2, 0);
+  // cp steps over 1/cp of the tokens each: the same merge bytes per device at any cp.
+  EXPECT_NEAR(merge4, merge2, merge2 * 0.05);
+  EXPECT_LT(merge2, 0.1 * gathered.breakdown.compute_s);
+  SimulationResult one = ok("h100x8", "dp=1,tp=8,mb=1");
+  SimulationResult one_gathered = ok("h100x8", "dp=1,tp=8,mb=1,cp_comm=allgather");
+  EXPECT_DOUBLE_EQ(one.breakdown.compute_s, one_gathered.breakdown.compute_s);
+}
+
 TEST(ContextParallel, GradientsReduceAndZeroShardsOverDataTimesContext) {
   // Two replicas of the weights either way: ZeRO-1 shards the optimizer state over both.
   SimulationResult dp = ok("h100x16", "dp=2,tp=8,mb=1,zero=1");
@@ -71,6 +90,8 @@ TEST(ContextParallel, GradientsReduceAndZeroShardsOverDataTimesContext) {
 // is credited with never take more time at the device's peak than the step spends computing.
 // Counting full attention (the published convention, reported apart) credits the masked half
 // too, and at long context that exceeds the compute time (MFU near 100% at sequence 131072).
+// The all-gather form: ring attention adds its per-step merges (memory time, no model FLOPs)
+// to the compute seconds.
 TEST(ContextParallel, ModelFlopsCountCausalAttentionAsRun) {
   zoo::ZooOverrides o = zoo::ZooOverrides::sized(2, std::nullopt, 131072, 2);
   auto src = model::zoo_scalable_model("llama3-8b", o);
@@ -78,7 +99,7 @@ TEST(ContextParallel, ModelFlopsCountCausalAttentionAsRun) {
   ASSERT_TRUE(src.ok() && c.ok());
   SimulateOptions opts;
   opts.train = true;
-  auto r = simulate(*src, *c, *StrategySpec::parse("cp=16,mb=1"), opts);
+  auto r = simulate(*src, *c, *StrategySpec::parse("cp=16,mb=1,cp_comm=allgather"), opts);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   const double peak = c->device.peak_flops, n = static_cast<double>(c->count);
   EXPECT_LT(r->model_flops / n / peak, r->breakdown.compute_s);

@@ -1,6 +1,8 @@
 // The simulator against published runs of today's training stacks (docs/validation.md, "Today's
 // stacks"): NVIDIA NeMo 24.07's DGX-H100 pre-training table (fp8, Megatron-Core, every row with
-// its full configuration) and torchtitan's Llama 3 FSDP runs on A100. Each row is simulated
+// its full configuration, the context-parallel Llama 3 rows too), MLPerf Training v4.0's GPT-3
+// 175B submissions by NVIDIA, torchtitan's Llama 3 FSDP runs on A100 and the Llama 3 paper's
+// long-context 405B run. Each row is simulated
 // from its published configuration with the constants every other row uses; the error is that
 // of the predicted tokens/s per GPU (the MFU error under any one FLOP count).
 #include <gtest/gtest.h>
@@ -54,6 +56,21 @@ std::vector<PublishedRun> runs() {
        "dp=4,pp=4,mb=1,zero=1,schedule=interleaved:10,precision=fp8", 8646},
       {"NeMo LLAMA2-70B, 64 GPUs", "llama2-70b", sized(128, 4096), "h100x64",
        "dp=4,tp=4,pp=4,mb=1,zero=1,sp=on,schedule=interleaved:20,precision=fp8", 1707},
+      // NeMo's context-parallel rows (same table): Llama 3 at sequence 8192 with CP2 (ring
+      // attention, Transformer Engine's p2p form), the 70B one interleaved with VP5.
+      {"NeMo LLAMA3-8B CP2, 8 GPUs", "llama3-8b", sized(128, 8192), "h100x8",
+       "dp=4,cp=2,mb=1,zero=1,precision=fp8", 12036},
+      {"NeMo LLAMA3-70B CP2, 64 GPUs", "llama3-70b", sized(128, 8192), "h100x64",
+       "dp=2,tp=4,pp=4,cp=2,mb=1,zero=1,sp=on,schedule=interleaved:5,precision=fp8", 1533},
+      // MLPerf Training v4.0, NVIDIA's GPT-3 175B submissions (mlcommons/training_results_v4.0,
+      // NVIDIA/benchmarks/gpt3/implementations/nemo: config_DGXH100_64x8x128x4x8_mbs2.sh and
+      // config_DGXH100_1452x8x6x4x6_mbs1_cg.sh; the global batch as logged): fp8, distributed
+      // optimizer, sequence parallelism, no recomputation; tokens/s per GPU from the median
+      // time per step over the logged training blocks of the three result files.
+      {"MLPerf v4.0 GPT-3 175B, 512 H100", "gpt3-175b", sized(2304, 2048), "h100x512",
+       "dp=16,tp=4,pp=8,mb=2,zero=1,sp=on,schedule=interleaved:4,precision=fp8", 839.3},
+      {"MLPerf v4.0 GPT-3 175B, 11616 H100", "gpt3-175b", sized(2904, 2048), "h100x11616",
+       "dp=484,tp=4,pp=6,mb=1,zero=1,sp=on,schedule=interleaved:8,precision=fp8", 555.5},
       {"torchtitan Llama 3 8B, 64 A100", "llama3-8b", sized(64, 8192), "a100x64",
        "dp=64,mb=1,zero=3,recompute=selective", 2973},
       {"torchtitan Llama 3 70B, 64 A100", "llama3-70b", sized(64, 8192), "a100x64",
@@ -136,6 +153,43 @@ TEST(Techniques, EachMovesTheStepAsItShould) {
   EXPECT_GT(tp.breakdown.overlapped_tp_s, 0);
   EXPECT_LT(tp.breakdown.tp_sp_s, none.breakdown.tp_sp_s);
   EXPECT_LT(tp.step_time_s, none.step_time_s);
+}
+
+// fp8 covers the repeating layers' linear layers, not the head: Transformer Engine's fp8 applies
+// to its modules and Megatron-Core's output layer is not one (torchtitan's float8 skips `output`).
+// What a larger vocabulary adds to the step (the head's GEMMs, forward and backward) is the same
+// in fp8 as in bf16, while the layers run faster in fp8.
+TEST(Techniques, Fp8CoversTheLayersNotTheHead) {
+  auto compute = [](int64_t vocab, const std::string& precision) {
+    zoo::ZooOverrides o = sized(1, 2048, 2, {}, {}, vocab);
+    return simulate_row("llama3-8b", o, "h100x1", "mb=1,precision=" + precision)
+        .breakdown.compute_s;
+  };
+  const double head_bf16 = compute(128256, "bf16") - compute(1024, "bf16");
+  const double head_fp8 = compute(128256, "fp8") - compute(1024, "fp8");
+  EXPECT_GT(head_bf16, 0);
+  EXPECT_NEAR(head_fp8, head_bf16, 1e-3 * head_bf16);
+  EXPECT_LT(compute(1024, "fp8"), 0.9 * compute(1024, "bf16"));
+}
+
+// Megatron's interleaved schedule runs micro-batches in groups of pp per chunk: the last round's
+// backward finishes the last chunk's gradients while the other chunks' groups still run, so the
+// gradient reduce-scatter hides behind far more than one micro-batch's backward (MLPerf's
+// 11,616-GPU GPT-3 run: 6 micro-batches, 8 chunks per stage). Without interleaving it hides
+// behind the last micro-batch's backward only; overlap=none hides nothing either way.
+TEST(Techniques, InterleavedRoundsHideMoreOfTheGradientReduction) {
+  zoo::ZooOverrides o = sized(2904, 2048);
+  const std::string base = "dp=484,tp=4,pp=6,mb=1,zero=1,sp=on,precision=fp8";
+  auto one = simulate_row("gpt3-175b", o, "h100x11616", base);
+  auto eight = simulate_row("gpt3-175b", o, "h100x11616", base + ",schedule=interleaved:8");
+  auto none =
+      simulate_row("gpt3-175b", o, "h100x11616", base + ",schedule=interleaved:8,overlap=none");
+  const double total = none.breakdown.grad_reduction_s;
+  ASSERT_GT(total, 0);
+  EXPECT_EQ(none.breakdown.overlapped_grad_s, 0);
+  EXPECT_LT(eight.breakdown.grad_reduction_s, 0.5 * one.breakdown.grad_reduction_s);
+  EXPECT_GT(eight.breakdown.overlapped_grad_s, one.breakdown.overlapped_grad_s);
+  EXPECT_LT(one.breakdown.grad_reduction_s, total);
 }
 
 // The issue's Llama 3 405B configuration (TP8 PP16 DP64, sequence 8192, selective recompute,

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "heddle/ops/Interpreter.h"
 #include "heddle/ops/zoo/Zoo.h"
@@ -106,6 +109,51 @@ TEST(Session, TrainingStepsFollowTheUpdatesAndPassTheCheck) {
   EXPECT_LT(r->losses.back(), r->losses.front());  // the parameters moved between steps
   EXPECT_TRUE(reference.errors().ok) << reference.errors().max_abs;
   EXPECT_GE(r->wall_time_s(), r->median_step_s());
+}
+
+// StepLoopOptions::overlap_ring reaches every device's executor (`heddle run
+// --no-ring-overlap`): with it each ring step is posted before the block kernel it overlaps and
+// waited for after it; without it the exchange finishes before that kernel starts. The losses and
+// parameters are the same bit for bit.
+TEST(Session, RingOverlapSwitchReachesTheExecutors) {
+  Training t = training_step();
+  std::vector<Tensor> inputs;
+  const TensorMap feeds = feeds_of(t.g, inputs);
+  const auto programs = lowered(t.g, "cp=2,dp=2,cp_comm=ring", 4);
+  std::vector<RunResult> runs;
+  for (bool overlap : {true, false}) {
+    SCOPED_TRACE(overlap ? "overlap" : "blocking");
+    std::mutex m;
+    std::map<std::thread::id, std::vector<RingEvent::Kind>> events;  // per device thread
+    StepLoopOptions loop = loop_of(2, true);
+    loop.overlap_ring = overlap;
+    loop.on_ring_event = [&](const RingEvent& e) {
+      std::lock_guard<std::mutex> lock(m);
+      events[std::this_thread::get_id()].push_back(e.kind);
+    };
+    Session session(t.g, t.updates, programs);
+    auto r = session.run(feeds, loop);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    ASSERT_EQ(events.size(), 4u);
+    using K = RingEvent::Kind;
+    for (const auto& [thread, kinds] : events) {
+      int64_t posted = 0;
+      for (size_t i = 0; i < kinds.size(); ++i) {
+        if (kinds[i] != K::kPosted) continue;
+        ++posted;
+        ASSERT_LT(i + 1, kinds.size());
+        EXPECT_EQ(kinds[i + 1], overlap ? K::kKernelBegin : K::kWaited);
+      }
+      EXPECT_GT(posted, 0);
+    }
+    runs.push_back(std::move(*r));
+  }
+  EXPECT_EQ(runs[0].losses, runs[1].losses);
+  for (const auto& [v, a] : runs[0].outputs) {
+    const Tensor& b = runs[1].outputs.at(v);
+    ASSERT_EQ(a.numel(), b.numel());
+    for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.f32()[i], b.f32()[i]);
+  }
 }
 
 TEST(Session, PipelinedTrainingPassesTheSameCheck) {

@@ -127,6 +127,9 @@ Command add_run_command(CLI::App& root) {
   app->add_option("--emit", a->emit_dir, "Write each device's lowered program to DIR");
   app->add_flag("--train", a->train,
                 "Run training steps (forward, loss, backward, optimizer) on a synthetic task");
+  app->add_flag("--no-ring-overlap", a->no_ring_overlap,
+                "Ring attention (cp): run each key/value exchange after the block kernel before "
+                "it instead of overlapping them (same results; for measuring the overlap)");
   add_loss_option(app, a->loss);
   app->add_option("--labels", a->labels_file,
                   "With --loss: the labels .npy, fed after the --input files (default: random)");

@@ -29,6 +29,11 @@ struct PartCost {
   /// Compute time of the contractions reading a parameter (the linear layers' GEMMs): what
   /// tensor-parallel collectives can hide behind (async TP).
   double linear_s = 0;
+  /// Ring attention's merges (a `cp` mesh axis): each of the cp steps writes its partial output
+  /// and folds it into the fp32 accumulator with its log-sum-exp, memory-bound work the fused
+  /// kernel does not do when it sees all keys at once (Transformer Engine's per-step output
+  /// correction). Forward seconds; priced in the step only for `cp_comm=ring`.
+  double ring_merge_s = 0;
   double saved_bytes =
       0;  ///< distinct activations kept for backward (inputs of ops whose gradient needs them)
   double attention_bytes = 0;  ///< the part of saved_bytes that is sequence-quadratic

@@ -29,9 +29,10 @@ struct RunArguments {
   /// --backend threads|mpi (default empty: mpi when an MPI launcher started several ranks, else
   /// threads; choose_backend()).
   std::string backend;
-  std::string emit_dir;  ///< --emit DIR (default none)
-  bool check = false;    ///< --check (default off)
-  bool train = false;    ///< --train (default off)
+  std::string emit_dir;          ///< --emit DIR (default none)
+  bool check = false;            ///< --check (default off)
+  bool train = false;            ///< --train (default off)
+  bool no_ring_overlap = false;  ///< --no-ring-overlap (default off: ring exchanges overlap)
   /// --steps: total steps, forward-only runs too (default -1: 10 with --train, else 1).
   int steps = -1;
   /// --host-memory BYTES: what the run may hold on the host (default empty: physical memory).

@@ -51,6 +51,9 @@ struct RunRequest {
   std::string resume_dir;
   /// `--tactic`s, parsed, applied after the model's own annotated tactics (default none).
   std::vector<Tactic> tactics;
+  /// Ring attention's exchanges overlap the block kernels (StepLoopOptions::overlap_ring);
+  /// false runs each after the kernel before it. Default true.
+  bool overlap_ring = true;
 };
 
 /// The steps to run: `steps`, or 10 with train and 1 without.

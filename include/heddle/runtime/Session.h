@@ -28,6 +28,13 @@ struct StepLoopOptions {
   /// The first step to run (1-based): a resumed run starts after its checkpoint's step. Default 1.
   int first_step = 1;
   bool train = false;  ///< the graph is a training step: outputs()[0] is the loss. Default false.
+  /// Ring attention's exchanges posted to overlap the block kernels (ExecOptions::overlap_ring);
+  /// false: each exchange blocks before the block kernel it would overlap (`heddle run
+  /// --no-ring-overlap`). Default true.
+  bool overlap_ring = true;
+  /// Passed to every device's executor as ExecOptions::on_ring_event (called on the devices'
+  /// threads, concurrently). Default unset.
+  std::function<void(const RingEvent&)> on_ring_event = nullptr;
   /// Checks each training step (a forward-only run: the first step, the others repeat the same
   /// computation) and follows the updates. Default none. Not owned.
   ReferenceCheck* reference = nullptr;
@@ -88,7 +95,8 @@ class Session {
  private:
   /// The one call into the executor, per step (`optimizer_step` and `feeds_unchanged` as
   /// ExecOptions takes them).
-  Result<TensorMap> execute(const TensorMap& feeds, int64_t optimizer_step, bool feeds_unchanged);
+  Result<TensorMap> execute(const TensorMap& feeds, int64_t optimizer_step, bool feeds_unchanged,
+                            const StepLoopOptions& loop);
   /// run() for training SPMD programs: each step's outputs land in buffers kept across steps (no
   /// allocation or page faults after the first step), the updated parameters and optimizer state
   /// move into the feeds by swapping buffers instead of copying, and the step loop sees views of
