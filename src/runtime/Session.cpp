@@ -53,8 +53,30 @@ Result<RunResult> run_steps(const Graph& g, const StepFn& step, const StepLoopOp
 }
 
 Session::Session(const Graph& g, std::vector<ParamUpdate> updates,
-                 std::vector<DeviceProgram> programs)
-    : g_(g), updates_(std::move(updates)), programs_(std::move(programs)) {}
+                 std::vector<DeviceProgram> programs, SequenceLayout layout)
+    : g_(g),
+      layout_(std::move(layout)),
+      updates_(std::move(updates)),
+      programs_(std::move(programs)) {
+  if (!layout_.in_order()) laid_out_.emplace(with_layout(g_, layout_));
+}
+
+namespace {
+
+// `feeds` as the programs of `layout` read them: the tensors it names permuted (copies), views
+// of the others.
+TensorMap laid_out_feeds(TensorMap& feeds, const SequenceLayout& layout) {
+  TensorMap out;
+  for (auto& [v, t] : feeds)
+    out.emplace(v, layout.dims.count(v) ? Tensor(t)
+                                        : Tensor::view(t.dtype(), t.region(),
+                                                       t.is_int() ? static_cast<void*>(t.i64())
+                                                                  : static_cast<void*>(t.f32())));
+  permute_sequences(out, layout);
+  return out;
+}
+
+}  // namespace
 
 Session::Session(const Graph& g, std::vector<ParamUpdate> updates, PipelineProgram pipeline)
     : g_(g), updates_(std::move(updates)), pipeline_(std::move(pipeline)) {}
@@ -63,7 +85,8 @@ Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_ste
                                    bool feeds_unchanged) {
   ExecOptions eo{.optimizer_step = optimizer_step, .feeds_unchanged = feeds_unchanged};
   if (!pipeline_) {
-    if (!runner_) runner_ = std::make_unique<ThreadedRunner>(g_, programs_);
+    if (!runner_)
+      runner_ = std::make_unique<ThreadedRunner>(laid_out_ ? *laid_out_ : g_, programs_);
     return runner_->run(feeds, eo);
   }
   if (!pipeline_runner_) pipeline_runner_ = std::make_unique<PipelineRunner>(*pipeline_);
@@ -73,11 +96,16 @@ Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_ste
 }
 
 Result<RunResult> Session::run(TensorMap feeds, const StepLoopOptions& options) {
-  if (options.train && !pipeline_) return train_in_place(std::move(feeds), options);
+  if (options.train && !pipeline_ && !laid_out_) return train_in_place(std::move(feeds), options);
+  TensorMap laid_out;  // the feeds in the programs' sequence order (forward: made once)
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
+    if (laid_out_ && (options.train || s == options.first_step))
+      laid_out = laid_out_feeds(feeds, layout_);
     // Forward-only steps run on the same feeds: kernels may keep what they derive from them.
-    auto got = execute(feeds, options.train ? s : 0, !options.train && s > 1);
+    auto got = execute(laid_out_ ? laid_out : feeds, options.train ? s : 0,
+                       !options.train && s > options.first_step);
     HEDDLE_TRY(got);
+    permute_sequences(*got, layout_, true);
     if (options.train)
       for (const auto& u : updates_) {
         feeds.insert_or_assign(u.param, got->at(u.updated));
