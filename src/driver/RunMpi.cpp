@@ -197,7 +197,12 @@ RunSummary planned_summary(const RankRun& p, int64_t ranks) {
 std::optional<std::map<ValueId, Box>> tiles_needed(const RunRequest& r, const RankRun& p,
                                                    const DeviceProgram* own, int64_t rank) {
   if (r.check && rank == 0) return std::nullopt;
-  if (own) return load_hulls(*own);
+  if (own) {
+    auto need = load_hulls(*own);
+    for (auto& [v, box] : need)  // the rank permutes these whole (SequenceLayout.h)
+      if (p.layout.dims.count(v)) box = Box::of_shape(p.run.graph.type(v).shape());
+    return need;
+  }
   std::map<ValueId, Box> need;
   for (const auto& [name, box] : p.run.pipe->program.device_loads(rank))
     if (auto v = p.run.graph.find_value(name)) need.emplace(*v, box);

@@ -86,6 +86,11 @@ Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const
 
 Result<SequenceLayout> sequence_layout(const RunRequest& r, const Graph& g,
                                        const StrategySpec& spec) {
+  return sequence_layout(g, spec, r.backend == "mpi" && !r.checkpoint_dir.empty());
+}
+
+Result<SequenceLayout> sequence_layout(const Graph& g, const StrategySpec& spec,
+                                       bool mpi_checkpoints) {
   const int64_t cp = spec.cp.value_or(1);
   if (cp < 2 || spec.cp_layout == CpLayout::kContiguous) return SequenceLayout{};
   const bool asked = spec.cp_layout == CpLayout::kZigzag;
@@ -94,7 +99,7 @@ Result<SequenceLayout> sequence_layout(const RunRequest& r, const Graph& g,
     return SequenceLayout{};
   };
   if (spec.pp.value_or(1) > 1) return refuse("pipeline stages (pp > 1) run the contiguous split");
-  if (r.backend == "mpi" && !r.checkpoint_dir.empty())
+  if (mpi_checkpoints)
     return refuse("checkpoints written under MPI save the ranks' tiles in the split's order");
   auto layout = zigzag_layout(g, cp);
   if (!layout.ok()) return refuse(layout.error().message);

@@ -193,13 +193,21 @@ TEST(RunCli, ZigzagIsTheDefaultAndBalancesTheRingBlocks) {
                                       {"llama-tiny", "4", "cp=4,cp_layout=zigzag"}});
   auto blocks = [](const std::string& strategy) {
     const std::string dir = ::testing::TempDir() + "/zigzag_emit";
+    const std::string shown = ::testing::TempDir() + "/zigzag_show";
     auto r = run_heddle("run gpt-tiny --mesh 4 --strategy " + strategy + " --emit " + dir);
     EXPECT_EQ(r.exit_code, 0) << strategy << "\n" << r.err;
+    auto s = run_heddle("show gpt-tiny --mesh 4 --strategy " + strategy + " --emit " + shown);
+    EXPECT_EQ(s.exit_code, 0) << strategy << "\n" << s.err;
+    auto slurp = [](const std::string& path) {
+      std::ifstream in(path);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
     std::vector<size_t> n;
     for (int d = 0; d < 4; ++d) {
-      std::ifstream in(dir + "/device" + std::to_string(d) + ".txt");
-      std::string text(std::istreambuf_iterator<char>(in), {});
+      const std::string name = "/device" + std::to_string(d) + ".txt";
+      const std::string text = slurp(dir + name);
       EXPECT_GT(text.size(), 100u) << strategy << " device " << d;
+      EXPECT_EQ(slurp(shown + name), text) << strategy << ": show prints what run runs";
       size_t k = 0;
       for (size_t at = text.find("(ring block "); at != std::string::npos;
            at = text.find("(ring block ", at + 1))

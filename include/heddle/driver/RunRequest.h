@@ -90,7 +90,11 @@ Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const
 /// a causal mask or rotary embedding over its sequence; in order otherwise. Where zigzag cannot
 /// run, an explicit `cp_layout=zigzag` is a diagnostic with the reason (the default falls back
 /// to the contiguous split): a graph zigzag_layout() refuses, pipeline stages (pp > 1), and
-/// checkpoints written under MPI (whose tiles would be saved in zigzag order).
+/// `mpi_checkpoints` (checkpoints written under MPI, whose tiles would be saved in zigzag order).
+Result<SequenceLayout> sequence_layout(const Graph& g, const StrategySpec& spec,
+                                       bool mpi_checkpoints = false);
+
+/// sequence_layout() for request `r`: its backend and checkpoints.
 Result<SequenceLayout> sequence_layout(const RunRequest& r, const Graph& g,
                                        const StrategySpec& spec);
 
