@@ -13,6 +13,7 @@
 #include "heddle/ir/Zigzag.h"
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/zoo/Zoo.h"
+#include "heddle/runtime/CausalBlocks.h"
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/SequenceLayout.h"
@@ -54,6 +55,53 @@ TEST(Zigzag, PermutingASequenceDimAndBack) {
                   t.f32()[(b * 8 + zigzag_position(x, 8, 4)) * 3 + h]);
   Tensor back = permute_sequence(z, 1, 4, true);
   for (int64_t i = 0; i < t.numel(); ++i) EXPECT_EQ(back.f32()[i], t.f32()[i]);
+}
+
+// visible_part() against brute force over generated boxes: the box it returns holds every point
+// of the box the zigzag mask leaves visible, and is the hull of the chunk pieces holding them.
+TEST(Zigzag, TheVisiblePartOfABoxIsTheHullOfItsVisiblePieces) {
+  std::mt19937_64 rng(19);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int64_t chunks = 2 * (1 + static_cast<int64_t>(rng() % 4));
+    const int64_t size = 1 + static_cast<int64_t>(rng() % 3), S = chunks * size;
+    const std::string n = std::to_string(S);
+    auto g =
+        parse_graph("graph m {\n  input %s: f32[1, " + n + ", " + n + "]\n  %y: f32[1, " + n +
+                    ", " + n + "] = causal_mask{zigzag=" + std::to_string(chunks) +
+                    "} [b=1, q=" + n + ", k=" + n + "] %s(b, q, k) -> (b, q, k)\n  output %y\n}\n");
+    ASSERT_TRUE(g.ok()) << g.error().to_string();
+    const Op& op = g->op(0);
+    const CausalBlocks c{true, 0, 0, chunks, S};
+    auto pick = [&](int64_t& a, int64_t& b) {
+      a = static_cast<int64_t>(rng() % static_cast<uint64_t>(S));
+      b = a + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(S - a));
+    };
+    int64_t qa, qb, ka, kb;
+    pick(qa, qb);
+    pick(ka, kb);
+    const Box box(IVec({0, qa, ka}), IVec({1, qb, kb}));
+    const Box got = visible_part(c, op, box);
+    auto pos = [&](int64_t x) { return zigzag_position(x, S, chunks); };
+    // The hull of the pieces (box cut at chunk boundaries) holding a visible point.
+    int64_t q0 = S, q1 = 0, k0 = S, k1 = 0;
+    for (int64_t q = qa; q < qb; ++q)
+      for (int64_t k = ka; k < kb; ++k)
+        if (pos(k) <= pos(q)) {
+          q0 = std::min(q0, std::max(qa, q / size * size));
+          q1 = std::max(q1, std::min(qb, (q / size + 1) * size));
+          k0 = std::min(k0, std::max(ka, k / size * size));
+          k1 = std::max(k1, std::min(kb, (k / size + 1) * size));
+        }
+    const std::string what = std::to_string(chunks) + " chunks of " + std::to_string(size) +
+                             ", box " + box.to_string() + ": " + got.to_string();
+    if (q0 >= q1) {
+      EXPECT_TRUE(got.empty()) << what;
+      EXPECT_TRUE(hides(c, op, box)) << what;
+    } else {
+      EXPECT_EQ(got, Box(IVec({0, q0, k0}), IVec({1, q1, k1}))) << what;
+      EXPECT_FALSE(hides(c, op, box)) << what;
+    }
+  }
 }
 
 // A zoo model's training step (gradients as outputs) and its plan for `strategy`.
