@@ -31,6 +31,7 @@ struct RankRun {
   HostData host;
   std::optional<search::PlannedRun> planned;
   std::optional<ProgramTemplate> programs;
+  SequenceLayout layout;  // the order the programs hold the sequence in
 };
 
 int report(const MpiRunHooks& hooks, const Diagnostic& d, FailureKind kind) {
@@ -157,7 +158,10 @@ Status plan_and_lower(MpiCommunicator& mpi, const RunRequest& r, RankRun& p) {
   auto planned = plan_on_ranks(mpi, r, p.run);
   HEDDLE_TRY(planned);
   p.planned = std::move(*planned);
-  auto lowered = lower_template(p.run.graph, p.planned->propagation.plan);
+  auto layout = sequence_layout(r, p.run.graph, p.planned->spec);
+  HEDDLE_TRY(layout);
+  p.layout = std::move(*layout);
+  auto lowered = lower_template(with_layout(p.run.graph, p.layout), p.planned->propagation.plan);
   HEDDLE_TRY(lowered);
   p.programs = std::move(*lowered);
   return {};
@@ -193,7 +197,12 @@ RunSummary planned_summary(const RankRun& p, int64_t ranks) {
 std::optional<std::map<ValueId, Box>> tiles_needed(const RunRequest& r, const RankRun& p,
                                                    const DeviceProgram* own, int64_t rank) {
   if (r.check && rank == 0) return std::nullopt;
-  if (own) return load_hulls(*own);
+  if (own) {
+    auto need = load_hulls(*own);
+    for (auto& [v, box] : need)  // the rank permutes these whole (SequenceLayout.h)
+      if (p.layout.dims.count(v)) box = Box::of_shape(p.run.graph.type(v).shape());
+    return need;
+  }
   std::map<ValueId, Box> need;
   for (const auto& [name, box] : p.run.pipe->program.device_loads(rank))
     if (auto v = p.run.graph.find_value(name)) need.emplace(*v, box);
@@ -327,6 +336,7 @@ MpiRun run_mpi(const RunRequest& r, Result<model::LoadedModel> loaded, const Mpi
   ro.seed = r.seed;
   ro.int_hi = int_hi;
   ro.fault = FaultPlan::from_environment();
+  ro.layout = p.layout;
   MpiOutcome ran =
       p.run.pipe ? run_pipeline_rank(mpi, g, p.run.updates, p.run.pipe->program, summary.mesh,
                                      p.host.weights, ro)

@@ -84,6 +84,29 @@ Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const
   return std::optional<PipelinePlan>(std::move(*plan));
 }
 
+Result<SequenceLayout> sequence_layout(const RunRequest& r, const Graph& g,
+                                       const StrategySpec& spec) {
+  return sequence_layout(g, spec, r.backend == "mpi" && !r.checkpoint_dir.empty());
+}
+
+Result<SequenceLayout> sequence_layout(const Graph& g, const StrategySpec& spec,
+                                       bool mpi_checkpoints) {
+  const int64_t cp = spec.cp.value_or(1);
+  if (cp < 2 || spec.cp_layout == CpLayout::kContiguous) return SequenceLayout{};
+  const bool asked = spec.cp_layout == CpLayout::kZigzag;
+  auto refuse = [&](const std::string& why) -> Result<SequenceLayout> {
+    if (asked) return Diagnostic("cp_layout=zigzag: " + why + "; use cp_layout=contiguous");
+    return SequenceLayout{};
+  };
+  if (spec.pp.value_or(1) > 1) return refuse("pipeline stages (pp > 1) run the contiguous split");
+  if (mpi_checkpoints)
+    return refuse("checkpoints written under MPI save the ranks' tiles in the split's order");
+  auto layout = zigzag_layout(g, cp);
+  if (!layout.ok()) return refuse(layout.error().message);
+  if (layout->positional.empty() && !asked) return SequenceLayout{};  // nothing to balance
+  return layout;
+}
+
 Result<PreparedRun> prepare_run(const RunRequest& r, model::LoadedModel loaded) {
   PreparedRun p;
   p.graph = std::move(loaded.graph);
@@ -94,6 +117,7 @@ Result<PreparedRun> prepare_run(const RunRequest& r, model::LoadedModel loaded) 
   auto pipe = pipeline_if_asked(r, p.graph, p.spec);
   HEDDLE_TRY(pipe);
   p.pipe = std::move(*pipe);
+  if (p.pipe) HEDDLE_TRY(sequence_layout(r, p.graph, p.spec));  // stages run the contiguous split
   p.model_outputs = p.graph.outputs().size();
   if (r.train) {
     TrainStepOptions options = r.optimizer;
@@ -144,7 +168,9 @@ Result<std::unique_ptr<Session>> make_session(const RunRequest& r, PreparedRun& 
   }
   auto planned = search::plan_run(g, r.mesh, p.spec, r.tactics);
   HEDDLE_TRY(planned);
-  auto programs = lower(g, planned->propagation.plan);
+  auto layout = sequence_layout(r, g, planned->spec);
+  HEDDLE_TRY(layout);
+  auto programs = lower(with_layout(g, *layout), planned->propagation.plan);
   HEDDLE_TRY(programs);
   if (!r.emit_dir.empty()) HEDDLE_TRY(write_programs(r.emit_dir, g, planned->mesh, *programs));
   summary.note = planned->note;
@@ -153,7 +179,7 @@ Result<std::unique_ptr<Session>> make_session(const RunRequest& r, PreparedRun& 
   summary.reshards = planned->propagation.reshards.size();
   summary.split = planned->report;
   describe_split(g, summary);
-  return std::make_unique<Session>(g, p.updates, std::move(*programs));
+  return std::make_unique<Session>(g, p.updates, std::move(*programs), std::move(*layout));
 }
 
 // The summary's program fields of a finished session.

@@ -64,6 +64,11 @@ void Graph::set_tactic(ValueId v, ShardAnnotation a) {
   values_[static_cast<size_t>(v)].tactic = std::move(a);
 }
 
+void Graph::set_attr(OpId id, const std::string& name, AttrValue value) {
+  HEDDLE_ASSERT(id >= 0 && id < num_ops()) << "attribute of op " << id;
+  ops_[static_cast<size_t>(id)].attrs[name] = std::move(value);
+}
+
 void Graph::add_output(ValueId v) {
   HEDDLE_ASSERT(v >= 0 && v < num_values()) << "output " << v;
   outputs_.push_back(v);

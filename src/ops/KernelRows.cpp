@@ -120,10 +120,12 @@ Status rotary(const Op& op, const Box& box, std::vector<Access>& ai, const Acces
   int64_t p0 = img.start()[r - 3], np = img.end()[r - 3] - p0;
   int64_t i0 = img.start()[r - 1] / 2, ni = (img.end()[r - 1] + 1) / 2 - i0;
   std::vector<double> cs(static_cast<size_t>(np * ni)), sn(cs.size());
+  const int64_t chunks = attr_i(op, kZigzagAttr, 0);  // positions in zigzag order (ir/Zigzag.h)
+  const int64_t seq = op.inputs[0].proj.image(op.space.box()).shape()[r - 3];
   for (int64_t a = 0; a < np; ++a)
     for (int64_t b = 0; b < ni; ++b) {
-      double ang =
-          static_cast<double>(p0 + a) * std::pow(theta, -2.0 * static_cast<double>(i0 + b) / hd);
+      double ang = static_cast<double>(zigzag_position(p0 + a, seq, chunks)) *
+                   std::pow(theta, -2.0 * static_cast<double>(i0 + b) / hd);
       cs[a * ni + b] = std::cos(ang);
       sn[a * ni + b] = sign * std::sin(ang);
     }

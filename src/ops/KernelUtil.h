@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "heddle/ir/Graph.h"
+#include "heddle/ir/Zigzag.h"
 #include "heddle/ops/Kernel.h"
 #include "heddle/ops/Tensor.h"
 
@@ -304,16 +305,23 @@ void pointwise(const Op& op, const Box& box, const std::vector<const Tensor*>& i
 
 /// True when the causal mask hides the result element at (p, j): key index > query index,
 // aligned at the end when the key dim is longer. The coordinates are affine in (p, j); their
-// coefficients are copied out of the projection once.
+// coefficients are copied out of the projection once. With the `zigzag` attribute the query and
+// key coordinates are in zigzag order (ir/Zigzag.h) and compare as the positions they hold.
+inline int64_t attr_i(const Op& op, const char* name, int64_t def);
+
 struct CausalMask {
   std::vector<int64_t> cq, ck;  // coefficients of the query and key coordinates per index dim
   int64_t q0 = 0, k0 = 0, shift = 0;
+  int64_t chunks = 0, eq = 0, ek = 0;  // zigzag chunks (0: in order); query and key extents
   explicit CausalMask(const Op& o) {
     const auto& proj = o.results[0].proj;
     const AffineMap& m = proj.map();
     int64_t r = proj.tensor_rank(), rq = r - 2, rk = r - 1;
     IVec ext = proj.image(o.space.box()).shape();
     shift = ext[rk] - ext[rq];
+    eq = ext[rq];
+    ek = ext[rk];
+    chunks = attr_i(o, kZigzagAttr, 0);
     q0 = m.offset()[rq];
     k0 = m.offset()[rk];
     for (int64_t k = 0; k < m.in_rank(); ++k) {
@@ -323,7 +331,8 @@ struct CausalMask {
   }
   /// How many of the n elements from offset j0 of the row at p are visible (not hidden) before
   /// the first hidden one, when the visible ones form a prefix of the row (the key index grows
-  /// along it and the query index does not); -1 otherwise.
+  /// along it and the query index does not, and in zigzag order the n keys lie in one chunk);
+  /// -1 otherwise.
   int64_t visible_prefix(const int64_t* p, int64_t j0, int64_t n) const {
     auto m = static_cast<int64_t>(cq.size());
     if (m == 0 || cq[m - 1] != 0 || ck[m - 1] != 1) return -1;
@@ -332,6 +341,12 @@ struct CausalMask {
     for (int64_t i = 0; i < m; ++i) {
       q += cq[i] * p[i];
       k += ck[i] * p[i];
+    }
+    if (chunks > 1) {
+      const int64_t c = ek / chunks, first = k + j0;
+      if (n > 0 && first / c != (first + n - 1) / c) return -1;
+      q = zigzag_position(q, eq, chunks);
+      k = zigzag_position(first, ek, chunks) - j0;
     }
     return std::clamp<int64_t>(q + shift - k - j0 + 1, 0, n);
   }
@@ -345,6 +360,7 @@ struct CausalMask {
       q += cq[n - 1] * j;
       k += ck[n - 1] * j;
     }
+    if (chunks > 1) return zigzag_position(k, ek, chunks) > zigzag_position(q, eq, chunks) + shift;
     return k > q + shift;
   }
 };

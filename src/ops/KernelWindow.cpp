@@ -212,10 +212,12 @@ Status run_window(const Op& op, const Box& box, const std::vector<const Tensor*>
       double sign = op.kind == OpKind::kRotary ? 1.0 : -1.0;
       RotaryGeom geo(op);
       int64_t r = ai[0].t->rank();
+      const int64_t chunks = attr_i(op, kZigzagAttr, 0);
+      const int64_t seq = op.inputs[0].proj.image(op.space.box()).shape()[r - 3];
       for_each_point(box, [&](const int64_t* p) {
         auto x = read_row(ai[0], p);
         auto c = ai[0].coords(p);
-        double pos = static_cast<double>(c[r - 3]);
+        double pos = static_cast<double>(zigzag_position(c[r - 3], seq, chunks));
         double i = static_cast<double>(c[r - 1] / 2);
         double ang = pos * std::pow(theta, -2.0 * i / static_cast<double>(geo.head_dim));
         double cs = std::cos(ang), sn = sign * std::sin(ang);

@@ -206,10 +206,23 @@ std::vector<Tensor> HostData::model_inputs(const Graph& g, uint64_t seed, int64_
 }
 
 TensorMap shard_feeds(const Graph& g, const DeviceProgram& p, uint64_t seed, int64_t int_hi,
-                      const HostData& host) {
+                      const HostData& host, const SequenceLayout& layout) {
   TensorMap feeds;
   for (const auto& [v, box] : load_hulls(p)) {
     const Value& val = g.value(v);
+    if (auto dims = layout.dims.find(v); !layout.in_order() && dims != layout.dims.end()) {
+      // Permuted whole (the sequence's edge tensors are small: tokens, labels, positions).
+      const Box all = Box::of_shape(g.type(v).shape());
+      auto at = std::find(g.inputs().begin(), g.inputs().end(), v) - g.inputs().begin();
+      TensorMap whole;
+      whole.emplace(v, val.role == ValueRole::kParam ? host.param(g, v, seed)
+                       : host.inputs.empty()
+                           ? random_input_tile(val.name, g.type(v), seed + 1, int_hi, all)
+                           : host.inputs[static_cast<size_t>(at)]);
+      permute_sequences(whole, layout);
+      feeds.emplace(v, whole.at(v).crop(box));
+      continue;
+    }
     if (val.role == ValueRole::kParam) {
       auto w = host.weights.find(v);
       feeds.emplace(v, w != host.weights.end() ? w->second.crop(box)
@@ -238,7 +251,7 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
   if (auto st = mpi.prepare(mesh_partitions(mesh)); !st.ok()) fail_from_comm(mpi, st.error());
   std::optional<FaultInjector> injector;
   Communicator& comm = maybe_injected(mpi, o.fault, injector);
-  TensorMap feeds = shard_feeds(g, own, o.seed, o.int_hi, host);
+  TensorMap feeds = shard_feeds(g, own, o.seed, o.int_hi, host, o.layout);
   host = HostData{};  // the whole weights and files are no longer needed: keep only the tiles
   int64_t bytes = 0;
   for (const auto& [v, t] : feeds) bytes += tensor_storage_bytes(t.dtype(), t.numel());
@@ -247,14 +260,15 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
   // Compiled once: the arena plan and kernels serve every step.
   // Collectives batched alike on every rank (they are matched in order), else one by one. Fault
   // injection counts collectives one by one: runs with it do not batch.
-  auto exec = std::make_unique<DeviceExecutor>(g, own, false, o.fault.rank < 0);
+  const Graph laid_out = with_layout(g, o.layout);  // the program's positional attributes
+  auto exec = std::make_unique<DeviceExecutor>(laid_out, own, false, o.fault.rank < 0);
   uint64_t sig = 1469598103934665603ull;  // FNV-1a of the batch sizes
   for (int64_t k : exec->collective_batches())
     sig = (sig ^ static_cast<uint64_t>(k)) * 1099511628211ull;
   const int64_t mine = static_cast<int64_t>(sig >> 1);
   const auto sigs = or_fail(mpi, mpi.exchange({mine}, "comparing collective batches"));
   if (std::any_of(sigs.begin(), sigs.end(), [&](int64_t x) { return x != mine; }))
-    exec = std::make_unique<DeviceExecutor>(g, own, false, false);
+    exec = std::make_unique<DeviceExecutor>(laid_out, own, false, false);
   // Start together, so rank 0's wall time is the run's.
   or_fail(mpi, mpi.agree_on_failure(true));
   std::optional<MpiRunFailure> failure;
@@ -306,6 +320,7 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
                                    into->is_int() ? static_cast<void*>(into->i64())
                                                   : static_cast<void*>(into->f32())));
     }
+    permute_sequences(outs, o.layout, true);  // the outputs in the sequence's order (copies)
     if (o.loop.train && o.loop.after_update) HEDDLE_TRY(o.loop.after_update(s, feeds));
     return std::optional<TensorMap>(std::move(outs));
   };

@@ -95,7 +95,10 @@ DeviceProgram instantiate(const Graph& g, const ProgramTemplate& t, int64_t devi
           hi[it.ring_dim] =
               std::clamp(blk.end()[it.ring_tensor_dim] - off, lo[it.ring_dim], hi[it.ring_dim]);
           Box box(IVec(std::move(lo)), IVec(std::move(hi)));
-          if (it.hidden && hides(*it.hidden, g.op(op), box)) continue;  // the mask hides it all
+          if (it.hidden) {  // the part the mask does not hide (none: no call)
+            box = visible_part(*it.hidden, g.op(op), box);
+            if (box.empty()) continue;
+          }
           in.calls.push_back({op, std::move(box)});
           in.combine = it.combine;
           break;

@@ -53,8 +53,29 @@ Result<RunResult> run_steps(const Graph& g, const StepFn& step, const StepLoopOp
 }
 
 Session::Session(const Graph& g, std::vector<ParamUpdate> updates,
-                 std::vector<DeviceProgram> programs)
-    : g_(g), updates_(std::move(updates)), programs_(std::move(programs)) {}
+                 std::vector<DeviceProgram> programs, SequenceLayout layout)
+    : g_(g),
+      layout_(std::move(layout)),
+      updates_(std::move(updates)),
+      programs_(std::move(programs)) {
+  if (!layout_.in_order()) laid_out_.emplace(with_layout(g_, layout_));
+}
+
+namespace {
+
+// `m` with the tensors `layout` names permuted into its order (`back`: into the sequence's),
+// as copies, and views of the others.
+TensorMap relaid(TensorMap& m, const SequenceLayout& layout, bool back = false) {
+  TensorMap out;
+  for (auto& [v, t] : m)
+    out.emplace(
+        v, Tensor::view(t.dtype(), t.region(),
+                        t.is_int() ? static_cast<void*>(t.i64()) : static_cast<void*>(t.f32())));
+  permute_sequences(out, layout, back);
+  return out;
+}
+
+}  // namespace
 
 Session::Session(const Graph& g, std::vector<ParamUpdate> updates, PipelineProgram pipeline)
     : g_(g), updates_(std::move(updates)), pipeline_(std::move(pipeline)) {}
@@ -66,7 +87,8 @@ Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_ste
                  .overlap_ring = loop.overlap_ring,
                  .on_ring_event = loop.on_ring_event};
   if (!pipeline_) {
-    if (!runner_) runner_ = std::make_unique<ThreadedRunner>(g_, programs_);
+    if (!runner_)
+      runner_ = std::make_unique<ThreadedRunner>(laid_out_ ? *laid_out_ : g_, programs_);
     return runner_->run(feeds, eo);
   }
   if (!pipeline_runner_) pipeline_runner_ = std::make_unique<PipelineRunner>(*pipeline_);
@@ -77,10 +99,14 @@ Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_ste
 
 Result<RunResult> Session::run(TensorMap feeds, const StepLoopOptions& options) {
   if (options.train && !pipeline_) return train_in_place(std::move(feeds), options);
+  TensorMap laid_out;  // the feeds in the programs' sequence order (forward: made once)
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
+    if (laid_out_ && (options.train || s == options.first_step)) laid_out = relaid(feeds, layout_);
     // Forward-only steps run on the same feeds: kernels may keep what they derive from them.
-    auto got = execute(feeds, options.train ? s : 0, !options.train && s > 1, options);
+    auto got = execute(laid_out_ ? laid_out : feeds, options.train ? s : 0,
+                       !options.train && s > options.first_step, options);
     HEDDLE_TRY(got);
+    permute_sequences(*got, layout_, true);
     if (options.train)
       for (const auto& u : updates_) {
         feeds.insert_or_assign(u.param, got->at(u.updated));
@@ -99,7 +125,10 @@ Result<RunResult> Session::train_in_place(TensorMap feeds, const StepLoopOptions
     feeds_back[u.updated] = u.param;
     for (const auto& st : u.state) feeds_back[st.second] = st.first;
   }
-  if (!runner_) runner_ = std::make_unique<ThreadedRunner>(g_, programs_);
+  if (!runner_) runner_ = std::make_unique<ThreadedRunner>(laid_out_ ? *laid_out_ : g_, programs_);
+  // The feeds stay in the programs' sequence order from step to step; what the step loop and
+  // the checkpoints see is in the sequence's (copies of the few tensors the layout permutes).
+  permute_sequences(feeds, layout_);
   TensorMap kept;  // the outputs' buffers, reused from step to step
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
     HEDDLE_TRY(runner_->run_into(feeds, kept,
@@ -122,7 +151,9 @@ Result<RunResult> Session::train_in_place(TensorMap feeds, const StepLoopOptions
                                   now->is_int() ? static_cast<void*>(now->i64())
                                                 : static_cast<void*>(now->f32())));
     }
-    if (options.after_update) HEDDLE_TRY(options.after_update(s, feeds));
+    permute_sequences(out, layout_, true);
+    if (options.after_update)
+      HEDDLE_TRY(options.after_update(s, laid_out_ ? relaid(feeds, layout_, true) : feeds));
     return std::optional<TensorMap>(std::move(out));
   };
   auto r = run_steps(g_, step, options);

@@ -29,6 +29,7 @@ constexpr std::array<std::string_view, 3> kOverlaps = {"none", "dp", "dp+tp"};
 constexpr std::array<std::string_view, 5> kOffloads = {"none", "optimizer", "optimizer+params",
                                                        "activations", "optimizer+params:nvme"};
 constexpr std::array<std::string_view, 2> kCpComms = {"allgather", "ring"};
+constexpr std::array<std::string_view, 2> kCpLayouts = {"zigzag", "contiguous"};
 
 template <size_t N>
 std::string_view name_of(size_t i, const std::array<std::string_view, N>& names) {
@@ -53,11 +54,15 @@ Result<Offload> parse_offload(std::string_view text) {
 Result<CpComm> parse_cp_comm(std::string_view text) {
   return parse_named<CpComm>(text, "cp_comm", kCpComms);
 }
+Result<CpLayout> parse_cp_layout(std::string_view text) {
+  return parse_named<CpLayout>(text, "cp_layout", kCpLayouts);
+}
 
 std::string_view to_string(Precision p) { return name_of(static_cast<size_t>(p), kPrecisions); }
 std::string_view to_string(Attention a) { return name_of(static_cast<size_t>(a), kAttentions); }
 std::string_view to_string(Overlap o) { return name_of(static_cast<size_t>(o), kOverlaps); }
 std::string_view to_string(Offload o) { return name_of(static_cast<size_t>(o), kOffloads); }
 std::string_view to_string(CpComm c) { return name_of(static_cast<size_t>(c), kCpComms); }
+std::string_view to_string(CpLayout l) { return name_of(static_cast<size_t>(l), kCpLayouts); }
 
 }  // namespace heddle

@@ -14,8 +14,8 @@ namespace heddle {
 namespace {
 
 const char* kKeys =
-    "dp, tp, pp, ep, cp, cp_comm, zero, mb, microbatches, schedule, recompute, sp, layers, "
-    "meshes, precision, attention, overlap, offload";
+    "dp, tp, pp, ep, cp, cp_comm, cp_layout, zero, mb, microbatches, schedule, recompute, sp, "
+    "layers, meshes, precision, attention, overlap, offload";
 
 // `4x2`: a stage's dp x tp; nullopt when malformed.
 std::optional<StrategySpec::StageMesh> parse_stage_mesh(std::string_view text) {
@@ -99,6 +99,8 @@ Result<StrategySpec> StrategySpec::parse(std::string_view text) {
       HEDDLE_TRY(enumerated(spec.offload, parse_offload));
     } else if (key == "cp_comm") {
       HEDDLE_TRY(enumerated(spec.cp_comm, parse_cp_comm));
+    } else if (key == "cp_layout") {
+      HEDDLE_TRY(enumerated(spec.cp_layout, parse_cp_layout));
     } else if (key == "sp") {
       if (val != "on" && val != "off")
         return Diagnostic("sp must be 'on' or 'off', got '" + val + "'");
@@ -200,6 +202,7 @@ std::string StrategySpec::to_string() const {
   num("ep", ep);
   num("cp", cp);
   if (cp_comm) parts.push_back("cp_comm=" + std::string(heddle::to_string(*cp_comm)));
+  if (cp_layout) parts.push_back("cp_layout=" + std::string(heddle::to_string(*cp_layout)));
   num("zero", zero);
   num("mb", micro_batch);
   num("microbatches", microbatches);

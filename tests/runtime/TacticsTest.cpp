@@ -92,9 +92,9 @@ TEST(StrategySpec, ParsesTheVocabularyAndSaysWhatIsValid) {
             "strategy dp=2,tp=4,zero=1,schedule=interleaved:2,recompute=full,sp=on uses 8 devices "
             "(dp*tp*pp*ep) but the mesh has 4; make the degrees multiply to 4");
   EXPECT_EQ(StrategySpec::parse("dp=2,foo=3").error().message,
-            "unknown strategy key 'foo'; valid keys: dp, tp, pp, ep, cp, cp_comm, zero, mb, "
-            "microbatches, schedule, recompute, sp, layers, meshes, precision, attention, overlap, "
-            "offload");
+            "unknown strategy key 'foo'; valid keys: dp, tp, pp, ep, cp, cp_comm, cp_layout, zero, "
+            "mb, microbatches, schedule, recompute, sp, layers, meshes, precision, attention, "
+            "overlap, offload");
   auto techniques = StrategySpec::parse("dp=2,offload=optimizer,precision=fp8,overlap=dp+tp");
   ASSERT_TRUE(techniques.ok()) << techniques.error().to_string();
   EXPECT_EQ(techniques->to_string(), "dp=2,precision=fp8,overlap=dp+tp,offload=optimizer");

@@ -179,6 +179,32 @@ TEST(MpiCheckpointCli, EachRankReadsOnlyTheShardsHoldingItsTiles) {
   EXPECT_EQ(mpi["params_digest"], threads["params_digest"]);
 }
 
+// Causal load balancing (the default with cp > 1) and checkpoints: a zigzag run on threads saves
+// them in the sequence's order; ranks resuming in zigzag order read the sequence's tensors whole
+// and permute them, and end bit-identical to the uninterrupted run. Writing checkpoints under MPI
+// runs the contiguous split (the ranks' tiles would be in zigzag order); asking for zigzag then
+// says so.
+TEST(MpiCheckpointCli, ZigzagRunsResumeFromCheckpointsOnRanks) {
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  const std::string dir = fresh_dir("zigzag");
+  const std::string run = "run gpt-tiny --mesh 4 --strategy cp=2,dp=2 --train --json --steps ";
+  auto plain = json_of(testing::run_heddle(run + "4"), "threads");
+  ASSERT_EQ(testing::run_heddle(run + "2 --checkpoint " + dir).exit_code, 0);
+  auto mpi =
+      json_of(testing::mpirun(4, run + "4 --backend mpi --resume " + dir, "", 1).r, "mpi resume");
+  if (plain.is_null() || mpi.is_null()) return;
+  EXPECT_EQ(mpi["loss"].size(), 2u);
+  EXPECT_EQ(mpi["params_digest"], plain["params_digest"]);
+  auto asked = testing::mpirun(4,
+                               "run gpt-tiny --mesh 4 --strategy cp=2,dp=2,cp_layout=zigzag "
+                               "--train --steps 1 --backend mpi --checkpoint " +
+                                   dir,
+                               "", 1);
+  EXPECT_EQ(asked.r.exit_code, 1);
+  EXPECT_NE(asked.r.err.find("cp_layout=zigzag: checkpoints written under MPI"), std::string::npos)
+      << asked.r.err;
+}
+
 // Ranks given different checkpoints (two directories, as on hosts without a shared filesystem)
 // refuse to start: every rank names the part that differs.
 TEST(MpiCheckpointCli, RanksResumingFromDifferentCheckpointsRefuse) {

@@ -111,12 +111,13 @@ TEST(MpiCli, TrainingStepsEqualTheThreadedBackendBitForBit) {
   }
 }
 
-// Two training steps of gpt-tiny under `strategy` on 4 MPI ranks pass --check and equal the
+// Two training steps of `model` under `strategy` on 4 MPI ranks pass --check and equal the
 // threads' run bit for bit.
-void expect_four_ranks_like_threads(const std::string& strategy) {
+void expect_four_ranks_like_threads(const std::string& strategy,
+                                    const std::string& model = "gpt-tiny") {
   setenv("OPENBLAS_NUM_THREADS", "1", 1);
   std::string args =
-      "run gpt-tiny --mesh 4 --strategy " + strategy + " --train --steps 2 --check --json";
+      "run " + model + " --mesh 4 --strategy " + strategy + " --train --steps 2 --check --json";
   auto jt = json_of(testing::run_heddle(args), args);
   auto jm = json_of(mpirun(4, args + " --backend mpi").r, args + " (mpi)");
   if (jt.is_null() || jm.is_null()) return;
@@ -136,6 +137,14 @@ TEST(MpiCli, ContextParallelTrainingOnFourRanksMatchesTheReferenceAndTheThreads)
 TEST(MpiCli, RingAttentionOnFourRanksMatchesTheReferenceAndTheThreads) {
   for (std::string strategy : {"cp=2,dp=2,cp_comm=ring", "cp=4"})
     expect_four_ranks_like_threads(strategy);
+}
+
+// Causal load balancing (the default with cp > 1; sharding.md, "Causal load balancing"): each
+// rank cuts its tiles of the sequence permuted into zigzag order and the outputs come back in
+// order; llama's rotary embeddings read the permuted positions. The contiguous split too.
+TEST(MpiCli, ZigzagAndContiguousSplitsOnFourRanksMatchTheReferenceAndTheThreads) {
+  expect_four_ranks_like_threads("cp=2,tp=2,sp=on", "llama-tiny");
+  expect_four_ranks_like_threads("cp=4,cp_layout=contiguous");
 }
 
 TEST(MpiCli, TrainingStepsMatchTheReferenceEveryStep) {

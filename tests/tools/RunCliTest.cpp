@@ -184,6 +184,53 @@ TEST(RunCli, ContextParallelTrainingMatchesTheReferenceAndSaysWhatIsWrong) {
       << flat.err;
 }
 
+// Causal load balancing (sharding.md, "Causal load balancing"): by default every device of the
+// cp group runs the same ring block kernels (`--emit`'s programs); cp_layout=contiguous gives
+// device i i+1 blocks per ring. Both pass the check; where zigzag cannot run, asking for it
+// says why.
+TEST(RunCli, ZigzagIsTheDefaultAndBalancesTheRingBlocks) {
+  expect_four_device_training_checks({{"gpt-tiny", "4", "cp=4,cp_layout=contiguous"},
+                                      {"llama-tiny", "4", "cp=4,cp_layout=zigzag"}});
+  auto blocks = [](const std::string& strategy) {
+    const std::string dir = ::testing::TempDir() + "/zigzag_emit";
+    const std::string shown = ::testing::TempDir() + "/zigzag_show";
+    auto r = run_heddle("run gpt-tiny --mesh 4 --strategy " + strategy + " --emit " + dir);
+    EXPECT_EQ(r.exit_code, 0) << strategy << "\n" << r.err;
+    auto s = run_heddle("show gpt-tiny --mesh 4 --strategy " + strategy + " --emit " + shown);
+    EXPECT_EQ(s.exit_code, 0) << strategy << "\n" << s.err;
+    auto slurp = [](const std::string& path) {
+      std::ifstream in(path);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    std::vector<size_t> n;
+    for (int d = 0; d < 4; ++d) {
+      const std::string name = "/device" + std::to_string(d) + ".txt";
+      const std::string text = slurp(dir + name);
+      EXPECT_GT(text.size(), 100u) << strategy << " device " << d;
+      EXPECT_EQ(slurp(shown + name), text) << strategy << ": show prints what run runs";
+      size_t k = 0;
+      for (size_t at = text.find("(ring block "); at != std::string::npos;
+           at = text.find("(ring block ", at + 1))
+        ++k;
+      n.push_back(k);
+    }
+    return n;
+  };
+  // Forward: 2 layers x 2 rings (scores, probabilities times values) of 4 blocks.
+  EXPECT_EQ(blocks("cp=4"), (std::vector<size_t>{16, 16, 16, 16}));
+  EXPECT_EQ(blocks("cp=4,cp_layout=contiguous"), (std::vector<size_t>{4, 8, 12, 16}));
+  auto piped = run_heddle("run gpt-tiny --batch 4 --mesh 4 --strategy pp=2,cp=2,cp_layout=zigzag");
+  EXPECT_EQ(piped.exit_code, 1);
+  EXPECT_NE(piped.err.find("cp_layout=zigzag: pipeline stages (pp > 1) run the contiguous split"),
+            std::string::npos)
+      << piped.err;
+  auto bad = run_heddle("run gpt-tiny --mesh 2 --strategy cp=2,cp_layout=striped");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("unknown cp_layout 'striped'; known: zigzag, contiguous"),
+            std::string::npos)
+      << bad.err;
+}
+
 TEST(RunCli, PipelinesTrainAndInferLikeTheReference) {
   const Case cases[] = {
       {"gpt-tiny --batch 4", "4", "pp=2,dp=2,schedule=1f1b"},

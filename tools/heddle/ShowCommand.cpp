@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "Command.h"
+#include "heddle/driver/RunRequest.h"
 #include "heddle/ir/DotExport.h"
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/model/ModelSummary.h"
@@ -53,7 +54,10 @@ int show_plan(const Graph& g, const ShowOptions& o) {
   if (!unsplit.empty()) fmt::print("\nnot split:\n{}", unsplit);
   if (o.emit_dir.empty()) return 0;
   // One shared template; each device's program is instantiated, written and dropped in turn.
-  auto programs = lower_template(g, plan);
+  // The sequence in the order `run` holds it (cp_layout).
+  auto layout = driver::sequence_layout(g, planned->spec);
+  if (!layout.ok()) return user_error(layout.error());
+  auto programs = lower_template(with_layout(g, *layout), plan);
   if (!programs.ok()) return user_error(programs.error());
   if (auto s = write_programs(o.emit_dir, g, *programs); !s.ok()) return user_error(s.error());
   fmt::print("wrote {} device programs to {}\n", plan.mesh.num_devices(), o.emit_dir);

@@ -88,6 +88,19 @@ Status check_unpipelined_keys(const Graph& full, const StrategySpec& spec);
 Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const Graph& full,
                                                       const StrategySpec& spec);
 
+/// The order an SPMD run of `g` with `spec` holds the sequence in (runtime/SequenceLayout.h):
+/// zigzag (causal load balancing) when cp > 1, `cp_layout` is not `contiguous` and the graph has
+/// a causal mask or rotary embedding over its sequence; in order otherwise. Where zigzag cannot
+/// run, an explicit `cp_layout=zigzag` is a diagnostic with the reason (the default falls back
+/// to the contiguous split): a graph zigzag_layout() refuses, pipeline stages (pp > 1), and
+/// `mpi_checkpoints` (checkpoints written under MPI, whose tiles would be saved in zigzag order).
+Result<SequenceLayout> sequence_layout(const Graph& g, const StrategySpec& spec,
+                                       bool mpi_checkpoints = false);
+
+/// sequence_layout() for request `r`: its backend and checkpoints.
+Result<SequenceLayout> sequence_layout(const RunRequest& r, const Graph& g,
+                                       const StrategySpec& spec);
+
 /// Verifies `loaded` (the first verifier diagnostic), parses the strategy, plans the pipeline
 /// and builds the training step. Deterministic, so every MPI rank prepares the same run.
 Result<PreparedRun> prepare_run(const RunRequest& r, model::LoadedModel loaded);

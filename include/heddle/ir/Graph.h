@@ -97,6 +97,9 @@ class Graph {
   void set_tactic(ValueId v, ShardAnnotation a);
   /// Marks a value as a graph output. Precondition: the value exists.
   void add_output(ValueId v);
+  /// Sets attribute `name` of op `id` (replacing any). Precondition: the op exists; the caller
+  /// keeps the op valid for its kind's schema.
+  void set_attr(OpId id, const std::string& name, AttrValue value);
 
   int64_t num_values() const { return static_cast<int64_t>(values_.size()); }
   int64_t num_ops() const { return static_cast<int64_t>(ops_.size()); }

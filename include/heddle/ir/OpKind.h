@@ -61,11 +61,11 @@ namespace heddle {
   X(kBroadcast, "broadcast", kLayout, 1, 1, 1, "")                                             \
   X(kEmbedding, "embedding", kContraction, 2, 2, 1, "")                                        \
   X(kCrossEntropy, "cross_entropy", kLoss, 2, 2, 1, "")                                        \
-  X(kCausalMask, "causal_mask", kUnary, 1, 1, 1, "")                                           \
-  X(kRotary, "rotary", kWindow, 1, 1, 1, "theta:f")                                            \
+  X(kCausalMask, "causal_mask", kUnary, 1, 1, 1, "zigzag:i")                                   \
+  X(kRotary, "rotary", kWindow, 1, 1, 1, "theta:f,zigzag:i")                                   \
   X(kSgdMomentum, "sgd_momentum", kOptimizer, 3, 3, 2, "lr:f!,momentum:f,weight_decay:f")      \
   X(kAdamW, "adamw", kOptimizer, 4, 4, 3, "lr:f!,beta1:f,beta2:f,eps:f,weight_decay:f,step:i") \
-  X(kElementwiseGrad, "elementwise_grad", kBinary, 2, 4, 1, "fn:s!,wrt:i,alpha:f")             \
+  X(kElementwiseGrad, "elementwise_grad", kBinary, 2, 4, 1, "fn:s!,wrt:i,alpha:f,zigzag:i")    \
   X(kNormGrad, "norm_grad", kNormalization, 2, 4, 1, "fn:s!,wrt:i,eps:f")                      \
   X(kEmbeddingGrad, "embedding_grad", kContraction, 2, 2, 1, "")                               \
   X(kConv2dGradInput, "conv2d_grad_input", kWindow, 2, 2, 1,                                   \
@@ -73,7 +73,7 @@ namespace heddle {
   X(kConv2dGradWeight, "conv2d_grad_weight", kWindow, 2, 2, 1,                                 \
     "stride:I,padding:I,dilation:I,groups:i")                                                  \
   X(kPool2dGrad, "pool2d_grad", kWindow, 2, 2, 1, "mode:s!,kernel:I!,stride:I!,padding:I")     \
-  X(kRotaryGrad, "rotary_grad", kWindow, 1, 1, 1, "theta:f")                                   \
+  X(kRotaryGrad, "rotary_grad", kWindow, 1, 1, 1, "theta:f,zigzag:i")                          \
   X(kTopkGating, "topk_gating", kNormalization, 1, 1, 2, "capacity:i!,k:i")                    \
   X(kFill, "fill", kUnary, 1, 1, 1, "value:f!")
 

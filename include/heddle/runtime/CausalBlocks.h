@@ -15,6 +15,10 @@ struct CausalBlocks {
   bool result = false;  ///< `operand` indexes the op's results (true) or its inputs
   int32_t operand = -1;
   int64_t shift = 0;  ///< the key dim's extent minus the query dim's (keys aligned at the end)
+  /// The mask's `zigzag` attribute: its query and key coordinates are in zigzag order over this
+  /// many chunks (ir/Zigzag.h), compared as the positions they hold; 0 (default): in order.
+  int64_t chunks = 0;
+  int64_t extent = 0;  ///< the key dim's extent (the sequence the chunks split)
 };
 
 /// For op `id` whose input `ring_input` arrives block by block around a ring, the causal mask
@@ -30,5 +34,12 @@ std::optional<CausalBlocks> causal_blocks(const Graph& g, OpId id, size_t ring_i
 
 /// True when `c` says the index box `box` of `op` is hidden entirely.
 bool hides(const CausalBlocks& c, const Op& op, const Box& box);
+
+/// The part of index box `box` of `op` that `c` does not hide: empty when hides() says the
+/// whole box is hidden. With zigzag chunks the box is cut at the chunk boundaries of its query
+/// and key coordinates (half-blocks of a ring step) and the smallest box holding every piece
+/// with a visible point is returned (the query and key dims must each be read by one index dim
+/// with coefficient 1; otherwise the whole box, when any of it is visible).
+Box visible_part(const CausalBlocks& c, const Op& op, const Box& box);
 
 }  // namespace heddle

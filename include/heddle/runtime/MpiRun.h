@@ -15,6 +15,7 @@
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/MpiCommunicator.h"
 #include "heddle/runtime/PipelineProgram.h"
+#include "heddle/runtime/SequenceLayout.h"
 #include "heddle/runtime/Session.h"
 #include "heddle/sharding/Mesh.h"
 #include "heddle/sharding/ShardingPlan.h"
@@ -58,8 +59,10 @@ struct HostData {
 /// smallest box covering its loads, cut from the weights and input files where given, else
 /// generated element-identical to the whole-tensor helpers (parameters from `seed`, inputs from
 /// seed + 1, as the threads backend does).
+/// With a `layout` not in order, the tiles are those of the tensors it names permuted into its
+/// order (SequenceLayout.h), as the program reads them.
 TensorMap shard_feeds(const Graph& g, const DeviceProgram& p, uint64_t seed, int64_t int_hi,
-                      const HostData& host);
+                      const HostData& host, const SequenceLayout& layout = {});
 
 /// Options of the rank step loops.
 struct MpiRunOptions {
@@ -69,6 +72,9 @@ struct MpiRunOptions {
   uint64_t seed = 0;   ///< parameters from seed, inputs from seed + 1 (default 0)
   int64_t int_hi = 2;  ///< integer inputs are drawn below this (integer_range of the graph)
   FaultPlan fault;     ///< test-only fault injection (default none)
+  /// The order the SPMD program holds the sequence in (zigzag_layout(); its program lowered from
+  /// with_layout()): feeds permuted into it, outputs back. Default: in order.
+  SequenceLayout layout;
 };
 
 /// What one rank's run gives back.

@@ -13,6 +13,7 @@
 #include "heddle/runtime/PipelineExecutor.h"
 #include "heddle/runtime/PipelineProgram.h"
 #include "heddle/runtime/ReferenceCheck.h"
+#include "heddle/runtime/SequenceLayout.h"
 #include "heddle/runtime/ThreadedRunner.h"
 
 namespace heddle {
@@ -72,7 +73,11 @@ class Session {
   /// One program per device of one mesh, in device order, lowered from `g` (the model or its
   /// training step, whose `updates` these are; empty for forward-only).
   /// Precondition: `g` outlives the session.
-  Session(const Graph& g, std::vector<ParamUpdate> updates, std::vector<DeviceProgram> programs);
+  /// With a `layout` not in order (zigzag_layout()), the programs run `g` on the sequence in
+  /// that order: they must be lowered from with_layout(g, layout), the feeds are permuted into
+  /// it and the outputs back (the session's own feeds and results stay in the sequence's order).
+  Session(const Graph& g, std::vector<ParamUpdate> updates, std::vector<DeviceProgram> programs,
+          SequenceLayout layout = {});
   /// A pipeline built from `g`'s model (build_pipeline); its feeds are packed from `g`'s and its
   /// results unpacked to `g`'s outputs. Precondition: `g` outlives the session.
   Session(const Graph& g, std::vector<ParamUpdate> updates, PipelineProgram pipeline);
@@ -83,6 +88,8 @@ class Session {
 
   /// The graph the session runs.
   const Graph& graph() const { return g_; }
+  /// The order the SPMD programs hold the sequence in.
+  const SequenceLayout& layout() const { return layout_; }
   /// The pipeline, when the session runs one.
   const std::optional<PipelineProgram>& pipeline() const { return pipeline_; }
   /// The SPMD programs (empty for a pipeline).
@@ -104,6 +111,8 @@ class Session {
   Result<RunResult> train_in_place(TensorMap feeds, const StepLoopOptions& options);
 
   const Graph& g_;
+  SequenceLayout layout_;
+  std::optional<Graph> laid_out_;  // g_ with the layout's positional attributes, when permuted
   std::vector<ParamUpdate> updates_;
   std::vector<DeviceProgram> programs_;
   std::optional<PipelineProgram> pipeline_;

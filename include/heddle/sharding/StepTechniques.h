@@ -49,6 +49,12 @@ enum class CpComm : uint8_t {
                ///< arriving block's attention computed before the next step (ring attention)
 };
 
+/// How `run` lays a context-parallel sequence out over the cp group (`cp_layout=`).
+enum class CpLayout : uint8_t {
+  kZigzag,      ///< 2cp chunks, device i holding chunks i and 2cp-1-i (causal load balancing)
+  kContiguous,  ///< cp contiguous blocks, device i holding block i
+};
+
 /// Parses `bf16`, `fp8` or `fp32`; anything else is a diagnostic listing them.
 Result<Precision> parse_precision(std::string_view text);
 /// Parses `flash` or `eager`.
@@ -59,6 +65,8 @@ Result<Overlap> parse_overlap(std::string_view text);
 Result<Offload> parse_offload(std::string_view text);
 /// Parses `allgather` or `ring`.
 Result<CpComm> parse_cp_comm(std::string_view text);
+/// Parses `zigzag` or `contiguous`.
+Result<CpLayout> parse_cp_layout(std::string_view text);
 
 /// The names the parsers read back.
 std::string_view to_string(Precision p);
@@ -66,5 +74,6 @@ std::string_view to_string(Attention a);
 std::string_view to_string(Overlap o);
 std::string_view to_string(Offload o);
 std::string_view to_string(CpComm c);
+std::string_view to_string(CpLayout l);
 
 }  // namespace heddle

@@ -34,6 +34,10 @@ struct StrategySpec {
   /// `cp_comm=allgather|ring`: how the executor moves a cp layer's keys and values (unset: the
   /// ring, as the cost model prices it and the exports write it; see ring_cp()).
   std::optional<CpComm> cp_comm;
+  /// `cp_layout=zigzag|contiguous`: how `run` splits the sequence over the cp group (unset:
+  /// zigzag where the graph allows it, the causal load balancing the cost model prices; see
+  /// runtime/SequenceLayout.h). Execution only: the plan and its cost are the same.
+  std::optional<CpLayout> cp_layout;
   std::optional<int64_t> zero;          ///< ZeRO stage 0-3
   std::optional<int64_t> micro_batch;   ///< `mb`: micro-batch size
   std::optional<int64_t> microbatches;  ///< number of micro-batches
