@@ -440,11 +440,8 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy,
         return i == 0 ? ops.einsum(spec, dy, fwd.inputs[1].value)
                       : ops.einsum(spec, fwd.inputs[0].value, dy);
       };
-      // The second operand's gradient (a linear layer's weight) first: the first operand's
-      // (the activations') then comes right before the add that sums it with the activation's
-      // other gradients, and runtime/Lower fuses the two (the GEMM epilogue of ops/Chain.h).
-      if (wanted[1]) out[1] = grad(1, *lb, *la, *la + "," + *lc + "->" + *lb);
       if (wanted[0]) out[0] = grad(0, *la, *lb, *lc + "," + *lb + "->" + *la);
+      if (wanted[1]) out[1] = grad(1, *lb, *la, *la + "," + *lc + "->" + *lb);
       return out;
     }
     case OpKind::kConv2d:
