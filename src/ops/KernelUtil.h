@@ -11,10 +11,6 @@
 #include "heddle/ops/Kernel.h"
 #include "heddle/ops/Tensor.h"
 
-namespace heddle::kernels {
-struct BoundCall;
-}  // namespace heddle::kernels
-
 namespace heddle::kdetail {
 
 using kernels::KernelOptions;
@@ -406,14 +402,6 @@ bool run_concat_fast(const Op& op, const Box& box, const std::vector<const Tenso
 /// false (nothing written) for forms they do not take, which fall back to run_conv_fast.
 bool run_conv_dnnl(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                    const std::vector<Tensor*>& outs, const KernelOptions& o);
-/// A contraction at calls[i] and the one or two adds after it that read its value point for
-/// point (a bias, then a residual; each value but the last a temporary nobody reads later) as
-/// one pass writing the adds' other operands into the last add's tile and the contraction
-/// added into it (KernelGemmEpilogue.cpp). True when it ran them (the kernel's status in
-/// *status, the next call's index in *end); false (nothing written) for other calls.
-bool run_gemm_epilogue(const std::vector<kernels::BoundCall>& calls, size_t i,
-                       const std::vector<ValueId>& temporaries, const KernelOptions& o, size_t* end,
-                       Status* status);
 
 }  // namespace heddle::kdetail
 

@@ -4,11 +4,9 @@
 
 #include <cmath>
 #include <limits>
-#include <map>
 
 #include "heddle/ir/Verifier.h"
 #include "heddle/ops/Autodiff.h"
-#include "heddle/ops/Chain.h"
 #include "heddle/ops/Interpreter.h"
 #include "heddle/ops/Kernel.h"
 #include "heddle/ops/zoo/Zoo.h"
@@ -141,14 +139,8 @@ double max_rel_diff(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.is_int() != b.is_int())
     return std::numeric_limits<double>::infinity();
   double m = 0;
-  // Tiles are compared element for element from their own origins.
-  auto at = [](const Tensor& t, const IVec& p) {
-    std::vector<int64_t> c(p.values());
-    for (size_t d = 0; d < c.size(); ++d) c[d] += t.region().start()[static_cast<int64_t>(d)];
-    return t.at(IVec(c));
-  };
   for_all(a.shape(), [&](const IVec& p) {
-    double x = at(a, p), y = at(b, p);
+    double x = a.at(p), y = b.at(p);
     if (std::isinf(x) && x == y) return;
     double d = std::fabs(x - y) / (1.0 + std::fabs(y));
     if (std::isnan(d)) d = std::numeric_limits<double>::infinity();
@@ -246,46 +238,6 @@ void for_each_chain(
     ops.push_back(id);
   }
   flush();
-}
-
-Tensor run_chain_tiles(const Graph& g, const std::vector<Tensor>& params,
-                       const std::function<Box(const Op&)>& box_of, int threads,
-                       bool* first_written) {
-  std::map<ValueId, Tensor> tiles;
-  std::vector<kernels::BoundCall> calls;
-  std::vector<ValueId> temporaries;
-  for (const Op& op : g.ops()) {
-    Tensor t = Tensor::tile(DType::kF32, op.results[0].proj.image(box_of(op)));
-    t.fill(kUnwritten);
-    tiles.emplace(op.results[0].value, std::move(t));
-  }
-  for (const Op& op : g.ops()) {
-    kernels::BoundCall c{&op, box_of(op), {}, {&tiles.at(op.results[0].value)}};
-    for (const auto& x : op.inputs)
-      c.ins.push_back(tiles.count(x.value) ? &tiles.at(x.value) : &params[x.value]);
-    calls.push_back(std::move(c));
-    if (op.results[0].value != g.outputs()[0]) temporaries.push_back(op.results[0].value);
-  }
-  kernels::KernelOptions ko;
-  ko.threads = threads;
-  EXPECT_TRUE(kernels::run_chain_into(calls, temporaries, ko).ok());
-  const Tensor& first = tiles.at(g.op(0).results[0].value);
-  *first_written = first.numel() > 0 && first.f32()[0] != kUnwritten;
-  return tiles.at(g.outputs()[0]);
-}
-
-std::vector<Tensor> reference_values(const Graph& g, std::vector<Tensor> params) {
-  kernels::KernelOptions ref;
-  ref.reference = true;
-  ref.direct_conv = true;
-  for (const Op& op : g.ops()) {
-    std::vector<const Tensor*> ins;
-    for (const auto& x : op.inputs) ins.push_back(&params[x.value]);
-    Tensor out(g.type(op.results[0].value));
-    EXPECT_TRUE(kernels::run(op, op.space.box(), ins, {&out}, ref).ok());
-    params[op.results[0].value] = std::move(out);
-  }
-  return params;
 }
 
 }  // namespace heddle::testing

@@ -30,8 +30,7 @@ std::vector<Tensor> run_whole(const Graph& g, OpId id, const std::vector<Tensor>
 std::vector<Tensor> run_pieces(const Graph& g, OpId id, const std::vector<Tensor>& inputs,
                                std::mt19937& rng, bool accumulate);
 
-/// Max |a - b| / (1 + |b|) over elements (of tiles: from each one's origin); infinity on shape
-/// mismatch. Equal infinities count 0.
+/// Max |a - b| / (1 + |b|) over elements; infinity on shape mismatch. Equal infinities count 0.
 double max_rel_diff(const Tensor& a, const Tensor& b);
 
 /// Checks the gradient of scalar `loss` with respect to every parameter of `g` (some elements
@@ -50,21 +49,5 @@ Graph small_train_graph(const char* name, int64_t seq, int64_t hidden, int64_t b
 void for_each_chain(
     const Graph& g,
     const std::function<void(const std::vector<OpId>&, const std::vector<ValueId>&)>& f);
-
-/// What a result tile of run_chain_tiles holds until a kernel writes it.
-inline constexpr float kUnwritten = 1e6f;
-
-/// Runs the ops of `g` (op 0 first, the graph's one output last) as one fused chain through
-/// kernels::run_chain_into, as an executor would: one tile per result over the image of
-/// `box_of(op)`, filled with kUnwritten; the inputs are `params` (indexed by ValueId), whole;
-/// every result but the output is a temporary. Returns the output's tile; *first_written says
-/// whether op 0's own tile was written (false when the fusion took op 0 into its epilogue).
-Tensor run_chain_tiles(const Graph& g, const std::vector<Tensor>& params,
-                       const std::function<Box(const Op&)>& box_of, int threads,
-                       bool* first_written);
-
-/// Runs every op of `g` whole through the reference loops; returns a tensor per value
-/// (`params` for the others).
-std::vector<Tensor> reference_values(const Graph& g, std::vector<Tensor> params);
 
 }  // namespace heddle::testing
