@@ -347,6 +347,11 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy,
       return out;
     }
     case OpKind::kSoftmax:
+      // From the saved output y: dx = y * (dy - sum(dy * y)), no exponential recomputed, and the
+      // softmax's input (attention's masked scores) need not live until the backward.
+      out[0] = space_op(ops, fwd, OpKind::kNormGrad, {{"fn", std::string("softmax_out")}},
+                        {dyo, res}, fwd.inputs[0]);
+      return out;
     case OpKind::kLogSoftmax:
     case OpKind::kCrossEntropy:
       out[0] = space_op(ops, fwd, OpKind::kNormGrad, {{"fn", name}}, ins_with_dy(), fwd.inputs[0]);
@@ -448,6 +453,26 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy,
       out[0] = *d;
       return out;
     }
+    case OpKind::kAdd:
+    case OpKind::kSub:
+      // d(a + b): dy itself for an operand of the result's shape and projection, else dy summed
+      // over the dims the operand is broadcast along (a bias). Neither reads a forward value, so
+      // the forward's operands need not live until the backward, and a product whose only
+      // reader is the add of a bias can fuse with it (runtime/Lower's fuse). -b's gradient
+      // negates: elementwise_grad as for the other binary kinds.
+      for (size_t i = 0; i < fwd.inputs.size(); ++i) {
+        if (!wanted[i] || (k == OpKind::kSub && i == 1)) continue;
+        const Operand& x = fwd.inputs[i];
+        if (x.proj == res.proj && !x.padded && ops.shape(x.value) == ops.shape(res.value))
+          out[i] = dy;
+        else
+          out[i] = space_op(ops, fwd, OpKind::kReduceSum, {}, {dyo}, x);
+      }
+      if (k == OpKind::kSub && wanted[1])
+        out[1] = space_op(ops, fwd, OpKind::kElementwiseGrad,
+                          {{"fn", name}, {"wrt", int64_t{1}}, {"alpha", 1.0}}, ins_with_dy(),
+                          fwd.inputs[1]);
+      return out;
     default:
       if (cat == OpCategory::kUnary ||
           (cat == OpCategory::kBinary && k != OpKind::kElementwiseGrad)) {

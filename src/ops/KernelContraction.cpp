@@ -2,8 +2,10 @@
 // per batch point, on the tiles in place when their strides allow, else on packed copies. The
 // sgemm is oneDNN's on one thread (its AVX-512 kernels ran the GPT step's shapes about 10% faster
 // per core than OpenBLAS 0.3.21 here; docs/benchmarks.md); on more threads the batch points, or
-// blocks of one product's rows or columns, go to the device's pool (see sgemm()). Embedding
-// lookups and their gradients are gathers/scatter-adds over the one-hot dim.
+// blocks of one product's rows or columns, go to the device's pool (see sgemm()). A first operand
+// of mostly zeros (MoE's one-hot dispatch and combine masks) multiplies only its nonzeros
+// (sparse_a_gemm): a mixture's routing einsums are most of its step's FLOPs as dense products.
+// Embedding lookups and their gradients are gathers/scatter-adds over the one-hot dim.
 #include <cblas.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -152,6 +154,45 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, in
   });
 }
 
+// True when the m x k matrix at a (element (i, j) at a[i * ld + j], or a[j * ld + i] when
+// transposed) holds fewer than one nonzero in kSparseShare of its elements: a one-hot dispatch or
+// combine mask (MoE's routing). The scan stops at the first nonzero beyond that, so a dense
+// operand costs a short look.
+constexpr int64_t kSparseShare = 32;
+constexpr int64_t kSparseMin = 1 << 16;  // smaller masks go through sgemm like any operand
+bool mostly_zeros(const float* a, bool trans, int64_t ld, int64_t m, int64_t k) {
+  const int64_t rows = trans ? k : m, cols = trans ? m : k;
+  const int64_t most = rows * cols / kSparseShare;
+  int64_t nz = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = a + r * ld;
+    for (int64_t c = 0; c < cols; ++c) nz += row[c] != 0.0f;
+    if (nz > most) return false;
+  }
+  return true;
+}
+
+// Row-major C (= or +=) A B for an A of mostly zeros, B's and C's rows contiguous: each nonzero
+// A(i, j) adds A(i, j) B(j, :) to C(i, :), in A's storage order. Exact where the sum has one
+// nonzero term (a dispatch); sums in a fixed order otherwise, so results do not vary run to run.
+void sparse_a_gemm(bool ta, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                   const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+  if (!accumulate)
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+  const int64_t rows = ta ? k : m, cols = ta ? m : k;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = a + r * lda;
+    for (int64_t q = 0; q < cols; ++q) {
+      const float v = row[q];
+      if (v == 0.0f) continue;
+      const int64_t i = ta ? q : r, j = ta ? r : q;
+      float* ci = c + i * ldc;
+      const float* bj = b + j * ldb;
+      for (int64_t x = 0; x < n; ++x) ci[x] += v * bj[x];
+    }
+  }
+}
+
 // One matrix operand of sgemm: [rows x cols] at `data` with transposition and leading dim.
 struct Mat {
   const float* data = nullptr;
@@ -273,6 +314,14 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
     if (c_transposed) {
       sgemm(!mb.trans, !ma.trans, N.total, M.total, K.total, mb.data, mb.ld, ma.data, ma.ld, beta,
             cd, N.total == 1 ? M.total : c_cs, go);
+      return;
+    }
+    // A routing mask (mostly zeros) as the first operand: only its nonzeros are multiplied.
+    // Chosen by the data, which the run computes deterministically, not by timing.
+    if (c_direct && !mb.trans && M.total * K.total >= kSparseMin &&
+        mostly_zeros(ma.data, ma.trans, ma.ld, M.total, K.total)) {
+      sparse_a_gemm(ma.trans, M.total, N.total, K.total, ma.data, ma.ld, mb.data, mb.ld, accumulate,
+                    cd, ldc);
       return;
     }
     if (!c_direct) {

@@ -181,8 +181,8 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
     if (op.inputs[i].padded || (ins[i]->is_int() && i != 2 && op.kind != OpKind::kCrossEntropy))
       return false;
   std::string fn = attr_s(op, "fn");
-  if (op.kind == OpKind::kNormGrad && fn != "softmax" && fn != "log_softmax" &&
-      fn != "cross_entropy" && fn != "layernorm" && fn != "rmsnorm")
+  if (op.kind == OpKind::kNormGrad && fn != "softmax" && fn != "softmax_out" &&
+      fn != "log_softmax" && fn != "cross_entropy" && fn != "layernorm" && fn != "rmsnorm")
     return false;
   init_outputs(op, box, outs, o);
   Store mode = store_mode(op);
@@ -260,6 +260,18 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
   // norm_grad: dy, x[, gamma or labels].
   int64_t wrt = attr_i(op, "wrt", 0);
   RowIn dy(ai[0]), x(ai[1]);
+  if (fn == "softmax_out") {  // x is the softmax's output y
+    RowOut o(ao, out, mode, t1.data());
+    for_each_point(box, [&](const int64_t* p) {
+      const float* d = dy.at(p);
+      const float* yr = x.at(p);
+      float sf = row_dot_simd(d, yr, n);
+      float* r = o.at(p);
+      for (int64_t i = 0; i < n; ++i) r[i] = yr[i] * (d[i] - sf);
+      o.put(p, r);
+    });
+    return true;
+  }
   if (fn == "softmax" || fn == "log_softmax" || fn == "cross_entropy") {
     bool ce = fn == "cross_entropy";
     RowOut o(ao, out, mode, t1.data());

@@ -160,7 +160,11 @@ Status run_window(const Op& op, const Box& box, const std::vector<const Tensor*>
         auto x = read_row(ai[1], p);
         size_t n = x.size();
         std::vector<double> d(n, 0.0);
-        if (fn == "softmax" || fn == "log_softmax") {
+        if (fn == "softmax_out") {  // x is the softmax's output y
+          double s = 0;
+          for (size_t i = 0; i < n; ++i) s += dy[i] * x[i];
+          for (size_t i = 0; i < n; ++i) d[i] = x[i] * (dy[i] - s);
+        } else if (fn == "softmax" || fn == "log_softmax") {
           softmax_row(x, y, false);
           double s = 0;
           if (fn == "softmax") {

@@ -158,7 +158,8 @@ TEST(FastKernels, EveryTrainingOpOfAConvNetMatchesTheReference) {
     std::map<ValueId, Tensor> full;
     for (const Op& op : step->graph.ops()) {
       checked += check_op(step->graph, op, full, rng, uniform(rng, 0, 1) == 1);
-      grads += op.kind == OpKind::kElementwiseGrad;
+      // (an add's gradient is a sum of dy over its broadcast dims: reduce_sum)
+      grads += op.kind == OpKind::kElementwiseGrad || op.kind == OpKind::kReduceSum;
     }
   }
   EXPECT_GT(checked, 400);
@@ -328,6 +329,21 @@ void check_chain(const Graph& g, const std::vector<kernels::ChainCall>& calls,
   }
 }
 
+// The graph of einsum `spec` ("ab,bc->ac") on params a and b whose dims have the extents `ext`
+// (by letter), its result an output; returns a.
+ValueId einsum_of(Ops& ops, const std::string& spec, const std::map<char, int64_t>& ext) {
+  auto shape = [&](const std::string& x) {
+    std::vector<int64_t> v;
+    for (char ch : x) v.push_back(ext.at(ch));
+    return f32(v);
+  };
+  size_t comma = spec.find(','), arrow = spec.find("->");
+  ValueId a = ops.param("a", shape(spec.substr(0, comma)));
+  ValueId b = ops.param("b", shape(spec.substr(comma + 1, arrow - comma - 1)));
+  ops.output(ops.einsum(spec, a, b));
+  return a;
+}
+
 // Contractions whose operands and result are stored either way round (a result with M along
 // its rows' elements is written as C^T = B^T A^T), with batch dims, and with the dims of a group
 // interleaved with another's (grouped-query attention: n kv heads of g query heads each, forward
@@ -349,20 +365,48 @@ TEST(FastKernels, ContractionsInEveryLayoutMatchTheReference) {
       if (std::isalpha(static_cast<unsigned char>(ch)) && !ext.count(ch))
         ext[ch] = std::string("mnkqd").find(ch) != std::string::npos ? uniform(rng, 1, 9)
                                                                      : uniform(rng, 1, 3);
-    auto shape = [&](const std::string& s) {
-      std::vector<int64_t> v;
-      for (char ch : s) v.push_back(ext[ch]);
-      return f32(v);
-    };
-    size_t comma = spec.find(','), arrow = spec.find("->");
-    ValueId a = ops.param("a", shape(spec.substr(0, comma)));
-    ValueId b = ops.param("b", shape(spec.substr(comma + 1, arrow - comma - 1)));
-    ops.output(ops.einsum(spec, a, b));
+    einsum_of(ops, spec, ext);
     ASSERT_TRUE(ops.ok()) << spec << ": " << ops.status().error().message;
     SCOPED_TRACE(spec);
     checked += check_ops(g, rng);
   }
   EXPECT_EQ(checked, 300);
+}
+
+// Contractions whose first operand is a routing mask of mostly zeros (MoE's dispatch "tec,th->ech"
+// and combine "tec,ech->th", and plain products with it stored either way round): the kernel
+// multiplies only the nonzeros when the mask is large (at least 2^16 elements) and holds fewer
+// than 1 in 32 nonzeros. One-hot masks (one 1 per slot) and masks of random gates at random
+// densities, on the whole box (the sparse path) and random sub-boxes and tiles.
+TEST(FastKernels, ContractionsWithAMaskOfMostlyZerosMatchTheReference) {
+  std::mt19937 rng(61);
+  const std::vector<std::string> specs = {"tec,th->ech", "tec,ech->th", "mk,kn->mn", "km,kn->mn",
+                                          "mk,kn->nm"};
+  int64_t checked = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    Graph g;
+    Ops ops(g);
+    const std::string spec = specs[trial % specs.size()];
+    std::map<char, int64_t> ext = {{'t', uniform(rng, 256, 320)}, {'e', uniform(rng, 2, 4)},
+                                   {'c', uniform(rng, 128, 160)}, {'h', uniform(rng, 1, 9)},
+                                   {'m', uniform(rng, 256, 300)}, {'k', uniform(rng, 256, 300)},
+                                   {'n', uniform(rng, 1, 9)}};
+    ValueId a = einsum_of(ops, spec, ext);
+    ASSERT_TRUE(ops.ok()) << spec << ": " << ops.status().error().message;
+    // The mask: zeros but for one element in `every` (a one-hot 1 or a random gate).
+    Tensor mask(g.type(a));
+    const int64_t every = uniform(rng, 33, 400);
+    const bool one_hot = uniform(rng, 0, 1) == 1;
+    for (int64_t i = 0; i < mask.numel(); ++i)
+      mask.f32()[i] = uniform(rng, 0, every - 1) != 0 ? 0.0f
+                      : one_hot                       ? 1.0f
+                                : std::uniform_real_distribution<float>(-1, 1)(rng);
+    SCOPED_TRACE(spec + " one nonzero in " + std::to_string(every));
+    std::map<ValueId, Tensor> full;
+    full.emplace(a, std::move(mask));
+    for (int round = 0; round < 3; ++round) checked += check_op(g, g.op(0), full, rng, round == 0);
+  }
+  EXPECT_EQ(checked, 120);
 }
 
 // Convolution-network elementwise ops (NCHW, per-channel broadcasts [C, 1, 1], residual adds)
