@@ -213,6 +213,36 @@ TEST(DnnlKernels, ConvolutionsMatchTheDirectLoopsOnRandomShapesAndTiles) {
   EXPECT_EQ(checked, 300);  // conv2d, its input and weight gradients
 }
 
+// A 1x1 convolution (and its gradients) with wide channel counts, some multiples of oneDNN's
+// blocks (16, 32, 48, 64) and some not: the weights and weight gradients go through the own
+// reorders (KernelDnnlReorder.cpp) into and out of the blocked layouts, padded or not.
+Graph random_pointwise_graph(std::mt19937& rng) {
+  auto channels = [&] { return pick(rng, 0, 1) ? 16 * pick(rng, 1, 5) : pick(rng, 8, 80); };
+  Graph g("pointwise");
+  Ops ops(g);
+  const int64_t N = pick(rng, 1, 3), H = pick(rng, 1, 9), W = pick(rng, 1, 9);
+  const int64_t ci = channels(), co = channels();
+  Conv2dOptions o;
+  o.stride = {pick(rng, 1, 2), pick(rng, 1, 2)};
+  ValueId y = ops.conv2d(ops.param("x", TensorType(DType::kF32, IVec{N, ci, H, W})),
+                         ops.param("w", TensorType(DType::kF32, IVec{co, ci, 1, 1})), o);
+  ops.output(ops.reduce(OpKind::kReduceSum, y, {0, 1, 2, 3}));
+  EXPECT_TRUE(ops.status().ok());
+  auto grads = build_gradients(g, g.outputs()[0]);
+  EXPECT_TRUE(grads.ok());
+  return std::move(grads->graph);
+}
+
+TEST(DnnlKernels, PointwiseConvolutionsWithWideChannelsMatchTheDirectLoops) {
+  std::mt19937 rng(20);
+  int checked = 0;
+  for (int round = 0; round < 30; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    check_graph(random_pointwise_graph(rng), rng, false, &checked);
+  }
+  EXPECT_EQ(checked, 90);  // conv2d, its input and weight gradients
+}
+
 // The reordered weights a forward convolution keeps (KernelOptions::unchanged_inputs): reused
 // while the caller marks the weights unchanged, reordered afresh when it does not (weights
 // changed in place, as training does), never confused between weight tensors.
