@@ -213,6 +213,51 @@ TEST(DnnlKernels, ConvolutionsMatchTheDirectLoopsOnRandomShapesAndTiles) {
   EXPECT_EQ(checked, 300);  // conv2d, its input and weight gradients
 }
 
+// A 1x1 convolution (and its gradients) with wide channel counts, past kOwnReorderMin
+// (KernelDnnl.cpp: 2^19 weights), some multiples of oneDNN's blocks (16, 32, 48, 64) and some
+// not: the weights and weight gradients go through the own reorders (KernelDnnlReorder.cpp) into
+// and out of the blocked layouts, padded or not (and through oneDNN's for pieces below it).
+Graph random_pointwise_graph(std::mt19937& rng) {
+  auto channels = [&] { return pick(rng, 0, 1) ? 16 * pick(rng, 46, 68) : pick(rng, 725, 1100); };
+  Graph g("pointwise");
+  Ops ops(g);
+  // Few points: the direct loops the test compares against take long at these widths.
+  const int64_t N = 1, H = pick(rng, 1, 2), W = 1;
+  const int64_t ci = channels(), co = channels();
+  Conv2dOptions o;
+  o.stride = {pick(rng, 1, 2), 1};
+  ValueId y = ops.conv2d(ops.param("x", TensorType(DType::kF32, IVec{N, ci, H, W})),
+                         ops.param("w", TensorType(DType::kF32, IVec{co, ci, 1, 1})), o);
+  ops.output(ops.reduce(OpKind::kReduceSum, y, {0, 1, 2, 3}));
+  EXPECT_TRUE(ops.status().ok());
+  auto grads = build_gradients(g, g.outputs()[0]);
+  EXPECT_TRUE(grads.ok());
+  return std::move(grads->graph);
+}
+
+TEST(DnnlKernels, PointwiseConvolutionsWithWideChannelsMatchTheDirectLoops) {
+  std::mt19937 rng(20);
+  int checked = 0;
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    Graph g = random_pointwise_graph(rng);
+    check_graph(g, rng, false, &checked);
+    // The weight gradient added into what its output holds (the own reorder's sum), whole.
+    for (const Op& op : g.ops()) {
+      if (op.kind != OpKind::kConv2dGradWeight) continue;
+      auto in = random_inputs(g, op, rng, false);
+      Tensor want = run_direct(g, op, in), got = want;
+      kernels::KernelOptions ko;
+      ko.accumulate = true;
+      EXPECT_TRUE(kernels::run(op, op.space.box(), {&in[0], &in[1]}, {&got}, ko).ok());
+      for (int64_t i = 0; i < want.numel(); ++i) want.f32()[i] *= 2.0f;
+      EXPECT_LT(testing::max_rel_diff(got, want), 1e-4) << "accumulated";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 12);  // conv2d, its input and weight gradients; the accumulated gradient
+}
+
 // The reordered weights a forward convolution keeps (KernelOptions::unchanged_inputs): reused
 // while the caller marks the weights unchanged, reordered afresh when it does not (weights
 // changed in place, as training does), never confused between weight tensors.
