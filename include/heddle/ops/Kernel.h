@@ -64,4 +64,8 @@ float monoid_identity(Monoid m);
 /// benchmarks see that the fast path ran.
 int64_t onednn_calls();
 
+/// How many kernel calls the 1x1 convolutions as matrix products on NCHW tiles (forward, input
+/// and weight gradients, src/ops/KernelConv1x1.cpp) have served in this process.
+int64_t conv1x1_calls();
+
 }  // namespace heddle::kernels
