@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -205,6 +206,13 @@ void apply_epilogue(const std::vector<convform::PostOp>& ep, int64_t c, float* y
 /// written) for other forms, or an output gradient whose rows are not contiguous.
 bool run_depthwise_grad_weight(const Op& op, const Box& box, const convform::Ins& ins,
                                const convform::Outs& outs, const KernelOptions& o);
+
+/// A mul or add of a value per channel (dim 1) to a rank-4 operand walked plane by plane (dims 2
+/// and 3 contiguous), or the gradient of such a mul (elementwise_grad of mul: dy times the value
+/// per channel), into `out` (KernelChannelAffine.cpp); `tile_of` gives each input's tile. The same
+/// float arithmetic as the fused-chain loop; false (nothing written) for other forms.
+bool run_channel_affine(const Op& op, const Box& box,
+                        const std::function<const Tensor*(ValueId)>& tile_of, Tensor& out);
 
 /// True when `o`'s map is the identity plus an offset and its window is 1 (KernelConcat.cpp).
 bool shifted_identity(const Operand& o, int64_t rank);
