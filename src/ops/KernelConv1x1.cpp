@@ -72,6 +72,9 @@ int64_t pieces(const KernelOptions& o, int64_t len, int64_t work) {
 
 bool forward(const Op& op, const Box& box, const Ins& ins, const Outs& outs, const KernelOptions& o,
              const std::vector<PostOp>* ep) {
+  // Weights unchanged since the last call (forward-only runs): oneDNN's 1x1 kernels with the
+  // reordered weights it keeps cost less than the products.
+  if ((o.unchanged_inputs >> 1) & 1u) return false;
   auto form = conv_forward_form(op, box, ins, outs);
   if (!form) return false;
   const auto& [X, W, Y, geo, KH, KW, cig, cog, rn, rg, co, oh, ow, ci] = *form;

@@ -192,7 +192,8 @@ bool run_conv_dnnl_fused(const Op& op, const Box& box, const convform::Ins& ins,
 /// (KernelConv1x1.cpp), on `o.threads` threads; a forward applies `epilogue` (when non-null) to
 /// each image's result. Overwrites the result's image of `box`, or adds into it when
 /// `o.accumulate` (never with an epilogue). False (nothing written) for other forms, boxes whose
-/// planes are not whole rows of contiguous tiles, and options.reference or direct_conv.
+/// planes are not whole rows of contiguous tiles, options.reference or direct_conv, and forwards
+/// whose weights the caller marks unchanged (oneDNN keeps them reordered).
 bool run_conv1x1(const Op& op, const Box& box, const convform::Ins& ins, const convform::Outs& outs,
                  const KernelOptions& o, const std::vector<convform::PostOp>* epilogue = nullptr);
 

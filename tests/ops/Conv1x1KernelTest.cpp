@@ -83,7 +83,7 @@ Tensor run_pieces(const Graph& g, const Op& op, const std::vector<Tensor>& in, s
 TEST(Conv1x1Kernels, ProductsMatchTheDirectLoopsOnRandomShapesAndTiles) {
   std::mt19937 rng(161);
   int checked = 0, pieces_served = 0;
-  for (int round = 0; round < 40; ++round) {
+  for (int round = 0; round < 24; ++round) {
     const Shape s = random_shape(rng);
     SCOPED_TRACE("round " + std::to_string(round) + ": N " + std::to_string(s.N) + " C " +
                  std::to_string(s.C) + " K " + std::to_string(s.K) + " plane " +
@@ -109,6 +109,15 @@ TEST(Conv1x1Kernels, ProductsMatchTheDirectLoopsOnRandomShapesAndTiles) {
         EXPECT_LT(testing::max_rel_diff(got, want), 1e-4) << "whole box, threads " << threads;
         EXPECT_EQ(std::memcmp(got.f32(), again.f32(), 4 * got.numel()), 0) << "run to run";
       }
+      if (op.kind == OpKind::kConv2d) {  // weights marked unchanged: left to oneDNN's kept copy
+        kernels::KernelOptions ko;
+        ko.unchanged_inputs = 2;
+        Tensor got(g.type(op.results[0].value));
+        const int64_t before = kernels::conv1x1_calls();
+        EXPECT_TRUE(kernels::run(op, op.space.box(), ip, {&got}, ko).ok());
+        EXPECT_EQ(kernels::conv1x1_calls(), before) << "unchanged weights took the products";
+        EXPECT_LT(testing::max_rel_diff(got, want), 1e-4) << "unchanged weights";
+      }
       for (bool acc : {false, true})
         EXPECT_LT(testing::max_rel_diff(run_pieces(g, op, in, rng, acc, &pieces_served), want),
                   1e-4)
@@ -116,8 +125,8 @@ TEST(Conv1x1Kernels, ProductsMatchTheDirectLoopsOnRandomShapesAndTiles) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 120);
-  EXPECT_GT(pieces_served, 120);  // most pieces span whole rows
+  EXPECT_EQ(checked, 72);
+  EXPECT_GT(pieces_served, 72);  // most pieces span whole rows
 }
 
 // conv2d + bias (reshaped, as the ONNX import writes it) + ReLU, run as one fused chain: the
