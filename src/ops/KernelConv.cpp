@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 
+#include "KernelConvForm.h"
 #include "KernelUtil.h"
 #include "heddle/ir/WindowGeometry.h"
 
@@ -167,6 +168,7 @@ Status run_conv(const Op& op, const Box& box, const std::vector<const Tensor*>& 
   // The direct weight gradient is the pointwise product over its 8-d index space.
   if (op.kind == OpKind::kConv2dGradWeight && o.direct_conv)
     return run_pointwise(op, box, ins, outs, o);
+  if (run_conv1x1(op, box, ins, outs, o)) return {};
   if (!o.direct_conv && run_conv_dnnl(op, box, ins, outs, o)) return {};
   // Every kernel below adds into its outputs: reset them first unless accumulating.
   if (store_mode(op) == Store::kAssign) {

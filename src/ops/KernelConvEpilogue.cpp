@@ -120,36 +120,6 @@ std::optional<Step> step(const std::vector<BoundCall>& calls, size_t k, size_t a
   }
 }
 
-// Applies epilogue `ep` for channel `c` (its index in the region) to the n values at y in place.
-void apply(const std::vector<PostOp>& ep, int64_t c, float* y, int64_t n) {
-  for (const PostOp& e : ep) {
-    const float v = e.channel.empty() ? 0.0f : e.channel[static_cast<size_t>(c)];
-    switch (e.kind) {
-      case PostOp::kAdd:
-        for (int64_t j = 0; j < n; ++j) y[j] += v;
-        break;
-      case PostOp::kMul:
-        for (int64_t j = 0; j < n; ++j) y[j] *= v;
-        break;
-      case PostOp::kMax:
-        for (int64_t j = 0; j < n; ++j) y[j] = std::max(y[j], v);
-        break;
-      case PostOp::kMin:
-        for (int64_t j = 0; j < n; ++j) y[j] = std::min(y[j], v);
-        break;
-      case PostOp::kRelu:
-        for (int64_t j = 0; j < n; ++j) y[j] = std::max(y[j], 0.0f);
-        break;
-      case PostOp::kSigmoid:
-        for (int64_t j = 0; j < n; ++j) y[j] = 1.0f / (1.0f + std::exp(-y[j]));
-        break;
-      case PostOp::kSwish:
-        for (int64_t j = 0; j < n; ++j) y[j] = y[j] / (1.0f + std::exp(-y[j]));
-        break;
-    }
-  }
-}
-
 // For a concat along dim 1 of rank-4 tiles into `region` whose inputs hold every point of it:
 // the input tile and its channel that each channel of the region reads, else empty.
 std::vector<std::pair<const Tensor*, int64_t>> concat_sources(const BoundCall& c,
@@ -207,12 +177,12 @@ void run_concat_epilogue(const std::vector<std::pair<const Tensor*, int64_t>>& s
     float* yp = y.data + y.off(n0 + n, c0 + c, h0, w0);
     if (xh[c] == 0) {  // whole planes: one row
       std::copy(xp, xp + H * W, yp);
-      apply(ep, c, yp, H * W);
+      apply_epilogue(ep, c, yp, H * W);
       continue;
     }
     for (int64_t h = 0; h < H; ++h) {
       std::copy(xp + h * xh[c], xp + h * xh[c] + W, yp + h * y.st[2]);
-      apply(ep, c, yp + h * y.st[2], W);
+      apply_epilogue(ep, c, yp + h * y.st[2], W);
     }
   }
 }
@@ -294,7 +264,8 @@ bool run_conv_epilogue(const std::vector<BoundCall>& calls, size_t i,
   }
   if (cat)
     run_concat_epilogue(sources, *calls[j - 1].outs[0], region, ep, std::max(1, o.threads));
-  else if (!run_conv_dnnl_fused(*conv.op, conv.box, conv.ins, *calls[j - 1].outs[0], ep, o))
+  else if (!run_conv1x1(*conv.op, conv.box, conv.ins, {calls[j - 1].outs[0]}, o, &ep) &&
+           !run_conv_dnnl_fused(*conv.op, conv.box, conv.ins, *calls[j - 1].outs[0], ep, o))
     return false;
   *end = j;
   *status = Status();

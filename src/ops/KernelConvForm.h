@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -186,12 +187,33 @@ namespace heddle::kdetail {
 bool run_conv_dnnl_fused(const Op& op, const Box& box, const convform::Ins& ins, Tensor& out,
                          const std::vector<convform::PostOp>& epilogue, const KernelOptions& o);
 
+/// conv2d, conv2d_grad_input and conv2d_grad_weight of a 1x1 convolution of one group with unit
+/// strides and no padding, as one matrix product per image on the NCHW tiles in place
+/// (KernelConv1x1.cpp), on `o.threads` threads; a forward applies `epilogue` (when non-null) to
+/// each image's result. Overwrites the result's image of `box`, or adds into it when
+/// `o.accumulate` (never with an epilogue). False (nothing written) for other forms, boxes whose
+/// planes are not whole rows of contiguous tiles, options.reference or direct_conv, and forwards
+/// whose weights the caller marks unchanged (oneDNN keeps them reordered).
+bool run_conv1x1(const Op& op, const Box& box, const convform::Ins& ins, const convform::Outs& outs,
+                 const KernelOptions& o, const std::vector<convform::PostOp>* epilogue = nullptr);
+
+/// Applies `ep` for channel `c` (its index among the channels whose values the binary steps
+/// hold) to the `n` values at `y` in place (KernelConv1x1.cpp).
+void apply_epilogue(const std::vector<convform::PostOp>& ep, int64_t c, float* y, int64_t n);
+
 /// conv2d_grad_weight of a depthwise convolution (one input and one output channel per group)
 /// by direct loops over the NCHW tiles (KernelConvDepthwise.cpp), for boxes over all taps;
 /// overwrites the result's image of `box`, or adds into it when `o.accumulate`. False (nothing
 /// written) for other forms, or an output gradient whose rows are not contiguous.
 bool run_depthwise_grad_weight(const Op& op, const Box& box, const convform::Ins& ins,
                                const convform::Outs& outs, const KernelOptions& o);
+
+/// A mul or add of a value per channel (dim 1) to a rank-4 operand walked plane by plane (dims 2
+/// and 3 contiguous), or the gradient of such a mul (elementwise_grad of mul: dy times the value
+/// per channel), into `out` (KernelChannelAffine.cpp); `tile_of` gives each input's tile. The same
+/// float arithmetic as the fused-chain loop; false (nothing written) for other forms.
+bool run_channel_affine(const Op& op, const Box& box,
+                        const std::function<const Tensor*(ValueId)>& tile_of, Tensor& out);
 
 /// True when `o`'s map is the identity plus an offset and its window is 1 (KernelConcat.cpp).
 bool shifted_identity(const Operand& o, int64_t rank);

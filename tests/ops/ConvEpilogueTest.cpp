@@ -165,17 +165,7 @@ TEST(ConvEpilogue, FusedConvolutionsAndConcatsMatchTheReferenceOpByOp) {
     for (ValueId v = 0; v < g.num_values(); ++v)
       params.push_back(testing::random_tensor(g.type(v), rng, -2.0, 2.0));
     // The reference, op by op.
-    std::vector<Tensor> want = params;
-    kernels::KernelOptions ref;
-    ref.reference = true;
-    ref.direct_conv = true;
-    for (const Op& op : g.ops()) {
-      std::vector<const Tensor*> ins;
-      for (const auto& x : op.inputs) ins.push_back(&want[x.value]);
-      Tensor out(g.type(op.results[0].value));
-      ASSERT_TRUE(kernels::run(op, op.space.box(), ins, {&out}, ref).ok());
-      want[op.results[0].value] = std::move(out);
-    }
+    const std::vector<Tensor> want = testing::run_reference(g, params);
     const Tensor& y = want[g.outputs()[0]];
     const Op& conv = g.op(0);
     Box whole = conv.space.box();

@@ -104,36 +104,6 @@ Tensor run_direct(const Graph& g, const Op& op, const std::vector<Tensor>& in) {
   return out;
 }
 
-// Splits each dim of `box` (with probability 1/2) at random cuts; the pieces tile the box.
-std::vector<Box> random_pieces(const Box& box, std::mt19937& rng) {
-  std::vector<std::vector<int64_t>> cuts(static_cast<size_t>(box.rank()));
-  for (int64_t d = 0; d < box.rank(); ++d) {
-    auto& c = cuts[d];
-    c = {box.start()[d], box.end()[d]};
-    if (box.end()[d] - box.start()[d] > 1 && pick(rng, 0, 1))
-      for (int i = pick(rng, 1, 2); i > 0; --i)
-        c.push_back(pick(rng, box.start()[d] + 1, box.end()[d] - 1));
-    std::sort(c.begin(), c.end());
-    c.erase(std::unique(c.begin(), c.end()), c.end());
-  }
-  std::vector<Box> out;
-  std::vector<size_t> at(cuts.size(), 0);
-  for (;;) {
-    std::vector<int64_t> lo, hi;
-    for (size_t d = 0; d < cuts.size(); ++d) {
-      lo.push_back(cuts[d][at[d]]);
-      hi.push_back(cuts[d][at[d] + 1]);
-    }
-    out.emplace_back(IVec(lo), IVec(hi));
-    size_t d = 0;
-    for (; d < cuts.size(); ++d) {
-      if (++at[d] + 1 < cuts[d].size()) break;
-      at[d] = 0;
-    }
-    if (d == cuts.size()) return out;
-  }
-}
-
 // An input tile for `piece`: its image (clipped to the tensor), grown by a random margin, or the
 // whole tensor.
 Tensor input_tile(const Operand& o, const Box& piece, const Tensor& whole, std::mt19937& rng) {
@@ -153,9 +123,8 @@ Tensor input_tile(const Operand& o, const Box& piece, const Tensor& whole, std::
 // Runs `op` as random pieces on tiles, with random options, and merges the result.
 Tensor run_pieces(const Graph& g, const Op& op, const std::vector<Tensor>& in, std::mt19937& rng,
                   bool accumulate) {
-  const bool reduces = op.space.has_reduce();
   Tensor out(g.type(op.results[0].value));
-  for (const Box& piece : random_pieces(op.space.box(), rng)) {
+  for (const Box& piece : testing::random_grid(op.space.box(), rng)) {
     std::vector<Tensor> tiles;
     for (size_t i = 0; i < in.size(); ++i)
       tiles.push_back(input_tile(op.inputs[i], piece, in[i], rng));
@@ -164,22 +133,13 @@ Tensor run_pieces(const Graph& g, const Op& op, const std::vector<Tensor>& in, s
     kernels::KernelOptions ko;
     ko.threads = static_cast<int>(pick(rng, 1, 2));
     ko.accumulate = accumulate;
-    if (accumulate && reduces) {
-      EXPECT_TRUE(kernels::run(op, piece, ip, {&out}, ko).ok());
-      continue;
-    }
-    Tensor t = Tensor::tile(DType::kF32, op.results[0].proj.image(piece));
-    t.fill(1e6);  // what the kernel does not write stays visible
-    EXPECT_TRUE(kernels::run(op, piece, ip, {&t}, ko).ok());
-    if (reduces)
-      kernels::combine(Monoid::kSum, out, t);
-    else
-      out.copy_from(t);
+    testing::run_piece_into(op, piece, ip, out, ko);
   }
   return out;
 }
 
-// Checks every windowed op of `g` (each whole box must be served by oneDNN).
+// Checks every windowed op of `g` (each whole box must be served by oneDNN, or a plain 1x1
+// convolution by its matrix products).
 void check_graph(const Graph& g, std::mt19937& rng, bool ties, int* checked) {
   for (OpId id = 0; id < g.num_ops(); ++id) {
     const Op& op = g.op(id);
@@ -190,11 +150,12 @@ void check_graph(const Graph& g, std::mt19937& rng, bool ties, int* checked) {
     std::vector<const Tensor*> ip;
     for (const auto& t : in) ip.push_back(&t);
     Tensor got(g.type(op.results[0].value));
-    int64_t before = kernels::onednn_calls();
+    int64_t before = kernels::onednn_calls() + kernels::conv1x1_calls();
     kernels::KernelOptions ko;
     ko.threads = static_cast<int>(pick(rng, 1, 2));
     EXPECT_TRUE(kernels::run(op, op.space.box(), ip, {&got}, ko).ok());
-    if (kernels::onednn_calls() == before) ADD_FAILURE() << "oneDNN did not serve the whole box";
+    if (kernels::onednn_calls() + kernels::conv1x1_calls() == before)
+      ADD_FAILURE() << "neither oneDNN nor the 1x1 products served the whole box";
     EXPECT_LT(testing::max_rel_diff(got, want), 1e-4) << "whole box";
     for (bool acc : {false, true})
       EXPECT_LT(testing::max_rel_diff(run_pieces(g, op, in, rng, acc), want), 1e-4)

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -133,6 +134,67 @@ std::vector<Tensor> run_pieces(const Graph& g, OpId id, const std::vector<Tensor
       }
   }
   return outs;
+}
+
+std::vector<Box> random_grid(const Box& box, std::mt19937& rng) {
+  auto pick = [&rng](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  std::vector<std::vector<int64_t>> cuts(static_cast<size_t>(box.rank()));
+  for (int64_t d = 0; d < box.rank(); ++d) {
+    auto& c = cuts[d];
+    c = {box.start()[d], box.end()[d]};
+    if (box.end()[d] - box.start()[d] > 1 && pick(0, 1))
+      for (int i = pick(1, 2); i > 0; --i) c.push_back(pick(box.start()[d] + 1, box.end()[d] - 1));
+    std::sort(c.begin(), c.end());
+    c.erase(std::unique(c.begin(), c.end()), c.end());
+  }
+  std::vector<Box> out;
+  std::vector<size_t> at(cuts.size(), 0);
+  for (;;) {
+    std::vector<int64_t> lo, hi;
+    for (size_t d = 0; d < cuts.size(); ++d) {
+      lo.push_back(cuts[d][at[d]]);
+      hi.push_back(cuts[d][at[d] + 1]);
+    }
+    out.emplace_back(IVec(lo), IVec(hi));
+    size_t d = 0;
+    for (; d < cuts.size(); ++d) {
+      if (++at[d] + 1 < cuts[d].size()) break;
+      at[d] = 0;
+    }
+    if (d == cuts.size()) return out;
+  }
+}
+
+void run_piece_into(const Op& op, const Box& piece, const std::vector<const Tensor*>& ins,
+                    Tensor& out, const kernels::KernelOptions& options) {
+  const bool reduces = op.space.has_reduce();
+  if (options.accumulate && reduces) {
+    EXPECT_TRUE(kernels::run(op, piece, ins, {&out}, options).ok());
+    return;
+  }
+  Tensor t = Tensor::tile(DType::kF32, op.results[0].proj.image(piece));
+  t.fill(1e6);
+  EXPECT_TRUE(kernels::run(op, piece, ins, {&t}, options).ok());
+  if (reduces)
+    kernels::combine(Monoid::kSum, out, t);
+  else
+    out.copy_from(t);
+}
+
+std::vector<Tensor> run_reference(const Graph& g, std::vector<Tensor> values) {
+  kernels::KernelOptions ref;
+  ref.reference = true;
+  ref.direct_conv = true;
+  for (const Op& op : g.ops()) {
+    std::vector<const Tensor*> ins;
+    for (const auto& x : op.inputs) ins.push_back(&values[x.value]);
+    Tensor out(g.type(op.results[0].value));
+    EXPECT_TRUE(kernels::run(op, op.space.box(), ins, {&out}, ref).ok()) << op_kind_name(op.kind);
+    values[op.results[0].value] = std::move(out);
+  }
+  return values;
 }
 
 double max_rel_diff(const Tensor& a, const Tensor& b) {

@@ -30,6 +30,21 @@ std::vector<Tensor> run_whole(const Graph& g, OpId id, const std::vector<Tensor>
 std::vector<Tensor> run_pieces(const Graph& g, OpId id, const std::vector<Tensor>& inputs,
                                std::mt19937& rng, bool accumulate);
 
+/// `box` cut along each dim (with probability 1/2) at one or two random places: the pieces tile
+/// the box, in row-major order of their cuts.
+std::vector<Box> random_grid(const Box& box, std::mt19937& rng);
+
+/// Runs `op` over `piece` of its index space on input tiles `ins` and merges the result into
+/// `out` (the whole result): in place when `options.accumulate` and the op reduces, else into a
+/// tile of its own (filled with 1e6 first, so what the kernel leaves unwritten shows) that is
+/// summed into `out` (an op that reduces) or copied there.
+void run_piece_into(const Op& op, const Box& piece, const std::vector<const Tensor*>& ins,
+                    Tensor& out, const kernels::KernelOptions& options);
+
+/// Every op of `g` in order over its whole box with the reference loops (options.reference and
+/// direct_conv): `values` indexed by ValueId hold the parameters; returned with every result.
+std::vector<Tensor> run_reference(const Graph& g, std::vector<Tensor> values);
+
 /// Max |a - b| / (1 + |b|) over elements; infinity on shape mismatch. Equal infinities count 0.
 double max_rel_diff(const Tensor& a, const Tensor& b);
 

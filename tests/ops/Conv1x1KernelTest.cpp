@@ -1,0 +1,173 @@
+// Property tests of the 1x1 convolutions as matrix products on NCHW tiles (KernelConv1x1.cpp)
+// against the direct reference loops: random shapes (channels 1-40, planes 1x1 to 10x10, batch
+// 1-4), the forward and both gradients on the whole box and on random pieces (reduce dims split
+// too) over input tiles with origins, overwriting and accumulating, on 1 or 2 threads; the
+// forward fused with a bias and ReLU as the ONNX import writes them; and results that repeat
+// bitwise run to run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "OpsTestUtil.h"
+#include "heddle/ops/Autodiff.h"
+#include "heddle/ops/Chain.h"
+#include "heddle/ops/Kernel.h"
+#include "heddle/ops/Ops.h"
+
+namespace heddle {
+namespace {
+
+int64_t pick(std::mt19937& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+
+struct Shape {
+  int64_t N, C, K, H, W;  // images, input and output channels, plane
+};
+
+Shape random_shape(std::mt19937& rng) {
+  return {pick(rng, 1, 4), pick(rng, 1, 40), pick(rng, 1, 40), pick(rng, 1, 10), pick(rng, 1, 10)};
+}
+
+// A 1x1 convolution's training graph: the conv and its input and weight gradients.
+Graph conv_graph(const Shape& s) {
+  Graph g("conv1x1");
+  Ops ops(g);
+  ValueId y = ops.conv2d(ops.param("x", TensorType(DType::kF32, IVec{s.N, s.C, s.H, s.W})),
+                         ops.param("w", TensorType(DType::kF32, IVec{s.K, s.C, 1, 1})));
+  ops.output(ops.reduce(OpKind::kReduceSum, y, {0, 1, 2, 3}));
+  EXPECT_TRUE(ops.status().ok());
+  auto grads = build_gradients(g, g.outputs()[0]);
+  EXPECT_TRUE(grads.ok());
+  return std::move(grads->graph);
+}
+
+bool is_conv(OpKind k) {
+  return k == OpKind::kConv2d || k == OpKind::kConv2dGradInput || k == OpKind::kConv2dGradWeight;
+}
+
+Tensor run_direct(const Graph& g, const Op& op, const std::vector<const Tensor*>& in) {
+  Tensor out(g.type(op.results[0].value));
+  kernels::KernelOptions ko;
+  ko.direct_conv = true;
+  EXPECT_TRUE(kernels::run(op, op.space.box(), in, {&out}, ko).ok());
+  return out;
+}
+
+// Runs `op` as random pieces, each on input tiles (its image, or the whole tensor) on 1 or 2
+// threads splitting even tiny products (grain 1), and merges them: accumulated in place, or each
+// into its own tile whose unwritten elements would show. *served: pieces the 1x1 path took.
+Tensor run_pieces(const Graph& g, const Op& op, const std::vector<Tensor>& in, std::mt19937& rng,
+                  bool accumulate, int* served) {
+  Tensor out(g.type(op.results[0].value));
+  for (const Box& piece : testing::random_grid(op.space.box(), rng)) {
+    std::vector<Tensor> tiles;
+    for (size_t i = 0; i < in.size(); ++i)
+      tiles.push_back(pick(rng, 0, 2) == 0
+                          ? in[i].crop(in[i].region())
+                          : in[i].crop(op.inputs[i].proj.image(piece).intersect(in[i].region())));
+    std::vector<const Tensor*> ip;
+    for (const auto& t : tiles) ip.push_back(&t);
+    kernels::KernelOptions ko;
+    ko.threads = static_cast<int>(pick(rng, 1, 2));
+    ko.grain = 1;
+    ko.accumulate = accumulate;
+    const int64_t before = kernels::conv1x1_calls();
+    testing::run_piece_into(op, piece, ip, out, ko);
+    *served += kernels::conv1x1_calls() > before;
+  }
+  return out;
+}
+
+TEST(Conv1x1Kernels, ProductsMatchTheDirectLoopsOnRandomShapesAndTiles) {
+  std::mt19937 rng(161);
+  int checked = 0, pieces_served = 0;
+  for (int round = 0; round < 24; ++round) {
+    const Shape s = random_shape(rng);
+    SCOPED_TRACE("round " + std::to_string(round) + ": N " + std::to_string(s.N) + " C " +
+                 std::to_string(s.C) + " K " + std::to_string(s.K) + " plane " +
+                 std::to_string(s.H) + "x" + std::to_string(s.W));
+    Graph g = conv_graph(s);
+    for (const Op& op : g.ops()) {
+      if (!is_conv(op.kind)) continue;
+      SCOPED_TRACE(op_kind_name(op.kind));
+      std::vector<Tensor> in;
+      for (const auto& x : op.inputs) in.push_back(testing::random_tensor(g.type(x.value), rng));
+      std::vector<const Tensor*> ip;
+      for (const auto& t : in) ip.push_back(&t);
+      const Tensor want = run_direct(g, op, ip);
+      for (int threads : {1, 2}) {
+        kernels::KernelOptions ko;
+        ko.threads = threads;
+        ko.grain = 1;
+        Tensor got(g.type(op.results[0].value)), again(g.type(op.results[0].value));
+        const int64_t before = kernels::conv1x1_calls();
+        EXPECT_TRUE(kernels::run(op, op.space.box(), ip, {&got}, ko).ok());
+        EXPECT_TRUE(kernels::run(op, op.space.box(), ip, {&again}, ko).ok());
+        EXPECT_EQ(kernels::conv1x1_calls(), before + 2) << "the 1x1 path did not serve the box";
+        EXPECT_LT(testing::max_rel_diff(got, want), 1e-4) << "whole box, threads " << threads;
+        EXPECT_EQ(std::memcmp(got.f32(), again.f32(), 4 * got.numel()), 0) << "run to run";
+      }
+      if (op.kind == OpKind::kConv2d) {  // weights marked unchanged: left to oneDNN's kept copy
+        kernels::KernelOptions ko;
+        ko.unchanged_inputs = 2;
+        Tensor got(g.type(op.results[0].value));
+        const int64_t before = kernels::conv1x1_calls();
+        EXPECT_TRUE(kernels::run(op, op.space.box(), ip, {&got}, ko).ok());
+        EXPECT_EQ(kernels::conv1x1_calls(), before) << "unchanged weights took the products";
+        EXPECT_LT(testing::max_rel_diff(got, want), 1e-4) << "unchanged weights";
+      }
+      for (bool acc : {false, true})
+        EXPECT_LT(testing::max_rel_diff(run_pieces(g, op, in, rng, acc, &pieces_served), want),
+                  1e-4)
+            << "pieces, accumulate " << acc;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 72);
+  EXPECT_GT(pieces_served, 72);  // most pieces span whole rows
+}
+
+// conv2d + bias (reshaped, as the ONNX import writes it) + ReLU, run as one fused chain: the
+// products apply the epilogue per image; against the reference op by op.
+TEST(Conv1x1Kernels, FusedBiasAndReluMatchTheReference) {
+  std::mt19937 rng(162);
+  for (int round = 0; round < 40; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const Shape s = random_shape(rng);
+    Graph g("conv1x1_bias_relu");
+    Ops ops(g);
+    ValueId y = ops.conv2d(ops.param("x", TensorType(DType::kF32, IVec{s.N, s.C, s.H, s.W})),
+                           ops.param("w", TensorType(DType::kF32, IVec{s.K, s.C, 1, 1})));
+    y = ops.add(y, ops.reshape(ops.param("b", TensorType(DType::kF32, IVec{s.K})), {s.K, 1, 1}));
+    ops.output(ops.relu(y));
+    ASSERT_TRUE(ops.status().ok());
+    std::vector<Tensor> vals;
+    for (ValueId v = 0; v < g.num_values(); ++v)
+      vals.push_back(testing::random_tensor(g.type(v), rng, -2.0, 2.0));
+    const std::vector<Tensor> want = testing::run_reference(g, vals);
+    std::vector<Tensor> got = vals;
+    std::vector<kernels::BoundCall> calls;
+    std::vector<ValueId> temporaries;
+    for (const Op& op : g.ops()) {
+      got[op.results[0].value].fill(1e6);
+      kernels::BoundCall c{&op, op.space.box(), {}, {&got[op.results[0].value]}};
+      for (const auto& x : op.inputs) c.ins.push_back(&got[x.value]);
+      calls.push_back(std::move(c));
+      if (op.results[0].value != g.outputs()[0]) temporaries.push_back(op.results[0].value);
+    }
+    kernels::KernelOptions ko;
+    ko.threads = static_cast<int>(pick(rng, 1, 2));
+    ko.grain = 1;
+    const int64_t before = kernels::conv1x1_calls();
+    ASSERT_TRUE(kernels::run_chain_into(calls, temporaries, ko).ok());
+    EXPECT_EQ(kernels::conv1x1_calls(), before + 1) << "the 1x1 path did not take the chain";
+    const ValueId out = g.outputs()[0];
+    EXPECT_LT(testing::max_rel_diff(got[out], want[out]), 1e-4);
+    EXPECT_EQ(got[g.op(0).results[0].value].f32()[0], 1e6f) << "the conv's own value was written";
+  }
+}
+
+}  // namespace
+}  // namespace heddle
