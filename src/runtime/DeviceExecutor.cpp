@@ -609,6 +609,7 @@ Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const Exe
   error_ = Status();
   kernels::KernelOptions ko;
   ko.optimizer_step = options.optimizer_step;
+  ko.feeds_repeat = options.feeds_repeat;
   ko.threads = std::max(1, threads);
   feeds_unchanged_ = options.feeds_unchanged && runs_ > 0;
   overlap_ring_ = options.overlap_ring;

@@ -84,6 +84,7 @@ Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_ste
                                    bool feeds_unchanged, const StepLoopOptions& loop) {
   ExecOptions eo{.optimizer_step = optimizer_step,
                  .feeds_unchanged = feeds_unchanged,
+                 .feeds_repeat = !loop.train,
                  .overlap_ring = loop.overlap_ring,
                  .on_ring_event = loop.on_ring_event};
   if (!pipeline_) {

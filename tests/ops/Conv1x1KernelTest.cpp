@@ -117,6 +117,12 @@ TEST(Conv1x1Kernels, ProductsMatchTheDirectLoopsOnRandomShapesAndTiles) {
         EXPECT_TRUE(kernels::run(op, op.space.box(), ip, {&got}, ko).ok());
         EXPECT_EQ(kernels::conv1x1_calls(), before) << "unchanged weights took the products";
         EXPECT_LT(testing::max_rel_diff(got, want), 1e-4) << "unchanged weights";
+        kernels::KernelOptions repeat;  // a forward-only loop's first call: oneDNN's too
+        repeat.feeds_repeat = true;
+        Tensor first(g.type(op.results[0].value));
+        EXPECT_TRUE(kernels::run(op, op.space.box(), ip, {&first}, repeat).ok());
+        EXPECT_EQ(kernels::conv1x1_calls(), before) << "a repeating forward took the products";
+        EXPECT_LT(testing::max_rel_diff(first, want), 1e-4) << "repeating feeds";
       }
       for (bool acc : {false, true})
         EXPECT_LT(testing::max_rel_diff(run_pieces(g, op, in, rng, acc, &pieces_served), want),

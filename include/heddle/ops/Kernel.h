@@ -40,6 +40,11 @@ struct KernelOptions {
   /// keeps its weights reordered into the blocked layout). A call with the bit clear derives
   /// afresh. Default 0 (nothing assumed).
   uint32_t unchanged_inputs = 0;
+  /// The caller runs this op again and again on the same feeds (a forward-only step loop), from
+  /// its first call: a kernel keeps to the path that derives once from loaded values and reuses
+  /// it (unchanged_inputs, from the second call) rather than one that is cheaper once and would
+  /// hand over to it mid-run. Results are the same either way. Default false.
+  bool feeds_repeat = false;
 };
 
 /// Computes the points of index box `box` of `op`: for each result, the elements of the

@@ -44,6 +44,10 @@ struct ExecOptions {
   /// executor's previous run (a forward-only step loop): kernels may then reuse what they derived
   /// from loaded values (KernelOptions::unchanged_inputs). Default false.
   bool feeds_unchanged = false;
+  /// The caller will run this executor on the same feeds on every call of this run (a
+  /// forward-only step loop), this first call included (KernelOptions::feeds_repeat). Default
+  /// false.
+  bool feeds_repeat = false;
   /// Ring attention (cp_comm=ring): post each ring step's exchange before the kernel of the block
   /// the device already holds and wait for it after, so the transfer overlaps the block's compute
   /// (on a thread of the executor that makes the exchange's communicator calls). False: each step
