@@ -18,6 +18,21 @@
 
 namespace heddle::kdetail {
 
+void sgemm_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  omp_set_num_threads(1);
+  if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) !=
+      dnnl_success)
+    sgemm_blas(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
 namespace {
 
 // A group of index dims seen from one operand: enumerated in index-dim order.
@@ -112,19 +127,6 @@ int64_t loop_dim(const Access& A, const Access& B, const Access& C, const Group&
       if (all_fit(m, n, k)) best = d;
     }
   return best;
-}
-
-// Row-major C = A B (+ C when beta is 1) on one thread: oneDNN's sgemm (OpenBLAS's when oneDNN
-// refuses the arguments).
-void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  omp_set_num_threads(1);
-  if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) ==
-      dnnl_success)
-    return;
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
 // True when a product of m x n x k multiply-adds is worth splitting over threads.

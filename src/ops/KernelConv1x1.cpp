@@ -7,9 +7,6 @@
 // the images (or the weight gradient's rows) are split over the device's threads, each product
 // oneDNN's sgemm on one thread (OpenBLAS's own pool would serialize concurrent callers). Every
 // element is computed by the same product whichever thread runs it, so results repeat bitwise.
-#include <cblas.h>
-#include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <atomic>
@@ -31,17 +28,10 @@ std::atomic<int64_t> served{0};
 // these shapes); inside the device's threads: oneDNN's on the calling thread.
 void sgemm(bool threaded, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (!threaded) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-                static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
-    return;
-  }
-  omp_set_num_threads(1);
-  const dnnl_status_t st =
-      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-  HEDDLE_ASSERT(st == dnnl_success)
-      << "oneDNN's sgemm refused a 1x1 convolution's product " << m << "x" << n << "x" << k;
+  if (threaded)
+    sgemm1(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  else
+    sgemm_blas(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
 // True when rows `h` of tile `t` over all of the box's columns `w` are one contiguous run per
@@ -126,8 +116,8 @@ bool grad_weight(const Op& op, const Box& box, const Ins& ins, const Outs& outs,
   auto form = conv_grad_weight_form(op, box, ins, outs);
   if (!form) return false;
   const auto& [X, DY, DW, geo, KH, KW, cig, cog, rg, co, ci, kh, kw, rn, oh, ow] = *form;
-  if (!plain_1x1(op, KH, KW) || geo.s0 != 1 || geo.s1 != 1 || geo.p0 != 0 || geo.p1 != 0 ||
-      rg.size() != 1 || !matrix_weights(DW) || !plane_rows(X, oh, ow) || !plane_rows(DY, oh, ow))
+  if (!plain_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(DW) || !plane_rows(X, oh, ow) ||
+      !plane_rows(DY, oh, ow))
     return false;
   const int64_t P = oh.size() * ow.size();
   // Rows of dW in blocks of 8 per thread; each block sums its images in order.

@@ -5,7 +5,6 @@
 // gradient with the unrolled input. Any sub-box works, including splits of the reduce dims, the
 // kernel taps (weight gradient) and the groups. Pooling walks each window once per output point
 // (forward) or once per output window touching the box (gradient), without allocations.
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,13 +17,6 @@ namespace heddle::kdetail {
 namespace {
 
 using namespace convform;
-
-void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
-}
 
 // Unrolls the input windows of image (n, channel c0 + ci) for kernel taps kh x kw and output
 // positions oh x ow into `col` rows ((ci, kh, kw) row-major) of oh.size() * ow.size() columns.
@@ -62,8 +54,8 @@ bool conv_forward(const Op& op, const Box& box, const std::vector<const Tensor*>
   for (int64_t n = rn.lo; n < rn.hi; ++n)
     for (int64_t g = rg.lo; g < rg.hi; ++g) {
       im2col(X, geo, n, g * cig, ci, {0, KH}, {0, KW}, oh, ow, col.data());
-      sgemm(false, false, co.size(), P, K, W.data + W.off(g * cog + co.lo, ci.lo, 0, 0), W.st[0],
-            col.data(), P, 0.0f, out.data(), P);
+      sgemm_blas(false, false, co.size(), P, K, W.data + W.off(g * cog + co.lo, ci.lo, 0, 0),
+                 W.st[0], col.data(), P, 0.0f, out.data(), P);
       const float* src = out.data();
       for (int64_t c = co.lo; c < co.hi; ++c)
         for (int64_t y = oh.lo; y < oh.hi; ++y, src += ow.size()) {
@@ -90,8 +82,9 @@ bool conv_grad_input(const Op& op, const Box& box, const std::vector<const Tenso
   std::vector<float> dcol(static_cast<size_t>(M * P));
   for (int64_t n = rn.lo; n < rn.hi; ++n)
     for (int64_t g = rg.lo; g < rg.hi; ++g) {
-      sgemm(true, false, M, P, co.size(), W.data + W.off(g * cog + co.lo, ci.lo, 0, 0), W.st[0],
-            DY.data + DY.off(n, g * cog + co.lo, lo, 0), DY.st[1], 0.0f, dcol.data(), P);
+      sgemm_blas(true, false, M, P, co.size(), W.data + W.off(g * cog + co.lo, ci.lo, 0, 0),
+                 W.st[0], DY.data + DY.off(n, g * cog + co.lo, lo, 0), DY.st[1], 0.0f, dcol.data(),
+                 P);
       const float* row = dcol.data();
       for (int64_t c = ci.lo; c < ci.hi; ++c) {
         float* dx = DX.data + DX.off(n, g * cig + c, 0, 0);
@@ -130,8 +123,8 @@ bool conv_grad_weight(const Op& op, const Box& box, const std::vector<const Tens
           const float* src = DY.data + DY.off(n, g * cog + c, y, ow.lo);
           std::copy(src, src + ow.size(), dst);
         }
-      sgemm(false, true, co.size(), K, P, dy.data(), P, col.data(), P, n == rn.lo ? 0.0f : 1.0f,
-            acc.data(), K);
+      sgemm_blas(false, true, co.size(), K, P, dy.data(), P, col.data(), P,
+                 n == rn.lo ? 0.0f : 1.0f, acc.data(), K);
     }
     const float* src = acc.data();
     for (int64_t c = co.lo; c < co.hi; ++c)

@@ -419,6 +419,15 @@ bool run_concat_fast(const Op& op, const Box& box, const std::vector<const Tenso
 bool run_conv_dnnl(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                    const std::vector<Tensor*>& outs, const KernelOptions& o);
 
+/// Row-major C = A B (+ C when beta is 1; A transposed when `ta`, B when `tb`) by OpenBLAS, on
+/// the threads OpenBLAS is set to use (KernelContraction.cpp).
+void sgemm_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+/// The same on the calling thread alone: oneDNN's sgemm (OpenBLAS's when oneDNN refuses the
+/// arguments), for products already split over the device's threads.
+void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
 }  // namespace heddle::kdetail
 
 namespace heddle::kdetail {
