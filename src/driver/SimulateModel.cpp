@@ -31,7 +31,7 @@ Result<SimulatedModel> simulate_resolved(const SimulateModelRequest& r,
                                          const cost::Cluster& cluster, model::ScalableModel model) {
   auto spec = StrategySpec::parse(r.strategy);
   HEDDLE_TRY(spec);
-  SimulatedModel out{.model = std::move(model), .result = {}, .priced = {}, .export_plan = {}};
+  SimulatedModel out{.model = std::move(model), .priced = {}, .export_plan = {}};
   cost::SimulateOptions opts;
   if (r.stage_planner == "ilp")  // the stages `heddle plan` re-planned with the intra-op ILP
     opts = search::intra_op_simulate_options(out.model, cluster, r.train, 60, nullptr);
@@ -45,15 +45,14 @@ Result<SimulatedModel> simulate_resolved(const SimulateModelRequest& r,
   opts.executor_io = r.executor;
   auto sim = cost::simulate(out.model, cluster, *spec, opts);
   HEDDLE_TRY(sim);
-  out.result = std::move(*sim);
   out.priced =
-      search::ConfigResult{.spec = *spec, .sim = out.result, .stage_planner = r.stage_planner};
+      search::ConfigResult{.spec = *spec, .sim = std::move(*sim), .stage_planner = r.stage_planner};
   out.export_plan = exporting::export_plan_of(out.model, cluster, out.priced, r.train);
   return out;
 }
 
 nlohmann::json simulate_report_json(const SimulatedModel& s) {
-  nlohmann::json j = cost::simulation_json(s.result, s.model);
+  nlohmann::json j = cost::simulation_json(s.result(), s.model);
   // A simulated strategy has no target and no reserve of its own: only who runs it and how.
   exporting::add_target_json(j, exporting::PlanTarget{}, s.export_plan);
   j.erase("target");

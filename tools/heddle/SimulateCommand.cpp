@@ -28,7 +28,7 @@ int run_simulate(SimulateArgs& a) {
   a.request.trace = !a.trace.empty();
   auto sim = driver::simulate_model(a.request, *cluster);
   if (!sim.ok()) return user_error(sim.error());
-  const cost::SimulationResult& r = sim->result;
+  const cost::SimulationResult& r = sim->result();
   if (!a.trace.empty())
     if (auto st = write_file_atomic(a.trace, r.trace_json); !st.ok()) return user_error(st.error());
   if (a.json)

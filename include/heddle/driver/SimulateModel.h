@@ -35,9 +35,10 @@ struct SimulateModelRequest {
 /// A simulated step, the model as the simulator saw it and the step as the exports describe it.
 struct SimulatedModel {
   model::ScalableModel model;
-  cost::SimulationResult result;
-  search::ConfigResult priced;        ///< the strategy and its simulation, as a plan's
+  search::ConfigResult priced;        ///< the strategy and its simulated step, as a plan's
   exporting::ExportPlan export_plan;  ///< the stacks that can run it and its rank groups
+  /// The simulated step.
+  const cost::SimulationResult& result() const { return priced.sim; }
 };
 
 /// Parses the strategy, loads the model and simulates one step on `cluster`. Diagnostics: the
