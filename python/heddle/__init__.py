@@ -344,13 +344,22 @@ def run(
     check=False,
     backend="threads",
     seed=0,
+    lr=1e-2,
+    optimizer="adamw",
+    ring_overlap=True,
+    rtol=1e-3,
+    atol=1e-4,
+    host_memory=None,
 ):
     """Partitions the model over ``mesh`` thread-devices (``4``, ``"2x2"``, ``"dp=2,tp=2"``) and
     runs ``steps`` steps, as ``heddle run`` does.
 
     ``inputs``: a list in the model's input order or a dict by input name, of numpy arrays or
     torch tensors (default: the CLI's random inputs). ``check=True`` compares every output with
-    the single-device interpreter (``ok``, ``max_abs_error``). Returns a :class:`RunResult`.
+    the single-device interpreter (``ok``, ``max_abs_error``) within ``rtol``/``atol``. ``lr``,
+    ``optimizer`` (``"adamw"``, ``"sgd"``), ``ring_overlap`` and ``host_memory`` (bytes or text
+    such as ``"8GiB"``; default: physical memory) are ``heddle run``'s ``--lr``, ``--optimizer``,
+    ``--no-ring-overlap`` (inverted) and ``--host-memory``. Returns a :class:`RunResult`.
     """
     arrays = None
     if inputs is not None:
@@ -372,7 +381,8 @@ def run(
     return RunResult(
         _heddle.run(
             model._core, str(mesh), strategy, arrays, bool(train), int(steps), bool(check),
-            backend, int(seed)
+            backend, int(seed), float(lr), str(optimizer), bool(ring_overlap), float(rtol),
+            float(atol), "" if host_memory is None else str(host_memory)
         )
     )
 

@@ -111,6 +111,12 @@ def run(
     check: bool = ...,
     backend: str = ...,
     seed: int = ...,
+    lr: float = ...,
+    optimizer: str = ...,
+    ring_overlap: bool = ...,
+    rtol: float = ...,
+    atol: float = ...,
+    host_memory: Union[int, str, None] = ...,
 ) -> RunResult: ...
 def schedule(
     placement: str,

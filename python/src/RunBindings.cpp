@@ -68,7 +68,9 @@ py::array numpy_of(Tensor&& t) {
 void bind_run(py::module_& m) {
   m.def("run", [](const PyModel& model, const std::string& mesh, const std::string& strategy,
                   const std::optional<std::vector<py::array>>& inputs, bool train, int steps,
-                  bool check, const std::string& backend, uint64_t seed) {
+                  bool check, const std::string& backend, uint64_t seed, double lr,
+                  const std::string& optimizer, bool ring_overlap, double rtol, double atol,
+                  const std::string& host_memory) {
     if (backend != "threads")
       raise(Diagnostic("backend '" + backend +
                        "': Python runs on thread-devices; run MPI ranks with `mpirun heddle run "
@@ -80,6 +82,12 @@ void bind_run(py::module_& m) {
     o.steps = steps;
     o.check = check;
     o.seed = seed;
+    o.lr = lr;
+    o.optimizer = optimizer;
+    o.no_ring_overlap = !ring_overlap;
+    o.rtol = rtol;
+    o.atol = atol;
+    o.host_memory = host_memory;
     unwrap(driver::check_run_arguments(o));
     model::LoadedModel loaded = runnable(model, o);
     if (auto diags = verify(loaded.graph); !diags.empty()) raise(diags.front());
@@ -87,6 +95,9 @@ void bind_run(py::module_& m) {
     driver::PreparedRun prepared = unwrap(driver::prepare_run(request, std::move(loaded)));
     const Graph& g = prepared.graph;
     driver::ThreadRunHooks hooks;
+    hooks.before_feeds = [&](const Graph& graph, const Session& session) {
+      return driver::check_run_fits(o, graph, session);
+    };
     if (inputs) {  // converted here, with the GIL; the run itself releases it
       if (inputs->size() != g.inputs().size())
         raise(Diagnostic("inputs has " + std::to_string(inputs->size()) +

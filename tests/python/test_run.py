@@ -74,3 +74,21 @@ def test_gil_is_released_during_a_search():
         t.join()
     # the other thread ticked (every 10 ms) most of the time the search ran without the GIL
     assert len(ticks) > 0.3 * seconds / 0.01 and len(ticks) >= 5
+
+
+def test_training_keywords_equal_the_cli_flags(tiny):
+    m = heddle.load("gpt-tiny")
+    r = heddle.run(m, mesh=2, strategy="dp=2", train=True, steps=2, lr=0.05, optimizer="sgd")
+    want = cli_json("run", "gpt-tiny", "--mesh", "2", "--strategy", "dp=2", "--train", "--steps", "2",
+                    "--lr", "0.05", "--optimizer", "sgd")
+    assert r.loss == want["loss"]
+    assert r.loss != heddle.run(m, mesh=2, strategy="dp=2", train=True, steps=2).loss
+    # ring attention without overlap computes what the overlapped ring does, as the CLI's flag
+    a = heddle.run(m, mesh=2, strategy="cp=2", train=True, steps=2, ring_overlap=False, check=True)
+    b = cli_json("run", "gpt-tiny", "--mesh", "2", "--strategy", "cp=2", "--train", "--steps", "2",
+                 "--no-ring-overlap")
+    assert a.ok and a.loss == b["loss"]
+    with pytest.raises(heddle.Error, match="optimizer"):
+        heddle.run(m, train=True, optimizer="lion")
+    with pytest.raises(heddle.Error, match="host"):
+        heddle.run(m, host_memory="1KiB")
