@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <vector>
 
 #include "KernelConvForm.h"
 #include "heddle/support/Assert.h"
@@ -44,20 +46,191 @@ bool plane_rows(const Tile4& t, Range h, Range w) {
 // Weights [co, ci, 1, 1] as a row-major matrix of leading dim st[0].
 bool matrix_weights(const Tile4& w) { return w.st[1] == 1; }
 
-// True when `op` is a convolution of one group with 1x1 taps, unit strides and no padding (its
-// attributes; the forms check the projections).
-bool plain_1x1(const Op& op, int64_t taps_h, int64_t taps_w) {
+// True when `op` is a convolution of one group with 1x1 taps and no padding (its attributes; the
+// forms check the projections).
+bool unpadded_1x1(const Op& op, int64_t taps_h, int64_t taps_w) {
   if (taps_h != 1 || taps_w != 1) return false;
   const int64_t g = op.space.find("g");
   if (g >= 0 && op.space.dim(g).extent != 1) return false;
   const Geom geo(op);
-  return geo.s0 == 1 && geo.s1 == 1 && geo.p0 == 0 && geo.p1 == 0;
+  return geo.p0 == 0 && geo.p1 == 0;
+}
+
+bool strided(const Geom& geo) { return geo.s0 != 1 || geo.s1 != 1; }
+
+// The largest plane (output points of a box) the unstrided products run batch-packed on.
+int64_t packed_max_plane() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("HEDDLE_PACK_MAXP");
+    return e ? std::atoll(e) : int64_t{64};
+  }();
+  return v;
 }
 
 // The number of pieces a loop of `len` items of `work` multiply-adds each is split into.
 int64_t pieces(const KernelOptions& o, int64_t len, int64_t work) {
   if (o.threads <= 1 || len <= 1 || len * work < 64 * std::max<int64_t>(o.grain, 1)) return 1;
   return std::min<int64_t>(o.threads, len);
+}
+
+// ---- Batch-packed products ----
+// On small planes one product per image is a thin matrix (ResNet-50's 2048 x 512 weights times
+// 512 x 4 columns on its 2x2 maps) that sgemm runs far below its speed; folding the images into
+// the product's columns ([co x ci] times [ci x N*P]) gives it a shape it runs well. The operands
+// are gathered into packed matrices (row c, column n * P + p) and the result scattered back, a
+// copy of each activation that costs little against the product on such planes. The gather
+// takes every s-th row and column, so strided 1x1 convolutions (ResNet's downsampling) run the
+// same way.
+
+// A strided grid over a plane: rows h0 + i * sh for i < nh, columns w0 + j * sw for j < nw.
+struct Grid {
+  int64_t h0, nh, sh, w0, nw, sw;
+  int64_t size() const { return nh * nw; }
+};
+
+// True when tile `t` holds every point of grid `g`.
+bool holds(const Tile4& t, const Grid& g) {
+  return g.size() == 0 || (t.in_h(g.h0) && t.in_h(g.h0 + (g.nh - 1) * g.sh) && t.in_w(g.w0) &&
+                           t.in_w(g.w0 + (g.nw - 1) * g.sw));
+}
+
+// A per-thread scratch matrix (slot 0 or 1) of at least `n` floats, kept across calls.
+float* scratch(int slot, int64_t n) {
+  thread_local std::vector<float> bufs[2];
+  auto& b = bufs[slot];
+  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
+// Images `rn` of tile `t` at grid `g`, channels c0 + r for rows r in [lo, hi) of the packed
+// matrix `m` (leading dim ld = rn.size() * g.size()): to_m copies the tile into m, else m into
+// the tile (added when `add`).
+void move_rows(const Tile4& t, Range rn, int64_t c0, const Grid& g, float* m, int64_t lo,
+               int64_t hi, bool to_m, bool add) {
+  const int64_t P = g.size(), ld = rn.size() * P, s = g.sw * t.st[3];
+  // Runs of `len` points at stride s in the tile: the whole grid when its rows follow each other.
+  const bool whole = s == 1 && (g.nh == 1 || g.sh * t.st[2] == g.nw);
+  const int64_t len = whole ? P : g.nw, runs = whole ? 1 : g.nh;
+  for (int64_t r = lo; r < hi; ++r)
+    for (int64_t n = rn.lo; n < rn.hi; ++n)
+      for (int64_t i = 0; i < runs; ++i) {
+        float* p = t.data + t.off(n, c0 + r, g.h0 + i * g.sh, g.w0);
+        float* q = m + r * ld + (n - rn.lo) * P + i * g.nw;
+        if (to_m)
+          for (int64_t j = 0; j < len; ++j) q[j] = p[j * s];
+        else if (add)
+          for (int64_t j = 0; j < len; ++j) p[j * s] += q[j];
+        else
+          for (int64_t j = 0; j < len; ++j) p[j * s] = q[j];
+      }
+}
+
+// Rows [lo, hi) of `rows` split into `parts` blocks of whole 16s (the last takes the rest).
+Range block(int64_t rows, int64_t parts, int64_t i) {
+  const int64_t lo = rows * i / parts / 16 * 16;
+  return {lo, i + 1 == parts ? rows : rows * (i + 1) / parts / 16 * 16};
+}
+
+// The number of blocks of 16 rows a copy of `rows` rows of `cols` floats is split into.
+int64_t copy_pieces(const KernelOptions& o, int64_t rows, int64_t cols) {
+  if (o.threads <= 1 || rows <= 16 || rows * cols < std::max<int64_t>(o.grain, 1)) return 1;
+  return std::min<int64_t>(o.threads, (rows + 15) / 16);
+}
+
+// Runs f(rows, threaded) on blocks of 16 rows of a product of `rows` rows, `work` multiply-adds
+// a row, split over the device's threads.
+template <class F>
+void by_row_blocks(const KernelOptions& o, int64_t rows, int64_t work, F&& f) {
+  const int64_t parts = pieces(o, (rows + 15) / 16, 16 * work);
+  parallel_for(static_cast<int>(parts), parts, [&](int64_t i) {
+    const Range b = block(rows, parts, i);
+    if (b.size() > 0) f(b, parts > 1);
+  });
+}
+
+// Packs channels [c0, c0 + rows) of images `rn` of `t` at `g` into a scratch matrix (slot).
+float* pack(const KernelOptions& o, const Tile4& t, Range rn, int64_t c0, int64_t rows,
+            const Grid& g, int slot) {
+  float* m = scratch(slot, rows * rn.size() * g.size());
+  const int64_t parts = copy_pieces(o, rows, rn.size() * g.size());
+  parallel_for(static_cast<int>(parts), parts, [&](int64_t i) {
+    const Range b = block(rows, parts, i);
+    move_rows(t, rn, c0, g, m, b.lo, b.hi, true, false);
+  });
+  return m;
+}
+
+// Whether a 1x1 convolution whose box has `P` output points a plane, `co` x `ci` channels, runs
+// as one batch-packed product rather than one per image: always when strided (oneDNN's otherwise,
+// with its reorders), else when the plane is small.
+bool use_packed(int64_t P, bool strided) { return strided || P <= packed_max_plane(); }
+
+// The forward as one product: Y = W X over the images' packed columns.
+bool forward_packed(const ConvForward& f, const KernelOptions& o, const std::vector<PostOp>* ep) {
+  const auto& [X, W, Y, geo, KH, KW, cig, cog, rn, rg, co, oh, ow, ci] = f;
+  const Grid gx{oh.lo * geo.s0, oh.size(), geo.s0, ow.lo * geo.s1, ow.size(), geo.s1},
+      gy{oh.lo, oh.size(), 1, ow.lo, ow.size(), 1};
+  if (!holds(X, gx)) return false;
+  const int64_t NP = rn.size() * gy.size();
+  if (NP == 0) return false;
+  const float* xp = pack(o, X, rn, ci.lo, ci.size(), gx, 0);
+  float* yp = scratch(1, co.size() * NP);
+  const float* w = W.data + W.off(co.lo, ci.lo, 0, 0);
+  by_row_blocks(o, co.size(), ci.size() * NP, [&](Range b, bool threaded) {
+    sgemm(threaded, false, false, b.size(), NP, ci.size(), w + b.lo * W.st[0], W.st[0], xp, NP,
+          0.0f, yp + b.lo * NP, NP);
+    if (ep)
+      for (int64_t c = b.lo; c < b.hi; ++c) apply_epilogue(*ep, c, yp + c * NP, NP);
+    move_rows(Y, rn, co.lo, gy, yp, b.lo, b.hi, false, o.accumulate);
+  });
+  return true;
+}
+
+// The input gradient as one product, dX = W^T dY over the packed columns, scattered to the
+// strided points of dX's box (the others get no gradient: reset unless accumulating).
+bool grad_input_packed(const Op& op, const Box& box, const ConvGradInput& f, Tensor& out,
+                       const KernelOptions& o) {
+  const auto& [DY, W, DX, geo, OH, OW, KH, KW, H, Wd, cig, cog, rn, rg, ci, ih, iw, co] = f;
+  // The output points whose input points lie in the box: oh * s0 in [ih.lo, ih.hi).
+  const auto first = [](int64_t lo, int64_t s) { return (lo + s - 1) / s; };
+  const int64_t oh0 = first(ih.lo, geo.s0), ow0 = first(iw.lo, geo.s1);
+  const Grid gy{oh0, std::max<int64_t>(0, std::min(OH, first(ih.hi, geo.s0)) - oh0), 1,
+                ow0, std::max<int64_t>(0, std::min(OW, first(iw.hi, geo.s1)) - ow0), 1};
+  const Grid gx{oh0 * geo.s0, gy.nh, geo.s0, ow0 * geo.s1, gy.nw, geo.s1};
+  if (!holds(DX, gx)) return false;
+  const bool gaps = gy.size() < ih.size() * iw.size();
+  if (gaps && !o.accumulate)
+    fill_box(out, op.results[0].proj.image(box).intersect(out.region()), 0.0f);
+  if (gy.size() == 0) return true;
+  const int64_t NP = rn.size() * gy.size();
+  const float* dyp = pack(o, DY, rn, co.lo, co.size(), gy, 0);
+  float* dxp = scratch(1, ci.size() * NP);
+  const float* w = W.data + W.off(co.lo, ci.lo, 0, 0);
+  by_row_blocks(o, ci.size(), co.size() * NP, [&](Range b, bool threaded) {
+    sgemm(threaded, true, false, b.size(), NP, co.size(), w + b.lo, W.st[0], dyp, NP, 0.0f,
+          dxp + b.lo * NP, NP);
+    move_rows(DX, rn, ci.lo, gx, dxp, b.lo, b.hi, false, o.accumulate || gaps);
+  });
+  return true;
+}
+
+// The weight gradient as one product, dW = dY X^T over the packed columns (X gathered at the
+// strided points).
+bool grad_weight_packed(const ConvGradWeight& f, const KernelOptions& o) {
+  const auto& [X, DY, DW, geo, KH, KW, cig, cog, rg, co, ci, kh, kw, rn, oh, ow] = f;
+  const Grid gy{oh.lo, oh.size(), 1, ow.lo, ow.size(), 1},
+      gx{oh.lo * geo.s0, oh.size(), geo.s0, ow.lo * geo.s1, ow.size(), geo.s1};
+  if (!holds(X, gx)) return false;
+  const int64_t NP = rn.size() * gy.size();
+  if (NP == 0) return false;
+  const float* dyp = pack(o, DY, rn, co.lo, co.size(), gy, 0);
+  const float* xp = pack(o, X, rn, ci.lo, ci.size(), gx, 1);
+  float* dw = DW.data + DW.off(co.lo, ci.lo, 0, 0);
+  by_row_blocks(o, co.size(), ci.size() * NP, [&](Range b, bool threaded) {
+    sgemm(threaded, false, true, b.size(), ci.size(), NP, dyp + b.lo * NP, NP, xp, NP,
+          o.accumulate ? 1.0f : 0.0f, dw + b.lo * DW.st[0], DW.st[0]);
+  });
+  return true;
 }
 
 bool forward(const Op& op, const Box& box, const Ins& ins, const Outs& outs, const KernelOptions& o,
@@ -69,14 +242,14 @@ bool forward(const Op& op, const Box& box, const Ins& ins, const Outs& outs, con
   auto form = conv_forward_form(op, box, ins, outs);
   if (!form) return false;
   const auto& [X, W, Y, geo, KH, KW, cig, cog, rn, rg, co, oh, ow, ci] = *form;
-  if (!plain_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(W) || !plane_rows(X, oh, ow) ||
-      !plane_rows(Y, oh, ow))
-    return false;
+  if (!unpadded_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(W)) return false;
   if (ep) {
     if (o.accumulate) return false;
     for (const PostOp& e : *ep)
       if (!e.channel.empty() && static_cast<int64_t>(e.channel.size()) != co.size()) return false;
   }
+  if (use_packed(oh.size() * ow.size(), strided(geo)) && forward_packed(*form, o, ep)) return true;
+  if (strided(geo) || !plane_rows(X, oh, ow) || !plane_rows(Y, oh, ow)) return false;
   const int64_t P = oh.size() * ow.size();
   const float* w = W.data + W.off(co.lo, ci.lo, 0, 0);
   const int64_t parts = pieces(o, rn.size(), co.size() * ci.size() * P);
@@ -96,8 +269,11 @@ bool grad_input(const Op& op, const Box& box, const Ins& ins, const Outs& outs,
   auto form = conv_grad_input_form(op, box, ins, outs);
   if (!form) return false;
   const auto& [DY, W, DX, geo, OH, OW, KH, KW, H, Wd, cig, cog, rn, rg, ci, ih, iw, co] = *form;
-  if (!plain_1x1(op, KH, KW) || OH != H || OW != Wd || rg.size() != 1 || !matrix_weights(W) ||
-      !plane_rows(DX, ih, iw) || !plane_rows(DY, ih, iw))
+  if (!unpadded_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(W)) return false;
+  if (use_packed(ih.size() * iw.size(), strided(geo)) &&
+      grad_input_packed(op, box, *form, *outs[0], o))
+    return true;
+  if (strided(geo) || OH != H || OW != Wd || !plane_rows(DX, ih, iw) || !plane_rows(DY, ih, iw))
     return false;
   const int64_t P = ih.size() * iw.size();
   const float* w = W.data + W.off(co.lo, ci.lo, 0, 0);
@@ -116,9 +292,9 @@ bool grad_weight(const Op& op, const Box& box, const Ins& ins, const Outs& outs,
   auto form = conv_grad_weight_form(op, box, ins, outs);
   if (!form) return false;
   const auto& [X, DY, DW, geo, KH, KW, cig, cog, rg, co, ci, kh, kw, rn, oh, ow] = *form;
-  if (!plain_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(DW) || !plane_rows(X, oh, ow) ||
-      !plane_rows(DY, oh, ow))
-    return false;
+  if (!unpadded_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(DW)) return false;
+  if (use_packed(oh.size() * ow.size(), strided(geo)) && grad_weight_packed(*form, o)) return true;
+  if (strided(geo) || !plane_rows(X, oh, ow) || !plane_rows(DY, oh, ow)) return false;
   const int64_t P = oh.size() * ow.size();
   // Rows of dW in blocks of 8 per thread; each block sums its images in order.
   const int64_t parts = pieces(o, (co.size() + 7) / 8, 8 * ci.size() * P * rn.size());
