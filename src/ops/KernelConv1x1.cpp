@@ -24,7 +24,7 @@ namespace {
 
 using namespace convform;
 
-std::atomic<int64_t> served{0};
+std::atomic<int64_t> served{0}, forwards{0};
 
 // Row-major C = A B (+ C when beta is 1). One thread: OpenBLAS (faster than oneDNN's sgemm on
 // these shapes); inside the device's threads: oneDNN's on the calling thread.
@@ -59,10 +59,23 @@ bool unpadded_1x1(const Op& op, int64_t taps_h, int64_t taps_w) {
 bool strided(const Geom& geo) { return geo.s0 != 1 || geo.s1 != 1; }
 
 // The largest plane (output points of a box) the unstrided products run batch-packed on.
-int64_t packed_max_plane() {
+int64_t packed_max_plane(bool wgrad) {
   static const int64_t v = [] {
     const char* e = std::getenv("HEDDLE_PACK_MAXP");
     return e ? std::atoll(e) : int64_t{64};
+  }();
+  static const int64_t vw = [] {
+    const char* e = std::getenv("HEDDLE_PACK_MAXPW");
+    return e ? std::atoll(e) : int64_t{64};
+  }();
+  return wgrad ? vw : v;
+}
+
+// The same for windows larger than 1x1 (im2col columns).
+int64_t packed_max_plane_taps() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("HEDDLE_PACK_MAXPK");
+    return e ? std::atoll(e) : int64_t{16};
   }();
   return v;
 }
@@ -163,7 +176,9 @@ float* pack(const KernelOptions& o, const Tile4& t, Range rn, int64_t c0, int64_
 // Whether a 1x1 convolution whose box has `P` output points a plane, `co` x `ci` channels, runs
 // as one batch-packed product rather than one per image: always when strided (oneDNN's otherwise,
 // with its reorders), else when the plane is small.
-bool use_packed(int64_t P, bool strided) { return strided || P <= packed_max_plane(); }
+bool use_packed(int64_t P, bool strided, bool wgrad = false) {
+  return strided || P <= packed_max_plane(wgrad);
+}
 
 // The forward as one product: Y = W X over the images' packed columns.
 bool forward_packed(const ConvForward& f, const KernelOptions& o, const std::vector<PostOp>* ep) {
@@ -233,6 +248,140 @@ bool grad_weight_packed(const ConvGradWeight& f, const KernelOptions& o) {
   return true;
 }
 
+// ---- Larger windows on small planes ----
+// On the same small planes a convolution with a larger window (ResNet-50's 3x3 ones on its 4x4
+// and 2x2 maps) runs as one product over im2col columns of the packed images: row (c, kh, kw),
+// column (n, oh, ow), zero where a tap falls in the padding. oneDNN's kernels are slow on such
+// planes and reorder the weights into their blocked layouts three times a step; the product
+// reads them as they are.
+
+// The taps of a window and their dilations.
+struct Taps {
+  int64_t KH, KW, dh, dw;
+  int64_t size() const { return KH * KW; }
+};
+
+// Columns (or, !to_m, their sum back into the tile: col2im) of rows [lo, hi) for images `rn` of
+// tile `t`: row r is channel c0 + r / taps, tap r % taps; column (n, i, j) reads point
+// (g.h0 + i * g.sh + kh * dh, g.w0 + j * g.sw + kw * dw), zero (or nothing added) outside the
+// tile. m's leading dim is rn.size() * g.size().
+void move_taps(const Tile4& t, Range rn, int64_t c0, const Grid& g, const Taps& k, float* m,
+               int64_t lo, int64_t hi, bool to_m) {
+  const int64_t P = g.size(), ld = rn.size() * P;
+  for (int64_t r = lo; r < hi; ++r) {
+    const int64_t c = c0 + r / k.size(), kh = r % k.size() / k.KW, kw = r % k.KW;
+    for (int64_t n = rn.lo; n < rn.hi; ++n)
+      for (int64_t i = 0; i < g.nh; ++i) {
+        const int64_t h = g.h0 + i * g.sh + kh * k.dh;
+        float* q = m + r * ld + (n - rn.lo) * P + i * g.nw;
+        if (!t.in_h(h)) {
+          if (to_m) std::fill(q, q + g.nw, 0.0f);
+          continue;
+        }
+        float* p = t.data + t.off(n, c, h, 0);
+        for (int64_t j = 0; j < g.nw; ++j) {
+          const int64_t w = g.w0 + j * g.sw + kw * k.dw;
+          if (to_m)
+            q[j] = t.in_w(w) ? p[w * t.st[3]] : 0.0f;
+          else if (t.in_w(w))
+            p[w * t.st[3]] += q[j];
+        }
+      }
+  }
+}
+
+// The im2col columns of channels [c0, c0 + chans) of images `rn` of `t` into a scratch matrix.
+float* pack_taps(const KernelOptions& o, const Tile4& t, Range rn, int64_t c0, int64_t chans,
+                 const Grid& g, const Taps& k, int slot) {
+  const int64_t rows = chans * k.size();
+  float* m = scratch(slot, rows * rn.size() * g.size());
+  const int64_t parts = copy_pieces(o, rows, rn.size() * g.size());
+  parallel_for(static_cast<int>(parts), parts, [&](int64_t i) {
+    const Range b = block(rows, parts, i);
+    move_taps(t, rn, c0, g, k, m, b.lo, b.hi, true);
+  });
+  return m;
+}
+
+// True when a weight tile's taps follow each other, so that output channel co's weights over
+// input channels from ci are one row of ci * taps.
+bool tap_rows(const Tile4& w, const Taps& k) {
+  return w.st[3] == 1 && w.st[2] == k.KW && w.st[1] == k.size();
+}
+
+// The forward over im2col columns: Y = W cols.
+bool forward_taps(const ConvForward& f, const KernelOptions& o, const std::vector<PostOp>* ep) {
+  const auto& [X, W, Y, geo, KH, KW, cig, cog, rn, rg, co, oh, ow, ci] = f;
+  const Taps k{KH, KW, geo.d0, geo.d1};
+  const Grid gx{oh.lo * geo.s0 - geo.p0, oh.size(), geo.s0,
+                ow.lo * geo.s1 - geo.p1, ow.size(), geo.s1},
+      gy{oh.lo, oh.size(), 1, ow.lo, ow.size(), 1};
+  const int64_t NP = rn.size() * gy.size(), K = ci.size() * k.size();
+  if (NP == 0 || !tap_rows(W, k)) return false;
+  const float* cols = pack_taps(o, X, rn, ci.lo, ci.size(), gx, k, 0);
+  float* yp = scratch(1, co.size() * NP);
+  const float* w = W.data + W.off(co.lo, ci.lo, 0, 0);
+  by_row_blocks(o, co.size(), K * NP, [&](Range b, bool threaded) {
+    sgemm(threaded, false, false, b.size(), NP, K, w + b.lo * W.st[0], W.st[0], cols, NP, 0.0f,
+          yp + b.lo * NP, NP);
+    if (ep)
+      for (int64_t c = b.lo; c < b.hi; ++c) apply_epilogue(*ep, c, yp + c * NP, NP);
+    move_rows(Y, rn, co.lo, gy, yp, b.lo, b.hi, false, o.accumulate);
+  });
+  return true;
+}
+
+// The input gradient over im2col columns: cols = W^T dY, summed back into dX (col2im), for
+// boxes over the whole input plane.
+bool grad_input_taps(const Op& op, const Box& box, const ConvGradInput& f, Tensor& out,
+                     const KernelOptions& o) {
+  const auto& [DY, W, DX, geo, OH, OW, KH, KW, H, Wd, cig, cog, rn, rg, ci, ih, iw, co] = f;
+  const Taps k{KH, KW, geo.d0, geo.d1};
+  if (ih.lo != 0 || ih.hi != H || iw.lo != 0 || iw.hi != Wd || !tap_rows(W, k)) return false;
+  const Grid gy{0, OH, 1, 0, OW, 1}, gx{-geo.p0, OH, geo.s0, -geo.p1, OW, geo.s1};
+  const int64_t NP = rn.size() * gy.size();
+  if (NP == 0) return false;
+  if (!o.accumulate) fill_box(out, op.results[0].proj.image(box).intersect(out.region()), 0.0f);
+  const float* dyp = pack(o, DY, rn, co.lo, co.size(), gy, 0);
+  float* cols = scratch(1, ci.size() * k.size() * NP);
+  const float* w = W.data + W.off(co.lo, ci.lo, 0, 0);
+  // Whole channels per thread: a channel's taps add into the same points.
+  by_row_blocks(o, ci.size(), k.size() * co.size() * NP, [&](Range b, bool threaded) {
+    const int64_t lo = b.lo * k.size(), hi = b.hi * k.size();
+    sgemm(threaded, true, false, hi - lo, NP, co.size(), w + lo, W.st[0], dyp, NP, 0.0f,
+          cols + lo * NP, NP);
+    move_taps(DX, rn, ci.lo, gx, k, cols, lo, hi, false);
+  });
+  return true;
+}
+
+// The weight gradient over im2col columns: dW = dY cols^T, for boxes over all taps.
+bool grad_weight_taps(const ConvGradWeight& f, const KernelOptions& o) {
+  const auto& [X, DY, DW, geo, KH, KW, cig, cog, rg, co, ci, kh, kw, rn, oh, ow] = f;
+  const Taps k{KH, KW, geo.d0, geo.d1};
+  if (kh.lo != 0 || kh.hi != KH || kw.lo != 0 || kw.hi != KW || !tap_rows(DW, k)) return false;
+  const Grid gy{oh.lo, oh.size(), 1, ow.lo, ow.size(), 1},
+      gx{oh.lo * geo.s0 - geo.p0, oh.size(), geo.s0, ow.lo * geo.s1 - geo.p1, ow.size(), geo.s1};
+  const int64_t NP = rn.size() * gy.size(), K = ci.size() * k.size();
+  if (NP == 0) return false;
+  const float* dyp = pack(o, DY, rn, co.lo, co.size(), gy, 0);
+  const float* cols = pack_taps(o, X, rn, ci.lo, ci.size(), gx, k, 1);
+  float* dw = DW.data + DW.off(co.lo, ci.lo, 0, 0);
+  by_row_blocks(o, co.size(), K * NP, [&](Range b, bool threaded) {
+    sgemm(threaded, false, true, b.size(), K, NP, dyp + b.lo * NP, NP, cols, NP,
+          o.accumulate ? 1.0f : 0.0f, dw + b.lo * DW.st[0], DW.st[0]);
+  });
+  return true;
+}
+
+// True when `op` is a convolution of one group with a window larger than 1x1 whose box has at
+// most `packed_max_plane_taps()` output points a plane.
+bool small_taps(const Op& op, int64_t taps_h, int64_t taps_w, int64_t P) {
+  if (taps_h * taps_w <= 1 || P > packed_max_plane_taps()) return false;
+  const int64_t g = op.space.find("g");
+  return g < 0 || op.space.dim(g).extent == 1;
+}
+
 bool forward(const Op& op, const Box& box, const Ins& ins, const Outs& outs, const KernelOptions& o,
              const std::vector<PostOp>* ep) {
   // Forward-only runs: oneDNN's 1x1 kernels with the reordered weights it keeps (from the second
@@ -242,12 +391,13 @@ bool forward(const Op& op, const Box& box, const Ins& ins, const Outs& outs, con
   auto form = conv_forward_form(op, box, ins, outs);
   if (!form) return false;
   const auto& [X, W, Y, geo, KH, KW, cig, cog, rn, rg, co, oh, ow, ci] = *form;
-  if (!unpadded_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(W)) return false;
   if (ep) {
     if (o.accumulate) return false;
     for (const PostOp& e : *ep)
       if (!e.channel.empty() && static_cast<int64_t>(e.channel.size()) != co.size()) return false;
   }
+  if (small_taps(op, KH, KW, oh.size() * ow.size())) return forward_taps(*form, o, ep);
+  if (!unpadded_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(W)) return false;
   if (use_packed(oh.size() * ow.size(), strided(geo)) && forward_packed(*form, o, ep)) return true;
   if (strided(geo) || !plane_rows(X, oh, ow) || !plane_rows(Y, oh, ow)) return false;
   const int64_t P = oh.size() * ow.size();
@@ -269,6 +419,7 @@ bool grad_input(const Op& op, const Box& box, const Ins& ins, const Outs& outs,
   auto form = conv_grad_input_form(op, box, ins, outs);
   if (!form) return false;
   const auto& [DY, W, DX, geo, OH, OW, KH, KW, H, Wd, cig, cog, rn, rg, ci, ih, iw, co] = *form;
+  if (small_taps(op, KH, KW, OH * OW)) return grad_input_taps(op, box, *form, *outs[0], o);
   if (!unpadded_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(W)) return false;
   if (use_packed(ih.size() * iw.size(), strided(geo)) &&
       grad_input_packed(op, box, *form, *outs[0], o))
@@ -292,8 +443,10 @@ bool grad_weight(const Op& op, const Box& box, const Ins& ins, const Outs& outs,
   auto form = conv_grad_weight_form(op, box, ins, outs);
   if (!form) return false;
   const auto& [X, DY, DW, geo, KH, KW, cig, cog, rg, co, ci, kh, kw, rn, oh, ow] = *form;
+  if (small_taps(op, KH, KW, oh.size() * ow.size())) return grad_weight_taps(*form, o);
   if (!unpadded_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(DW)) return false;
-  if (use_packed(oh.size() * ow.size(), strided(geo)) && grad_weight_packed(*form, o)) return true;
+  if (use_packed(oh.size() * ow.size(), strided(geo), true) && grad_weight_packed(*form, o))
+    return true;
   if (strided(geo) || !plane_rows(X, oh, ow) || !plane_rows(DY, oh, ow)) return false;
   const int64_t P = oh.size() * ow.size();
   // Rows of dW in blocks of 8 per thread; each block sums its images in order.
@@ -355,8 +508,11 @@ bool run_conv1x1(const Op& op, const Box& box, const Ins& ins, const Outs& outs,
                   : op.kind == OpKind::kConv2dGradWeight ? grad_weight(op, box, ins, outs, o)
                                                          : false;
   if (ok) served.fetch_add(1, std::memory_order_relaxed);
+  if (ok && op.kind == OpKind::kConv2d) forwards.fetch_add(1, std::memory_order_relaxed);
   return ok;
 }
+
+int64_t products_forward_epoch() { return forwards.load(std::memory_order_relaxed); }
 
 }  // namespace heddle::kdetail
 

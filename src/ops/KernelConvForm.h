@@ -181,6 +181,11 @@ struct PostOp {
 
 namespace heddle::kdetail {
 
+/// How many forward convolutions the products (run_conv1x1) have computed from their weights as
+/// they are: oneDNN reuses the weights it keeps reordered only when none ran since it made them
+/// (such a call may have been the op's last one with changed weights, which oneDNN did not see).
+int64_t products_forward_epoch();
+
 /// conv2d over `box` with `epilogue` applied to its result, which goes to `out` (a tile of the
 /// result's image of `box`) through oneDNN post-ops (KernelDnnl.cpp); false (nothing written)
 /// for forms it does not take (one problem per group, accumulation, no oneDNN implementation).

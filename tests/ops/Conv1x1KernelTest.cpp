@@ -31,15 +31,15 @@ Shape random_shape(std::mt19937& rng) {
   return {pick(rng, 1, 4), pick(rng, 1, 40), pick(rng, 1, 40), pick(rng, 1, 10), pick(rng, 1, 10)};
 }
 
-// A 1x1 convolution's training graph (strides `sh` x `sw`): the conv and its input and weight
-// gradients.
-Graph conv_graph(const Shape& s, int64_t sh = 1, int64_t sw = 1) {
+// A convolution's training graph (1x1 taps unless `taps`, strides `sh` x `sw`, options `co`):
+// the conv and its input and weight gradients.
+Graph conv_graph(const Shape& s, int64_t sh = 1, int64_t sw = 1, int64_t taps = 1,
+                 Conv2dOptions co = {}) {
   Graph g("conv1x1");
   Ops ops(g);
-  Conv2dOptions co;
   co.stride = {sh, sw};
   ValueId y = ops.conv2d(ops.param("x", TensorType(DType::kF32, IVec{s.N, s.C, s.H, s.W})),
-                         ops.param("w", TensorType(DType::kF32, IVec{s.K, s.C, 1, 1})), co);
+                         ops.param("w", TensorType(DType::kF32, IVec{s.K, s.C, taps, taps})), co);
   ops.output(ops.reduce(OpKind::kReduceSum, y, {0, 1, 2, 3}));
   EXPECT_TRUE(ops.status().ok());
   auto grads = build_gradients(g, g.outputs()[0]);
@@ -200,6 +200,48 @@ TEST(Conv1x1Kernels, BatchPackedProductsMatchTheDirectLoops) {
   }
   EXPECT_EQ(checked, 48);
   EXPECT_GT(pieces_served, 48);
+}
+
+// Windows larger than 1x1 on small planes (up to 16 output points, as ResNet-50's 3x3
+// convolutions on its 4x4 and 2x2 maps) as one product over im2col columns: 2x2 and 3x3 taps,
+// padding 0-2, strides 1-2, dilation 1-2, against the direct loops on the whole box, bitwise
+// repeatable, accumulated, and on random pieces.
+TEST(Conv1x1Kernels, SmallPlanesWithLargerWindowsMatchTheDirectLoops) {
+  std::mt19937 rng(164);
+  int checked = 0, pieces_served = 0;
+  for (int round = 0; round < 16; ++round) {
+    const int64_t taps = pick(rng, 2, 3), sh = pick(rng, 1, 2), sw = pick(rng, 1, 2);
+    Conv2dOptions co;
+    co.padding = {pick(rng, 0, 2), pick(rng, 0, 2)};
+    co.dilation = {pick(rng, 1, 2), 1};
+    const int64_t reach = co.dilation[0] * (taps - 1) + 1;
+    // Planes whose output has at most 4 x 4 points.
+    const int64_t hlo = std::max<int64_t>(1, reach - 2 * co.padding[0]),
+                  wlo = std::max<int64_t>(1, taps - 2 * co.padding[1]);
+    const int64_t H = pick(rng, hlo, hlo + 3 * sh), W = pick(rng, wlo, wlo + 3 * sw);
+    const Shape s{pick(rng, 1, 4), pick(rng, 1, 40), pick(rng, 1, 40), H, W};
+    SCOPED_TRACE(label(round, s) + " taps " + std::to_string(taps) + " strides " +
+                 std::to_string(sh) + "x" + std::to_string(sw) + " padding " +
+                 std::to_string(co.padding[0]) + "," + std::to_string(co.padding[1]));
+    Graph g = conv_graph(s, sh, sw, taps, co);
+    const int64_t OH = (H + 2 * co.padding[0] - reach) / sh + 1,
+                  OW = (W + 2 * co.padding[1] - taps) / sw + 1;
+    if (OH * OW > 16) continue;
+    for (const Op& op : g.ops()) {
+      if (!is_conv(op.kind)) continue;
+      SCOPED_TRACE(op_kind_name(op.kind));
+      const Case c = random_case(g, op, rng);
+      const auto& [in, ip, want] = c;
+      check_whole_box(g, op, ip, want, true);
+      for (bool acc : {false, true})
+        EXPECT_LT(testing::max_rel_diff(run_pieces(g, op, in, rng, acc, &pieces_served), want),
+                  1e-4)
+            << "pieces, accumulate " << acc;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 30);
+  EXPECT_GT(pieces_served, 0);
 }
 
 // conv2d + bias (reshaped, as the ONNX import writes it) + ReLU, run as one fused chain: the
