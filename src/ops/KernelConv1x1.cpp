@@ -173,6 +173,36 @@ float* pack(const KernelOptions& o, const Tile4& t, Range rn, int64_t c0, int64_
   return m;
 }
 
+// The forward's product over packed columns `cols` (K rows: the box's input channels, times
+// the taps), Y = W cols, with the epilogue, scattered into Y.
+void forward_product(const ConvForward& f, const KernelOptions& o, const std::vector<PostOp>* ep,
+                     const float* cols, int64_t K) {
+  const auto& [X, W, Y, geo, KH, KW, cig, cog, rn, rg, co, oh, ow, ci] = f;
+  const Grid gy{oh.lo, oh.size(), 1, ow.lo, ow.size(), 1};
+  const int64_t NP = rn.size() * gy.size();
+  float* yp = scratch(1, co.size() * NP);
+  const float* w = W.data + W.off(co.lo, ci.lo, 0, 0);
+  by_row_blocks(o, co.size(), K * NP, [&](Range b, bool threaded) {
+    sgemm(threaded, false, false, b.size(), NP, K, w + b.lo * W.st[0], W.st[0], cols, NP, 0.0f,
+          yp + b.lo * NP, NP);
+    if (ep)
+      for (int64_t c = b.lo; c < b.hi; ++c) apply_epilogue(*ep, c, yp + c * NP, NP);
+    move_rows(Y, rn, co.lo, gy, yp, b.lo, b.hi, false, o.accumulate);
+  });
+}
+
+// The weight gradient's product dW = dY cols^T over packed dY and columns `cols` (K rows).
+void weight_product(const ConvGradWeight& f, const KernelOptions& o, const float* dyp,
+                    const float* cols, int64_t K) {
+  const auto& [X, DY, DW, geo, KH, KW, cig, cog, rg, co, ci, kh, kw, rn, oh, ow] = f;
+  const int64_t NP = rn.size() * oh.size() * ow.size();
+  float* dw = DW.data + DW.off(co.lo, ci.lo, 0, 0);
+  by_row_blocks(o, co.size(), K * NP, [&](Range b, bool threaded) {
+    sgemm(threaded, false, true, b.size(), K, NP, dyp + b.lo * NP, NP, cols, NP,
+          o.accumulate ? 1.0f : 0.0f, dw + b.lo * DW.st[0], DW.st[0]);
+  });
+}
+
 // Whether a 1x1 convolution whose box has `P` output points a plane, `co` x `ci` channels, runs
 // as one batch-packed product rather than one per image: always when strided (oneDNN's otherwise,
 // with its reorders), else when the plane is small.
@@ -188,16 +218,7 @@ bool forward_packed(const ConvForward& f, const KernelOptions& o, const std::vec
   if (!holds(X, gx)) return false;
   const int64_t NP = rn.size() * gy.size();
   if (NP == 0) return false;
-  const float* xp = pack(o, X, rn, ci.lo, ci.size(), gx, 0);
-  float* yp = scratch(1, co.size() * NP);
-  const float* w = W.data + W.off(co.lo, ci.lo, 0, 0);
-  by_row_blocks(o, co.size(), ci.size() * NP, [&](Range b, bool threaded) {
-    sgemm(threaded, false, false, b.size(), NP, ci.size(), w + b.lo * W.st[0], W.st[0], xp, NP,
-          0.0f, yp + b.lo * NP, NP);
-    if (ep)
-      for (int64_t c = b.lo; c < b.hi; ++c) apply_epilogue(*ep, c, yp + c * NP, NP);
-    move_rows(Y, rn, co.lo, gy, yp, b.lo, b.hi, false, o.accumulate);
-  });
+  forward_product(f, o, ep, pack(o, X, rn, ci.lo, ci.size(), gx, 0), ci.size());
   return true;
 }
 
@@ -238,13 +259,8 @@ bool grad_weight_packed(const ConvGradWeight& f, const KernelOptions& o) {
   if (!holds(X, gx)) return false;
   const int64_t NP = rn.size() * gy.size();
   if (NP == 0) return false;
-  const float* dyp = pack(o, DY, rn, co.lo, co.size(), gy, 0);
-  const float* xp = pack(o, X, rn, ci.lo, ci.size(), gx, 1);
-  float* dw = DW.data + DW.off(co.lo, ci.lo, 0, 0);
-  by_row_blocks(o, co.size(), ci.size() * NP, [&](Range b, bool threaded) {
-    sgemm(threaded, false, true, b.size(), ci.size(), NP, dyp + b.lo * NP, NP, xp, NP,
-          o.accumulate ? 1.0f : 0.0f, dw + b.lo * DW.st[0], DW.st[0]);
-  });
+  weight_product(f, o, pack(o, DY, rn, co.lo, co.size(), gy, 0),
+                 pack(o, X, rn, ci.lo, ci.size(), gx, 1), ci.size());
   return true;
 }
 
@@ -318,16 +334,7 @@ bool forward_taps(const ConvForward& f, const KernelOptions& o, const std::vecto
       gy{oh.lo, oh.size(), 1, ow.lo, ow.size(), 1};
   const int64_t NP = rn.size() * gy.size(), K = ci.size() * k.size();
   if (NP == 0 || !tap_rows(W, k)) return false;
-  const float* cols = pack_taps(o, X, rn, ci.lo, ci.size(), gx, k, 0);
-  float* yp = scratch(1, co.size() * NP);
-  const float* w = W.data + W.off(co.lo, ci.lo, 0, 0);
-  by_row_blocks(o, co.size(), K * NP, [&](Range b, bool threaded) {
-    sgemm(threaded, false, false, b.size(), NP, K, w + b.lo * W.st[0], W.st[0], cols, NP, 0.0f,
-          yp + b.lo * NP, NP);
-    if (ep)
-      for (int64_t c = b.lo; c < b.hi; ++c) apply_epilogue(*ep, c, yp + c * NP, NP);
-    move_rows(Y, rn, co.lo, gy, yp, b.lo, b.hi, false, o.accumulate);
-  });
+  forward_product(f, o, ep, pack_taps(o, X, rn, ci.lo, ci.size(), gx, k, 0), K);
   return true;
 }
 
@@ -364,13 +371,8 @@ bool grad_weight_taps(const ConvGradWeight& f, const KernelOptions& o) {
       gx{oh.lo * geo.s0 - geo.p0, oh.size(), geo.s0, ow.lo * geo.s1 - geo.p1, ow.size(), geo.s1};
   const int64_t NP = rn.size() * gy.size(), K = ci.size() * k.size();
   if (NP == 0) return false;
-  const float* dyp = pack(o, DY, rn, co.lo, co.size(), gy, 0);
-  const float* cols = pack_taps(o, X, rn, ci.lo, ci.size(), gx, k, 1);
-  float* dw = DW.data + DW.off(co.lo, ci.lo, 0, 0);
-  by_row_blocks(o, co.size(), K * NP, [&](Range b, bool threaded) {
-    sgemm(threaded, false, true, b.size(), K, NP, dyp + b.lo * NP, NP, cols, NP,
-          o.accumulate ? 1.0f : 0.0f, dw + b.lo * DW.st[0], DW.st[0]);
-  });
+  weight_product(f, o, pack(o, DY, rn, co.lo, co.size(), gy, 0),
+                 pack_taps(o, X, rn, ci.lo, ci.size(), gx, k, 1), K);
   return true;
 }
 

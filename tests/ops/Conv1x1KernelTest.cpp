@@ -130,6 +130,24 @@ Tensor run_pieces(const Graph& g, const Op& op, const std::vector<Tensor>& in, s
   return out;
 }
 
+// Every convolution op of `g` on random inputs: the whole box (check_whole_box, accumulating
+// too) and random pieces, overwriting and accumulating. Returns how many ops were checked.
+int check_convs(const Graph& g, std::mt19937& rng, int* pieces_served) {
+  int checked = 0;
+  for (const Op& op : g.ops()) {
+    if (!is_conv(op.kind)) continue;
+    SCOPED_TRACE(op_kind_name(op.kind));
+    const Case c = random_case(g, op, rng);
+    check_whole_box(g, op, c.ip, c.want, true);
+    for (bool acc : {false, true})
+      EXPECT_LT(testing::max_rel_diff(run_pieces(g, op, c.in, rng, acc, pieces_served), c.want),
+                1e-4)
+          << "pieces, accumulate " << acc;
+    ++checked;
+  }
+  return checked;
+}
+
 TEST(Conv1x1Kernels, ProductsMatchTheDirectLoopsOnRandomShapesAndTiles) {
   std::mt19937 rng(161);
   int checked = 0, pieces_served = 0;
@@ -185,18 +203,7 @@ TEST(Conv1x1Kernels, BatchPackedProductsMatchTheDirectLoops) {
                   sw = round % 3 == 0 ? 1 : pick(rng, 1, 3);
     SCOPED_TRACE(label(round, s) + " strides " + std::to_string(sh) + "x" + std::to_string(sw));
     Graph g = conv_graph(s, sh, sw);
-    for (const Op& op : g.ops()) {
-      if (!is_conv(op.kind)) continue;
-      SCOPED_TRACE(op_kind_name(op.kind));
-      const Case c = random_case(g, op, rng);
-      const auto& [in, ip, want] = c;
-      check_whole_box(g, op, ip, want, true);
-      for (bool acc : {false, true})
-        EXPECT_LT(testing::max_rel_diff(run_pieces(g, op, in, rng, acc, &pieces_served), want),
-                  1e-4)
-            << "pieces, accumulate " << acc;
-      ++checked;
-    }
+    checked += check_convs(g, rng, &pieces_served);
   }
   EXPECT_EQ(checked, 48);
   EXPECT_GT(pieces_served, 48);
@@ -227,18 +234,7 @@ TEST(Conv1x1Kernels, SmallPlanesWithLargerWindowsMatchTheDirectLoops) {
     const int64_t OH = (H + 2 * co.padding[0] - reach) / sh + 1,
                   OW = (W + 2 * co.padding[1] - taps) / sw + 1;
     if (OH * OW > 16) continue;
-    for (const Op& op : g.ops()) {
-      if (!is_conv(op.kind)) continue;
-      SCOPED_TRACE(op_kind_name(op.kind));
-      const Case c = random_case(g, op, rng);
-      const auto& [in, ip, want] = c;
-      check_whole_box(g, op, ip, want, true);
-      for (bool acc : {false, true})
-        EXPECT_LT(testing::max_rel_diff(run_pieces(g, op, in, rng, acc, &pieces_served), want),
-                  1e-4)
-            << "pieces, accumulate " << acc;
-      ++checked;
-    }
+    checked += check_convs(g, rng, &pieces_served);
   }
   EXPECT_GE(checked, 30);
   EXPECT_GT(pieces_served, 0);
