@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <vector>
 
 #include "KernelConvForm.h"
@@ -58,27 +57,14 @@ bool unpadded_1x1(const Op& op, int64_t taps_h, int64_t taps_w) {
 
 bool strided(const Geom& geo) { return geo.s0 != 1 || geo.s1 != 1; }
 
-// The largest plane (output points of a box) the unstrided products run batch-packed on.
-int64_t packed_max_plane(bool wgrad) {
-  static const int64_t v = [] {
-    const char* e = std::getenv("HEDDLE_PACK_MAXP");
-    return e ? std::atoll(e) : int64_t{64};
-  }();
-  static const int64_t vw = [] {
-    const char* e = std::getenv("HEDDLE_PACK_MAXPW");
-    return e ? std::atoll(e) : int64_t{64};
-  }();
-  return wgrad ? vw : v;
-}
-
-// The same for windows larger than 1x1 (im2col columns).
-int64_t packed_max_plane_taps() {
-  static const int64_t v = [] {
-    const char* e = std::getenv("HEDDLE_PACK_MAXPK");
-    return e ? std::atoll(e) : int64_t{16};
-  }();
-  return v;
-}
+// Where the batch-packed products replace one product per image (or oneDNN): unstrided 1x1
+// convolutions whose box has at most kPackedPlane output points a plane (kPackedPlaneWeights for
+// the weight gradient, whose per-image products are only P deep), and larger windows on at most
+// kPackedPlaneTaps, all with at least kPackedOutputs output channels. Measured on the benchmark's
+// training steps (batch 8, 64x64, docs/benchmarks.md): ResNet-50's layers of 256-2048 outputs on
+// 4x4 and 2x2 maps gain, DenseNet-121's narrow ones (128 and 32 outputs) do not.
+constexpr int64_t kPackedPlane = 16, kPackedPlaneWeights = 64, kPackedPlaneTaps = 16,
+                  kPackedOutputs = 256;
 
 // The number of pieces a loop of `len` items of `work` multiply-adds each is split into.
 int64_t pieces(const KernelOptions& o, int64_t len, int64_t work) {
@@ -203,11 +189,12 @@ void weight_product(const ConvGradWeight& f, const KernelOptions& o, const float
   });
 }
 
-// Whether a 1x1 convolution whose box has `P` output points a plane, `co` x `ci` channels, runs
-// as one batch-packed product rather than one per image: always when strided (oneDNN's otherwise,
-// with its reorders), else when the plane is small.
-bool use_packed(int64_t P, bool strided, bool wgrad = false) {
-  return strided || P <= packed_max_plane(wgrad);
+// Whether a 1x1 convolution whose box has `P` output points a plane and whose op has `cog` output
+// channels runs as one batch-packed product rather than one per image: always when strided
+// (oneDNN's otherwise, with its reorders), else on small planes and wide outputs; `wgrad`: for
+// the weight gradient.
+bool use_packed(int64_t P, int64_t cog, bool strided, bool wgrad = false) {
+  return strided || (cog >= kPackedOutputs && P <= (wgrad ? kPackedPlaneWeights : kPackedPlane));
 }
 
 // The forward as one product: Y = W X over the images' packed columns.
@@ -377,9 +364,9 @@ bool grad_weight_taps(const ConvGradWeight& f, const KernelOptions& o) {
 }
 
 // True when `op` is a convolution of one group with a window larger than 1x1 whose box has at
-// most `packed_max_plane_taps()` output points a plane.
-bool small_taps(const Op& op, int64_t taps_h, int64_t taps_w, int64_t P) {
-  if (taps_h * taps_w <= 1 || P > packed_max_plane_taps()) return false;
+// most kPackedPlaneTaps output points a plane, and at least kPackedOutputs output channels `cog`.
+bool small_taps(const Op& op, int64_t taps_h, int64_t taps_w, int64_t P, int64_t cog) {
+  if (taps_h * taps_w <= 1 || P > kPackedPlaneTaps || cog < kPackedOutputs) return false;
   const int64_t g = op.space.find("g");
   return g < 0 || op.space.dim(g).extent == 1;
 }
@@ -398,9 +385,10 @@ bool forward(const Op& op, const Box& box, const Ins& ins, const Outs& outs, con
     for (const PostOp& e : *ep)
       if (!e.channel.empty() && static_cast<int64_t>(e.channel.size()) != co.size()) return false;
   }
-  if (small_taps(op, KH, KW, oh.size() * ow.size())) return forward_taps(*form, o, ep);
+  if (small_taps(op, KH, KW, oh.size() * ow.size(), cog)) return forward_taps(*form, o, ep);
   if (!unpadded_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(W)) return false;
-  if (use_packed(oh.size() * ow.size(), strided(geo)) && forward_packed(*form, o, ep)) return true;
+  if (use_packed(oh.size() * ow.size(), cog, strided(geo)) && forward_packed(*form, o, ep))
+    return true;
   if (strided(geo) || !plane_rows(X, oh, ow) || !plane_rows(Y, oh, ow)) return false;
   const int64_t P = oh.size() * ow.size();
   const float* w = W.data + W.off(co.lo, ci.lo, 0, 0);
@@ -421,10 +409,9 @@ bool grad_input(const Op& op, const Box& box, const Ins& ins, const Outs& outs,
   auto form = conv_grad_input_form(op, box, ins, outs);
   if (!form) return false;
   const auto& [DY, W, DX, geo, OH, OW, KH, KW, H, Wd, cig, cog, rn, rg, ci, ih, iw, co] = *form;
-  if (small_taps(op, KH, KW, OH * OW)) return grad_input_taps(op, box, *form, *outs[0], o);
+  if (small_taps(op, KH, KW, OH * OW, cog)) return grad_input_taps(op, box, *form, *outs[0], o);
   if (!unpadded_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(W)) return false;
-  if (use_packed(ih.size() * iw.size(), strided(geo)) &&
-      grad_input_packed(op, box, *form, *outs[0], o))
+  if (use_packed(OH * OW, cog, strided(geo)) && grad_input_packed(op, box, *form, *outs[0], o))
     return true;
   if (strided(geo) || OH != H || OW != Wd || !plane_rows(DX, ih, iw) || !plane_rows(DY, ih, iw))
     return false;
@@ -445,9 +432,9 @@ bool grad_weight(const Op& op, const Box& box, const Ins& ins, const Outs& outs,
   auto form = conv_grad_weight_form(op, box, ins, outs);
   if (!form) return false;
   const auto& [X, DY, DW, geo, KH, KW, cig, cog, rg, co, ci, kh, kw, rn, oh, ow] = *form;
-  if (small_taps(op, KH, KW, oh.size() * ow.size())) return grad_weight_taps(*form, o);
+  if (small_taps(op, KH, KW, oh.size() * ow.size(), cog)) return grad_weight_taps(*form, o);
   if (!unpadded_1x1(op, KH, KW) || rg.size() != 1 || !matrix_weights(DW)) return false;
-  if (use_packed(oh.size() * ow.size(), strided(geo), true) && grad_weight_packed(*form, o))
+  if (use_packed(oh.size() * ow.size(), cog, strided(geo), true) && grad_weight_packed(*form, o))
     return true;
   if (strided(geo) || !plane_rows(X, oh, ow) || !plane_rows(DY, oh, ow)) return false;
   const int64_t P = oh.size() * ow.size();

@@ -187,8 +187,9 @@ TEST(Conv1x1Kernels, ProductsMatchTheDirectLoopsOnRandomShapesAndTiles) {
   EXPECT_GT(pieces_served, 72);  // most pieces span whole rows
 }
 
-// The batch-packed products (planes of up to 64 output points, and strided 1x1 convolutions such
-// as ResNet's downsampling ones): channels up to 70 (row blocks of 16 and remainders split over
+// The batch-packed products (planes of up to 16 output points and 256 or more outputs, 64 for the
+// weight gradient, and strided 1x1 convolutions such as ResNet's downsampling ones): channels up
+// to 70 and outputs up to 70 or 256-280 (row blocks of 16 and remainders split over
 // 2 threads), batch up to 5, planes 1x1 to 15x15 at strides 1 to 3, against the direct loops on
 // the whole box (twice: bitwise repeatable) and on random pieces over tiles, overwriting and
 // accumulating.
@@ -197,7 +198,9 @@ TEST(Conv1x1Kernels, BatchPackedProductsMatchTheDirectLoops) {
   const int64_t planes[] = {1, 2, 3, 4, 7, 8, 15};
   int checked = 0, pieces_served = 0;
   for (int round = 0; round < 16; ++round) {
-    const Shape s{pick(rng, 1, 5), pick(rng, 1, 70), pick(rng, 1, 70), planes[pick(rng, 0, 6)],
+    // Outputs from 256 (where unstrided small planes take the packed products) in odd rounds.
+    const Shape s{pick(rng, 1, 5), pick(rng, 1, 70),
+                  round % 2 ? pick(rng, 256, 280) : pick(rng, 1, 70), planes[pick(rng, 0, 6)],
                   planes[pick(rng, 0, 6)]};
     const int64_t sh = round % 3 == 0 ? 1 : pick(rng, 1, 3),
                   sw = round % 3 == 0 ? 1 : pick(rng, 1, 3);
@@ -209,10 +212,10 @@ TEST(Conv1x1Kernels, BatchPackedProductsMatchTheDirectLoops) {
   EXPECT_GT(pieces_served, 48);
 }
 
-// Windows larger than 1x1 on small planes (up to 16 output points, as ResNet-50's 3x3
-// convolutions on its 4x4 and 2x2 maps) as one product over im2col columns: 2x2 and 3x3 taps,
-// padding 0-2, strides 1-2, dilation 1-2, against the direct loops on the whole box, bitwise
-// repeatable, accumulated, and on random pieces.
+// Windows larger than 1x1 on small planes (up to 16 output points, 256 or more outputs, as
+// ResNet-50's 3x3 convolutions on its 4x4 and 2x2 maps) as one product over im2col columns: 2x2 and
+// 3x3 taps, padding 0-2, strides 1-2, dilation 1-2, against the direct loops on the whole box,
+// bitwise repeatable, accumulated, and on random pieces.
 TEST(Conv1x1Kernels, SmallPlanesWithLargerWindowsMatchTheDirectLoops) {
   std::mt19937 rng(164);
   int checked = 0, pieces_served = 0;
@@ -226,7 +229,7 @@ TEST(Conv1x1Kernels, SmallPlanesWithLargerWindowsMatchTheDirectLoops) {
     const int64_t hlo = std::max<int64_t>(1, reach - 2 * co.padding[0]),
                   wlo = std::max<int64_t>(1, taps - 2 * co.padding[1]);
     const int64_t H = pick(rng, hlo, hlo + 3 * sh), W = pick(rng, wlo, wlo + 3 * sw);
-    const Shape s{pick(rng, 1, 4), pick(rng, 1, 40), pick(rng, 1, 40), H, W};
+    const Shape s{pick(rng, 1, 3), pick(rng, 1, 24), pick(rng, 256, 270), H, W};
     SCOPED_TRACE(label(round, s) + " taps " + std::to_string(taps) + " strides " +
                  std::to_string(sh) + "x" + std::to_string(sw) + " padding " +
                  std::to_string(co.padding[0]) + "," + std::to_string(co.padding[1]));
