@@ -7,6 +7,10 @@
 // the images (or the weight gradient's rows) are split over the device's threads, each product
 // oneDNN's sgemm on one thread (OpenBLAS's own pool would serialize concurrent callers). Every
 // element is computed by the same product whichever thread runs it, so results repeat bitwise.
+//
+// On small planes with wide outputs (ResNet-50's late layers), strided 1x1 convolutions and
+// convolutions with larger windows on such planes, the images are instead packed into one
+// product (see "Batch-packed products" below).
 
 #include <algorithm>
 #include <atomic>
