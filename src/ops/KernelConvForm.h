@@ -181,19 +181,27 @@ struct PostOp {
 
 namespace heddle::kdetail {
 
+/// How many forward convolutions the products (run_conv1x1) have computed from their weights as
+/// they are: oneDNN reuses the weights it keeps reordered only when none ran since it made them
+/// (such a call may have been the op's last one with changed weights, which oneDNN did not see).
+int64_t products_forward_epoch();
+
 /// conv2d over `box` with `epilogue` applied to its result, which goes to `out` (a tile of the
 /// result's image of `box`) through oneDNN post-ops (KernelDnnl.cpp); false (nothing written)
 /// for forms it does not take (one problem per group, accumulation, no oneDNN implementation).
 bool run_conv_dnnl_fused(const Op& op, const Box& box, const convform::Ins& ins, Tensor& out,
                          const std::vector<convform::PostOp>& epilogue, const KernelOptions& o);
 
-/// conv2d, conv2d_grad_input and conv2d_grad_weight of a 1x1 convolution of one group with unit
-/// strides and no padding, as one matrix product per image on the NCHW tiles in place
-/// (KernelConv1x1.cpp), on `o.threads` threads; a forward applies `epilogue` (when non-null) to
-/// each image's result. Overwrites the result's image of `box`, or adds into it when
-/// `o.accumulate` (never with an epilogue). False (nothing written) for other forms, boxes whose
-/// planes are not whole rows of contiguous tiles, options.reference or direct_conv, and forwards
-/// whose weights the caller marks unchanged (oneDNN keeps them reordered).
+/// conv2d, conv2d_grad_input and conv2d_grad_weight of a convolution of one group as matrix
+/// products (KernelConv1x1.cpp), on `o.threads` threads: an unpadded 1x1 convolution with unit
+/// strides as one product per image on the NCHW tiles in place; one with strides, or on a small
+/// plane with wide outputs, and a larger window on such a plane (im2col columns), as one product
+/// over the batch-packed images. A forward applies `epilogue` (when non-null) to its result.
+/// Overwrites the result's image of `box`, or adds into it when `o.accumulate` (never with an
+/// epilogue). False (nothing written) for other forms, boxes whose planes are not whole rows of
+/// contiguous tiles (per image) or not whole planes (larger windows' input gradients),
+/// options.reference or direct_conv, and forwards whose weights the caller marks unchanged or
+/// that repeat on the same feeds (oneDNN keeps their weights reordered).
 bool run_conv1x1(const Op& op, const Box& box, const convform::Ins& ins, const convform::Outs& outs,
                  const KernelOptions& o, const std::vector<convform::PostOp>* epilogue = nullptr);
 

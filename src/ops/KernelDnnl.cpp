@@ -118,6 +118,7 @@ memory scratch_memory(const memory::desc& d) {
 // (KernelOptions::unchanged_inputs); otherwise the call reorders into it afresh.
 struct ReorderedWeights {
   memory::desc user, prim;
+  int64_t epoch = -1;       // products_forward_epoch() when made
   std::vector<float> data;  // the reordered weights, 64-byte aligned inside
   float* aligned() {
     auto q = reinterpret_cast<uintptr_t>(data.data());
@@ -134,7 +135,9 @@ float* reordered_weights(const Port& pt, const float* w, bool unchanged, dnnl::s
   thread_local size_t cached_bytes = 0;
   auto key = std::make_pair(&pt, w);
   auto it = cache.find(key);
-  if (it != cache.end() && unchanged && it->second.user == pt.user && it->second.prim == pt.prim)
+  const int64_t epoch = products_forward_epoch();
+  if (it != cache.end() && unchanged && it->second.user == pt.user && it->second.prim == pt.prim &&
+      it->second.epoch == epoch)
     return it->second.aligned();
   if (it == cache.end()) {
     const size_t need = pt.prim.get_size() + 64;
@@ -152,6 +155,7 @@ float* reordered_weights(const Port& pt, const float* w, bool unchanged, dnnl::s
     e.user = pt.user;
     e.prim = pt.prim;
   }
+  e.epoch = epoch;
   if (pt.own && own_reorder(pt.user, w, pt.prim, e.aligned(), false, true)) return e.aligned();
   memory u(pt.user, engine(), const_cast<float*>(w)), t(pt.prim, engine(), e.aligned());
   pt.reorder->execute(s, {{DNNL_ARG_FROM, u},

@@ -221,7 +221,8 @@ TEST(DnnlKernels, PointwiseConvolutionsWithWideChannelsMatchTheDirectLoops) {
 
 // The reordered weights a forward convolution keeps (KernelOptions::unchanged_inputs): reused
 // while the caller marks the weights unchanged, reordered afresh when it does not (weights
-// changed in place, as training does), never confused between weight tensors.
+// changed in place, as training does, also when the products of KernelConv1x1.cpp computed that
+// call), never confused between weight tensors.
 TEST(DnnlKernels, KeptWeightsFollowTheUnchangedInputsBit) {
   std::mt19937 rng(19);
   int checked = 0;
@@ -234,15 +235,18 @@ TEST(DnnlKernels, KeptWeightsFollowTheUnchangedInputsBit) {
     ASSERT_NE(conv, nullptr);
     auto in = random_inputs(g, *conv, rng, false);
     auto other = random_inputs(g, *conv, rng, false);  // a second weight tensor
-    auto run = [&](const Tensor& w, uint32_t bits) {
+    // `repeat`: a forward-only loop's call (oneDNN's from the first one); without it a
+    // convolution on a small plane goes to the products, which oneDNN's kept copy must notice.
+    auto run = [&](const Tensor& w, uint32_t bits, bool repeat = false) {
       Tensor got(g.type(conv->results[0].value));
       kernels::KernelOptions ko;
       ko.unchanged_inputs = bits;
+      ko.feeds_repeat = repeat;
       EXPECT_TRUE(kernels::run(*conv, conv->space.box(), {&in[0], &w}, {&got}, ko).ok());
       return got;
     };
     auto want = [&](const Tensor& w) { return run_direct(g, *conv, {in[0], w}); };
-    Tensor first = run(in[1], 0);
+    Tensor first = run(in[1], 0, true);
     EXPECT_LT(testing::max_rel_diff(first, want(in[1])), 1e-4) << "first call";
     Tensor again = run(in[1], 2);  // unchanged: the kept weights, the same bytes
     EXPECT_EQ(std::memcmp(again.f32(), first.f32(), 4 * first.numel()), 0) << "kept weights";

@@ -69,8 +69,9 @@ float monoid_identity(Monoid m);
 /// benchmarks see that the fast path ran.
 int64_t onednn_calls();
 
-/// How many kernel calls the 1x1 convolutions as matrix products on NCHW tiles (forward, input
-/// and weight gradients, src/ops/KernelConv1x1.cpp) have served in this process.
+/// How many kernel calls the convolutions as matrix products (forward, input and weight
+/// gradients, src/ops/KernelConv1x1.cpp: 1x1 ones per image on the NCHW tiles, and batch-packed
+/// ones on small planes and strides) have served in this process.
 int64_t conv1x1_calls();
 
 /// How many calls the per-channel affine loops (a mul or add of a value per channel on NCHW
