@@ -205,10 +205,14 @@ struct Mat {
   std::vector<float> packed;
 };
 
-// Element (i, j) of `m`'s matrix.
-const float* at(const Mat& m, int64_t i, int64_t j) {
-  return m.data + (m.trans ? j * m.ld + i : i * m.ld + j);
-}
+// A matrix operand as sgemm takes it, without storage.
+struct MatView {
+  const float* data = nullptr;
+  bool trans = false;
+  int64_t ld = 1;
+  // Element (i, j).
+  const float* at(int64_t i, int64_t j) const { return data + (trans ? j * ld + i : i * ld + j); }
+};
 
 // How a causally masked operand (KernelOptions::causal) cuts a product into blocks: the `outer`
 // group (M or N) in blocks of kCausalBlock rows or columns, each narrowed to the part of the
@@ -267,7 +271,7 @@ void zero_block(float* c, int64_t ldc, int64_t i0, int64_t i1, int64_t j0, int64
 // of its inner group only: a K range narrowed to the terms that are not the mask's zeros, or a
 // range of C's rows or columns narrowed to those the mask does not hide (the block's others are
 // set to 0 when overwriting). Elements on the diagonal blocks are computed densely.
-void causal_gemm(const CausalPlan& cp, const Mat& a, const Mat& b, int64_t m, int64_t n, int64_t k,
+void causal_gemm(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_t n, int64_t k,
                  float beta, float* c, int64_t ldc, const KernelOptions& o) {
   const bool rows = cp.outer == 'M';
   const int64_t len = rows ? m : n, wtot = cp.inner == 'K' ? k : rows ? n : m;
@@ -297,7 +301,7 @@ void causal_gemm(const CausalPlan& cp, const Mat& a, const Mat& b, int64_t m, in
     if (cp.inner == 'M') i0 = w0, i1 = w1;
     if (i1 <= i0 || j1 <= j0) continue;
     if (k1 > k0)
-      sgemm(a.trans, b.trans, i1 - i0, j1 - j0, k1 - k0, at(a, i0, k0), a.ld, at(b, k0, j0), b.ld,
+      sgemm(a.trans, b.trans, i1 - i0, j1 - j0, k1 - k0, a.at(i0, k0), a.ld, b.at(k0, j0), b.ld,
             beta, c + i0 * ldc + j0, ldc, o);
     else if (beta == 0.0f)
       zero_block(c, ldc, i0, i1, j0, j1);
@@ -403,7 +407,10 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
   }
   // A causally masked operand: blocks above the diagonal are skipped (in place results only).
   std::optional<CausalPlan> cplan;
-  if (c_direct && k_loop.empty()) cplan = causal_plan(op, box, o.causal, M, N, K, ext);
+  // (A result stored transposed is C^T = B^T A^T: N and M swap.)
+  if (k_loop.empty() && (c_direct || c_transposed))
+    cplan = c_direct ? causal_plan(op, box, o.causal, M, N, K, ext)
+                     : causal_plan(op, box, o.causal, N, M, K, ext);
   // One sgemm per batch point covers the box's whole K range, so without `accumulate` it
   // overwrites (beta 0) and no separate zeroing pass is needed.
   const bool accumulate_all = store_mode(op) == Store::kSum && o.accumulate;
@@ -418,12 +425,18 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
     int64_t ldc = M.total == 1 ? N.total : c_rs;
     float beta = accumulate ? 1.0f : 0.0f;
     if (c_transposed) {
-      sgemm(!mb.trans, !ma.trans, N.total, M.total, K.total, mb.data, mb.ld, ma.data, ma.ld, beta,
-            cd, N.total == 1 ? M.total : c_cs, go);
+      const MatView bt{mb.data, !mb.trans, mb.ld}, at{ma.data, !ma.trans, ma.ld};
+      const int64_t ldt = N.total == 1 ? M.total : c_cs;
+      if (cplan)
+        causal_gemm(*cplan, bt, at, N.total, M.total, K.total, beta, cd, ldt, go);
+      else
+        sgemm(bt.trans, at.trans, N.total, M.total, K.total, bt.data, bt.ld, at.data, at.ld, beta,
+              cd, ldt, go);
       return;
     }
     if (cplan) {
-      causal_gemm(*cplan, ma, mb, M.total, N.total, K.total, beta, cd, ldc, go);
+      causal_gemm(*cplan, {ma.data, ma.trans, ma.ld}, {mb.data, mb.trans, mb.ld}, M.total, N.total,
+                  K.total, beta, cd, ldc, go);
       return;
     }
     // A routing mask (mostly zeros) as the first operand: only its nonzeros are multiplied.
