@@ -117,6 +117,11 @@ bool hidden_unread(const Graph& g, ValueId v) {
 
 std::optional<CausalOperand> causal_operand(const Graph& g, OpId id) {
   const Op& op = g.op(id);
+  if (op.kind == OpKind::kSoftmax && op.results.size() == 1 &&
+      masked_probabilities(g, op.results[0].value)) {
+    const IVec& s = g.type(op.results[0].value).shape();
+    return CausalOperand{false, 0, s[s.size() - 1] - s[s.size() - 2]};
+  }
   if (op.kind != OpKind::kEinsum || op.results.size() != 1 || op.inputs.size() != 2)
     return std::nullopt;
   auto of = [&](ValueId v, bool result, int32_t k) -> std::optional<CausalOperand> {

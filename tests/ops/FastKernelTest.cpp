@@ -603,15 +603,21 @@ bool hidden_at(const IVec& p, int64_t shift) {
 // probabilities or the masked scores' gradient (inputs that are zero where it hides).
 TEST(FastKernels, TheCausalAnalysisFindsEveryAttentionProduct) {
   Graph g = train_graph("gpt-tiny");
-  int64_t masks = 0, results = 0, inputs = 0, einsums = 0;
+  int64_t masks = 0, results = 0, inputs = 0, einsums = 0, softmaxes = 0;
   for (OpId id = 0; id < g.num_ops(); ++id) {
     masks += g.op(id).kind == OpKind::kCausalMask;
     einsums += g.op(id).kind == OpKind::kEinsum;
     auto c = kernels::causal_operand(g, id);
     if (!c) continue;
     EXPECT_EQ(c->shift, 0);
+    if (g.op(id).kind == OpKind::kSoftmax) {
+      EXPECT_FALSE(c->result);
+      ++softmaxes;
+      continue;
+    }
     (c->result ? results : inputs) += 1;
   }
+  EXPECT_EQ(softmaxes, masks);
   EXPECT_GT(masks, 0);
   EXPECT_EQ(results, 2 * masks);
   EXPECT_EQ(inputs, 4 * masks);
@@ -626,15 +632,11 @@ TEST(FastKernels, TheCausalAnalysisFindsEveryAttentionProduct) {
   ops.output(ops.einsum("qk,kd->qd", ops.softmax(ops.causal_mask(masked), -1), k));
   ops.output(masked);
   ASSERT_TRUE(ops.ok());
-  // Only the last product is found: its probabilities are masked (the masked scores are also an
-  // output, so their product is not).
+  // Only the last product and its softmax are found: its probabilities are masked (the masked
+  // scores are also an output, so their product is not).
   for (OpId id = 0; id < plain.num_ops(); ++id) {
     auto c = kernels::causal_operand(plain, id);
-    const bool last =
-        plain.op(id).kind == OpKind::kEinsum &&
-        plain.value(plain.op(id).inputs[0].value).producer != kNoOp &&
-        plain.op(plain.value(plain.op(id).inputs[0].value).producer).kind == OpKind::kSoftmax &&
-        id + 1 == plain.num_ops();
+    const bool last = id + 2 >= plain.num_ops();
     EXPECT_EQ(c.has_value(), last) << "op " << id;
     if (c) {
       EXPECT_FALSE(c->result);
@@ -716,6 +718,48 @@ TEST(FastKernels, CausallyMaskedContractionsMatchTheReference) {
     ++checked;
   }
   EXPECT_EQ(checked, 220);
+}
+
+// A softmax over a causal mask's result told so (KernelOptions::causal) reads each row's visible
+// prefix only: on random shapes, shifts (rows with no visible key included), sub-boxes and tiles
+// it equals the reference everywhere, the hidden probabilities exactly 0.
+TEST(FastKernels, SoftmaxOverACausalMaskMatchesTheReference) {
+  std::mt19937 rng(47);
+  for (int trial = 0; trial < 60; ++trial) {
+    Graph g;
+    Ops ops(g);
+    const int64_t q = uniform(rng, 1, 70), k = uniform(rng, 1, 70);
+    ValueId x = ops.param("x", f32({uniform(rng, 1, 2), q, k}));
+    ops.output(ops.softmax(x, -1));
+    ASSERT_TRUE(ops.ok());
+    const Op& op = g.op(0);
+    const int64_t s0 = k - q;  // keys aligned at the end, give or take 5
+    const kernels::CausalOperand hint{false, 0, uniform(rng, s0 - 5, s0 + 5)};
+    SCOPED_TRACE("q " + std::to_string(q) + " k " + std::to_string(k) + " shift " +
+                 std::to_string(hint.shift));
+    Tensor full = testing::random_tensor(g.type(x), rng, -3.0, 3.0, 2);
+    for_each_coordinate(full, [&](const IVec& p) {
+      if (hidden_at(p, hint.shift)) full.set(p, -INFINITY);
+    });
+    const Box box = trial % 2 == 0 ? op.space.box() : random_sub_box(op.space.box(), rng);
+    Tensor in = full.crop(random_cover(op.inputs[0].proj.image(box), full.region(), rng));
+    Tensor whole = testing::random_tensor(g.type(op.results[0].value), rng, -1.0, 1.0, 2);
+    Tensor out_fast = whole.crop(random_cover(op.results[0].proj.image(box), whole.region(), rng));
+    Tensor out_ref = out_fast;
+    kernels::KernelOptions fast, ref;
+    ref.reference = true;
+    fast.causal = &hint;
+    ASSERT_TRUE(kernels::run(op, box, {&in}, {&out_fast}, fast).ok());
+    ASSERT_TRUE(kernels::run(op, box, {&in}, {&out_ref}, ref).ok());
+    EXPECT_LT(tile_diff(out_fast, out_ref), 2e-4) << "box " << box.to_string();
+    const Box img = op.results[0].proj.image(box);
+    for_each_coordinate(out_ref, [&](const IVec& p) {
+      // (a row with no visible key is NaN, as the reference's)
+      if (hidden_at(p, hint.shift) && p[1] + hint.shift >= 0 && img.contains(p)) {
+        EXPECT_EQ(out_fast.at(p), 0.0);
+      }
+    });
+  }
 }
 
 }  // namespace
