@@ -5,15 +5,19 @@
 // blocks of one product's rows or columns, go to the device's pool (see sgemm()). A first operand
 // of mostly zeros (MoE's one-hot dispatch and combine masks) multiplies only its nonzeros
 // (sparse_a_gemm): a mixture's routing einsums are most of its step's FLOPs as dense products.
+// Causal attention's products skip the blocks the mask hides (KernelOptions::causal,
+// causal_gemm): a fifth to a third of their time on GPT's 128x128x64 heads.
 // Embedding lookups and their gradients are gathers/scatter-adds over the one-hot dim.
 #include <cblas.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "KernelParallel.h"
 #include "KernelUtil.h"
+#include "heddle/ops/CausalOperand.h"
 #include "heddle/support/ThreadPool.h"
 
 namespace heddle::kdetail {
@@ -203,6 +207,109 @@ struct Mat {
   std::vector<float> packed;
 };
 
+// A matrix operand as sgemm takes it, without storage.
+struct MatView {
+  const float* data = nullptr;
+  bool trans = false;
+  int64_t ld = 1;
+  // Element (i, j).
+  const float* at(int64_t i, int64_t j) const { return data + (trans ? j * ld + i : i * ld + j); }
+};
+
+// How a causally masked operand (KernelOptions::causal) cuts a product into blocks: the `outer`
+// group (M or N) in blocks of kCausalBlock rows or columns, each narrowed to the part of the
+// `inner` group (M, N or K) the mask leaves visible. The masked operand's query and key dims are
+// one each of the two groups (each group's only dim longer than 1), so a matrix index plus the
+// box start is the coordinate the mask compares.
+constexpr int64_t kCausalBlock = 32;
+struct CausalPlan {
+  char outer = 0, inner = 0;    // 'M', 'N' or 'K'
+  bool outer_is_query = false;  // the outer group holds the query dim (else the key dim)
+  int64_t outer0 = 0, inner0 = 0, shift = 0;  // box starts in the two dims; CausalOperand::shift
+};
+
+// The one index dim that tensor dim `t` of `p` reads (simple_proj: with coefficient 1).
+int64_t dim_read(const IndexProjection& p, int64_t t) {
+  for (int64_t k = 0; k < p.index_rank(); ++k)
+    if (p.map().at(t, k) != 0) return k;
+  return -1;
+}
+
+std::optional<CausalPlan> causal_plan(const Op& op, const Box& box, const kernels::CausalOperand* c,
+                                      const Group& M, const Group& N, const Group& K,
+                                      const std::vector<int64_t>& ext) {
+  if (c == nullptr) return std::nullopt;
+  const IndexProjection& p = c->result ? op.results[c->operand].proj : op.inputs[c->operand].proj;
+  const int64_t r = p.tensor_rank();
+  if (r < 2) return std::nullopt;
+  const int64_t iq = dim_read(p, r - 2), ik = dim_read(p, r - 1);
+  auto group_of = [&](int64_t d) -> char {
+    for (auto [g, name] : {std::pair{&M, 'M'}, std::pair{&N, 'N'}, std::pair{&K, 'K'}})
+      if (std::find(g->dims.begin(), g->dims.end(), d) != g->dims.end())
+        return g->total == ext[d] ? name : 0;
+    return 0;
+  };
+  if (iq < 0 || ik < 0 || iq == ik) return std::nullopt;
+  const char gq = group_of(iq), gk = group_of(ik);
+  if (gq == 0 || gk == 0 || gq == gk || (c->result == (gq == 'K' || gk == 'K')))
+    return std::nullopt;
+  // A result is cut along N (its columns), a zero input along the group that is not K.
+  const bool q_outer = c->result ? gq == 'N' : gk == 'K';
+  CausalPlan cp;
+  cp.outer = q_outer ? gq : gk;
+  cp.inner = q_outer ? gk : gq;
+  cp.outer_is_query = q_outer;
+  cp.outer0 = box.start()[q_outer ? iq : ik];
+  cp.inner0 = box.start()[q_outer ? ik : iq];
+  cp.shift = c->shift;
+  return cp;
+}
+
+void zero_block(float* c, int64_t ldc, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  for (int64_t i = i0; i < i1; ++i) std::fill(c + i * ldc + j0, c + i * ldc + j1, 0.0f);
+}
+
+// C (= or +=, beta 0 or 1) A B by blocks of the plan's outer group, each over the visible range
+// of its inner group only: a K range narrowed to the terms that are not the mask's zeros, or a
+// range of C's rows or columns narrowed to those the mask does not hide (the block's others are
+// set to 0 when overwriting). Elements on the diagonal blocks are computed densely.
+void causal_gemm(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_t n, int64_t k,
+                 float beta, float* c, int64_t ldc, const KernelOptions& o) {
+  const bool rows = cp.outer == 'M';
+  const int64_t len = rows ? m : n, wtot = cp.inner == 'K' ? k : rows ? n : m;
+  for (int64_t u0 = 0; u0 < len; u0 += kCausalBlock) {
+    const int64_t u1 = std::min(len, u0 + kCausalBlock);
+    // Visible: key <= query + shift.
+    int64_t w0 = 0, w1 = wtot;
+    if (cp.outer_is_query)
+      w1 = std::clamp<int64_t>(cp.outer0 + u1 + cp.shift - cp.inner0, 0, wtot);
+    else
+      w0 = std::clamp<int64_t>(cp.outer0 + u0 - cp.shift - cp.inner0, 0, wtot);
+    int64_t i0 = rows ? u0 : 0, i1 = rows ? u1 : m, j0 = rows ? 0 : u0, j1 = rows ? n : u1;
+    int64_t k0 = 0, k1 = k;
+    if (cp.inner == 'K') {
+      k0 = w0;
+      k1 = std::max(w0, w1);
+    } else if (beta == 0.0f) {  // the hidden rows or columns of the block
+      if (rows) {
+        zero_block(c, ldc, i0, i1, 0, w0);
+        zero_block(c, ldc, i0, i1, std::max(w0, w1), n);
+      } else {
+        zero_block(c, ldc, 0, w0, j0, j1);
+        zero_block(c, ldc, std::max(w0, w1), m, j0, j1);
+      }
+    }
+    if (cp.inner == 'N') j0 = w0, j1 = w1;
+    if (cp.inner == 'M') i0 = w0, i1 = w1;
+    if (i1 <= i0 || j1 <= j0) continue;
+    if (k1 > k0)
+      sgemm(a.trans, b.trans, i1 - i0, j1 - j0, k1 - k0, a.at(i0, k0), a.ld, b.at(k0, j0), b.ld,
+            beta, c + i0 * ldc + j0, ldc, o);
+    else if (beta == 0.0f)
+      zero_block(c, ldc, i0, i1, j0, j1);
+  }
+}
+
 // Describes operand `a` (rows group R, cols group C) at local offset `base` as a sgemm matrix,
 // packing it when its strides do not form one.
 void describe(const Access& a, const Group& R, const Group& C, int64_t base,
@@ -300,6 +407,12 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
       if (e[k] == s[k]) e[k] = s[k] + 1;
     bbox = Box(IVec(s), IVec(e));
   }
+  // A causally masked operand: blocks above the diagonal are skipped (in place results only).
+  std::optional<CausalPlan> cplan;
+  // (A result stored transposed is C^T = B^T A^T: N and M swap.)
+  if (k_loop.empty() && (c_direct || c_transposed))
+    cplan = c_direct ? causal_plan(op, box, o.causal, M, N, K, ext)
+                     : causal_plan(op, box, o.causal, N, M, K, ext);
   // One sgemm per batch point covers the box's whole K range, so without `accumulate` it
   // overwrites (beta 0) and no separate zeroing pass is needed.
   const bool accumulate_all = store_mode(op) == Store::kSum && o.accumulate;
@@ -314,8 +427,18 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
     int64_t ldc = M.total == 1 ? N.total : c_rs;
     float beta = accumulate ? 1.0f : 0.0f;
     if (c_transposed) {
-      sgemm(!mb.trans, !ma.trans, N.total, M.total, K.total, mb.data, mb.ld, ma.data, ma.ld, beta,
-            cd, N.total == 1 ? M.total : c_cs, go);
+      const MatView bt{mb.data, !mb.trans, mb.ld}, at{ma.data, !ma.trans, ma.ld};
+      const int64_t ldt = N.total == 1 ? M.total : c_cs;
+      if (cplan)
+        causal_gemm(*cplan, bt, at, N.total, M.total, K.total, beta, cd, ldt, go);
+      else
+        sgemm(bt.trans, at.trans, N.total, M.total, K.total, bt.data, bt.ld, at.data, at.ld, beta,
+              cd, ldt, go);
+      return;
+    }
+    if (cplan) {
+      causal_gemm(*cplan, {ma.data, ma.trans, ma.ld}, {mb.data, mb.trans, mb.ld}, M.total, N.total,
+                  K.total, beta, cd, ldc, go);
       return;
     }
     // A routing mask (mostly zeros) as the first operand: only its nonzeros are multiplied.

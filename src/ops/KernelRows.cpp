@@ -6,10 +6,12 @@
 // KernelWindow.cpp.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "KernelUtil.h"
 #include "Simd.h"
+#include "heddle/ops/CausalOperand.h"
 
 namespace heddle::kdetail {
 
@@ -75,6 +77,42 @@ struct RowOut {
     if (!direct) put_row(a, base, p, v, mode);
   }
 };
+
+// Where a causal mask's result (input 0 of a softmax, KernelOptions::causal) stops being
+// visible along a row: the row's query coordinate and first key coordinate are affine in the
+// point; the row is the window over the last tensor dim.
+struct VisiblePrefix {
+  std::vector<int64_t> cq, ck;  // coefficients of the query and first key coordinates
+  int64_t q0 = 0, k0 = 0, shift = 0;
+  int64_t length(const int64_t* p, int64_t n) const {
+    int64_t q = q0, k = k0;
+    for (size_t i = 0; i < cq.size(); ++i) {
+      q += cq[i] * p[i];
+      k += ck[i] * p[i];
+    }
+    return std::clamp<int64_t>(q + shift + 1 - k, 0, n);
+  }
+};
+
+std::optional<VisiblePrefix> visible_prefix(const Op& op, const kernels::CausalOperand* c,
+                                            int64_t n) {
+  if (c == nullptr || c->result || c->operand != 0 || op.kind != OpKind::kSoftmax)
+    return std::nullopt;
+  const IndexProjection& p = op.inputs[0].proj;
+  const int64_t r = p.tensor_rank();
+  if (r < 2 || p.window()[r - 1] != n) return std::nullopt;
+  for (int64_t t = 0; t < r - 1; ++t)
+    if (p.window()[t] != 1) return std::nullopt;
+  VisiblePrefix v;
+  v.q0 = p.map().offset()[r - 2];
+  v.k0 = p.map().offset()[r - 1];
+  v.shift = c->shift;
+  for (int64_t k = 0; k < p.index_rank(); ++k) {
+    v.cq.push_back(p.map().at(r - 2, k));
+    v.ck.push_back(p.map().at(r - 1, k));
+  }
+  return v;
+}
 
 // y = softmax(x) (or log-softmax); returns log(sum exp(x - max)) + max. The exponentials and
 // sums run through the vector loops of Simd.h (fast_exp, float lanes).
@@ -204,11 +242,22 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
     case OpKind::kLogSoftmax: {
       RowIn x(ai[0]);
       bool log = op.kind == OpKind::kLogSoftmax;
-      RowOut o(ao, out, mode, y.data());
+      RowOut ro(ao, out, mode, y.data());
+      // Rows of a causal mask's result (KernelOptions::causal): past the row's visible prefix
+      // the input is -inf, whose weight is exactly 0, so only the prefix is read (the same
+      // lanes and sums as the whole row: bitwise the same result).
+      const std::optional<VisiblePrefix> vp =
+          log || !x.direct ? std::nullopt : visible_prefix(op, o.causal, n);
       for_each_point(box, [&](const int64_t* p) {
-        float* yr = o.at(p);
-        softmax_row(x.at(p), yr, n, log);
-        o.put(p, yr);
+        float* yr = ro.at(p);
+        const int64_t len = vp ? vp->length(p, n) : n;
+        if (len > 0 && len < n) {
+          softmax_row(x.at(p), yr, len, false);
+          std::fill(yr + len, yr + n, 0.0f);
+        } else {
+          softmax_row(x.at(p), yr, n, log);
+        }
+        ro.put(p, yr);
       });
       return true;
     }

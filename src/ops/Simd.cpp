@@ -251,7 +251,12 @@ HEDDLE_SIMD_CLONES float exp_sum_loop(const float* x, float* y, int64_t n, float
     v8 v;
     load(v, x + j, m);
     v = v - shift;
+    // A masked-out score (-inf, a causal mask's) weighs exactly 0, not fast_exp's clamped
+    // e^-87.3, so contractions may skip it (ops/CausalOperand.h).
+    v8i hidden = v == -std::numeric_limits<float>::infinity();
     vexp(v);
+    v8 zero = v8{};
+    select(v, hidden, zero, v);
     store(y + j, v, m);
     if (m < kLanes)
       for (int64_t i = m; i < kLanes; ++i) v[i] = 0.0f;

@@ -14,6 +14,7 @@
 
 #include "RingPoster.h"
 #include "heddle/ir/TextPrinter.h"
+#include "heddle/ops/CausalOperand.h"
 #include "heddle/ops/Chain.h"
 #include "heddle/runtime/ArenaPlan.h"
 
@@ -175,6 +176,8 @@ struct DeviceExecutor::Call {
   std::vector<int> in_buffers, out_buffers;  // resolved to the pointers after compiling
   uint32_t loaded_inputs = 0;                // bit i: input i is a loaded buffer
   bool accumulate = false;                   // a ring block combining into its results
+  // An einsum's operand that a causal mask hides in part (KernelOptions::causal), if any.
+  std::optional<kernels::CausalOperand> causal;
 };
 
 // One instruction with its tiles resolved (frees have none and are dropped).
@@ -305,6 +308,7 @@ class DeviceExecutor::Compiler {
           Call c;
           c.op = &op;
           c.box = kc.box;
+          c.causal = kernels::causal_operand(g_, kc.op);
           for (const auto& x : op.inputs) {
             int b;
             if (auto h = halos_.find(x.value); h != halos_.end()) {
@@ -599,6 +603,7 @@ void DeviceExecutor::run_kernels(const Step& s, const kernels::KernelOptions& ko
     // Loaded tiles hold the feeds' bytes; unchanged feeds leave them as the last run saw them.
     o.unchanged_inputs = feeds_unchanged_ ? c.loaded_inputs : 0;
     o.accumulate = c.accumulate;
+    o.causal = c.causal ? &*c.causal : nullptr;
     Status st = kernels::run(*c.op, c.box, c.ins, c.outs, o);
     if (!st.ok()) fail(st.error());
   }

@@ -11,6 +11,8 @@
 
 namespace heddle::kernels {
 
+struct CausalOperand;  // heddle/ops/CausalOperand.h
+
 /// How a kernel call combines with what its outputs already hold.
 struct KernelOptions {
   /// false (default): outputs over the box's image are overwritten (ops with reduce dims first
@@ -45,6 +47,12 @@ struct KernelOptions {
   /// it (unchanged_inputs, from the second call) rather than one that is cheaper once and would
   /// hand over to it mid-run. Results are the same either way. Default false.
   bool feeds_repeat = false;
+  /// The operand of this einsum or softmax that a causal mask hides in part (causal_operand(),
+  /// derived from the graph by the caller): the contraction then skips the blocks of the product
+  /// that are masked out (results written there are 0 where skipped, inputs there must be
+  /// zeros); the softmax reads each row's visible prefix only (its input must be -inf past it).
+  /// Only valid for the op it was derived for. Default nullptr: everything is computed.
+  const CausalOperand* causal = nullptr;
 };
 
 /// Computes the points of index box `box` of `op`: for each result, the elements of the
