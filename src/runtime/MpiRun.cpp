@@ -291,19 +291,22 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
       fail_job(mpi, Diagnostic(e.what()), FailureKind::kInternal);
     }
     if ((failure = step_failure(mpi, st))) return failure->error;
-    // Outputs are whole on every rank (lowering replicates them). Updated parameters and
-    // optimizer state are copied straight into this rank's feed tiles for the next step, the
-    // rest into `got`, in place (no allocation); the step's outputs view both.
+    // Outputs are whole on every rank (lowering replicates them). Of an updated parameter or
+    // optimizer state, only this rank's feed tile is copied (in place) for the next step, and
+    // the step's output views the executor's tile (valid until the next run; finish_rank copies
+    // the last step's); the rest are copied into `got`, in place (no allocation).
     TensorMap outs;
     for (const auto& [v, t] : exec->outputs()) {
       Tensor* into = nullptr;
       if (auto back = fed_back.find(v); o.loop.train && back != fed_back.end())
         if (auto it = feeds.find(back->second); it != feeds.end() && !it->second.is_view() &&
                                                 it->second.dtype() == t->dtype() &&
-                                                it->second.region() == t->region())
+                                                t->region().contains(it->second.region()))
           into = &it->second;
+      const Tensor* shown = into;  // what the step's output views
       if (into) {
         into->copy_from(*t);
+        if (into->region() != t->region()) shown = t;
       } else {
         auto it = got.find(v);
         if (it != got.end() && !it->second.is_view() && it->second.dtype() == t->dtype() &&
@@ -311,14 +314,14 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
           it->second.copy_from(*t);
         else
           it = got.insert_or_assign(v, *t).first;
-        into = &it->second;
+        shown = &it->second;
         if (auto back = fed_back.find(v); o.loop.train && back != fed_back.end())
           if (auto f = feeds.find(back->second); f != feeds.end())
-            f->second = into->crop(f->second.region());  // a tile of a whole output
+            f->second = it->second.crop(f->second.region());  // a tile of a whole output
       }
-      outs.emplace(v, Tensor::view(into->dtype(), into->region(),
-                                   into->is_int() ? static_cast<void*>(into->i64())
-                                                  : static_cast<void*>(into->f32())));
+      void* data = shown->is_int() ? static_cast<void*>(const_cast<int64_t*>(shown->i64()))
+                                   : static_cast<void*>(const_cast<float*>(shown->f32()));
+      outs.emplace(v, Tensor::view(shown->dtype(), shown->region(), data));
     }
     permute_sequences(outs, o.layout, true);  // the outputs in the sequence's order (copies)
     if (o.loop.train && o.loop.after_update) HEDDLE_TRY(o.loop.after_update(s, feeds));
