@@ -279,22 +279,29 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
   // when the rank's feed tile lies inside its own tile (on every rank), and not at all with the
   // check (whose reference compares whole outputs every step).
   const auto& gathered = exec->gathered_outputs();
-  std::vector<int64_t> owned(gathered.size(), 0);
+  std::vector<int64_t> owned;  // per gathered output: its value, and whether it may be skipped
   const bool may =
       o.loop.train && o.loop.reference == nullptr && o.layout.in_order() && o.fault.rank < 0;
-  for (size_t k = 0; k < gathered.size() && may; ++k) {
-    const auto& [v, t] = gathered[k];
+  for (const auto& [v, t] : gathered) {
     auto back = fed_back.find(v);
     auto f = back == fed_back.end() ? feeds.end() : feeds.find(back->second);
-    owned[k] = v != g.outputs()[0] && f != feeds.end() && f->second.dtype() == t->dtype() &&
-               t->region().contains(f->second.region());
+    owned.push_back(v);
+    owned.push_back(may && v != g.outputs()[0] && f != feeds.end() &&
+                    f->second.dtype() == t->dtype() && t->region().contains(f->second.region()));
   }
   const auto n = static_cast<int64_t>(owned.size());
   std::vector<char> skip;
   if (or_fail(mpi, mpi.min_over_ranks(n)) == or_fail(mpi, mpi.max_over_ranks(n)) && n > 0) {
     const auto all = or_fail(mpi, mpi.exchange(owned, "comparing gathered outputs"));
-    skip.assign(owned.size(), 1);
-    for (size_t k = 0; k < all.size(); ++k) skip[k % owned.size()] &= all[k] == 1;
+    skip.assign(gathered.size(), 1);
+    for (size_t k = 0; k < all.size(); k += 2) {
+      const size_t i = (k % owned.size()) / 2;
+      if (all[k] != owned[2 * i]) {  // another value at this place: skip nothing
+        skip.clear();
+        break;
+      }
+      skip[i] &= all[k + 1] == 1;
+    }
   }
   exec->skip_gathers(skip);
   // Start together, so rank 0's wall time is the run's.
