@@ -551,6 +551,48 @@ DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_
     output_buffers_.push_back(b);
   }
   bound_.assign(buffers_.size(), 0);
+  // The trailing all-gathers whose every result is an output's buffer (read by nothing after).
+  trailing_gathers_ = steps_.size();
+  std::map<ValueId, const Tensor*> own;
+  for (size_t i = steps_.size(); i-- > 0;) {
+    const Step& s = steps_[i];
+    if (s.kind == Instr::Kind::kFree) continue;
+    bool gathers = s.kind == Instr::Kind::kCollective && !s.batch.empty();
+    for (size_t k = 0; gathers && k < s.collectives.size(); ++k) {
+      const ValueId v = s.collectives[k]->value;
+      auto at = std::find_if(c.out_buffers_.begin(), c.out_buffers_.end(),
+                             [&](const auto& o) { return o.first == v; });
+      gathers = s.batch[k].c == Collective::kAllGather && at != c.out_buffers_.end() &&
+                at->second == s.coll_out[k] && !own.count(v);
+    }
+    if (!gathers) break;
+    for (size_t k = 0; k < s.collectives.size(); ++k)
+      own[s.collectives[k]->value] = &buffers_[s.coll_in[k]].tensor;
+    trailing_gathers_ = i;
+  }
+  gathered_.assign(own.begin(), own.end());
+}
+
+void DeviceExecutor::skip_gathers(const std::vector<char>& skip) {
+  HEDDLE_ASSERT(skip.empty() || skip.size() == gathered_.size())
+      << skip.size() << " flags for " << gathered_.size() << " gathered outputs";
+  trailing_batches_.clear();
+  for (size_t k = 0; k < outputs_.size(); ++k)
+    outputs_[k].second = &buffers_[output_buffers_[k]].tensor;
+  if (std::find(skip.begin(), skip.end(), 1) == skip.end()) return;
+  auto skipped = [&](ValueId v) -> const Tensor* {
+    auto it = std::lower_bound(gathered_.begin(), gathered_.end(), v,
+                               [](const auto& g, ValueId x) { return g.first < x; });
+    if (it == gathered_.end() || it->first != v || !skip[it - gathered_.begin()]) return nullptr;
+    return it->second;
+  };
+  for (auto& [v, t] : outputs_)
+    if (const Tensor* own = skipped(v)) t = own;
+  for (size_t i = trailing_gathers_; i < steps_.size(); ++i) {
+    std::vector<CollectiveCall>& b = trailing_batches_.emplace_back();
+    for (size_t k = 0; k < steps_[i].batch.size(); ++k)
+      if (!skipped(steps_[i].collectives[k]->value)) b.push_back(steps_[i].batch[k]);
+  }
 }
 
 DeviceExecutor::~DeviceExecutor() = default;
@@ -631,8 +673,18 @@ Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const Exe
   // exceptions (a communicator that lost its peers, an injected fault) leave at once: the
   // collectives they come from cannot go on.
   std::exception_ptr internal;
-  for (const Step& s : steps_) {
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
     try {
+      if (i >= trailing_gathers_ && !trailing_batches_.empty()) {  // skip_gathers
+        const std::vector<CollectiveCall>& b = trailing_batches_[i - trailing_gathers_];
+        if (b.empty()) continue;
+        Status st = b.size() == 1
+                        ? comm.collective(b[0].c, *b[0].group, *b[0].mine, *b[0].out, b[0].monoid)
+                        : comm.collectives(b);
+        if (!st.ok()) fail(st.error());
+        continue;
+      }
       run_step(s, comm, feeds, ko);
     } catch (const InternalError&) {
       if (!internal) internal = std::current_exception();

@@ -167,15 +167,26 @@ Status MpiCommunicator::exchange_tiles(Collective c, const std::vector<int64_t>&
       return whole ? tiles[q] : tiles[q].intersect(out.region());
     };
     std::vector<int> rcounts(n, 0), rdispls(n, 0);
+    // An all-gather sends this tile to every peer and receives theirs point to point (MPI's
+    // allgatherv would also copy this rank's tile into the receive buffer): straight into out
+    // when the tiles are disjoint row-major runs of it. Every layout of an all-gather moves the
+    // same messages, so members that disagree on the layout (out of step) still complete it and
+    // the check of the predicted regions reports them.
     if (whole && c == Collective::kAllGather) {
       if (auto runs = runs_of(tiles, out.region()); runs) {
+        char* to = bytes(out);
+        reqs.clear();
         for (int64_t q = 0; q < n; ++q) {
-          rcounts[q] = count_of(tiles[q].volume());
-          rdispls[q] = count_of((*runs)[q]);
+          if (q == me) continue;
+          reqs.emplace_back();
+          MPI_Irecv(to + static_cast<size_t>((*runs)[q]) * eb, count_of(tiles[q].volume()), type,
+                    static_cast<int>(q), 0, *comm, &reqs.back());
+          reqs.emplace_back();
+          MPI_Isend(bytes(mine), count_of(mine.numel()), type, static_cast<int>(q), 0, *comm,
+                    &reqs.back());
         }
-        reqs.assign(1, MPI_REQUEST_NULL);
-        MPI_Iallgatherv(bytes(mine), count_of(mine.numel()), type, bytes(out), rcounts.data(),
-                        rdispls.data(), type, *comm, &reqs[0]);
+        std::memcpy(to + static_cast<size_t>((*runs)[me]) * eb, bytes(mine),
+                    static_cast<size_t>(mine.numel()) * eb);
         if (auto st = wait_data(reqs); !st.ok()) {
           impl_->dead_tensors.push_back(
               std::exchange(out, Tensor::tile(mine.dtype(), out.region())));
@@ -185,16 +196,27 @@ Status MpiCommunicator::exchange_tiles(Collective c, const std::vector<int64_t>&
         return {};
       }
     }
+    const bool gather = whole && c == Collective::kAllGather;
     int64_t rtotal = 0;
     for (int64_t q = 0; q < n; ++q) {
       rdispls[q] = count_of(rtotal);
       // allgatherv needs this rank's block too; it is copied into its own slot.
-      if (q != me || whole) rcounts[q] = count_of(receive_box(q).volume());
+      if (q != me || (whole && !gather)) rcounts[q] = count_of(receive_box(q).volume());
       rtotal += rcounts[q];
     }
     char* rbuf = impl_->scratch(impl_->rbuf, rtotal * static_cast<int64_t>(eb));
     reqs.clear();
-    if (whole) {
+    if (gather) {
+      for (int64_t q = 0; q < n; ++q) {
+        if (q == me) continue;
+        reqs.emplace_back();
+        MPI_Irecv(rbuf + static_cast<size_t>(rdispls[q]) * eb, rcounts[q], type,
+                  static_cast<int>(q), 0, *comm, &reqs.back());
+        reqs.emplace_back();
+        MPI_Isend(bytes(mine), count_of(mine.numel()), type, static_cast<int>(q), 0, *comm,
+                  &reqs.back());
+      }
+    } else if (whole) {
       reqs.emplace_back();
       MPI_Iallgatherv(bytes(mine), count_of(mine.numel()), type, rbuf, rcounts.data(),
                       rdispls.data(), type, *comm, &reqs.back());
@@ -328,15 +350,56 @@ Status MpiCommunicator::sum_pairs(const std::vector<CollectiveCall>& calls, bool
     }
     impl_->remember(group, pos, meta, all);
   }
-  // 2. The data: every call's all-reduce in flight at once.
-  reqs.assign(calls.size(), MPI_REQUEST_NULL);
-  for (size_t i = 0; i < calls.size(); ++i)
-    MPI_Iallreduce(calls[i].mine->f32(), calls[i].out->f32(), count_of(calls[i].out->numel()),
-                   MPI_FLOAT, MPI_SUM, *comm, &reqs[i]);
-  if (auto st = impl_->wait_checked(reqs, meta_req, guess, all, what, group); !st.ok()) {
-    for (const CollectiveCall& k : calls)  // MPI may still write into them
+  // 2. The data, every call in flight at once, in two rounds. Member 0 sums the first half of
+  //    every call, member 1 the second: each sends the peer its tile's half of the peer (straight
+  //    from the tile) and receives the peer's of its own; sums it into its half of the result
+  //    (member 0's element first: the group order); then each sends its summed half to the peer,
+  //    which receives it straight into its result. A reduce-scatter and an all-gather, as
+  //    ThreadedWorld splits large sums: each member sums half, the transfers are halves.
+  const int64_t me = group[0] == rank_ ? 0 : 1;
+  const int peer = static_cast<int>(1 - me);
+  auto lo = [&](const CollectiveCall& k, int64_t q) { return q * (k.out->numel() / 2); };
+  auto hi = [&](const CollectiveCall& k, int64_t q) {
+    return q == 0 ? k.out->numel() / 2 : k.out->numel();
+  };
+  std::vector<int64_t> at(calls.size() + 1, 0);  // where each call's received half starts
+  for (size_t i = 0; i < calls.size(); ++i) at[i + 1] = at[i] + hi(calls[i], me) - lo(calls[i], me);
+  auto* recv = reinterpret_cast<float*>(
+      impl_->scratch(impl_->rbuf, at.back() * static_cast<int64_t>(sizeof(float))));
+  auto lost = [&] {  // MPI may still read or write these
+    impl_->graveyard.push_back(std::exchange(impl_->rbuf, {}));
+    for (const CollectiveCall& k : calls)
       impl_->dead_tensors.push_back(
           std::exchange(*k.out, Tensor::tile(k.out->dtype(), k.out->region())));
+  };
+  reqs.clear();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const CollectiveCall& k = calls[i];
+    reqs.emplace_back();
+    MPI_Irecv(recv + at[i], count_of(at[i + 1] - at[i]), MPI_FLOAT, peer, 0, *comm, &reqs.back());
+    reqs.emplace_back();
+    MPI_Isend(k.mine->f32() + lo(k, peer), count_of(hi(k, peer) - lo(k, peer)), MPI_FLOAT, peer, 0,
+              *comm, &reqs.back());
+  }
+  if (auto st = impl_->wait_checked(reqs, meta_req, guess, all, what, group); !st.ok()) {
+    lost();
+    return st;
+  }
+  reqs.clear();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const CollectiveCall& k = calls[i];
+    const float* a = me == 0 ? k.mine->f32() + lo(k, me) : recv + at[i];
+    const float* b = me == 0 ? recv + at[i] : k.mine->f32() + lo(k, me);
+    float* o = k.out->f32() + lo(k, me);
+    for (int64_t e = 0, n = hi(k, me) - lo(k, me); e < n; ++e) o[e] = a[e] + b[e];
+    reqs.emplace_back();
+    MPI_Irecv(k.out->f32() + lo(k, peer), count_of(hi(k, peer) - lo(k, peer)), MPI_FLOAT, peer, 0,
+              *comm, &reqs.back());
+    reqs.emplace_back();
+    MPI_Isend(o, count_of(hi(k, me) - lo(k, me)), MPI_FLOAT, peer, 0, *comm, &reqs.back());
+  }
+  if (auto st = impl_->wait(reqs, what, group); !st.ok()) {
+    lost();
     return st;
   }
   impl_->progress->end(group);
@@ -417,9 +480,24 @@ Status MpiCommunicator::gather_batch(const std::vector<CollectiveCall>& calls, b
     std::memcpy(sbuf + static_cast<size_t>(at) * eb, bytes(t), static_cast<size_t>(t.numel()) * eb);
     at += t.numel();
   }
-  std::vector<MPI_Request> reqs(1);
-  MPI_Iallgatherv(sbuf, counts[me], type, rbuf, counts.data(), displs.data(), type, *comm,
-                  &reqs[0]);
+  // Point to point: MPI's allgatherv would also copy this rank's pack into rbuf, for nothing.
+  std::vector<MPI_Request> reqs;
+  for (int64_t q = 0; q < n; ++q) {
+    if (q == me) continue;
+    reqs.emplace_back();
+    MPI_Irecv(rbuf + static_cast<size_t>(displs[q]) * eb, counts[q], type, static_cast<int>(q), 0,
+              *comm, &reqs.back());
+    reqs.emplace_back();
+    MPI_Isend(sbuf, counts[me], type, static_cast<int>(q), 0, *comm, &reqs.back());
+  }
+  // While the peers read this rank's pack, its own tiles go into the results: first instead of
+  // in group order, which is the same when no other member's tile overlaps them.
+  bool ahead = true;
+  for (int64_t i = 0; i < c && ahead; ++i)
+    for (int64_t q = 0; q < n && ahead; ++q)
+      ahead = q == me || tiles[q * c + i].intersect(tiles[me * c + i]).empty();
+  if (ahead)
+    for (int64_t i = 0; i < c; ++i) calls[i].out->copy_from(*calls[i].mine);
   if (auto st = impl_->wait_checked(reqs, meta_req, guess, all, what, group); !st.ok()) {
     impl_->graveyard.push_back(std::exchange(impl_->sbuf, {}));
     impl_->graveyard.push_back(std::exchange(impl_->rbuf, {}));
@@ -430,9 +508,9 @@ Status MpiCommunicator::gather_batch(const std::vector<CollectiveCall>& calls, b
   for (int64_t q = 0; q < n; ++q)
     for (int64_t i = 0, at = displs[q]; i < c; ++i) {
       const Box& b = tiles[q * c + i];
-      if (q == me)
-        calls[i].out->copy_from(*calls[i].mine);
-      else
+      if (q == me) {
+        if (!ahead) calls[i].out->copy_from(*calls[i].mine);
+      } else
         calls[i].out->copy_from(
             Tensor::view(calls[i].mine->dtype(), b, rbuf + static_cast<size_t>(at) * eb));
       at += b.volume();

@@ -269,17 +269,48 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
   const auto sigs = or_fail(mpi, mpi.exchange({mine}, "comparing collective batches"));
   if (std::any_of(sigs.begin(), sigs.end(), [&](int64_t x) { return x != mine; }))
     exec = std::make_unique<DeviceExecutor>(laid_out, own, false, false);
-  // Start together, so rank 0's wall time is the run's.
-  or_fail(mpi, mpi.agree_on_failure(true));
-  std::optional<MpiRunFailure> failure;
-  TensorMap got;
   std::map<ValueId, ValueId> fed_back;  // updated parameter or state -> the feed it replaces
   for (const auto& u : updates) {
     fed_back[u.updated] = u.param;
     for (const auto& state : u.state) fed_back[state.second] = state.first;
   }
+  // Between training steps a rank needs only its own tiles of the updated parameters and state:
+  // the trailing all-gathers that make one whole (tensor parallelism) run in the last step only
+  // when the rank's feed tile lies inside its own tile (on every rank), and not at all with the
+  // check (whose reference compares whole outputs every step).
+  const auto& gathered = exec->gathered_outputs();
+  std::vector<int64_t> owned;  // per gathered output: its value, and whether it may be skipped
+  const bool may =
+      o.loop.train && o.loop.reference == nullptr && o.layout.in_order() && o.fault.rank < 0;
+  for (const auto& [v, t] : gathered) {
+    auto back = fed_back.find(v);
+    auto f = back == fed_back.end() ? feeds.end() : feeds.find(back->second);
+    owned.push_back(v);
+    owned.push_back(may && v != g.outputs()[0] && f != feeds.end() &&
+                    f->second.dtype() == t->dtype() && t->region().contains(f->second.region()));
+  }
+  const auto n = static_cast<int64_t>(owned.size());
+  std::vector<char> skip;
+  if (or_fail(mpi, mpi.min_over_ranks(n)) == or_fail(mpi, mpi.max_over_ranks(n)) && n > 0) {
+    const auto all = or_fail(mpi, mpi.exchange(owned, "comparing gathered outputs"));
+    skip.assign(gathered.size(), 1);
+    for (size_t k = 0; k < all.size(); k += 2) {
+      const size_t i = (k % owned.size()) / 2;
+      if (all[k] != owned[2 * i]) {  // another value at this place: skip nothing
+        skip.clear();
+        break;
+      }
+      skip[i] &= all[k + 1] == 1;
+    }
+  }
+  exec->skip_gathers(skip);
+  // Start together, so rank 0's wall time is the run's.
+  or_fail(mpi, mpi.agree_on_failure(true));
+  std::optional<MpiRunFailure> failure;
+  TensorMap got;
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
     mpi.set_step(s);
+    if (s == o.loop.steps) exec->skip_gathers({});  // the last step's outputs are whole
     Status st;
     try {
       st = exec->run(comm, feeds,
@@ -291,19 +322,22 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
       fail_job(mpi, Diagnostic(e.what()), FailureKind::kInternal);
     }
     if ((failure = step_failure(mpi, st))) return failure->error;
-    // Outputs are whole on every rank (lowering replicates them). Updated parameters and
-    // optimizer state are copied straight into this rank's feed tiles for the next step, the
-    // rest into `got`, in place (no allocation); the step's outputs view both.
+    // Outputs are whole on every rank (lowering replicates them). Of an updated parameter or
+    // optimizer state, only this rank's feed tile is copied (in place) for the next step, and
+    // the step's output views the executor's tile (valid until the next run; finish_rank copies
+    // the last step's); the rest are copied into `got`, in place (no allocation).
     TensorMap outs;
     for (const auto& [v, t] : exec->outputs()) {
       Tensor* into = nullptr;
       if (auto back = fed_back.find(v); o.loop.train && back != fed_back.end())
         if (auto it = feeds.find(back->second); it != feeds.end() && !it->second.is_view() &&
                                                 it->second.dtype() == t->dtype() &&
-                                                it->second.region() == t->region())
+                                                t->region().contains(it->second.region()))
           into = &it->second;
+      const Tensor* shown = into;  // what the step's output views
       if (into) {
         into->copy_from(*t);
+        if (into->region() != t->region()) shown = t;
       } else {
         auto it = got.find(v);
         if (it != got.end() && !it->second.is_view() && it->second.dtype() == t->dtype() &&
@@ -311,14 +345,14 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
           it->second.copy_from(*t);
         else
           it = got.insert_or_assign(v, *t).first;
-        into = &it->second;
+        shown = &it->second;
         if (auto back = fed_back.find(v); o.loop.train && back != fed_back.end())
           if (auto f = feeds.find(back->second); f != feeds.end())
-            f->second = into->crop(f->second.region());  // a tile of a whole output
+            f->second = it->second.crop(f->second.region());  // a tile of a whole output
       }
-      outs.emplace(v, Tensor::view(into->dtype(), into->region(),
-                                   into->is_int() ? static_cast<void*>(into->i64())
-                                                  : static_cast<void*>(into->f32())));
+      void* data = shown->is_int() ? static_cast<void*>(const_cast<int64_t*>(shown->i64()))
+                                   : static_cast<void*>(const_cast<float*>(shown->f32()));
+      outs.emplace(v, Tensor::view(shown->dtype(), shown->region(), data));
     }
     permute_sequences(outs, o.layout, true);  // the outputs in the sequence's order (copies)
     if (o.loop.train && o.loop.after_update) HEDDLE_TRY(o.loop.after_update(s, feeds));

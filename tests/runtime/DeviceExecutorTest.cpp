@@ -2,6 +2,7 @@
 // tensors that view memory, and runners reused across steps against fresh one-shot runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -333,6 +334,44 @@ TEST(DeviceExecutor, BatchedCollectivesGiveTheSameResults) {
     }
     for (ValueId v : l.g.outputs())
       EXPECT_TRUE(outs[0].at(v) == outs[1].at(v)) << strategy << " " << l.g.value(v).name;
+  }
+}
+
+// A tensor-parallel training step ends with all-gathers that make the updated parameters and
+// optimizer state whole: skip_gathers leaves each device its own tile of those values, equal to
+// that part of the whole a gathering run computes (what an MPI rank feeds back between steps).
+TEST(DeviceExecutor, SkippedOutputGathersLeaveEachDevicesOwnTile) {
+  Lowered l = lowered_train_step("gpt-tiny", "tp=2", 2);
+  TensorMap feeds = testing::random_feeds(l.g, 4);
+  ExecOptions o{.optimizer_step = 1};
+  std::vector<std::unique_ptr<DeviceExecutor>> x;
+  for (const DeviceProgram& p : l.programs)
+    x.push_back(std::make_unique<DeviceExecutor>(l.g, p, true, true));
+  ASSERT_FALSE(x[0]->gathered_outputs().empty());
+  auto run = [&] {
+    ThreadedWorld world(2, true);
+    std::vector<Status> st(2);
+    std::thread peer([&] { st[1] = x[1]->run(world.endpoint(1), feeds, o, 1); });
+    st[0] = x[0]->run(world.endpoint(0), feeds, o, 1);
+    peer.join();
+    ASSERT_TRUE(st[0].ok() && st[1].ok());
+  };
+  run();
+  TensorMap whole;
+  x[0]->copy_outputs(whole);
+  for (auto& d : x) d->skip_gathers(std::vector<char>(d->gathered_outputs().size(), 1));
+  run();
+  for (auto& d : x) {
+    int64_t own = 0;
+    for (const auto& [v, t] : d->outputs()) {
+      const bool gathered = std::any_of(d->gathered_outputs().begin(), d->gathered_outputs().end(),
+                                        [&](const auto& g) { return g.first == v; });
+      if (!gathered) continue;
+      EXPECT_NE(t->region(), whole.at(v).region()) << l.g.value(v).name;
+      EXPECT_TRUE(whole.at(v).crop(t->region()) == *t) << l.g.value(v).name;
+      ++own;
+    }
+    EXPECT_EQ(own, static_cast<int64_t>(d->gathered_outputs().size()));
   }
 }
 

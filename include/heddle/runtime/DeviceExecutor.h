@@ -52,6 +52,19 @@ class DeviceExecutor {
   /// device does not hold are absent): views valid until the next run.
   const std::vector<std::pair<ValueId, const Tensor*>>& outputs() const { return outputs_; }
 
+  /// The graph outputs whose whole tiles only the program's trailing all-gathers assemble (after
+  /// every other collective and kernel: a tensor-parallel training step's updated parameters and
+  /// optimizer state), with the device's own tile each gathers. Ascending by value.
+  const std::vector<std::pair<ValueId, const Tensor*>>& gathered_outputs() const {
+    return gathered_;
+  }
+  /// Which of those trailing all-gathers the next runs skip: `skip[k]` for gathered_outputs()[k]
+  /// (empty, the default: none). outputs() then holds the device's own tile of each skipped value
+  /// instead of the whole: for callers that need only their own tiles between steps (an MPI rank
+  /// feeding its updated tiles back). Every device of a run must skip alike: the all-gathers are
+  /// collectives.
+  void skip_gathers(const std::vector<char>& skip);
+
   /// Copies outputs() into `out`: an entry of the same dtype and region is overwritten in place
   /// (no allocation), others are replaced by an owning copy. A tile bound to its entry
   /// (bind_outputs) is already there and is not copied.
@@ -104,8 +117,13 @@ class DeviceExecutor {
   std::vector<Step> steps_;
   std::unique_ptr<Poster> poster_;  // runs posted ring steps (ExecOptions::overlap_ring)
   std::vector<std::pair<ValueId, const Tensor*>> outputs_;
-  std::vector<int> output_buffers_;  // the buffer of each of outputs_
-  std::vector<char> bound_;          // bind_outputs' scratch: per buffer, bound this run
+  std::vector<int> output_buffers_;                          // the buffer of each of outputs_
+  std::vector<std::pair<ValueId, const Tensor*>> gathered_;  // gathered_outputs()
+  size_t trailing_gathers_ = 0;  // steps_ from here on are those all-gathers (steps_.size(): none)
+  // skip_gathers: per trailing step, the calls still made (none: the step is skipped); empty
+  // when nothing is skipped.
+  std::vector<std::vector<CollectiveCall>> trailing_batches_;
+  std::vector<char> bound_;  // bind_outputs' scratch: per buffer, bound this run
   /// Frees the arena as it was allocated (64-byte aligned operator new[]).
   struct ArenaFree {
     void operator()(std::byte* p) const;

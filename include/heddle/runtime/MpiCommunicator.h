@@ -31,11 +31,13 @@ struct MpiOptions {
 };
 
 /// One rank's end of the MPI collectives. A slice of a tile that covers its result is a local
-/// copy (no message). A float sum all-reduce of identical whole tiles over two ranks maps onto
-/// MPI_Iallreduce from the tile straight into the result (a + b == b + a exactly); over more ranks,
-/// or other monoids, onto MPI_Ialltoallv (each member combines one slice of every tile in group
-/// order) plus MPI_Iallgatherv of the slices; an all-gather whose members all need every tile onto
-/// MPI_Iallgatherv (straight into the result when each tile is one row-major run of it); other
+/// copy (no message). A float sum all-reduce of identical whole tiles over two ranks is split in
+/// halves: each member receives the peer's tile's half of its own, sums that half in group order
+/// straight into its result, and sends it to the peer (point to point, from the tile and into the
+/// result); over more ranks, or other monoids, it maps onto MPI_Ialltoallv (each member combines
+/// one slice of every tile in group order) plus MPI_Iallgatherv of the slices; an all-gather whose
+/// members all need every tile onto point-to-point sends of the tile to every peer (received
+/// straight into the result when each tile is one row-major run of it); other
 /// region layouts (reduce-scatter, all-to-all) onto MPI_Ialltoallv of exactly the overlapping
 /// pieces, combined in group order; halo fetches onto MPI_Isend/MPI_Irecv between the members that
 /// overlap. Every element is combined in group order, so results are bit-identical run to run and
@@ -75,9 +77,8 @@ class MpiCommunicator : public Communicator, public Links {
   Status collective(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
                     Tensor& out, Monoid monoid) override;
   /// A batch of float sum all-reduces over one group of two ranks whose tiles all cover their
-  /// results: one all-gather of every call's regions, then MPI_Iallreduce of each call straight
-  /// from its tile into its result (no staging copies), all in flight together. With two members
-  /// a + b == b + a exactly, so results equal collective()'s bit for bit. A batch of all-gathers
+  /// results: one all-gather of every call's regions, then every call's halves exchanged as in
+  /// collective() (each member sums one half), all calls in flight together. A batch of all-gathers
   /// over one group whose members need every whole tile: gather_batch(). Other batches go call
   /// by call. Every rank must pass the same batches (DeviceExecutor::collective_batches).
   Status collectives(const std::vector<CollectiveCall>& calls) override;
@@ -140,12 +141,14 @@ class MpiCommunicator : public Communicator, public Links {
   Status exchange_tiles(Collective c, const std::vector<int64_t>& group, const Tensor& mine,
                         Tensor& out, Monoid monoid);
   /// `calls`, float sum all-reduces over one group of two ranks whose tiles cover their results:
-  /// one all-gather of every call's regions, then MPI_Iallreduce of each call from its tile into
-  /// its result. When the members' regions differ, sets `differ` and does nothing more.
+  /// one all-gather of every call's regions, then member 0 sums the first half of every call and
+  /// member 1 the second (group order), each from its tile and the peer's half, straight into its
+  /// result, and the summed halves are exchanged. When the members' regions differ, sets `differ`
+  /// and does nothing more.
   Status sum_pairs(const std::vector<CollectiveCall>& calls, bool& differ);
   /// `calls`, all-gathers over one group whose members all need every whole tile (of one dtype):
-  /// one all-gather of every call's regions, one MPI_Iallgatherv of every member's tiles packed
-  /// in call order, then each result assembled in group order. When the regions do not fit
+  /// one all-gather of every call's regions, every member's tiles packed in call order and sent
+  /// to every peer (point to point), then each result assembled in group order. When the regions do not fit
   /// (some member's target misses a tile), sets `differ` and does nothing more.
   Status gather_batch(const std::vector<CollectiveCall>& calls, bool& differ);
 
