@@ -14,7 +14,8 @@ namespace {
 // momentum) whose inputs no other update computes runs right after the last op that computes one
 // of them, that is as soon as its gradient is complete, while the gradient is still in the caches
 // (build_train_step appends every update after the whole backward pass). Updates that become
-// ready after the same op keep their graph order. With `early_updates` false: the graph's order.
+// ready after the same op keep their graph order. With `early_updates` false: the graph's order
+// (lowering passes false on meshes of several devices, see LowerOptions::early_updates).
 std::vector<OpId> lowering_order(const Graph& g, bool early_updates) {
   const auto n = static_cast<size_t>(g.num_ops());
   std::vector<OpId> order;
@@ -61,7 +62,7 @@ class Lowering {
         plan_(plan),
         mesh_(plan.mesh),
         o_(o),
-        order_(lowering_order(g, o.early_updates)),
+        order_(lowering_order(g, o.early_updates && plan.mesh.num_devices() == 1)),
         placement_(g.num_values()) {
     t_.mesh = plan.mesh;
     t_.strategies = plan.ops;
