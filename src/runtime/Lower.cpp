@@ -10,23 +10,71 @@ namespace heddle {
 
 namespace {
 
+// The order ops are lowered in: the graph's, except that an optimizer update (AdamW, SGD with
+// momentum) whose inputs no other update computes runs right after the last op that computes one
+// of them, that is as soon as its gradient is complete, while the gradient is still in the caches
+// (build_train_step appends every update after the whole backward pass). Updates that become
+// ready after the same op keep their graph order. With `early_updates` false: the graph's order
+// (lowering passes false on meshes of several devices, see LowerOptions::early_updates).
+std::vector<OpId> lowering_order(const Graph& g, bool early_updates) {
+  const auto n = static_cast<size_t>(g.num_ops());
+  std::vector<OpId> order;
+  order.reserve(n);
+  if (!early_updates) {
+    for (OpId i = 0; i < g.num_ops(); ++i) order.push_back(i);
+    return order;
+  }
+  auto update = [&](OpId i) {
+    return op_kind_info(g.op(i).kind).category == OpCategory::kOptimizer;
+  };
+  std::vector<OpId> producer(static_cast<size_t>(g.num_values()), -1);
+  for (OpId i = 0; i < g.num_ops(); ++i)
+    for (const auto& r : g.op(i).results) producer[r.value] = i;
+  std::vector<std::vector<OpId>> after(n + 1);  // after[k + 1]: updates ready after op k
+  std::vector<bool> moved(n, false);
+  for (OpId i = 0; i < g.num_ops(); ++i) {
+    if (!update(i)) continue;
+    OpId last = -1;
+    bool movable = true;
+    for (const auto& x : g.op(i).inputs) {
+      OpId p = producer[x.value];
+      movable = movable && (p < 0 || !update(p));
+      last = std::max(last, p);
+    }
+    if (!movable) continue;
+    moved[i] = true;
+    after[static_cast<size_t>(last + 1)].push_back(i);
+  }
+  for (OpId u : after[0]) order.push_back(u);
+  for (OpId i = 0; i < g.num_ops(); ++i) {
+    if (!moved[i]) order.push_back(i);
+    for (OpId u : after[static_cast<size_t>(i + 1)]) order.push_back(u);
+  }
+  return order;
+}
+
 // Emits the instructions every device runs once, into a ProgramTemplate whose per-device boxes
 // and groups are recipes (instantiate() evaluates them for one device).
 class Lowering {
  public:
   Lowering(const Graph& g, const ShardingPlan& plan, const LowerOptions& o)
-      : g_(g), plan_(plan), mesh_(plan.mesh), o_(o), placement_(g.num_values()) {
+      : g_(g),
+        plan_(plan),
+        mesh_(plan.mesh),
+        o_(o),
+        order_(lowering_order(g, o.early_updates && plan.mesh.num_devices() == 1)),
+        placement_(g.num_values()) {
     t_.mesh = plan.mesh;
     t_.strategies = plan.ops;
     last_use_.assign(static_cast<size_t>(g.num_values()), -1);
-    for (OpId i = 0; i < g.num_ops(); ++i)
+    for (OpId i : order_)  // the reader lowered last
       for (const auto& in : g.op(i).inputs) last_use_[in.value] = i;
     for (ValueId v : g.outputs()) last_use_[v] = g.num_ops();  // never freed
   }
 
   Result<ProgramTemplate> run() {
     HEDDLE_TRY(plan_.check(g_));
-    for (OpId i = 0; i < g_.num_ops(); ++i) HEDDLE_TRY(op(i));
+    for (OpId i : order_) HEDDLE_TRY(op(i));
     if (o_.replicate_outputs)
       for (ValueId v : g_.outputs()) {
         if (!placement_[v]) {
@@ -227,9 +275,10 @@ class Lowering {
   const ShardingPlan& plan_;
   const Mesh& mesh_;
   const LowerOptions& o_;
+  std::vector<OpId> order_;  // lowering_order()
   BytesMovedCost bytes_cost_;
   std::vector<std::optional<TensorSharding>> placement_;
-  std::vector<OpId> last_use_;
+  std::vector<OpId> last_use_;  // per value: the op lowered last among its readers
   ProgramTemplate t_;
 };
 

@@ -12,6 +12,7 @@
 #include "heddle/ir/DType.h"
 #include "heddle/ir/IVec.h"
 #include "heddle/ir/TensorType.h"
+#include "heddle/support/AlignedAllocator.h"
 
 namespace heddle {
 
@@ -60,7 +61,7 @@ class Tensor {
   /// Row-major strides of the local buffer.
   const std::vector<int64_t>& strides() const { return strides_; }
 
-  /// Float storage. Precondition: !is_int().
+  /// Float storage; an owning tensor's starts on a 64-byte boundary. Precondition: !is_int().
   float* f32();
   const float* f32() const;
   /// Integer storage. Precondition: is_int().
@@ -93,7 +94,9 @@ class Tensor {
   IVec shape_, origin_;
   std::vector<int64_t> strides_;
   int64_t numel_ = 1;
-  std::vector<float> f_;    // owned float storage (empty for views)
+  // Owned float storage (empty for views), 64-byte aligned: AdamW streams its results to
+  // tensors only when they are alike modulo 32 bytes (src/ops/Simd.cpp).
+  std::vector<float, AlignedAllocator<float>> f_;
   std::vector<int64_t> i_;  // owned integer storage (empty for views)
   float* fp_ = nullptr;     // the float elements: f_.data() or viewed memory
   int64_t* ip_ = nullptr;   // the integer elements: i_.data() or viewed memory

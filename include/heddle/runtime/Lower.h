@@ -27,6 +27,12 @@ struct LowerOptions {
   /// Ring attention: leave out the block kernels a causal mask hides entirely (causal_blocks():
   /// scores the mask replaces, or key blocks whose probabilities are all zero). Default true.
   bool skip_hidden_blocks = true;
+  /// Lower each optimizer update (a training step's AdamW or SGD) right after the op that
+  /// completes its gradient, while that gradient is still in the caches, instead of where the
+  /// graph has it (after the whole backward pass). The values computed are the same. Only on a
+  /// mesh of one device: with more, the gradients' all-reduces stay next to each other at the
+  /// end, where the executor batches them into few collectives. Default true.
+  bool early_updates = true;
 };
 
 /// Every device's program as one shared template (`options.devices` is not used): the work and
