@@ -104,10 +104,17 @@ bool moves_nothing(const Op& op, const Box& box, const Box& in_region, const Box
   return ci.back() == co.back() && out_region.volume() <= in_region.volume();
 }
 
-// True when instruction `in` reads, defines or frees `v`'s tile.
 // A ring step (cp_comm=ring): a send-recv that stays where the program put it, like a fetch.
 bool ring_step_instr(const Instr& in) { return in.kind == Instr::Kind::kCollective && in.ring > 0; }
 
+// One batch of collectives: a single call as itself, several through collectives().
+Status run_batch(Communicator& comm, const std::vector<CollectiveCall>& b) {
+  const CollectiveCall& k = b[0];
+  return b.size() == 1 ? comm.collective(k.c, *k.group, *k.mine, *k.out, k.monoid)
+                       : comm.collectives(b);
+}
+
+// True when instruction `in` reads, defines or frees `v`'s tile.
 bool touches(const Graph& g, const Instr& in, ValueId v) {
   if (in.kind != Instr::Kind::kKernel) return in.value == v;
   for (const KernelCall& kc : in.calls) {
@@ -556,7 +563,6 @@ DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_
   std::map<ValueId, const Tensor*> own;
   for (size_t i = steps_.size(); i-- > 0;) {
     const Step& s = steps_[i];
-    if (s.kind == Instr::Kind::kFree) continue;
     bool gathers = s.kind == Instr::Kind::kCollective && !s.batch.empty();
     for (size_t k = 0; gathers && k < s.collectives.size(); ++k) {
       const ValueId v = s.collectives[k]->value;
@@ -583,8 +589,8 @@ void DeviceExecutor::skip_gathers(const std::vector<char>& skip) {
   auto skipped = [&](ValueId v) -> const Tensor* {
     auto it = std::lower_bound(gathered_.begin(), gathered_.end(), v,
                                [](const auto& g, ValueId x) { return g.first < x; });
-    if (it == gathered_.end() || it->first != v || !skip[it - gathered_.begin()]) return nullptr;
-    return it->second;
+    bool kept = it == gathered_.end() || it->first != v || !skip[it - gathered_.begin()];
+    return kept ? nullptr : it->second;
   };
   for (auto& [v, t] : outputs_)
     if (const Tensor* own = skipped(v)) t = own;
@@ -612,10 +618,9 @@ void DeviceExecutor::load(const Step& s, const TensorMap& feeds) {
       std::all_of(feed->origin().begin(), feed->origin().end(), [](int64_t o) { return o == 0; });
   if (b.feed_offset >= 0 && whole) {
     // The tile is one contiguous run of the feed: view it. Kernels never write their inputs.
-    if (b.tensor.is_int())
-      b.tensor.rebind(const_cast<int64_t*>(feed->i64()) + b.feed_offset);
-    else
-      b.tensor.rebind(const_cast<float*>(feed->f32()) + b.feed_offset);
+    b.tensor.rebind(b.tensor.is_int()
+                        ? static_cast<void*>(const_cast<int64_t*>(feed->i64()) + b.feed_offset)
+                        : static_cast<void*>(const_cast<float*>(feed->f32()) + b.feed_offset));
     return;
   }
   if (!feed) fail(Diagnostic("no data for " + value_ref(g_.value(s.value).name)));
@@ -678,11 +683,7 @@ Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const Exe
     try {
       if (i >= trailing_gathers_ && !trailing_batches_.empty()) {  // skip_gathers
         const std::vector<CollectiveCall>& b = trailing_batches_[i - trailing_gathers_];
-        if (b.empty()) continue;
-        Status st = b.size() == 1
-                        ? comm.collective(b[0].c, *b[0].group, *b[0].mine, *b[0].out, b[0].monoid)
-                        : comm.collectives(b);
-        if (!st.ok()) fail(st.error());
+        if (Status st = b.empty() ? Status{} : run_batch(comm, b); !st.ok()) fail(st.error());
         continue;
       }
       run_step(s, comm, feeds, ko);
@@ -701,13 +702,9 @@ void DeviceExecutor::run_step(const Step& s, Communicator& comm, const TensorMap
     case Instr::Kind::kLoad:
       load(s, feeds);
       break;
-    case Instr::Kind::kCollective: {
-      const CollectiveCall& k = s.batch[0];
-      Status st = s.batch.size() == 1 ? comm.collective(k.c, *k.group, *k.mine, *k.out, k.monoid)
-                                      : comm.collectives(s.batch);
-      if (!st.ok()) fail(st.error());
+    case Instr::Kind::kCollective:
+      if (Status st = run_batch(comm, s.batch); !st.ok()) fail(st.error());
       break;
-    }
     case Instr::Kind::kFetch: {
       auto event = [&](RingEvent::Kind k) {
         if (s.instr->ring > 0 && on_ring_event_) (*on_ring_event_)({k, s.instr});

@@ -148,8 +148,9 @@ class MpiCommunicator : public Communicator, public Links {
   Status sum_pairs(const std::vector<CollectiveCall>& calls, bool& differ);
   /// `calls`, all-gathers over one group whose members all need every whole tile (of one dtype):
   /// one all-gather of every call's regions, every member's tiles packed in call order and sent
-  /// to every peer (point to point), then each result assembled in group order. When the regions do not fit
-  /// (some member's target misses a tile), sets `differ` and does nothing more.
+  /// to every peer (point to point), then each result assembled in group order. When the
+  /// regions do not fit (some member's target misses a tile), sets `differ` and does nothing
+  /// more.
   Status gather_batch(const std::vector<CollectiveCall>& calls, bool& differ);
 
   MpiOptions options_;
