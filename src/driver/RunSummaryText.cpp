@@ -23,6 +23,10 @@ std::string check_text(const CheckErrors& c, const RunArguments& a) {
         "           {} AdamW-updated weights with gradients near zero (below 1e-5 or 1e-3 of "
         "their tensor's largest) were compared through their gradients only\n",
         c.adamw_skipped);
+  if (c.kinks_flipped > 0)
+    out += fmt::format(
+        "           {} ReLU inputs within fp32 rounding of zero were taken on the run's side\n",
+        c.kinks_flipped);
   out += fmt::format("check      {}\n", c.ok ? std::string("ok: every output") +
                                                    (a.train ? " and updated parameter" : "") +
                                                    " matches the reference"

@@ -76,6 +76,8 @@ Result<std::vector<Tensor>> Interpreter::run(const std::vector<Tensor>& inputs,
     }
     Status s = kernels::run(op, op.space.box(), in, out, ko);
     if (!s.ok()) return Diagnostic(g_.loc(id), s.error().message);
+    if (after_op_)
+      for (const auto& r : op.results) after_op_(r.value, values_[r.value]);
   }
   std::vector<Tensor> outs;
   for (ValueId v : g_.outputs()) outs.push_back(values_[v]);

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
 
 #include "heddle/ops/Interpreter.h"
+#include "heddle/ops/zoo/Models.h"
 #include "heddle/ops/zoo/Zoo.h"
 #include "heddle/runtime/HostMemory.h"
 #include "heddle/runtime/Lower.h"
@@ -38,9 +40,10 @@ std::vector<DeviceProgram> lowered(const Graph& g, const char* strategy, int64_t
   return *programs;
 }
 
-// Every parameter (seeded) and input (random) of `g` by id; `inputs` gets the inputs in order.
-TensorMap feeds_of(const Graph& g, std::vector<Tensor>& inputs) {
-  inputs = random_inputs(g, 1, 64);
+// Every parameter (seeded) and input (random; integers below `int_hi`) of `g` by id; `inputs`
+// gets the inputs in order.
+TensorMap feeds_of(const Graph& g, std::vector<Tensor>& inputs, int64_t int_hi = 64) {
+  inputs = random_inputs(g, 1, int_hi);
   TensorMap feeds;
   for (size_t i = 0; i < g.inputs().size(); ++i) feeds.emplace(g.inputs()[i], inputs[i]);
   for (ValueId p : g.params()) feeds.emplace(p, init_param(g.value(p).name, g.type(p), 0));
@@ -252,6 +255,76 @@ TEST(RunSteps, StopsAtAFailedStepAndTimesStepsWithoutOutputs) {
   r.step_times_s = {3, 1, 2, 10};
   EXPECT_DOUBLE_EQ(r.median_step_s(), 2.5);
   EXPECT_DOUBLE_EQ(r.wall_time_s(), 16);
+}
+
+// A ReLU input within fp32 rounding of zero may fall on either side in a run whose sums round
+// differently (an imported ResNet-50's did), and every gradient before it then differs by its dy.
+// Here an MLP's first bias is moved so one hidden pre-activation (the one with the largest dy)
+// cancels to ~0, and the "run" is the interpreter with that input on the other side: the plain
+// comparison fails, the check's kink search (CheckOptions::kink_tries) passes it, and a wrong
+// output still fails.
+TEST(ReferenceCheck, TakesReluInputsWithinRoundingOfZeroFromTheRun) {
+  auto forward = zoo::build_mlp({.batch = 4, .inputs = 8, .hidden = 16, .layers = 2, .classes = 4},
+                                {.with_loss = true});
+  ASSERT_TRUE(forward.ok()) << forward.error().to_string();
+  auto step = build_train_step(*forward, {});
+  ASSERT_TRUE(step.ok()) << step.error().to_string();
+  Graph g = std::move(step->graph);
+  for (const auto& u : step->updates) g.add_output(u.grad);
+  std::vector<Tensor> inputs;
+  TensorMap feeds = feeds_of(g, inputs, 4);  // labels in the 4 classes
+  // The ReLU gradient behind fc0: elementwise_grad{fn="relu"}(dy, x), x = x0 W + fc0.bias.
+  ValueId bias = kNoValue, x = kNoValue, dy = kNoValue;
+  for (ValueId p : g.params())
+    if (g.value(p).name == "fc0.bias") bias = p;
+  ASSERT_NE(bias, kNoValue);
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    const Op& op = g.op(id);
+    auto fn = op.attrs.find("fn");
+    if (op.kind != OpKind::kElementwiseGrad || fn == op.attrs.end() ||
+        std::get<std::string>(fn->second) != "relu")
+      continue;
+    OpId add = g.value(op.inputs[1].value).producer;
+    for (const auto& in : g.op(add).inputs)
+      if (in.value == bias) x = op.inputs[1].value, dy = op.inputs[0].value;
+  }
+  ASSERT_NE(x, kNoValue);
+  auto run = [&](Interpreter& interp) {
+    for (ValueId p : g.params()) interp.set_param(p, feeds.at(p));
+    auto outs = interp.run(inputs, 1);
+    EXPECT_TRUE(outs.ok());
+    return *outs;
+  };
+  Interpreter probe(g);
+  run(probe);
+  const Tensor &x0 = probe.value(x), &dy0 = probe.value(dy);
+  int64_t at = 0;
+  for (int64_t i = 0; i < dy0.numel(); ++i)
+    if (x0.f32()[i] > 0 && std::fabs(dy0.f32()[i]) > std::fabs(dy0.f32()[at])) at = i;
+  ASSERT_GT(x0.f32()[at], 0);
+  const int64_t hidden = x0.shape()[1];
+  feeds.at(bias).f32()[at % hidden] -= x0.f32()[at];  // x[at] cancels to (about) zero
+  Interpreter runner(g);
+  runner.set_after_op([&](ValueId v, Tensor& t) {
+    if (v != x) return;
+    ASSERT_LT(std::fabs(t.f32()[at]), 1e-5f);
+    t.f32()[at] = t.f32()[at] != 0 ? -t.f32()[at] : std::numeric_limits<float>::min();
+  });
+  TensorMap got;
+  std::vector<Tensor> outs = run(runner);
+  for (size_t k = 0; k < outs.size(); ++k) got.insert_or_assign(g.outputs()[k], outs[k]);
+  auto check = [&](const TensorMap& run_outputs, int kink_tries) {
+    ReferenceCheck c(g, step->updates, feeds, inputs, {.adamw = true, .kink_tries = kink_tries});
+    EXPECT_TRUE(c.check_step(1, run_outputs).ok());
+    return c.errors();
+  };
+  CheckErrors plain = check(got, 0), searched = check(got, 16);
+  EXPECT_FALSE(plain.ok) << plain.max_abs;
+  EXPECT_TRUE(searched.ok) << searched.max_abs;
+  EXPECT_EQ(searched.kinks_flipped, 1);
+  TensorMap wrong = got;
+  wrong.at(step->updates[0].grad).f32()[0] += 1.0f;
+  EXPECT_FALSE(check(wrong, 16).ok);
 }
 
 TEST(HostMemory, PeaksShrinkWithMoreDevicesAndTheErrorNamesBothFigures) {

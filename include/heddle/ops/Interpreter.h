@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "heddle/ir/Graph.h"
@@ -43,11 +44,18 @@ class Interpreter {
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, int64_t optimizer_step = 0);
   /// The value of `v` after the last run (inputs, params and every result).
   const Tensor& value(ValueId v) const;
+  /// Called by run() with each op's results right after the op ran, before any later op reads
+  /// them; may change them (ReferenceCheck moves ReLU inputs within rounding of zero across it).
+  /// Empty (the default): results are left as computed.
+  void set_after_op(std::function<void(ValueId, Tensor&)> after_op) {
+    after_op_ = std::move(after_op);
+  }
 
  private:
   const Graph& g_;
   std::vector<Tensor> values_;
   std::vector<bool> allocated_;  ///< result buffers already allocated by an earlier run
+  std::function<void(ValueId, Tensor&)> after_op_;  ///< set_after_op's callback, or empty
 };
 
 }  // namespace heddle
