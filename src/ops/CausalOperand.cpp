@@ -1,9 +1,8 @@
 #include "heddle/ops/CausalOperand.h"
 
 #include <algorithm>
-#include <string>
-#include <variant>
 
+#include "KernelUtil.h"
 #include "heddle/ir/Zigzag.h"
 
 namespace heddle::kernels {
@@ -23,22 +22,12 @@ bool pointwise(const Op& op) {
                      [&](const Operand& x) { return x.proj == op.results[0].proj && !x.padded; });
 }
 
-std::string fn_of(const Op& op) {
-  auto it = op.attrs.find("fn");
-  const auto* s = it == op.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
-  return s ? *s : std::string();
-}
-
 bool is_fn(const Op& op, OpKind grad_of) {
-  return op.kind == OpKind::kElementwiseGrad && fn_of(op) == op_kind_name(grad_of);
+  return op.kind == OpKind::kElementwiseGrad && kdetail::attr_s(op, "fn") == op_kind_name(grad_of);
 }
 
 // A causal mask (or its gradient) in sequence order on the same coordinates as its input.
-bool plain_mask(const Op& op) {
-  auto z = op.attrs.find(kZigzagAttr);
-  const auto* n = z == op.attrs.end() ? nullptr : std::get_if<int64_t>(&z->second);
-  return pointwise(op) && (n == nullptr || *n <= 1);
-}
+bool plain_mask(const Op& op) { return pointwise(op) && kdetail::attr_i(op, kZigzagAttr, 1) <= 1; }
 
 bool is_output(const Graph& g, ValueId v) {
   return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
@@ -59,10 +48,8 @@ bool masked_probabilities(const Graph& g, ValueId p) {
   const OpId s = g.value(p).producer;
   if (s == kNoOp || g.op(s).kind != OpKind::kSoftmax || g.op(s).inputs.size() != 1) return false;
   const Op& soft = g.op(s);
-  auto axis = soft.attrs.find("axis");
-  const auto* a = axis == soft.attrs.end() ? nullptr : std::get_if<int64_t>(&axis->second);
   const int64_t rank = g.type(p).rank();
-  if (!a || *a != rank - 1 || rank < 2) return false;
+  if (rank < 2 || kdetail::attr_i(soft, "axis", -1) != rank - 1) return false;
   const OpId m = g.value(soft.inputs[0].value).producer;
   return m != kNoOp && g.op(m).kind == OpKind::kCausalMask && plain_mask(g.op(m)) &&
          g.type(soft.inputs[0].value).shape() == g.type(p).shape();
@@ -100,7 +87,7 @@ bool hidden_unread(const Graph& g, ValueId v) {
     }
     if (!next || next->inputs[0].value != v) return false;
     // softmax's gradient from its output y: dx = y (dy - sum(dy y)) along rows of y's elements.
-    if (next->kind == OpKind::kNormGrad && fn_of(*next) == "softmax_out")
+    if (next->kind == OpKind::kNormGrad && kdetail::attr_s(*next, "fn") == "softmax_out")
       return next->inputs.size() == 2 && next->inputs[1].value != v &&
              next->inputs[1].proj == next->inputs[0].proj && !next->inputs[0].padded &&
              !next->inputs[1].padded && masked_probabilities(g, next->inputs[1].value) &&

@@ -27,9 +27,6 @@ std::vector<OpId> lowering_order(const Graph& g, bool early_updates) {
   auto update = [&](OpId i) {
     return op_kind_info(g.op(i).kind).category == OpCategory::kOptimizer;
   };
-  std::vector<OpId> producer(static_cast<size_t>(g.num_values()), -1);
-  for (OpId i = 0; i < g.num_ops(); ++i)
-    for (const auto& r : g.op(i).results) producer[r.value] = i;
   std::vector<std::vector<OpId>> after(n + 1);  // after[k + 1]: updates ready after op k
   std::vector<bool> moved(n, false);
   for (OpId i = 0; i < g.num_ops(); ++i) {
@@ -37,8 +34,8 @@ std::vector<OpId> lowering_order(const Graph& g, bool early_updates) {
     OpId last = -1;
     bool movable = true;
     for (const auto& x : g.op(i).inputs) {
-      OpId p = producer[x.value];
-      movable = movable && (p < 0 || !update(p));
+      const OpId p = g.value(x.value).producer;  // kNoOp (-1) for inputs and parameters
+      movable = movable && (p == kNoOp || !update(p));
       last = std::max(last, p);
     }
     if (!movable) continue;

@@ -2,6 +2,7 @@
 // moved with MPI's non-blocking collectives or point to point, assembled in group order.
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "MpiCommunicatorImpl.h"
 #include "heddle/ops/Kernel.h"
@@ -37,6 +38,23 @@ std::optional<std::vector<int64_t>> runs_of(const std::vector<Box>& tiles, const
   }
   if (at != region.volume()) return std::nullopt;
   return starts;
+}
+
+// An all-gather point to point, posted onto `reqs`: this member's `count` elements at `send` go
+// to every other of the `n` members of `comm` (this one is `me`), and member q's arrive where
+// `into(q)` says ({address, element count}). Unlike MPI's allgatherv, this member's own block is
+// not copied.
+template <class Into>
+void post_allgather(std::vector<MPI_Request>& reqs, const char* send, int count, MPI_Datatype type,
+                    int64_t n, int64_t me, MPI_Comm comm, Into into) {
+  for (int64_t q = 0; q < n; ++q) {
+    if (q == me) continue;
+    const auto [at, len] = into(q);
+    reqs.emplace_back();
+    MPI_Irecv(at, len, type, static_cast<int>(q), 0, comm, &reqs.back());
+    reqs.emplace_back();
+    MPI_Isend(send, count, type, static_cast<int>(q), 0, comm, &reqs.back());
+  }
 }
 
 }  // namespace
@@ -176,15 +194,11 @@ Status MpiCommunicator::exchange_tiles(Collective c, const std::vector<int64_t>&
       if (auto runs = runs_of(tiles, out.region()); runs) {
         char* to = bytes(out);
         reqs.clear();
-        for (int64_t q = 0; q < n; ++q) {
-          if (q == me) continue;
-          reqs.emplace_back();
-          MPI_Irecv(to + static_cast<size_t>((*runs)[q]) * eb, count_of(tiles[q].volume()), type,
-                    static_cast<int>(q), 0, *comm, &reqs.back());
-          reqs.emplace_back();
-          MPI_Isend(bytes(mine), count_of(mine.numel()), type, static_cast<int>(q), 0, *comm,
-                    &reqs.back());
-        }
+        post_allgather(reqs, bytes(mine), count_of(mine.numel()), type, n, me, *comm,
+                       [&](int64_t q) {
+                         return std::pair{to + static_cast<size_t>((*runs)[q]) * eb,
+                                          count_of(tiles[q].volume())};
+                       });
         std::memcpy(to + static_cast<size_t>((*runs)[me]) * eb, bytes(mine),
                     static_cast<size_t>(mine.numel()) * eb);
         if (auto st = wait_data(reqs); !st.ok()) {
@@ -207,15 +221,9 @@ Status MpiCommunicator::exchange_tiles(Collective c, const std::vector<int64_t>&
     char* rbuf = impl_->scratch(impl_->rbuf, rtotal * static_cast<int64_t>(eb));
     reqs.clear();
     if (gather) {
-      for (int64_t q = 0; q < n; ++q) {
-        if (q == me) continue;
-        reqs.emplace_back();
-        MPI_Irecv(rbuf + static_cast<size_t>(rdispls[q]) * eb, rcounts[q], type,
-                  static_cast<int>(q), 0, *comm, &reqs.back());
-        reqs.emplace_back();
-        MPI_Isend(bytes(mine), count_of(mine.numel()), type, static_cast<int>(q), 0, *comm,
-                  &reqs.back());
-      }
+      post_allgather(reqs, bytes(mine), count_of(mine.numel()), type, n, me, *comm, [&](int64_t q) {
+        return std::pair{rbuf + static_cast<size_t>(rdispls[q]) * eb, rcounts[q]};
+      });
     } else if (whole) {
       reqs.emplace_back();
       MPI_Iallgatherv(bytes(mine), count_of(mine.numel()), type, rbuf, rcounts.data(),
@@ -482,14 +490,9 @@ Status MpiCommunicator::gather_batch(const std::vector<CollectiveCall>& calls, b
   }
   // Point to point: MPI's allgatherv would also copy this rank's pack into rbuf, for nothing.
   std::vector<MPI_Request> reqs;
-  for (int64_t q = 0; q < n; ++q) {
-    if (q == me) continue;
-    reqs.emplace_back();
-    MPI_Irecv(rbuf + static_cast<size_t>(displs[q]) * eb, counts[q], type, static_cast<int>(q), 0,
-              *comm, &reqs.back());
-    reqs.emplace_back();
-    MPI_Isend(sbuf, counts[me], type, static_cast<int>(q), 0, *comm, &reqs.back());
-  }
+  post_allgather(reqs, sbuf, counts[me], type, n, me, *comm, [&](int64_t q) {
+    return std::pair{rbuf + static_cast<size_t>(displs[q]) * eb, counts[q]};
+  });
   // While the peers read this rank's pack, its own tiles go into the results: first instead of
   // in group order, which is the same when no other member's tile overlaps them.
   bool ahead = true;
