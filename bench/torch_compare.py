@@ -28,7 +28,13 @@ round's median step:
   ONNX; `heddle run M.onnx --train --loss cross_entropy --input x.npy --labels y.npy` against
   the same module's step (mean cross-entropy, AdamW as above). The first losses must agree.
 - dist: the GPT training step with dp=2 and tp=2 on 2 thread-devices and on 2 MPI ranks, against
-  heddle on one device with one core, and PyTorch on 1 and 2 threads.
+  heddle on one device with one core, and PyTorch on 1 and 2 threads. Each run takes
+  --dist-steps steps (default 12) and its figure is the median of its steps after the first; the
+  speedups and MPI/threads ratios are medians over rounds of each round's own ratio (a round's
+  runs follow one another, so load that drifts between rounds cancels). Before 2026-11-27 the
+  dist runs took --train-steps (4) steps, the median counted the first, and the ratios were taken
+  between medians over rounds: 4-step rounds read MPI/threads 1.00-1.18 where 12-step runs of
+  the same binaries read 0.96-1.04.
 
 heddle is timed by its own per-step time (`median_step_s` of `--json`; before that key existed,
 `wall_time_s` divided by the steps it ran), never process start-up, import or planning. PyTorch
@@ -196,7 +202,7 @@ class Heddle:
             c = ["taskset", "-c", ",".join(str(i) for i in range(cores))] + c
         return c
 
-    def cpu_per_step(self, args, cores, steps, cpus):
+    def cpu_per_step(self, args, cores, steps, cpus, threads=None, mpi_ranks=0):
         """CPU seconds per step: the median CPU of the timed runs (`cpus`, `steps` steps each)
         less that of one more run of the same command with 1 step (start-up, import, planning
         and the first step), over steps - 1. Load from other jobs does not inflate CPU time as
@@ -206,7 +212,7 @@ class Heddle:
         one = [x for x in args]
         i = one.index("--steps")
         one[i + 1] = "1"
-        self.run(one, cores)
+        self.run(one, cores, threads, mpi_ranks)
         return max(median(cpus) - self.last_cpu, 0.0) / (steps - 1)
 
     def run(self, args, cores, threads=None, mpi_ranks=0):
@@ -551,8 +557,13 @@ def vision_checks(heddle, onnx_path, model, x, labels, heddle_losses, steps):
 
 
 def run_dist(name, a, heddle, tt):
+    """Each variant runs --dist-steps steps a round; its figure for the round is the median of
+    its steps after the first (dist_seconds). The speedups and MPI/threads ratios are medians over
+    rounds of each round's own ratio: the runs of a round follow one another, so load that drifts
+    between rounds cancels out of the ratio."""
     model_name, size = DIST[name]
-    base = zoo_args(model_name, size) + ["--train", "--steps", str(a.train_steps)]
+    steps = a.dist_steps
+    base = zoo_args(model_name, size) + ["--train", "--steps", str(steps)]
     module, cfg, ids, labels, step = torch_lm(model_name, size, a.seed)
     # (label, arguments, cores, MPI ranks); one thread per device throughout.
     variants = [
@@ -565,7 +576,8 @@ def run_dist(name, a, heddle, tt):
             ("heddle dp=2, 2 MPI ranks", base + ["--mesh", "2", "--strategy", "dp=2"], 2, 2),
             ("heddle tp=2, 2 MPI ranks", base + ["--mesh", "2", "--strategy", "tp=2"], 2, 2),
         ]
-    times = {v[0]: [] for v in variants}
+    times = {v[0]: [None] * a.rounds for v in variants}  # per round; None: failed
+    cpus = {v[0]: [] for v in variants}
     errors = {}
     digests = {}
     torch_t = {1: [], 2: []}
@@ -574,8 +586,10 @@ def run_dist(name, a, heddle, tt):
             if label in errors:
                 continue
             try:
-                h, j = heddle.run(args, cores, 1, ranks)
-                times[label].append(h)
+                _, j = heddle.run(args, cores, 1, ranks)
+                h = dist_seconds(j)
+                times[label][r] = h
+                cpus[label].append(heddle.last_cpu)
                 digests[label] = (j.get("output_digest"), j.get("loss", [None])[-1])
                 log(f"  {name} {label} round {r + 1}: {h:.4f} s")
             except Failed as e:
@@ -583,23 +597,40 @@ def run_dist(name, a, heddle, tt):
                 log(f"  {name} {label}: {e}")
         for k in (1, 2):
             tt.use(k)
-            torch_t[k].append(time_torch(step, a.train_steps, a.warmup))
+            torch_t[k].append(time_torch(step, steps, a.warmup))
             log(f"  {name} torch threads={k} round {r + 1}: {torch_t[k][-1]:.4f} s")
-    one = median(times[variants[0][0]])
+
+    def ratio(num, den):
+        """The median over rounds of num's time over den's, from rounds where both ran."""
+        rs = [x / y for x, y in zip(times[num], times[den]) if x and y]
+        return median(rs) if rs else float("nan")
+
+    one = variants[0][0]
     rows = []
     for label, args, cores, ranks in variants:
-        t = median(times[label]) if times[label] else float("nan")
+        done = [t for t in times[label] if t is not None]
+        t = median(done) if done else float("nan")
         tk = median(torch_t[cores])
+        sp = ratio(one, label)
         row = dict(group="dist", case=name, what=label, threads=cores, heddle_s=t, torch_s=tk,
-                   heddle_rounds=times[label], torch_rounds=torch_t[cores],
-                   speedup=one / t if t == t and t > 0 else float("nan"),
+                   heddle_rounds=done, torch_rounds=torch_t[cores],
+                   speedup=sp if sp == sp and sp > 0 else float("nan"),
                    error=errors.get(label))
+        if a.cpu and done:
+            row["heddle_cpu_s"] = heddle.cpu_per_step(args, cores, steps, cpus[label], 1, ranks)
         if ranks:
             thr = label.replace("MPI ranks", "thread-devices")
-            if times.get(thr):
-                row["mpi_over_threads"] = t / median(times[thr])
+            if any(times.get(thr, [])):
+                row["mpi_over_threads"] = ratio(label, thr)
         rows.append(row)
     return rows
+
+
+def dist_seconds(j):
+    """A dist run's time per step: the median of its steps after the first (which pays the
+    arenas' first touch and the kernels' first calls), else step_seconds."""
+    steps = [float(t) for t in j.get("step_times_s") or []]
+    return median(steps[1:]) if len(steps) > 1 else step_seconds(j)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -648,6 +679,9 @@ def main():
     p.add_argument("--rounds", type=int, help="alternating heddle/PyTorch rounds (default 3, quick 2)")
     p.add_argument("--steps", type=int, default=3, help="forward steps per round (default 3)")
     p.add_argument("--train-steps", type=int, default=4, help="training steps per round (default 4)")
+    p.add_argument("--dist-steps", type=int, default=12,
+                   help="training steps per round of the dist case (default 12; its figure is "
+                   "the median of the steps after the first)")
     p.add_argument("--warmup", type=int, default=1, help="PyTorch warm-up steps per round")
     p.add_argument("--no-mpi", dest="mpi", action="store_false", help="skip the MPI runs")
     p.add_argument("--cpu", action="store_true",
@@ -716,7 +750,7 @@ def main():
     meta = dict(commit=heddle_commit(a.heddle), machine=machine_text(), load_before=load_before,
                 load_after="%.1f" % os.getloadavg()[0],
                 elapsed="%.0f s in all" % (time.time() - t0), rounds=a.rounds, steps=a.steps,
-                train_steps=a.train_steps, warmup=a.warmup, pinned=heddle.pin,
+                train_steps=a.train_steps, dist_steps=a.dist_steps, warmup=a.warmup, pinned=heddle.pin,
                 heddle_threads_flag=heddle.has_threads_flag, omp_wait=OMP_WAIT,
                 command=" ".join([os.path.basename(sys.executable)] + sys.argv))
     text = table(rows, failures, meta, TRANSFORMERS)

@@ -2,8 +2,9 @@
 
 A row is a dict: group (forward, train, dist), case, what, threads, heddle_s and torch_s (median
 seconds per step), heddle_rounds and torch_rounds (each round's figure), check (the "same
-computation" text); with --cpu also heddle_cpu_s and torch_cpu_s (CPU seconds per step); dist
-rows speedup, mpi_over_threads and error.
+computation" text); with --cpu also heddle_cpu_s and torch_cpu_s (CPU seconds per step; dist
+rows heddle_cpu_s only, every core's); dist rows speedup, mpi_over_threads (medians over rounds of
+each round's ratio) and error.
 """
 
 
@@ -68,10 +69,12 @@ def table(rows, failures, meta, transformers):
     measured), the dist table, the targets and the failures."""
     out = []
     out.append("heddle %s; %s" % (meta["commit"], meta["machine"]))
-    out.append("load average %s before, %s after; %s; %d rounds x %d steps (train %d), %d warm-up; "
+    out.append("load average %s before, %s after; %s; %d rounds x %d steps (train %d%s), %d warm-up; "
                "OMP_WAIT_POLICY %s; %s" % (
                    meta["load_before"], meta["load_after"], meta["elapsed"], meta["rounds"],
-                   meta["steps"], meta["train_steps"], meta["warmup"], meta["omp_wait"],
+                   meta["steps"], meta["train_steps"],
+                   ", dist %d" % meta["dist_steps"] if "dist_steps" in meta else "",
+                   meta["warmup"], meta["omp_wait"],
                    "pinned to the first k cores at k threads" if meta["pinned"] else "not pinned"))
     out.append("")
     single = [r for r in rows if r["group"] in ("forward", "train")]
@@ -95,17 +98,21 @@ def table(rows, failures, meta, transformers):
         out.append("")
     dist = [r for r in rows if r["group"] == "dist"]
     if dist:
+        cpu = any("heddle_cpu_s" in r for r in dist)
         out.append("| %s: run | cores | heddle | speedup over 1 device, 1 core | MPI / threads "
-                   "| PyTorch, same cores | heddle / PyTorch |" % dist[0]["case"])
-        out.append("|---|---|---|---|---|---|---|")
+                   "| PyTorch, same cores | heddle / PyTorch |%s" % (
+                       dist[0]["case"], " heddle CPU (all cores) |" if cpu else ""))
+        out.append("|---|---|---|---|---|---|---|" + ("---|" if cpu else ""))
         for r in dist:
             if r.get("error"):
-                out.append("| %s | %d | failed: %s | | | | |" % (r["what"], r["threads"], r["error"]))
+                out.append("| %s | %d | failed: %s | | | | |%s" % (r["what"], r["threads"],
+                                                                  r["error"], " |" if cpu else ""))
                 continue
-            out.append("| %s | %d | %s | %.2fx | %s | %s | %.2f |" % (
+            out.append("| %s | %d | %s | %.2fx | %s | %s | %.2f |%s" % (
                 r["what"], r["threads"], fmt_spread(r["heddle_s"], r["heddle_rounds"]),
                 r["speedup"], "%.2f" % r["mpi_over_threads"] if "mpi_over_threads" in r else "",
-                fmt_spread(r["torch_s"], r["torch_rounds"]), r["heddle_s"] / r["torch_s"]))
+                fmt_spread(r["torch_s"], r["torch_rounds"]), r["heddle_s"] / r["torch_s"],
+                " %s |" % fmt_s(r.get("heddle_cpu_s", float("nan"))) if cpu else ""))
         out.append("")
     out += done_when(rows, transformers)
     if failures:
