@@ -686,7 +686,8 @@ Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const Exe
         if (Status st = b.empty() ? Status{} : run_batch(comm, b); !st.ok()) fail(st.error());
         continue;
       }
-      run_step(s, comm, feeds, ko);
+      if (s.kind != Instr::Kind::kKernel || !skip_ || !(*skip_)[s.instr - &program_.instrs[0]])
+        run_step(s, comm, feeds, ko);
     } catch (const InternalError&) {
       if (!internal) internal = std::current_exception();
       fail(Diagnostic("internal error on device " + std::to_string(comm.rank())));
@@ -731,9 +732,8 @@ void DeviceExecutor::run_step(const Step& s, Communicator& comm, const TensorMap
   }
 }
 
-void DeviceExecutor::bind_outputs(TensorMap& out) {
-  // Allocates nothing (a steady-state step allocates nothing): a buffer is bound at most once,
-  // to the entry of the first output it holds.
+void DeviceExecutor::bind_outputs(TensorMap& out, const std::vector<char>& only) {
+  // Allocates nothing. A buffer is bound at most once, to the entry of the first output it holds.
   std::fill(bound_.begin(), bound_.end(), 0);
   for (size_t k = 0; k < outputs_.size(); ++k) {
     const int i = output_buffers_[k];
@@ -741,7 +741,7 @@ void DeviceExecutor::bind_outputs(TensorMap& out) {
     if (b.home == nullptr || b.loaded || b.viewed || b.view_of >= 0) continue;
     void* to = b.home;
     auto it = out.find(outputs_[k].first);
-    if (!bound_[i] && it != out.end() && !it->second.is_view() &&
+    if (!bound_[i] && (only.empty() || only[k]) && it != out.end() && !it->second.is_view() &&
         it->second.dtype() == b.tensor.dtype() && it->second.shape() == b.tensor.shape() &&
         it->second.origin() == b.tensor.origin()) {
       to = it->second.is_int() ? static_cast<void*>(it->second.i64())

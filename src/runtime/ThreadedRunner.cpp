@@ -6,6 +6,7 @@
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/runtime/BlasThreads.h"
 #include "heddle/runtime/HostCores.h"
+#include "heddle/runtime/OutputKernels.h"
 
 namespace heddle {
 
@@ -116,7 +117,13 @@ Status ThreadedRunner::run_into(const TensorMap& feeds, TensorMap& outputs,
   world_.reset();
   split_copy_ = copies_planned_ && bind_output_copies(outputs);
   // One device: its outputs are computed in `outputs`' tensors themselves, not copied there.
+  // Several, once copies are planned: each device computes the outputs it copies there, and
+  // skips the output-only kernels whose outputs another device copies.
   if (n == 1) devices_[0]->bind_outputs(outputs);
+  for (int64_t d = 0; n > 1 && d < static_cast<int64_t>(skips_.size()); ++d) {
+    devices_[d]->skip_kernels(split_copy_ ? &skips_[d] : nullptr);
+    devices_[d]->bind_outputs(outputs, split_copy_ ? binds_[d] : unbound_[d]);
+  }
   {
     BlasThreads blas(threads_);
     pending_.store(n - 1);
@@ -152,35 +159,95 @@ Status ThreadedRunner::run_into(const TensorMap& feeds, TensorMap& outputs,
   return {};
 }
 
+namespace {
+
+// Device `x`'s replica of device 0's output tile `t0` of `v` when it equals it bit for bit.
+const Tensor* equal_replica(const DeviceExecutor& x, ValueId v, const Tensor& t0) {
+  for (const auto& [w, t] : x.outputs()) {
+    if (w != v || t->dtype() != t0.dtype() || t->shape() != t0.shape() ||
+        t->origin() != t0.origin())
+      continue;
+    const size_t elem = t0.is_int() ? sizeof(int64_t) : sizeof(float);
+    const void* p0 = t0.is_int() ? static_cast<const void*>(t0.i64()) : t0.f32();
+    const void* p = t->is_int() ? static_cast<const void*>(t->i64()) : t->f32();
+    return std::memcmp(p, p0, static_cast<size_t>(t0.numel()) * elem) == 0 ? t : nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 void ThreadedRunner::plan_output_copies() {
   copies_planned_ = true;
   const int64_t n = num_devices();
   std::vector<int64_t> load(static_cast<size_t>(n), 0);  // bytes each device copies
   const auto& outs0 = devices_[0]->outputs();
-  std::vector<size_t> order(outs0.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  auto bytes = [&](size_t k) { return outs0[k].second->numel(); };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return bytes(a) > bytes(b); });
-  copies_.assign(outs0.size(), OutputCopy{});
-  for (size_t k : order) {
-    const auto& [v, t0] = outs0[k];
-    copies_[k] = {0, t0, nullptr};
-    const size_t elem = t0->is_int() ? sizeof(int64_t) : sizeof(float);
-    const void* p0 = t0->is_int() ? static_cast<const void*>(t0->i64()) : t0->f32();
-    for (int64_t d = 1; d < n; ++d) {
-      if (load[d] >= load[copies_[k].device]) continue;
-      for (const auto& [w, t] : devices_[d]->outputs()) {
-        if (w != v || t->dtype() != t0->dtype() || t->shape() != t0->shape() ||
-            t->origin() != t0->origin())
-          continue;
-        const void* p = t->is_int() ? static_cast<const void*>(t->i64()) : t->f32();
-        if (std::memcmp(p, p0, static_cast<size_t>(t0->numel()) * elem) == 0)
-          copies_[k] = {d, t, nullptr};
-        break;
-      }
+  // Units of assignment, each a set of indices into outs0 that one device copies: the outputs
+  // of an output-only kernel that every device has alike, then every other output alone.
+  std::vector<std::vector<OutputKernel>> kernels;
+  for (const auto& d : devices_) kernels.push_back(output_only_kernels(g_, d->program()));
+  std::vector<std::vector<size_t>> units;
+  std::vector<std::vector<size_t>> instrs;  // per unit: the kernel's instruction on each device
+  std::vector<char> grouped(outs0.size(), 0);
+  for (const OutputKernel& k0 : kernels[0]) {
+    std::vector<size_t> at;
+    for (int64_t d = 0; d < n; ++d) {
+      auto it = std::find_if(kernels[d].begin(), kernels[d].end(),
+                             [&](const OutputKernel& k) { return k.outputs == k0.outputs; });
+      if (it != kernels[d].end()) at.push_back(it->instr);
     }
-    load[copies_[k].device] += bytes(k);
+    std::vector<size_t> unit;
+    for (size_t k = 0; k < outs0.size(); ++k)
+      if (std::binary_search(k0.outputs.begin(), k0.outputs.end(), outs0[k].first))
+        unit.push_back(k);
+    if (static_cast<int64_t>(at.size()) != n || unit.size() != k0.outputs.size()) continue;
+    for (size_t k : unit) grouped[k] = 1;
+    units.push_back(std::move(unit));
+    instrs.push_back(std::move(at));
+  }
+  for (size_t k = 0; k < outs0.size(); ++k)
+    if (!grouped[k]) units.push_back({k});
+  auto bytes = [&](const std::vector<size_t>& u) {
+    int64_t b = 0;
+    for (size_t k : u) b += outs0[k].second->numel();
+    return b;
+  };
+  std::vector<size_t> order(units.size());
+  for (size_t u = 0; u < order.size(); ++u) order[u] = u;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return bytes(units[a]) > bytes(units[b]); });
+  copies_.assign(outs0.size(), OutputCopy{});
+  skips_.assign(static_cast<size_t>(n), {});
+  binds_.assign(static_cast<size_t>(n), {});
+  for (int64_t d = 0; d < n; ++d) {
+    skips_[d].assign(devices_[d]->program().instrs.size(), 0);
+    binds_[d].assign(devices_[d]->outputs().size(), 0);
+  }
+  unbound_ = binds_;
+  for (size_t u : order) {
+    int64_t to = 0;
+    std::vector<const Tensor*> src;
+    for (size_t k : units[u]) src.push_back(outs0[k].second);
+    for (int64_t d = 1; d < n; ++d) {
+      if (load[d] >= load[to]) continue;
+      std::vector<const Tensor*> replicas;
+      for (size_t k : units[u])
+        if (const Tensor* t = equal_replica(*devices_[d], outs0[k].first, *outs0[k].second))
+          replicas.push_back(t);
+      if (replicas.size() != units[u].size()) continue;
+      to = d;
+      src = std::move(replicas);
+    }
+    for (size_t i = 0; i < units[u].size(); ++i) copies_[units[u][i]] = {to, src[i], nullptr};
+    load[to] += bytes(units[u]);
+    // The device's outputs() entries of the unit are computed in the caller's tensors.
+    const auto& outs = devices_[to]->outputs();
+    for (size_t j = 0; j < outs.size(); ++j)
+      for (const Tensor* t : src)
+        if (outs[j].second == t) binds_[to][j] = 1;
+    if (u < instrs.size())
+      for (int64_t d = 0; d < n; ++d)
+        if (d != to) skips_[d][instrs[u][d]] = 1;
   }
 }
 

@@ -1,5 +1,6 @@
 // The persistent executor: arena planning, the kernels' write-everything contract it relies on,
-// tensors that view memory, and runners reused across steps against fresh one-shot runs.
+// tensors that view memory, runners reused across steps against fresh one-shot runs, and
+// data-parallel updates computed once per step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "heddle/runtime/Executor.h"
 #include "heddle/runtime/HostCores.h"
 #include "heddle/runtime/Lower.h"
+#include "heddle/runtime/OutputKernels.h"
 #include "heddle/runtime/ThreadedCommunicator.h"
 #include "heddle/runtime/ThreadedRunner.h"
 #include "heddle/sharding/Tactics.h"
@@ -318,6 +320,94 @@ TEST(ThreadedRunner, OneDeviceComputesItsOutputsInTheCallersTensors) {
   ASSERT_TRUE(again.ok());
   for (const auto& [v, t] : runner.device(0).outputs())
     EXPECT_TRUE(t->is_int() || t->f32() != kept.at(v).f32()) << l.g.value(v).name;
+}
+
+// In a data-parallel training step every optimizer update is an output-only kernel: one per
+// updated parameter, computing exactly that parameter's new value and optimizer state. A
+// tensor-parallel step gathers its sharded updates, so those are not.
+TEST(OutputKernels, DataParallelUpdatesAreOutputOnlyKernels) {
+  for (auto [strategy, n] : {std::pair{"dp=2", 2}, {"dp=1", 1}, {"tp=2", 2}}) {
+    Lowered l = lowered_train_step("gpt-tiny", strategy, n);
+    for (const DeviceProgram& p : l.programs) {
+      const std::vector<OutputKernel> found = output_only_kernels(l.g, p);
+      size_t gathered = 0;
+      for (const ParamUpdate& u : l.updates) {
+        std::vector<ValueId> want{u.updated};
+        for (const auto& st : u.state) want.push_back(st.second);
+        std::sort(want.begin(), want.end());
+        auto it = std::find_if(found.begin(), found.end(),
+                               [&](const OutputKernel& k) { return k.outputs == want; });
+        if (it == found.end()) {
+          ++gathered;
+          continue;
+        }
+        const Instr& in = p.instrs[it->instr];
+        ASSERT_EQ(in.kind, Instr::Kind::kKernel);
+        EXPECT_EQ(l.g.op(in.calls.back().op).kind, OpKind::kAdamW) << l.g.value(u.param).name;
+      }
+      if (std::string(strategy) == "tp=2") {
+        EXPECT_GT(gathered * 2, l.updates.size()) << "most tp=2 updates are gathered after";
+      } else {
+        EXPECT_EQ(gathered, 0u) << strategy;
+        EXPECT_EQ(found.size(), l.updates.size()) << strategy;
+      }
+    }
+  }
+}
+
+// On two data-parallel devices, run_into gives each update to one device from the second step
+// on: that device computes it straight into the caller's tensors, the other skips it (so its own
+// tile of an update that changed since the first step is out of date). Every step equals a fresh
+// runner's bit for bit, as the caller feeds the updated parameters back by swapping buffers
+// (Session's loop).
+TEST(ThreadedRunner, DataParallelDevicesComputeEachUpdateOnceIntoTheCallersTensors) {
+  Lowered l = lowered_train_step("gpt-tiny", "dp=2", 2);
+  ThreadedRunner runner(l.g, l.programs), fresh_runner(l.g, l.programs);
+  TensorMap feeds = testing::random_feeds(l.g, 9), kept, first;
+  for (const ParamUpdate& u : l.updates)  // AdamW's moments start at zero (random ones: NaNs)
+    for (const auto& st : u.state) feeds.at(st.first).fill(0);
+  TensorMap fresh_feeds = feeds;
+  for (int64_t s = 1; s <= 3; ++s) {
+    auto fresh = fresh_runner.run(fresh_feeds, {.optimizer_step = s});
+    ASSERT_TRUE(fresh.ok()) << fresh.error().to_string();
+    ASSERT_TRUE(runner.run_into(feeds, kept, {.optimizer_step = s}).ok());
+    for (ValueId v : l.g.outputs())
+      ASSERT_TRUE(kept.at(v) == fresh->at(v)) << "step " << s << " " << l.g.value(v).name;
+    if (s == 1) first = *fresh;
+    std::vector<int64_t> owned(2, 0);
+    int64_t changed = 0;
+    for (const ParamUpdate& u : s > 1 ? l.updates : std::vector<ParamUpdate>{}) {
+      const ValueId v = u.updated;
+      const bool moved = !(fresh->at(v) == first.at(v));  // since the first step
+      int64_t bound = 0, stale = 0;
+      for (int64_t d = 0; d < 2; ++d)
+        for (const auto& [w, t] : runner.device(d).outputs()) {
+          if (w != v) continue;
+          const bool in_kept = t->f32() == kept.at(v).f32();
+          bound += in_kept;
+          owned[d] += in_kept;
+          stale += !in_kept && !(*t == kept.at(v));
+        }
+      changed += moved;
+      EXPECT_EQ(bound, 1) << "step " << s << " " << l.g.value(u.param).name;
+      if (moved) {
+        EXPECT_EQ(stale, 1) << "step " << s << " " << l.g.value(u.param).name;
+      }
+    }
+    if (s > 1) {
+      EXPECT_GT(owned[0], 0);
+      EXPECT_GT(owned[1], 0);
+      EXPECT_GT(changed * 2, static_cast<int64_t>(l.updates.size())) << "most updates move";
+    }
+    for (const ParamUpdate& u : l.updates) {
+      std::swap(feeds.at(u.param), kept.at(u.updated));
+      fresh_feeds.insert_or_assign(u.param, fresh->at(u.updated));
+      for (const auto& st : u.state) {
+        std::swap(feeds.at(st.first), kept.at(st.second));
+        fresh_feeds.insert_or_assign(st.first, fresh->at(st.second));
+      }
+    }
+  }
 }
 
 // Data parallel training issues each gradient's all-reduce next to its optimizer update: the

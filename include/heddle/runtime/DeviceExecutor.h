@@ -74,9 +74,16 @@ class DeviceExecutor {
   /// `out` of the same dtype and region (an owning tensor), so copy_outputs has nothing to copy:
   /// each output tile that is a buffer of its own (not a loaded feed, not one a reshape views, not
   /// shared with another output) is bound to that entry's memory; the others, and outputs `out`
-  /// has no such entry for, are computed in the arena. Precondition: no tensor of `out` is read
-  /// as a feed by the next run.
-  void bind_outputs(TensorMap& out);
+  /// has no such entry for, are computed in the arena. With `only` (one flag per outputs()
+  /// entry; empty, the default: every output), only the flagged outputs are bound. Precondition:
+  /// no tensor of `out` is read as a feed by the next run.
+  void bind_outputs(TensorMap& out, const std::vector<char>& only = {});
+
+  /// Which kernel instructions the next runs skip: program().instrs[i] when `(*skip)[i]` is set
+  /// (null, the default: none); `skip` must live as long as it is in use. Meant for output-only
+  /// kernels (output_only_kernels) whose outputs another device of a shared-memory runner
+  /// computes: outputs() then holds stale tiles of them.
+  void skip_kernels(const std::vector<char>* skip) { skip_ = skip; }
 
   /// The arena size: the most bytes of tiles this device holds at once (its planned peak), not
   /// counting loads that view the feeds and the kernels' own scratch.
@@ -123,7 +130,8 @@ class DeviceExecutor {
   // skip_gathers: per trailing step, the calls still made (none: the step is skipped); empty
   // when nothing is skipped.
   std::vector<std::vector<CollectiveCall>> trailing_batches_;
-  std::vector<char> bound_;  // bind_outputs' scratch: per buffer, bound this run
+  std::vector<char> bound_;                  // bind_outputs' scratch: per buffer, bound this run
+  const std::vector<char>* skip_ = nullptr;  // skip_kernels: per program instruction, or null
   /// Frees the arena as it was allocated (64-byte aligned operator new[]).
   struct ArenaFree {
     void operator()(std::byte* p) const;

@@ -23,7 +23,11 @@ namespace heddle {
 /// runner. Once a first step has shown that a device's replica of an output equals device 0's
 /// tile bit for bit, later steps split copying the outputs among the devices: each copies its
 /// share from its own replica as soon as it finishes, instead of device 0 copying all of them
-/// after every device has finished.
+/// after every device has finished. The outputs of an output-only kernel (output_only_kernels:
+/// a data-parallel step's optimizer update of one parameter, alike on every device) go to one
+/// device as a group, which computes them straight into the caller's tensors; the other devices
+/// skip that kernel. Each update is then computed once per step instead of once per device, and
+/// copied not at all.
 class ThreadedRunner {
  public:
   /// Compiles one program per device (device order). Precondition: lowered from `g`.
@@ -92,6 +96,11 @@ class ThreadedRunner {
   std::atomic<int64_t> pending_{0};
   std::atomic<bool> stop_{false};
   std::vector<OutputCopy> copies_;  // one per graph output, once planned
+  // Per device, once copies are planned: the program instructions it skips (output-only kernels
+  // whose outputs another device copies, DeviceExecutor::skip_kernels) and which of its outputs()
+  // it computes straight into the caller's tensors (those it copies; bind_outputs' `only`), and
+  // no output (a step whose copies are not split binds none).
+  std::vector<std::vector<char>> skips_, binds_, unbound_;
   bool copies_planned_ = false;
   bool split_copy_ = false;  // this step: devices copy their shares of copies_
 };
