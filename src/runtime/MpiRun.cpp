@@ -308,9 +308,15 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
   or_fail(mpi, mpi.agree_on_failure(true));
   std::optional<MpiRunFailure> failure;
   TensorMap got;
+  // An updated parameter or state whose tile is exactly the rank's feed tile (data parallelism)
+  // is computed straight into a spare buffer of that feed (bind_outputs), which then swaps with
+  // it: no copy. The spares are made after the first step and hold the replaced feeds between
+  // steps.
+  TensorMap spare;
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
     mpi.set_step(s);
     if (s == o.loop.steps) exec->skip_gathers({});  // the last step's outputs are whole
+    if (!spare.empty()) exec->bind_outputs(spare);
     Status st;
     try {
       st = exec->run(comm, feeds,
@@ -335,7 +341,16 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
                                                 t->region().contains(it->second.region()))
           into = &it->second;
       const Tensor* shown = into;  // what the step's output views
-      if (into) {
+      if (into && into->region() == t->region()) {
+        auto sp = spare.find(v);
+        if (sp != spare.end() &&
+            (t->is_int() ? static_cast<const void*>(t->i64()) == sp->second.i64()
+                         : t->f32() == sp->second.f32()))
+          std::swap(*into, sp->second);  // computed in the spare: it becomes the feed
+        else
+          into->copy_from(*t);
+        if (sp == spare.end() && s == 1) spare.emplace(v, Tensor(*into));
+      } else if (into) {
         into->copy_from(*t);
         if (into->region() != t->region()) shown = t;
       } else {
