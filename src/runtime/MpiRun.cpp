@@ -345,11 +345,15 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
         auto sp = spare.find(v);
         if (sp != spare.end() &&
             (t->is_int() ? static_cast<const void*>(t->i64()) == sp->second.i64()
-                         : t->f32() == sp->second.f32()))
+                         : t->f32() == sp->second.f32())) {
           std::swap(*into, sp->second);  // computed in the spare: it becomes the feed
-        else
+        } else {
           into->copy_from(*t);
-        if (sp == spare.end() && s == 1) spare.emplace(v, Tensor(*into));
+          if (sp != spare.end()) spare.erase(sp);  // its tile could not be bound: no spare
+        }
+        const bool own = std::any_of(gathered.begin(), gathered.end(),
+                                     [&](const auto& x) { return x.first == v; });
+        if (s == 1 && !own) spare.emplace(v, Tensor(*into));  // not a gathered one's own tile
       } else if (into) {
         into->copy_from(*t);
         if (into->region() != t->region()) shown = t;
