@@ -12,10 +12,6 @@
 #include "heddle/ops/Kernel.h"
 #include "heddle/ops/Tensor.h"
 
-namespace heddle::kernels {
-struct BoundCall;
-}  // namespace heddle::kernels
-
 namespace heddle::kdetail {
 
 using kernels::KernelOptions;
@@ -431,15 +427,6 @@ void sgemm_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
 /// arguments), for products already split over the device's threads.
 void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-/// When calls[i] is a summing einsum whose result the calls after it add to other values, one at
-/// a time (a linear layer's bias, then a residual; KernelContractionEpilogue.cpp): sums those
-/// addends into the last add's tile and runs the einsum adding into it, sets *end past the last
-/// add and *status to the result, and returns true. The values in between must be in
-/// `temporaries` and read by no call after the last add; they are never written. False: nothing
-/// ran.
-bool run_einsum_epilogue(const std::vector<kernels::BoundCall>& calls, size_t i,
-                         const std::vector<ValueId>& temporaries, const KernelOptions& o,
-                         size_t* end, Status* status);
 
 }  // namespace heddle::kdetail
 

@@ -21,6 +21,8 @@ int64_t pick(std::mt19937& rng, int64_t lo, int64_t hi) {
   return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
 }
 
+constexpr float kUnwritten = 1e6f;
+
 // The largest difference of two tiles of one region, relative to the reference's magnitude.
 double max_diff(const Tensor& got, const Tensor& want) {
   EXPECT_EQ(got.region(), want.region());
@@ -121,11 +123,33 @@ Box box_for(const Graph& g, const Op& op, const Box& piece) {
   return region;
 }
 
-// The chain over `piece` as run_chain_into runs it in an executor (run_chain_tiles).
+// Runs the chain over `piece` as run_chain_into would in an executor: one tile per result
+// (left at kUnwritten), inputs whole. Returns the last result's tile and, in *conv_written,
+// whether the conv's own tile was written.
 Tensor run_fused(const Graph& g, const std::vector<Tensor>& params, const Box& piece, int threads,
                  bool* conv_written) {
-  return testing::run_chain_tiles(
-      g, params, [&](const Op& op) { return box_for(g, op, piece); }, threads, conv_written);
+  std::map<ValueId, Tensor> tiles;
+  std::vector<kernels::BoundCall> calls;
+  std::vector<ValueId> temporaries;
+  for (const Op& op : g.ops()) {
+    Box b = box_for(g, op, piece);
+    Tensor t = Tensor::tile(DType::kF32, op.results[0].proj.image(b));
+    t.fill(kUnwritten);
+    tiles.emplace(op.results[0].value, std::move(t));
+  }
+  for (const Op& op : g.ops()) {
+    kernels::BoundCall c{&op, box_for(g, op, piece), {}, {&tiles.at(op.results[0].value)}};
+    for (const auto& x : op.inputs)
+      c.ins.push_back(tiles.count(x.value) ? &tiles.at(x.value) : &params[x.value]);
+    calls.push_back(std::move(c));
+    if (op.results[0].value != g.outputs()[0]) temporaries.push_back(op.results[0].value);
+  }
+  kernels::KernelOptions ko;
+  ko.threads = threads;
+  EXPECT_TRUE(kernels::run_chain_into(calls, temporaries, ko).ok());
+  const Tensor& conv = tiles.at(g.op(0).results[0].value);
+  *conv_written = conv.numel() > 0 && conv.f32()[0] != kUnwritten;
+  return tiles.at(g.outputs()[0]);
 }
 
 // Convolutions (rounds 0, 2, ...) and channel concats (1, 3, ...).

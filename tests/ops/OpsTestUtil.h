@@ -45,17 +45,7 @@ void run_piece_into(const Op& op, const Box& piece, const std::vector<const Tens
 /// direct_conv): `values` indexed by ValueId hold the parameters; returned with every result.
 std::vector<Tensor> run_reference(const Graph& g, std::vector<Tensor> values);
 
-/// Every op of `g` over box_of(op) as run_chain_into runs them in an executor, on `threads`
-/// threads: `params` indexed by ValueId hold the parameters (whole tensors); each result gets a
-/// tile of its image filled with 1e6 (what a fusion leaves unwritten shows), and every value but
-/// the graph's first output is a temporary. Returns the output's tile and, in *first_written,
-/// whether the first op's tile was written.
-Tensor run_chain_tiles(const Graph& g, const std::vector<Tensor>& params,
-                       const std::function<Box(const Op&)>& box_of, int threads,
-                       bool* first_written);
-
-/// Max |a - b| / (1 + |b|) over elements of tiles of one region; infinity on a region mismatch.
-/// Equal infinities count 0.
+/// Max |a - b| / (1 + |b|) over elements; infinity on shape mismatch. Equal infinities count 0.
 double max_rel_diff(const Tensor& a, const Tensor& b);
 
 /// Checks the gradient of scalar `loss` with respect to every parameter of `g` (some elements
