@@ -1,0 +1,133 @@
+// One thread's sgemm entries on the linear products of the GPT training step (gpt-tiny l=2 h=256
+// s=128 b=8: 1024 tokens, the q/k/v/o projections, the MLP and their input and weight gradients;
+// docs/benchmarks.md, 2026-11-27 branch gemm): oneDNN's dnnl_sgemm (what the contraction kernel
+// calls), a dnnl::matmul primitive on the same strided operands, one whose B was reordered once
+// into the layout the primitive prefers (its time leaves that reorder out: a trained weight is
+// new every step), and OpenBLAS. Prints process CPU microseconds per call (median of rounds, so
+// that a loaded machine's descheduled time does not count) and GFLOP/s. Not part of the build;
+// compile by hand from the repository root:
+//   g++ -O2 -std=c++20 -fopenmp bench/sgemm_entries.cpp -o /tmp/sgemm_entries \
+//       $(pkg-config --cflags --libs openblas) -ldnnl
+//   taskset -c 0 /tmp/sgemm_entries [rounds]
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+namespace {
+
+struct Shape {
+  const char* what;
+  bool ta, tb;
+  int64_t m, n, k;
+};
+
+// Forward x W (NN), input gradient dy W^T (NT), weight gradient x^T dy (TN).
+const Shape kShapes[] = {
+    {"q/k/v/o forward", false, false, 1024, 256, 256},
+    {"q/k/v/o dx", false, true, 1024, 256, 256},
+    {"q/k/v/o dW", true, false, 256, 256, 1024},
+    {"mlp.fc forward", false, false, 1024, 1024, 256},
+    {"mlp.fc dx", false, true, 1024, 256, 1024},
+    {"mlp.fc dW", true, false, 256, 1024, 1024},
+    {"mlp.proj forward", false, false, 1024, 256, 1024},
+    {"mlp.proj dx", false, true, 1024, 1024, 256},
+    {"mlp.proj dW", true, false, 1024, 256, 1024},
+};
+
+// The process's CPU seconds (the scheduler's clock: exact where getrusage counts ticks).
+double cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// CPU seconds per call of f: the median over `rounds` rounds of `reps` calls, after two warm-ups.
+double per_call(const std::function<void()>& f, int rounds, int reps) {
+  f();
+  f();
+  std::vector<double> t;
+  for (int r = 0; r < rounds; ++r) {
+    const double t0 = cpu_s();
+    for (int i = 0; i < reps; ++i) f();
+    t.push_back((cpu_s() - t0) / reps);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 9;
+  omp_set_num_threads(1);
+  openblas_set_num_threads(1);
+  using dnnl::memory;
+  using Dims = memory::dims;
+  constexpr auto kF32 = memory::data_type::f32;
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream st(eng);
+  std::printf("%-17s %-2s %5s %5s %5s | us per call (GFLOP/s): %-13s %-13s %-13s %-13s\n",
+              "product", "", "m", "n", "k", "dnnl_sgemm", "matmul", "matmul+packB", "OpenBLAS");
+  for (const Shape& s : kShapes) {
+    const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n, ldc = s.n;
+    std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.k * s.n)),
+        c(static_cast<size_t>(s.m * s.n));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 97) / 97.0f - 0.5f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 89) / 89.0f - 0.5f;
+    const memory::desc ad({s.m, s.k}, kF32, s.ta ? Dims{1, lda} : Dims{lda, 1}),
+        bd({s.k, s.n}, kF32, s.tb ? Dims{1, ldb} : Dims{ldb, 1}),
+        cd({s.m, s.n}, kF32, Dims{ldc, 1}), bany({s.k, s.n}, kF32, memory::format_tag::any);
+    memory am(ad, eng, a.data()), bm(bd, eng, b.data()), cm(cd, eng, c.data());
+    dnnl::matmul::primitive_desc plain(dnnl::matmul::desc(ad, bd, cd), eng),
+        packed(dnnl::matmul::desc(ad, bany, cd), eng);
+    dnnl::matmul mm_plain(plain), mm_packed(packed);
+    memory bp(packed.weights_desc(), eng);
+    dnnl::reorder(bm, bp).execute(st, bm, bp);
+    st.wait();
+    const int reps = std::max<int64_t>(1, 400'000'000 / (s.m * s.n * s.k));
+    const double t[4] = {
+        per_call(
+            [&] {
+              dnnl_sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.m, s.n, s.k, 1.0f, a.data(), lda,
+                         b.data(), ldb, 0.0f, c.data(), ldc);
+            },
+            rounds, reps),
+        per_call(
+            [&] {
+              mm_plain.execute(st,
+                               {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+              st.wait();
+            },
+            rounds, reps),
+        per_call(
+            [&] {
+              mm_packed.execute(st,
+                                {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bp}, {DNNL_ARG_DST, cm}});
+              st.wait();
+            },
+            rounds, reps),
+        per_call(
+            [&] {
+              cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans,
+                          s.tb ? CblasTrans : CblasNoTrans, static_cast<int>(s.m),
+                          static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, a.data(),
+                          static_cast<int>(lda), b.data(), static_cast<int>(ldb), 0.0f, c.data(),
+                          static_cast<int>(ldc));
+            },
+            rounds, reps),
+    };
+    std::printf("%-17s %c%c %5ld %5ld %5ld |", s.what, s.ta ? 'T' : 'N', s.tb ? 'T' : 'N',
+                static_cast<long>(s.m), static_cast<long>(s.n), static_cast<long>(s.k));
+    for (double x : t)
+      std::printf("  %6.0f (%5.1f)", x * 1e6, 2.0 * static_cast<double>(s.m * s.n * s.k) / x / 1e9);
+    std::printf("\n");
+  }
+  return 0;
+}
