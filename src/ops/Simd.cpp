@@ -45,6 +45,10 @@ HEDDLE_LANES void load(v8& v, const float* p, int64_t m) {
 }
 
 HEDDLE_LANES void store(float* p, const v8& v, int64_t m) {
+  if (m == kLanes) {  // one vector store, not a variable-length copy through the stack
+    std::memcpy(p, &v, sizeof v);
+    return;
+  }
   std::memcpy(p, &v, static_cast<size_t>(m) * sizeof(float));
 }
 
@@ -300,6 +304,79 @@ HEDDLE_SIMD_CLONES float sq_dev_loop(const float* x, int64_t n, float c) {
   return lane_sum(acc);
 }
 
+HEDDLE_SIMD_CLONES void norm_apply_loop(const float* x, float mean, float rstd, const float* g,
+                                        const float* b, float* y, int64_t n) {
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 v;
+    load(v, x + j, m);
+    v = (v - mean) * rstd;
+    if (g != nullptr) {
+      v8 gv;
+      load(gv, g + j, m);
+      v = v * gv;
+    }
+    if (b != nullptr) {
+      v8 bv;
+      load(bv, b + j, m);
+      v = v + bv;
+    }
+    store(y + j, v, m);
+  }
+}
+
+HEDDLE_SIMD_CLONES void norm_dx_loop(const float* gy, const float* xh, float rstd, float mg,
+                                     float mgx, float* r, int64_t n) {
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 a, h;
+    load(a, gy + j, m);
+    load(h, xh + j, m);
+    a = rstd * (a - mg - h * mgx);
+    store(r + j, a, m);
+  }
+}
+
+HEDDLE_SIMD_CLONES void mul_loop(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 u, v;
+    load(u, a + j, m);
+    load(v, b + j, m);
+    store(out + j, u * v, m);
+  }
+}
+
+HEDDLE_SIMD_CLONES void add_to_loop(float* acc, const float* v, int64_t n) {
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 a, u;
+    load(a, acc + j, m);
+    load(u, v + j, m);
+    store(acc + j, a + u, m);
+  }
+}
+
+HEDDLE_SIMD_CLONES void scale_loop(float* y, float c, int64_t n) {
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 a;
+    load(a, y + j, m);
+    store(y + j, a * c, m);
+  }
+}
+
+HEDDLE_SIMD_CLONES void softmax_grad_loop(const float* d, const float* y, float s, float* r,
+                                          int64_t n) {
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 a, u;
+    load(a, d + j, m);
+    load(u, y + j, m);
+    store(r + j, u * (a - s), m);
+  }
+}
+
 // A plain loop the compiler vectorizes (Simd.cpp is built without errno from sqrt; the operands
 // are distinct buffers).
 HEDDLE_SIMD_CLONES void adamw_loop(const AdamWStep& s, const float* __restrict p,
@@ -391,6 +468,26 @@ float row_sum_simd(const float* x, int64_t n) { return sum_loop(x, n); }
 float row_dot_simd(const float* x, const float* y, int64_t n) { return dot_loop(x, y, n); }
 
 float row_sq_dev_simd(const float* x, int64_t n, float c) { return sq_dev_loop(x, n, c); }
+
+void norm_apply_simd(const float* x, float mean, float rstd, const float* g, const float* b,
+                     float* y, int64_t n) {
+  norm_apply_loop(x, mean, rstd, g, b, y, n);
+}
+
+void norm_dx_simd(const float* gy, const float* xh, float rstd, float mg, float mgx, float* r,
+                  int64_t n) {
+  norm_dx_loop(gy, xh, rstd, mg, mgx, r, n);
+}
+
+void row_mul_simd(const float* a, const float* b, float* out, int64_t n) { mul_loop(a, b, out, n); }
+
+void row_add_to_simd(float* acc, const float* v, int64_t n) { add_to_loop(acc, v, n); }
+
+void row_scale_simd(float* y, float c, int64_t n) { scale_loop(y, c, n); }
+
+void softmax_grad_simd(const float* d, const float* y, float s, float* r, int64_t n) {
+  softmax_grad_loop(d, y, s, r, n);
+}
 
 }  // namespace heddle::kdetail
 

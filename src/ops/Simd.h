@@ -38,6 +38,29 @@ float row_dot_simd(const float* x, const float* y, int64_t n);
 /// Sum of (x[j] - c)^2 over j < n.
 float row_sq_dev_simd(const float* x, int64_t n, float c);
 
+/// y[j] = ((x[j] - mean) * rstd) * g[j] + b[j] for j < n, the product and sum left out when g or
+/// b is null (a norm's row, in the order of the scalar loop). `y` may equal `x`.
+void norm_apply_simd(const float* x, float mean, float rstd, const float* g, const float* b,
+                     float* y, int64_t n);
+
+/// r[j] = rstd * (gy[j] - mg - xh[j] * mgx) for j < n (a norm's input gradient). `r` may equal
+/// `gy` or `xh`.
+void norm_dx_simd(const float* gy, const float* xh, float rstd, float mg, float mgx, float* r,
+                  int64_t n);
+
+/// out[j] = a[j] * b[j] for j < n. `out` may equal `a` or `b`.
+void row_mul_simd(const float* a, const float* b, float* out, int64_t n);
+
+/// acc[j] += v[j] for j < n. Precondition: the two do not overlap unless equal.
+void row_add_to_simd(float* acc, const float* v, int64_t n);
+
+/// y[j] *= c for j < n.
+void row_scale_simd(float* y, float c, int64_t n);
+
+/// r[j] = y[j] * (d[j] - s) for j < n (softmax's gradient given its output y and s = d . y). `r`
+/// may equal `d` or `y`.
+void softmax_grad_simd(const float* d, const float* y, float s, float* r, int64_t n);
+
 /// AdamW's constants for one step: learning rate, betas, epsilon, weight decay and the bias
 /// corrections 1 - beta^step.
 struct AdamWStep {
