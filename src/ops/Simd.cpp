@@ -32,6 +32,16 @@ constexpr int64_t kLanes = 8;
 #endif
 #define HEDDLE_LANES [[gnu::always_inline]] inline
 
+// The loops whose polynomials dominate their time (the activations, softmax's exponentials) are
+// also compiled for x86-64-v3, whose FMA contracts their multiply-adds: a third less time on
+// Zen4 than the AVX2 clone, one rounding fewer per multiply-add. The other loops (sums, AdamW,
+// whose streaming form must match its plain loop bit for bit) keep the clones above.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define HEDDLE_FMA_CLONES __attribute__((target_clones("arch=x86-64-v3", "avx2", "default")))
+#else
+#define HEDDLE_FMA_CLONES
+#endif
+
 HEDDLE_LANES void splat(v8& v, float s) { v = v8{} + s; }
 
 // m (<= 8) elements from p; the other lanes 0.
@@ -192,7 +202,7 @@ HEDDLE_LANES void backward_loop(const float* dy, const float* x, float* out, int
   }
 }
 
-HEDDLE_SIMD_CLONES void activation_loop(OpKind k, const float* x, float* out, int64_t n) {
+HEDDLE_FMA_CLONES void activation_loop(OpKind k, const float* x, float* out, int64_t n) {
   switch (k) {
     case OpKind::kGelu:
       return forward_loop<OpKind::kGelu>(x, out, n);
@@ -207,8 +217,8 @@ HEDDLE_SIMD_CLONES void activation_loop(OpKind k, const float* x, float* out, in
   }
 }
 
-HEDDLE_SIMD_CLONES void activation_grad_loop(OpKind k, const float* dy, const float* x, float* out,
-                                             int64_t n) {
+HEDDLE_FMA_CLONES void activation_grad_loop(OpKind k, const float* dy, const float* x, float* out,
+                                            int64_t n) {
   switch (k) {
     case OpKind::kGelu:
       return backward_loop<OpKind::kGelu>(dy, x, out, n);
@@ -248,7 +258,7 @@ HEDDLE_SIMD_CLONES float max_loop(const float* x, int64_t n) {
   return r;
 }
 
-HEDDLE_SIMD_CLONES float exp_sum_loop(const float* x, float* y, int64_t n, float shift) {
+HEDDLE_FMA_CLONES float exp_sum_loop(const float* x, float* y, int64_t n, float shift) {
   v8 acc = v8{};
   for (int64_t j = 0; j < n; j += kLanes) {
     int64_t m = std::min(kLanes, n - j);
