@@ -357,20 +357,22 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
     float mean, rstd;
     moments(xr, n, layer, eps, &mean, &rstd);
     float* xh = y.data();
-    norm_apply_simd(xr, mean, rstd, nullptr, nullptr, xh, n);
     if (wrt == 1) {
+      if (mode == Store::kSum && ro.contig) {  // summed over the rows straight into the result
+        norm_dgamma_simd(d, xr, mean, rstd, out + ao.offset(p), n);
+        return;
+      }
+      norm_apply_simd(xr, mean, rstd, nullptr, nullptr, xh, n);
       row_mul_simd(d, xh, r, n);
       put_row(ao, ro.contig, out, p, r, mode);
       return;
     }
     float* gy = t2.data();
-    if (!gr.empty()) {
-      row_mul_simd(d, gr[0].at(p), gy, n);
-    } else {
-      std::copy(d, d + n, gy);
-    }
+    float sum, dot;
+    norm_grad_sums_simd(d, gr.empty() ? nullptr : gr[0].at(p), xr, mean, rstd, gy, xh, n, &sum,
+                        &dot);
     auto dn = static_cast<float>(n);
-    float mgf = layer ? row_sum_simd(gy, n) / dn : 0.0f, mgxf = row_dot_simd(gy, xh, n) / dn;
+    float mgf = layer ? sum / dn : 0.0f, mgxf = dot / dn;
     r = ro.at(p);
     norm_dx_simd(gy, xh, rstd, mgf, mgxf, r, n);
     ro.put(p, r);

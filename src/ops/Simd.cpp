@@ -335,6 +335,53 @@ HEDDLE_SIMD_CLONES void norm_apply_loop(const float* x, float mean, float rstd, 
   }
 }
 
+// gy = dy * g (dy when g is null) and xh = (x - mean) * rstd, stored; returns the lane sums of gy
+// and of gy * xh, as sum_loop and dot_loop would compute them over the stored rows.
+HEDDLE_SIMD_CLONES void norm_grad_sums_loop(const float* dy, const float* g, const float* x,
+                                            float mean, float rstd, float* gy, float* xh, int64_t n,
+                                            float* sum, float* dot) {
+  v8 as = v8{}, ad = v8{};
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 d, xv;
+    load(d, dy + j, m);
+    if (g != nullptr) {
+      v8 gv;
+      load(gv, g + j, m);
+      d = d * gv;
+    }
+    load(xv, x + j, m);
+    xv = (xv - mean) * rstd;
+    store(gy + j, d, m);
+    store(xh + j, xv, m);
+    if (m < kLanes) {  // the padded lanes as the loads of sum_loop and dot_loop see them: 0
+      v8 z = v8{};
+      std::memcpy(&z, &d, static_cast<size_t>(m) * sizeof(float));
+      d = z;
+      z = v8{};
+      std::memcpy(&z, &xv, static_cast<size_t>(m) * sizeof(float));
+      xv = z;
+    }
+    as += d;
+    ad += d * xv;
+  }
+  *sum = lane_sum(as);
+  *dot = lane_sum(ad);
+}
+
+// acc[j] += dy[j] * ((x[j] - mean) * rstd): a norm's scale gradient, row by row.
+HEDDLE_SIMD_CLONES void norm_dgamma_loop(const float* dy, const float* x, float mean, float rstd,
+                                         float* acc, int64_t n) {
+  for (int64_t j = 0; j < n; j += kLanes) {
+    int64_t m = std::min(kLanes, n - j);
+    v8 d, xv, a;
+    load(d, dy + j, m);
+    load(xv, x + j, m);
+    load(a, acc + j, m);
+    store(acc + j, a + d * ((xv - mean) * rstd), m);
+  }
+}
+
 HEDDLE_SIMD_CLONES void norm_dx_loop(const float* gy, const float* xh, float rstd, float mg,
                                      float mgx, float* r, int64_t n) {
   for (int64_t j = 0; j < n; j += kLanes) {
@@ -487,6 +534,16 @@ void norm_apply_simd(const float* x, float mean, float rstd, const float* g, con
 void norm_dx_simd(const float* gy, const float* xh, float rstd, float mg, float mgx, float* r,
                   int64_t n) {
   norm_dx_loop(gy, xh, rstd, mg, mgx, r, n);
+}
+
+void norm_grad_sums_simd(const float* dy, const float* g, const float* x, float mean, float rstd,
+                         float* gy, float* xh, int64_t n, float* sum, float* dot) {
+  norm_grad_sums_loop(dy, g, x, mean, rstd, gy, xh, n, sum, dot);
+}
+
+void norm_dgamma_simd(const float* dy, const float* x, float mean, float rstd, float* acc,
+                      int64_t n) {
+  norm_dgamma_loop(dy, x, mean, rstd, acc, n);
 }
 
 void row_mul_simd(const float* a, const float* b, float* out, int64_t n) { mul_loop(a, b, out, n); }

@@ -48,6 +48,16 @@ void norm_apply_simd(const float* x, float mean, float rstd, const float* g, con
 void norm_dx_simd(const float* gy, const float* xh, float rstd, float mg, float mgx, float* r,
                   int64_t n);
 
+/// gy[j] = dy[j] * g[j] (dy[j] when g is null) and xh[j] = (x[j] - mean) * rstd for j < n, in
+/// one pass; *sum and *dot get row_sum_simd(gy, n) and row_dot_simd(gy, xh, n) bit for bit.
+void norm_grad_sums_simd(const float* dy, const float* g, const float* x, float mean, float rstd,
+                         float* gy, float* xh, int64_t n, float* sum, float* dot);
+
+/// acc[j] += dy[j] * ((x[j] - mean) * rstd) for j < n (a norm's scale gradient summed over rows),
+/// bit for bit the separate products and sums.
+void norm_dgamma_simd(const float* dy, const float* x, float mean, float rstd, float* acc,
+                      int64_t n);
+
 /// out[j] = a[j] * b[j] for j < n. `out` may equal `a` or `b`.
 void row_mul_simd(const float* a, const float* b, float* out, int64_t n);
 
