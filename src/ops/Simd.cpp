@@ -156,11 +156,17 @@ HEDDLE_LANES void forward(v8& v) {
 template <OpKind K>
 HEDDLE_LANES void backward(v8& d, const v8& dy, const v8& x) {
   if constexpr (K == OpKind::kGelu) {
-    v8 cdf = x * 0.70710678f;
-    verf(cdf);
-    cdf = 0.5f * (1.0f + cdf);
+    // The normal cdf from the pdf's exponential (gelu_cdf_tail, Scalar.h): one exp, no erf.
     v8 g = -0.5f * x * x;
     vexp(g);
+    v8i bits;
+    as_bits(bits, x);
+    v8 ax;
+    as_floats(ax, bits & int32_t{0x7fffffff});
+    v8 t = 1.0f / (1.0f + kCdfP * ax);
+    v8 h = 0.5f * (t * (kCdfA1 + t * (kCdfA2 + t * (kCdfA3 + t * (kCdfA4 + t * kCdfA5))))) * g;
+    v8 cdf;
+    select(cdf, (bits & int32_t(0x80000000)) != 0, h, 1.0f - h);
     d = dy * (cdf + x * g * 0.39894228f);
   } else if constexpr (K == OpKind::kSilu) {
     v8 s;
