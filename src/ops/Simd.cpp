@@ -1,6 +1,6 @@
-// The vectorized loops of Simd.h. The lane helpers take and give vectors by reference (a 32-byte
-// vector by value has a different ABI with and without AVX) and are always inlined into the
-// cloned loops, so each clone computes them with its own instructions.
+// The vectorized loops of Simd.h, eight lanes wide. The lane helpers (SimdLanes.h) are always
+// inlined into the cloned loops, so each clone computes them with its own instructions; the
+// activations also run sixteen lanes wide where the CPU has AVX-512 (SimdWide.cpp).
 #include "Simd.h"
 
 #include <bit>
@@ -19,8 +19,10 @@ namespace heddle::kdetail {
 
 namespace {
 
-using v8 = float __attribute__((vector_size(32)));
-using v8i = int32_t __attribute__((vector_size(32)));
+using vf = float __attribute__((vector_size(32)));
+using vi = int32_t __attribute__((vector_size(32)));
+using v8 = vf;
+using v8i = vi;
 constexpr int64_t kLanes = 8;
 
 // Not under ThreadSanitizer: a clone's ifunc resolver runs while the dynamic loader relocates,
@@ -30,7 +32,6 @@ constexpr int64_t kLanes = 8;
 #else
 #define HEDDLE_SIMD_CLONES
 #endif
-#define HEDDLE_LANES [[gnu::always_inline]] inline
 
 // The loops whose polynomials dominate their time (the activations, softmax's exponentials) are
 // also compiled for x86-64-v3, whose FMA contracts their multiply-adds: a third less time on
@@ -42,201 +43,15 @@ constexpr int64_t kLanes = 8;
 #define HEDDLE_FMA_CLONES
 #endif
 
-HEDDLE_LANES void splat(v8& v, float s) { v = v8{} + s; }
-
-// m (<= 8) elements from p; the other lanes 0.
-HEDDLE_LANES void load(v8& v, const float* p, int64_t m) {
-  if (m == kLanes) {
-    std::memcpy(&v, p, sizeof v);
-    return;
-  }
-  v = v8{};
-  std::memcpy(&v, p, static_cast<size_t>(m) * sizeof(float));
-}
-
-HEDDLE_LANES void store(float* p, const v8& v, int64_t m) {
-  if (m == kLanes) {  // one vector store, not a variable-length copy through the stack
-    std::memcpy(p, &v, sizeof v);
-    return;
-  }
-  std::memcpy(p, &v, static_cast<size_t>(m) * sizeof(float));
-}
-
-// The same 32 bytes seen as the other lane type (memcpy: no by-value vector crosses a call).
-HEDDLE_LANES void as_bits(v8i& out, const v8& v) { std::memcpy(&out, &v, sizeof out); }
-HEDDLE_LANES void as_floats(v8& out, const v8i& v) { std::memcpy(&out, &v, sizeof out); }
-
-// Lanes of `a` where the mask is set, else of `b`.
-HEDDLE_LANES void select(v8& out, const v8i& mask, const v8& a, const v8& b) {
-  v8i ai, bi;
-  as_bits(ai, a);
-  as_bits(bi, b);
-  as_floats(out, (ai & mask) | (bi & ~mask));
-}
-
-// x clamped to [lo, hi] as std::min(std::max(x, lo), hi) does.
-HEDDLE_LANES void clamp(v8& x, float lo, float hi) {
-  v8 l, h;
-  splat(l, lo);
-  splat(h, hi);
-  v8i below = x < l;
-  select(x, below, l, x);
-  v8i above = h < x;
-  select(x, above, h, x);
-}
-
-// x = fast_exp(x) (Scalar.h), lane by lane.
-HEDDLE_LANES void vexp(v8& x) {
-  clamp(x, -87.3f, 88.3f);
-  constexpr float kShift = 12582912.0f;
-  v8 t = x * 1.44269504088896341f + kShift;
-  v8i n;
-  as_bits(n, t);
-  n = n - std::bit_cast<int32_t>(kShift);
-  v8 fn = t - kShift;
-  v8 r = x - fn * 0.693359375f + fn * 2.12194440e-4f;
-  v8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  v8 e = p * r * r + r + 1.0f;
-  v8 scale;
-  as_floats(scale, (n + 127) << 23);
-  x = e * scale;
-}
-
-// x = fast_erf(x) (Scalar.h), lane by lane.
-HEDDLE_LANES void verf(v8& x) {
-  clamp(x, -4.0f, 4.0f);
-  erf_rational(x);
-}
-
-// 1 / (1 + e^-x).
-HEDDLE_LANES void vsigmoid(v8& s, const v8& x) {
-  v8 e = -x;
-  vexp(e);
-  s = 1.0f / (1.0f + e);
-}
-
-constexpr float kSqrt2OverPiF = 0.7978845608028654f, kGeluCF = 0.044715f;
-
-// tanh(y) for the tanh-GELU: 1 - 2 / (e^2y + 1).
-HEDDLE_LANES void vtanh_gelu(v8& t, const v8& x) {
-  v8 y = kSqrt2OverPiF * (x + kGeluCF * x * x * x);
-  v8 e = 2.0f * y;
-  vexp(e);
-  t = 1.0f - 2.0f / (e + 1.0f);
-}
-
-// Forward value of activation K on one vector.
-template <OpKind K>
-HEDDLE_LANES void forward(v8& v) {
-  v8 x = v;
-  if constexpr (K == OpKind::kGelu) {
-    v8 e = x * 0.70710678f;
-    verf(e);
-    v = 0.5f * x * (1.0f + e);
-  } else if constexpr (K == OpKind::kSilu) {
-    v8 e = -x;
-    vexp(e);
-    v = x / (1.0f + e);
-  } else if constexpr (K == OpKind::kSigmoid) {
-    vsigmoid(v, x);
-  } else {
-    static_assert(K == OpKind::kGeluTanh);
-    v8 y = kSqrt2OverPiF * (x + kGeluCF * x * x * x);
-    v8 e = 2.0f * y;
-    vexp(e);
-    v = 0.5f * x * (2.0f - 2.0f / (e + 1.0f));
-  }
-}
-
-// Derivative of activation K at x, times dy, into d.
-template <OpKind K>
-HEDDLE_LANES void backward(v8& d, const v8& dy, const v8& x) {
-  if constexpr (K == OpKind::kGelu) {
-    // The normal cdf from the pdf's exponential (gelu_cdf_tail, Scalar.h): one exp, no erf.
-    v8 g = -0.5f * x * x;
-    vexp(g);
-    v8i bits;
-    as_bits(bits, x);
-    v8 ax;
-    as_floats(ax, bits & int32_t{0x7fffffff});
-    v8 t = 1.0f / (1.0f + kCdfP * ax);
-    v8 h = 0.5f * (t * (kCdfA1 + t * (kCdfA2 + t * (kCdfA3 + t * (kCdfA4 + t * kCdfA5))))) * g;
-    v8 cdf;
-    select(cdf, (bits & int32_t(0x80000000)) != 0, h, 1.0f - h);
-    d = dy * (cdf + x * g * 0.39894228f);
-  } else if constexpr (K == OpKind::kSilu) {
-    v8 s;
-    vsigmoid(s, x);
-    d = dy * (s * (1.0f + x * (1.0f - s)));
-  } else if constexpr (K == OpKind::kSigmoid) {
-    v8 s;
-    vsigmoid(s, x);
-    d = dy * (s * (1.0f - s));
-  } else {
-    static_assert(K == OpKind::kGeluTanh);
-    v8 t;
-    vtanh_gelu(t, x);
-    d = dy * (0.5f * (1.0f + t) +
-              0.5f * x * (1.0f - t * t) * kSqrt2OverPiF * (1.0f + 3.0f * kGeluCF * x * x));
-  }
-}
-
-template <OpKind K>
-HEDDLE_LANES void forward_loop(const float* x, float* out, int64_t n) {
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
-    v8 v;
-    load(v, x + j, m);
-    forward<K>(v);
-    store(out + j, v, m);
-  }
-}
-
-template <OpKind K>
-HEDDLE_LANES void backward_loop(const float* dy, const float* x, float* out, int64_t n) {
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
-    v8 d, xv, r;
-    load(d, dy + j, m);
-    load(xv, x + j, m);
-    backward<K>(r, d, xv);
-    store(out + j, r, m);
-  }
-}
+#include "SimdLanes.h"
 
 HEDDLE_FMA_CLONES void activation_loop(OpKind k, const float* x, float* out, int64_t n) {
-  switch (k) {
-    case OpKind::kGelu:
-      return forward_loop<OpKind::kGelu>(x, out, n);
-    case OpKind::kSilu:
-      return forward_loop<OpKind::kSilu>(x, out, n);
-    case OpKind::kSigmoid:
-      return forward_loop<OpKind::kSigmoid>(x, out, n);
-    case OpKind::kGeluTanh:
-      return forward_loop<OpKind::kGeluTanh>(x, out, n);
-    default:
-      HEDDLE_UNREACHABLE();
-  }
+  activation_rows(k, x, out, n);
 }
 
 HEDDLE_FMA_CLONES void activation_grad_loop(OpKind k, const float* dy, const float* x, float* out,
                                             int64_t n) {
-  switch (k) {
-    case OpKind::kGelu:
-      return backward_loop<OpKind::kGelu>(dy, x, out, n);
-    case OpKind::kSilu:
-      return backward_loop<OpKind::kSilu>(dy, x, out, n);
-    case OpKind::kSigmoid:
-      return backward_loop<OpKind::kSigmoid>(dy, x, out, n);
-    case OpKind::kGeluTanh:
-      return backward_loop<OpKind::kGeluTanh>(dy, x, out, n);
-    default:
-      HEDDLE_UNREACHABLE();
-  }
+  activation_grad_rows(k, dy, x, out, n);
 }
 
 // The eight lanes of v added pairwise, in a fixed order.
@@ -513,10 +328,12 @@ bool simd_activation(OpKind k) {
 }
 
 void activation_simd(OpKind k, const float* x, float* out, int64_t n) {
+  if (wide_activations()) return activation_wide(k, x, out, n);
   activation_loop(k, x, out, n);
 }
 
 void activation_grad_simd(OpKind k, const float* dy, const float* x, float* out, int64_t n) {
+  if (wide_activations()) return activation_grad_wide(k, dy, x, out, n);
   activation_grad_loop(k, dy, x, out, n);
 }
 

@@ -23,6 +23,15 @@ void activation_simd(OpKind k, const float* x, float* out, int64_t n);
 /// may equal `dy` or `x`. Precondition: simd_activation(k).
 void activation_grad_simd(OpKind k, const float* dy, const float* x, float* out, int64_t n);
 
+/// True when the CPU runs the sixteen-lane activation loops (AVX-512, x86-64-v4; SimdWide.cpp),
+/// which activation_simd and activation_grad_simd then take.
+bool wide_activations();
+
+/// activation_simd and activation_grad_simd sixteen lanes at a time. Precondition:
+/// wide_activations() and simd_activation(k).
+void activation_wide(OpKind k, const float* x, float* out, int64_t n);
+void activation_grad_wide(OpKind k, const float* dy, const float* x, float* out, int64_t n);
+
 /// The largest of x[0..n) (-inf for n == 0; NaNs are skipped).
 float row_max_simd(const float* x, int64_t n);
 
