@@ -262,11 +262,12 @@ HEDDLE_SIMD_CLONES void adamw_loop(const AdamWStep& s, const float* __restrict p
                                    const float* __restrict v, float* __restrict p_out,
                                    float* __restrict m_out, float* __restrict v_out, int64_t n) {
   const AdamWStep k = s;
+  const float ic1 = 1.0f / k.c1, ic2 = 1.0f / k.c2;  // the bias corrections as factors
   for (int64_t j = 0; j < n; ++j) {
     float pv = p[j], gv = g[j];
     float mv = k.b1 * m[j] + (1.0f - k.b1) * gv;
     float vv = k.b2 * v[j] + (1.0f - k.b2) * gv * gv;
-    float upd = (mv / k.c1) / (std::sqrt(vv / k.c2) + k.eps) + k.wd * pv;
+    float upd = (mv * ic1) / (std::sqrt(vv * ic2) + k.eps) + k.wd * pv;
     p_out[j] = pv - k.lr * upd;
     m_out[j] = mv;
     v_out[j] = vv;
@@ -293,8 +294,8 @@ __attribute__((target("avx2"))) void adamw_stream(const AdamWStep& s, const floa
   splat(b2, k.b2);
   splat(nb1, 1.0f - k.b1);
   splat(nb2, 1.0f - k.b2);
-  splat(c1, k.c1);
-  splat(c2, k.c2);
+  splat(c1, 1.0f / k.c1);
+  splat(c2, 1.0f / k.c2);
   splat(eps, k.eps);
   splat(wd, k.wd);
   splat(lr, k.lr);
@@ -307,9 +308,9 @@ __attribute__((target("avx2"))) void adamw_stream(const AdamWStep& s, const floa
     load(vv, v + j, kLanes);
     mv = b1 * mv + nb1 * gv;
     vv = b2 * vv + nb2 * gv * gv;
-    v8 root = vv / c2;
+    v8 root = vv * c2;
     root = reinterpret_cast<v8>(_mm256_sqrt_ps(reinterpret_cast<__m256>(root)));
-    v8 upd = (mv / c1) / (root + eps) + wd * pv;
+    v8 upd = (mv * c1) / (root + eps) + wd * pv;
     v8 np = pv - lr * upd;
     _mm256_stream_ps(p_out + j, reinterpret_cast<__m256>(np));
     _mm256_stream_ps(m_out + j, reinterpret_cast<__m256>(mv));

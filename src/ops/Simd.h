@@ -88,7 +88,8 @@ struct AdamWStep {
 
 /// One AdamW update of n parameters p with gradients g and moments m, v, in float:
 /// m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2,
-/// p' = p - lr ((m' / c1) / (sqrt(v' / c2) + eps) + wd p). Precondition: the seven arrays do not
+/// p' = p - lr ((m' (1 / c1)) / (sqrt(v' (1 / c2)) + eps) + wd p), the bias corrections taken as
+/// float factors (two divisions fewer per element). Precondition: the seven arrays do not
 /// overlap (a kernel's outputs never share memory with its inputs).
 void adamw_simd(const AdamWStep& s, const float* p, const float* g, const float* m, const float* v,
                 float* p_out, float* m_out, float* v_out, int64_t n);
