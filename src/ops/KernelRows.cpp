@@ -40,12 +40,13 @@ struct RowIn {
   }
 };
 
-// Stores row `v` (the window of result access `a` at p) with `mode`.
-void put_row(const Access& a, float* base, const int64_t* p, const float* v, Store mode) {
+// Stores row `v` (the window of result access `a` at p) with `mode`; `direct` is contiguous(a),
+// computed once per kernel by the caller.
+void put_row(const Access& a, bool direct, float* base, const int64_t* p, const float* v,
+             Store mode) {
   float* d = base + a.offset(p);
   int64_t n = a.window_size();
   const int64_t* w = a.woff.data();
-  bool direct = contiguous(a);
   if (mode == Store::kAssign) {
     if (direct)
       std::copy(v, v + n, d);
@@ -53,7 +54,7 @@ void put_row(const Access& a, float* base, const int64_t* p, const float* v, Sto
       for (int64_t e = 0; e < n; ++e) d[w[e]] = v[e];
   } else if (mode == Store::kSum) {
     if (direct)
-      for (int64_t e = 0; e < n; ++e) d[e] += v[e];
+      row_add_to_simd(d, v, n);
     else
       for (int64_t e = 0; e < n; ++e) d[w[e]] += v[e];
   } else {
@@ -68,13 +69,18 @@ struct RowOut {
   float* base;
   Store mode;
   float* buf;
-  bool direct;
+  bool contig, direct;
   RowOut(const Access& acc, float* b, Store m, float* scratch)
-      : a(acc), base(b), mode(m), buf(scratch), direct(m == Store::kAssign && contiguous(acc)) {}
+      : a(acc),
+        base(b),
+        mode(m),
+        buf(scratch),
+        contig(contiguous(acc)),
+        direct(m == Store::kAssign && contig) {}
   float* at(const int64_t* p) const { return direct ? base + a.offset(p) : buf; }
   // Stores the row at p (computed in at(p)) unless it is already in place.
   void put(const int64_t* p, const float* v) const {
-    if (!direct) put_row(a, base, p, v, mode);
+    if (!direct) put_row(a, contig, base, p, v, mode);
   }
 };
 
@@ -123,8 +129,7 @@ float softmax_row(const float* x, float* y, int64_t n, bool log) {
   if (log) {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mx - lse;
   } else {
-    float inv = 1.0f / s;
-    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+    row_scale_simd(y, 1.0f / s, n);
   }
   return mx + lse;
 }
@@ -204,7 +209,7 @@ Status rotary(const Op& op, const Box& box, std::vector<Access>& ai, const Acces
     double x0 = x.fdata[o + x.woff[0]], x1 = x.fdata[o + x.woff[1]];
     float v[2] = {static_cast<float>(x0 * cs[t] - x1 * sn[t]),
                   static_cast<float>(x0 * sn[t] + x1 * cs[t])};
-    put_row(ao, out, p, v, mode);
+    put_row(ao, false, out, p, v, mode);
   });
   return {};
 }
@@ -273,21 +278,16 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
         float mean, rstd;
         moments(xr, n, layer, eps, &mean, &rstd);
         float* yr = lo.at(p);
-        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - mean) * rstd;
-        if (!gb.empty()) {
-          const float* g = gb[0].at(p);
-          for (int64_t i = 0; i < n; ++i) yr[i] *= g[i];
-        }
-        if (gb.size() > 1) {
-          const float* b = gb[1].at(p);
-          for (int64_t i = 0; i < n; ++i) yr[i] += b[i];
-        }
+        const float* g = gb.empty() ? nullptr : gb[0].at(p);
+        const float* b = gb.size() > 1 ? gb[1].at(p) : nullptr;
+        norm_apply_simd(xr, mean, rstd, g, b, yr, n);
         lo.put(p, yr);
       });
       return true;
     }
     case OpKind::kCrossEntropy: {
       RowIn x(ai[0]);
+      const bool direct = contiguous(ao);
       for_each_point(box, [&](const int64_t* p) {
         const float* xr = x.at(p);
         auto label = static_cast<int64_t>(ai[1].load(ai[1].offset(p)));
@@ -299,7 +299,7 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
         }
         float lse = softmax_row(xr, y.data(), n, false);
         float v = lse - xr[label];
-        put_row(ao, out, p, &v, mode);
+        put_row(ao, direct, out, p, &v, mode);
       });
       return true;
     }
@@ -316,7 +316,7 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
       const float* yr = x.at(p);
       float sf = row_dot_simd(d, yr, n);
       float* r = o.at(p);
-      for (int64_t i = 0; i < n; ++i) r[i] = yr[i] * (d[i] - sf);
+      softmax_grad_simd(d, yr, sf, r, n);
       o.put(p, r);
     });
     return true;
@@ -333,8 +333,7 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
         for (int64_t i = 0; i < n; ++i) r[i] = d[0] * y[i];
         if (label >= 0 && label < n) r[label] = d[0] * (y[label] - 1.0f);
       } else if (fn == "softmax") {
-        float sf = row_dot_simd(d, y.data(), n);
-        for (int64_t i = 0; i < n; ++i) r[i] = y[i] * (d[i] - sf);
+        softmax_grad_simd(d, y.data(), row_dot_simd(d, y.data(), n), r, n);
       } else {
         float sf = row_sum_simd(d, n);
         for (int64_t i = 0; i < n; ++i) r[i] = d[i] - y[i] * sf;
@@ -352,29 +351,30 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
     const float* xr = x.at(p);
     float* r = t1.data();
     if (wrt == 2) {
-      put_row(ao, out, p, d, mode);
+      put_row(ao, ro.contig, out, p, d, mode);
       return;
     }
     float mean, rstd;
     moments(xr, n, layer, eps, &mean, &rstd);
     float* xh = y.data();
-    for (int64_t i = 0; i < n; ++i) xh[i] = (xr[i] - mean) * rstd;
     if (wrt == 1) {
-      for (int64_t i = 0; i < n; ++i) r[i] = d[i] * xh[i];
-      put_row(ao, out, p, r, mode);
+      if (mode == Store::kSum && ro.contig) {  // summed over the rows straight into the result
+        norm_dgamma_simd(d, xr, mean, rstd, out + ao.offset(p), n);
+        return;
+      }
+      norm_apply_simd(xr, mean, rstd, nullptr, nullptr, xh, n);
+      row_mul_simd(d, xh, r, n);
+      put_row(ao, ro.contig, out, p, r, mode);
       return;
     }
     float* gy = t2.data();
-    if (!gr.empty()) {
-      const float* g = gr[0].at(p);
-      for (int64_t i = 0; i < n; ++i) gy[i] = d[i] * g[i];
-    } else {
-      std::copy(d, d + n, gy);
-    }
+    float sum, dot;
+    norm_grad_sums_simd(d, gr.empty() ? nullptr : gr[0].at(p), xr, mean, rstd, gy, xh, n, &sum,
+                        &dot);
     auto dn = static_cast<float>(n);
-    float mgf = layer ? row_sum_simd(gy, n) / dn : 0.0f, mgxf = row_dot_simd(gy, xh, n) / dn;
+    float mgf = layer ? sum / dn : 0.0f, mgxf = dot / dn;
     r = ro.at(p);
-    for (int64_t i = 0; i < n; ++i) r[i] = rstd * (gy[i] - mgf - xh[i] * mgxf);
+    norm_dx_simd(gy, xh, rstd, mgf, mgxf, r, n);
     ro.put(p, r);
   });
   return true;

@@ -12,6 +12,10 @@
 #include "heddle/ops/Kernel.h"
 #include "heddle/ops/Tensor.h"
 
+namespace heddle::kernels {
+struct BoundCall;
+}  // namespace heddle::kernels
+
 namespace heddle::kdetail {
 
 using kernels::KernelOptions;
@@ -399,6 +403,15 @@ inline bool row_op(OpKind k) {
       return false;
   }
 }
+/// When calls[i] is softmax's gradient from its output (norm_grad fn=softmax_out) and the next
+/// calls are the causal mask's gradient of it and optionally the scale's gradient of that, over
+/// whole rows of the scores (KernelScoresGrad.cpp): runs them as one pass per row on o.threads
+/// threads, sets *end past the last call covered and *status to the result, and returns true. The
+/// values between must be in `temporaries` and read by no later call; they are never written.
+/// False: nothing ran.
+bool run_scores_grad(const std::vector<kernels::BoundCall>& calls, size_t i,
+                     const std::vector<ValueId>& temporaries, const KernelOptions& o, size_t* end,
+                     Status* status);
 /// The fast row kernels (KernelRows.cpp) of softmax, log_softmax, layernorm, rmsnorm,
 /// cross_entropy, norm_grad, rotary and rotary_grad: true when they computed the call (its status
 /// in *status), false (nothing written) for other kinds, padded operands or options.reference.

@@ -1,0 +1,137 @@
+// The gradient of attention's scores in one pass per row: softmax's gradient given its output
+// (norm_grad fn=softmax_out), then the causal mask's (zero where the mask hides) and, when it
+// follows, the scale's (times alpha): what autodiff makes of scale -> causal_mask -> softmax.
+// Run call by call, the three pass over the whole [.., q, k] tiles three times and softmax's
+// gradient computes the hidden part of each row too; here a row reads dy and y over its visible
+// prefix only and is written once. The visible elements get the calls' own arithmetic (y times
+// dy less dy's dot with y, then times alpha in float as the fused chain's scale gradient).
+#include <algorithm>
+#include <string>
+
+#include "KernelParallel.h"
+#include "KernelUtil.h"
+#include "Simd.h"
+#include "heddle/ops/Chain.h"
+
+namespace heddle::kdetail {
+
+namespace {
+
+using kernels::BoundCall;
+
+bool grad_of(const Op& op, OpKind fn) {
+  return op.kind == OpKind::kElementwiseGrad && attr_s(op, "fn") == op_kind_name(fn);
+}
+
+// Index dim d to tensor dim d, unit windows.
+bool identity(const IndexProjection& p) {
+  return p.map() == AffineMap::identity(p.index_rank()) && p.tensor_rank() == p.index_rank() &&
+         std::all_of(p.window().begin(), p.window().end(), [](int64_t w) { return w == 1; });
+}
+
+// An elementwise gradient over identity projections whose dy (input 0) is `dy`.
+bool pointwise_on(const BoundCall& c, ValueId dy) {
+  const Op& op = *c.op;
+  if (op.inputs.empty() || op.inputs[0].value != dy || c.outs.size() != 1 ||
+      op.results.size() != 1 || !identity(op.results[0].proj))
+    return false;
+  return std::all_of(op.inputs.begin(), op.inputs.end(),
+                     [](const Operand& x) { return identity(x.proj); });
+}
+
+// A row operand's window: the elements of the last tensor dim, in order.
+bool whole_rows(const Access& a) {
+  for (size_t e = 0; e < a.woff.size(); ++e)
+    if (a.woff[e] != static_cast<int64_t>(e)) return false;
+  return true;
+}
+
+// Index dims 0..R-1 of the row op to tensor dims 0..R-1, its window over the last tensor dim.
+bool rows_of_last_dim(const IndexProjection& p) {
+  const int64_t r = p.index_rank();
+  if (p.tensor_rank() != r + 1) return false;
+  for (int64_t t = 0; t <= r; ++t) {
+    if (p.map().offset()[t] != 0 || (t < r && p.window()[t] != 1)) return false;
+    for (int64_t k = 0; k < r; ++k)
+      if (p.map().at(t, k) != (t == k ? 1 : 0)) return false;
+  }
+  return true;
+}
+
+bool read_after(const std::vector<BoundCall>& calls, size_t from, ValueId v) {
+  for (size_t q = from; q < calls.size(); ++q)
+    for (const auto& x : calls[q].op->inputs)
+      if (x.value == v) return true;
+  return false;
+}
+
+bool contains(const std::vector<ValueId>& vs, ValueId v) {
+  return std::find(vs.begin(), vs.end(), v) != vs.end();
+}
+
+}  // namespace
+
+bool run_scores_grad(const std::vector<BoundCall>& calls, size_t i,
+                     const std::vector<ValueId>& temporaries, const KernelOptions& o, size_t* end,
+                     Status* status) {
+  if (o.reference || o.accumulate || i + 1 >= calls.size()) return false;
+  const BoundCall& sc = calls[i];
+  const Op& ng = *sc.op;
+  if (ng.kind != OpKind::kNormGrad || attr_s(ng, "fn") != "softmax_out" || ng.inputs.size() != 2 ||
+      sc.ins.size() != 2 || sc.outs.size() != 1 || ng.inputs[0].padded || ng.inputs[1].padded ||
+      sc.ins[0]->is_int() || sc.ins[1]->is_int() || !rows_of_last_dim(ng.results[0].proj))
+    return false;
+  const ValueId r = ng.results[0].value;
+  const BoundCall& mc = calls[i + 1];
+  if (!grad_of(*mc.op, OpKind::kCausalMask) || !pointwise_on(mc, r) ||
+      attr_i(*mc.op, kZigzagAttr, 0) != 0 || mc.box != ng.results[0].proj.image(sc.box) ||
+      !contains(temporaries, r) || read_after(calls, i + 2, r))
+    return false;
+  size_t last = i + 1;
+  float alpha = 1.0f;
+  const ValueId m = mc.op->results[0].value;
+  if (i + 2 < calls.size() && grad_of(*calls[i + 2].op, OpKind::kScale) &&
+      pointwise_on(calls[i + 2], m) && calls[i + 2].box == mc.box && contains(temporaries, m) &&
+      !read_after(calls, i + 3, m)) {
+    last = i + 2;
+    alpha = static_cast<float>(attr_f(*calls[i + 2].op, "alpha", 1.0));
+  }
+  const BoundCall& oc = calls[last];
+  Access dy(*sc.ins[0], ng.inputs[0]), y(*sc.ins[1], ng.inputs[1]);
+  Access ao(*oc.outs[0], oc.op->results[0]);
+  const int64_t rank = sc.box.rank(), n = dy.window_size();
+  if (n != mc.box.shape()[rank] || y.window_size() != n || !whole_rows(dy) || !whole_rows(y) ||
+      ao.coef[rank] != 1 || oc.outs[0]->is_int())
+    return false;
+  const CausalMask mask(*mc.op);
+  const int64_t k0 = mc.box.start()[rank];
+  float* out = oc.outs[0]->f32();
+  auto rows = [&](const Box& b) {
+    std::vector<int64_t> p4(static_cast<size_t>(rank + 1));
+    for_each_point(b, [&](const int64_t* p) {
+      std::copy(p, p + rank, p4.begin());
+      p4[rank] = k0;
+      const float* d = dy.fdata + dy.offset(p);
+      const float* yr = y.fdata + y.offset(p);
+      float* w = out + ao.offset(p4.data());
+      const int64_t len = mask.visible_prefix(p4.data(), 0, n);
+      // The dot over the whole row (y is 0 past the prefix when it is the softmax of the masked
+      // scores, but the chain does not say so); the products only where the mask shows them.
+      const int64_t upto = len >= 0 ? len : n;
+      softmax_grad_simd(d, yr, row_dot_simd(d, yr, n), w, upto);
+      if (alpha != 1.0f) row_scale_simd(w, alpha, upto);
+      if (len >= 0)
+        std::fill(w + len, w + n, 0.0f);
+      else
+        for (int64_t j = 0; j < n; ++j)
+          if (mask.hidden(p4.data(), j)) w[j] = 0.0f;
+    });
+    return Status();
+  };
+  std::vector<Box> pieces = split_box({&ng}, sc.box, o);
+  *status = pieces.empty() ? rows(sc.box) : run_pieces(pieces, o, rows);
+  *end = last + 1;
+  return true;
+}
+
+}  // namespace heddle::kdetail
