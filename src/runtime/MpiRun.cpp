@@ -88,17 +88,25 @@ T or_fail(MpiCommunicator& mpi, Result<T> r) {
 }
 
 // After a step every rank learns the first rank whose step failed in step with the others (a
-// kernel's diagnostic) or that was asked to stop (SIGINT/SIGTERM): the failure, or nothing.
+// kernel's diagnostic) or that was asked to stop (SIGINT/SIGTERM): the failure, or nothing. The
+// agreement carries which of the two it was, so a stop one rank was asked for stops every rank
+// as cancelled (exit 130), also a rank whose own signal comes a moment later than its peer's
+// (srun and a process group signal the ranks one after another).
 std::optional<MpiRunFailure> step_failure(MpiCommunicator& mpi, const Status& st) {
   if (mpi.failure()) fail_from_comm(mpi, *mpi.failure());
   const bool cancelled = cancel_requested();
-  const int64_t failed = or_fail(mpi, mpi.agree_on_failure(st.ok() && !cancelled));
-  if (failed < 0) return std::nullopt;
-  // A rank signalled itself (SIGINT to every rank: srun, a process group) stops as cancelled,
-  // whichever rank is the lowest to stop.
-  if (failed == mpi.rank() || (st.ok() && cancelled))
-    return MpiRunFailure{st.ok() ? Diagnostic("stopped by a signal") : st.error(),
-                         st.ok() ? FailureKind::kCancelled : FailureKind::kUser};
+  // 2 * rank for a failed step, 2 * rank + 1 for a stop asked for, 2 * size when all is well.
+  const int64_t mine = !st.ok() ? 2 * mpi.rank() : cancelled ? 2 * mpi.rank() + 1 : 2 * mpi.size();
+  const int64_t lowest = or_fail(mpi, mpi.min_over_ranks(mine));
+  if (lowest == 2 * mpi.size()) return std::nullopt;
+  const int64_t failed = lowest / 2;
+  if (!st.ok() && failed == mpi.rank()) return MpiRunFailure{st.error(), FailureKind::kUser};
+  if (st.ok() && (cancelled || lowest % 2 == 1))
+    return MpiRunFailure{
+        Diagnostic(cancelled ? std::string("stopped by a signal")
+                             : "stopped by a signal to rank " + std::to_string(failed) + " (" +
+                                   mpi.host_of(failed) + ")"),
+        FailureKind::kCancelled};
   return MpiRunFailure{Diagnostic("rank " + std::to_string(failed) + " (" + mpi.host_of(failed) +
                                   ") failed; stopping"),
                        FailureKind::kPeerLost};

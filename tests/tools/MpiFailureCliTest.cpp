@@ -176,6 +176,7 @@ int terminate_run(const std::string& args, const std::string& target, const std:
                         << "for i in $(seq 300); do grep -q '\"event\":\"step\"' " << err_file
                         << " && break; sleep 0.1; done\n"
                         << (target == "mpirun" ? "kill -" + signal + " $pid"
+                            : target == "one"  ? "pkill -" + signal + " -n -P $pid"
                                                : "pkill -" + signal + " -P $pid")
                         << "\n"
                         << "wait $pid\necho $?\n";
@@ -248,6 +249,28 @@ TEST(MpiFailure, SigintToEveryRankStopsEachWith130) {
     EXPECT_EQ(f["exit_code"], 130) << f;
     EXPECT_NE(f["message"].get<std::string>().find("stopped by a signal"), std::string::npos) << f;
   }
+}
+
+TEST(MpiFailure, SigintToOneRankStopsEveryRankWith130AndTheOthersNameIt) {
+  // A stop asked of one rank (a signal to one task, or the first of srun's signals to arrive) is
+  // a stop of the job, not a failure: every rank exits 130, the others naming the signalled one.
+  const std::string err = ::testing::TempDir() + "/mpi_sigint1_" + std::to_string(getpid());
+  const int rc = terminate_run("run mlp --mesh 2 --strategy dp=2 --train --steps 1000000 --json",
+                               "one", err, "INT");
+  const std::string text = slurp(err);
+  std::remove(err.c_str());
+  EXPECT_EQ(rc, 130) << text;
+  auto recs = records(text);
+  int named = 0;
+  for (int r : {0, 1}) {
+    auto f = failure_of(recs, r);
+    ASSERT_FALSE(f.is_null()) << "rank " << r << " left no record\n" << text;
+    EXPECT_EQ(f["exit_code"], 130) << f;
+    const std::string m = f["message"].get<std::string>();
+    EXPECT_NE(m.find("stopped by a signal"), std::string::npos) << f;
+    named += m.find("stopped by a signal to rank " + std::to_string(1 - r)) != std::string::npos;
+  }
+  EXPECT_EQ(named, 1) << text;
 }
 
 TEST(MpiFailure, EachRankRunsOneBlasThreadUnlessTheUserSetsIt) {
