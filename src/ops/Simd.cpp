@@ -25,9 +25,9 @@ using v8 = vf;
 using v8i = vi;
 constexpr int64_t kLanes = 8;
 
-// Not under ThreadSanitizer: a clone's ifunc resolver runs while the dynamic loader relocates,
-// before TSan's runtime is up, and its instrumented entry crashes the process at start-up.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#include "SimdLanes.h"
+
+#if HEDDLE_MULTIVERSION
 #define HEDDLE_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define HEDDLE_SIMD_CLONES
@@ -37,13 +37,11 @@ constexpr int64_t kLanes = 8;
 // also compiled for x86-64-v3, whose FMA contracts their multiply-adds: a third less time on
 // Zen4 than the AVX2 clone, one rounding fewer per multiply-add. The other loops (sums, AdamW,
 // whose streaming form must match its plain loop bit for bit) keep the clones above.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if HEDDLE_MULTIVERSION
 #define HEDDLE_FMA_CLONES __attribute__((target_clones("arch=x86-64-v3", "avx2", "default")))
 #else
 #define HEDDLE_FMA_CLONES
 #endif
-
-#include "SimdLanes.h"
 
 HEDDLE_FMA_CLONES void activation_loop(OpKind k, const float* x, float* out, int64_t n) {
   activation_rows(k, x, out, n);
@@ -274,7 +272,7 @@ HEDDLE_SIMD_CLONES void adamw_loop(const AdamWStep& s, const float* __restrict p
   }
 }
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if HEDDLE_MULTIVERSION
 #define HEDDLE_STREAM_STORES 1
 // adamw_loop's arithmetic, operation for operation, eight lanes at a time, with the three results
 // written by non-temporal stores: a parameter tensor far larger than the caches is not read into

@@ -9,6 +9,16 @@
 
 #define HEDDLE_LANES [[gnu::always_inline]] inline
 
+// 1 where the including files compile loops for several targets (target_clones, target): GCC on
+// x86-64, but not under ThreadSanitizer, where a clone's ifunc resolver runs while the dynamic
+// loader relocates, before TSan's runtime is up, and its instrumented entry crashes the process
+// at start-up.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define HEDDLE_MULTIVERSION 1
+#else
+#define HEDDLE_MULTIVERSION 0
+#endif
+
 HEDDLE_LANES void splat(vf& v, float s) { v = vf{} + s; }
 
 // m (<= kLanes) elements from p; the other lanes 0.

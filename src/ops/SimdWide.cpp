@@ -22,8 +22,7 @@ constexpr int64_t kLanes = 16;
 
 }  // namespace
 
-// Only where Simd.cpp's clones are (not under ThreadSanitizer, see there).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if HEDDLE_MULTIVERSION
 #define HEDDLE_WIDE __attribute__((target("arch=x86-64-v4")))
 bool wide_activations() {
   static const bool wide = __builtin_cpu_supports("x86-64-v4");

@@ -359,9 +359,9 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
           into->copy_from(*t);
           if (sp != spare.end()) spare.erase(sp);  // its tile could not be bound: no spare
         }
-        const bool own = std::any_of(gathered.begin(), gathered.end(),
-                                     [&](const auto& x) { return x.first == v; });
-        if (s == 1 && !own) spare.emplace(v, Tensor(*into));  // not a gathered one's own tile
+        if (s == 1 && std::none_of(gathered.begin(), gathered.end(),
+                                   [&](const auto& x) { return x.first == v; }))
+          spare.emplace(v, Tensor(*into));  // not a gathered one's own tile
       } else if (into) {
         into->copy_from(*t);
         if (into->region() != t->region()) shown = t;

@@ -233,44 +233,44 @@ TEST(MpiFailure, SigtermToEveryRankAsSlurmSendsItMakesMpirunExit143) {
   EXPECT_EQ(expect_sigterm_records("ranks"), 143);
 }
 
-TEST(MpiFailure, SigintToEveryRankStopsEachWith130) {
-  // srun forwards Ctrl-C to every task as SIGINT: the ranks agree to stop after the step, and each
-  // says it was stopped (before, every rank but the lowest blamed it and exited 5).
-  const std::string err = ::testing::TempDir() + "/mpi_sigint_" + std::to_string(getpid());
+// Both ranks' failure messages after SIGINT went to `target` (terminate_run: "ranks" or "one"),
+// having checked that mpirun and every rank exit 130 and say they were stopped by a signal.
+std::vector<std::string> expect_sigint_stops(const std::string& target) {
+  const std::string err =
+      ::testing::TempDir() + "/mpi_sigint_" + target + "_" + std::to_string(getpid());
   const int rc = terminate_run("run mlp --mesh 2 --strategy dp=2 --train --steps 1000000 --json",
-                               "ranks", err, "INT");
+                               target, err, "INT");
   const std::string text = slurp(err);
   std::remove(err.c_str());
   EXPECT_EQ(rc, 130) << text;
   auto recs = records(text);
+  std::vector<std::string> messages;
   for (int r : {0, 1}) {
     auto f = failure_of(recs, r);
-    ASSERT_FALSE(f.is_null()) << "rank " << r << " left no record\n" << text;
+    EXPECT_FALSE(f.is_null()) << "rank " << r << " left no record\n" << text;
+    messages.push_back(f.is_null() ? "" : f["message"].get<std::string>());
+    if (f.is_null()) continue;
     EXPECT_EQ(f["exit_code"], 130) << f;
-    EXPECT_NE(f["message"].get<std::string>().find("stopped by a signal"), std::string::npos) << f;
+    EXPECT_NE(messages.back().find("stopped by a signal"), std::string::npos) << f;
   }
+  return messages;
+}
+
+TEST(MpiFailure, SigintToEveryRankStopsEachWith130) {
+  // srun forwards Ctrl-C to every task as SIGINT: the ranks agree to stop after the step, and each
+  // says it was stopped (before, every rank but the lowest blamed it and exited 5).
+  expect_sigint_stops("ranks");
 }
 
 TEST(MpiFailure, SigintToOneRankStopsEveryRankWith130AndTheOthersNameIt) {
   // A stop asked of one rank (a signal to one task, or the first of srun's signals to arrive) is
   // a stop of the job, not a failure: every rank exits 130, the others naming the signalled one.
-  const std::string err = ::testing::TempDir() + "/mpi_sigint1_" + std::to_string(getpid());
-  const int rc = terminate_run("run mlp --mesh 2 --strategy dp=2 --train --steps 1000000 --json",
-                               "one", err, "INT");
-  const std::string text = slurp(err);
-  std::remove(err.c_str());
-  EXPECT_EQ(rc, 130) << text;
-  auto recs = records(text);
+  const std::vector<std::string> messages = expect_sigint_stops("one");
   int named = 0;
-  for (int r : {0, 1}) {
-    auto f = failure_of(recs, r);
-    ASSERT_FALSE(f.is_null()) << "rank " << r << " left no record\n" << text;
-    EXPECT_EQ(f["exit_code"], 130) << f;
-    const std::string m = f["message"].get<std::string>();
-    EXPECT_NE(m.find("stopped by a signal"), std::string::npos) << f;
-    named += m.find("stopped by a signal to rank " + std::to_string(1 - r)) != std::string::npos;
-  }
-  EXPECT_EQ(named, 1) << text;
+  for (int r : {0, 1})
+    named += messages[r].find("stopped by a signal to rank " + std::to_string(1 - r)) !=
+             std::string::npos;
+  EXPECT_EQ(named, 1) << messages[0] << "\n" << messages[1];
 }
 
 TEST(MpiFailure, EachRankRunsOneBlasThreadUnlessTheUserSetsIt) {
