@@ -1,8 +1,11 @@
 // Contraction kernels. einsum groups its index dims into batch, M, N and K and calls sgemm once
 // per batch point, on the tiles in place when their strides allow, else on packed copies. The
-// sgemm is oneDNN's on one thread (its AVX-512 kernels ran the GPT step's shapes about 10% faster
-// per core than OpenBLAS 0.3.21 here; docs/benchmarks.md); on more threads the batch points, or
-// blocks of one product's rows or columns, go to the device's pool (see sgemm()). A first operand
+// sgemm on one thread is the faster library's for the host's instruction set (sgemm1): oneDNN's
+// AVX-512 kernels ran the GPT step's shapes about 10% faster per core than OpenBLAS 0.3.21 on an
+// AVX-512 host, while on an AVX2-only host (AMD EPYC, Zen 3) oneDNN's AVX2 sgemm ran them up to
+// 2x slower than OpenBLAS (the weight gradients' transposed-A products; docs/benchmarks.md). On
+// more threads the batch points, or blocks of one product's rows or columns, go to the device's
+// pool (see sgemm()). A first operand
 // of mostly zeros (MoE's one-hot dispatch and combine masks) multiplies only its nonzeros
 // (sparse_a_gemm): a mixture's routing einsums are most of its step's FLOPs as dense products.
 // Causal attention's products skip the blocks the mask hides (KernelOptions::causal,
@@ -18,7 +21,17 @@
 #include "KernelParallel.h"
 #include "KernelUtil.h"
 #include "heddle/ops/CausalOperand.h"
+#include "heddle/ops/Kernel.h"
 #include "heddle/support/ThreadPool.h"
+
+namespace heddle::kernels {
+
+bool onednn_sgemm_first() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
+
+}  // namespace heddle::kernels
 
 namespace heddle::kdetail {
 
@@ -31,6 +44,10 @@ void sgemm_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
 
 void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  // OpenBLAS runs a product on the calling thread only while it is set to one thread; set to
+  // more, concurrent callers would share (and wait for) its own pool.
+  if (!kernels::onednn_sgemm_first() && openblas_get_num_threads() == 1)
+    return sgemm_blas(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
   omp_set_num_threads(1);
   if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) !=
       dnnl_success)

@@ -30,7 +30,7 @@ using namespace convform;
 std::atomic<int64_t> served{0}, forwards{0};
 
 // Row-major C = A B (+ C when beta is 1). One thread: OpenBLAS (faster than oneDNN's sgemm on
-// these shapes); inside the device's threads: oneDNN's on the calling thread.
+// these shapes); inside the device's threads: sgemm1 on the calling thread.
 void sgemm(bool threaded, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (threaded)

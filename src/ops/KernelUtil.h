@@ -436,8 +436,9 @@ bool run_conv_dnnl(const Op& op, const Box& box, const std::vector<const Tensor*
 /// the threads OpenBLAS is set to use (KernelContraction.cpp).
 void sgemm_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-/// The same on the calling thread alone: oneDNN's sgemm (OpenBLAS's when oneDNN refuses the
-/// arguments), for products already split over the device's threads.
+/// The same on the calling thread alone, for products already split over the device's threads:
+/// OpenBLAS's where !kernels::onednn_sgemm_first() and OpenBLAS is set to one thread, else oneDNN's
+/// (OpenBLAS's when oneDNN refuses the arguments).
 void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 

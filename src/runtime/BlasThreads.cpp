@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include "heddle/ops/Kernel.h"
+
 namespace heddle {
 
 BlasThreads::BlasThreads(int threads) {
@@ -14,6 +16,10 @@ BlasThreads::BlasThreads(int threads) {
 
 BlasThreads::~BlasThreads() {
   if (saved_ > 0) openblas_set_num_threads(saved_);
+}
+
+int device_blas_threads(int threads) {
+  return kernels::onednn_sgemm_first() ? threads : 1;
 }
 
 int blas_threads() { return openblas_get_num_threads(); }

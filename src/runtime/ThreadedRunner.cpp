@@ -125,7 +125,7 @@ Status ThreadedRunner::run_into(const TensorMap& feeds, TensorMap& outputs,
     devices_[d]->bind_outputs(outputs, split_copy_ ? binds_[d] : unbound_[d]);
   }
   {
-    BlasThreads blas(threads_);
+    BlasThreads blas(device_blas_threads(threads_));
     pending_.store(n - 1);
     generation_.fetch_add(1);
     generation_.notify_all();

@@ -97,7 +97,8 @@ TEST(ParallelKernels, EveryTrainingOpOnTwoAndThreeThreadsIsBitwiseOneThreads) {
 }
 
 // The fused elementwise chains of the training steps (as in FastKernelTest), run_chain on 1, 2
-// and 3 threads: bitwise equal.
+// and 3 threads: bitwise equal, but for chains led by a product on hosts whose split sgemms are
+// OpenBLAS's (kernels::onednn_sgemm_first()), which match to rounding; repeatable everywhere.
 TEST(ParallelKernels, FusedChainsOnTwoAndThreeThreadsAreBitwiseOneThreads) {
   std::mt19937 rng(7);
   int64_t chains = 0;
@@ -122,6 +123,9 @@ TEST(ParallelKernels, FusedChainsOnTwoAndThreeThreadsAreBitwiseOneThreads) {
           for (OpId id : ops) calls.push_back({id, one_space ? box : g.op(id).space.box()});
           for (const auto& c : calls)  // inputs made before the runs: the map stays fixed
             for (const auto& x : g.op(c.op).inputs) input(x.value);
+          // A chain led by a product matches to rounding where the split sgemms are OpenBLAS's.
+          const bool bitwise =
+              kernels::onednn_sgemm_first() || g.op(ops[0]).kind != OpKind::kEinsum;
           kernels::KernelOptions o;
           auto one = kernels::run_chain(g, calls, temps, input, o);
           ASSERT_TRUE(one.ok()) << one.error().to_string();
@@ -129,12 +133,21 @@ TEST(ParallelKernels, FusedChainsOnTwoAndThreeThreadsAreBitwiseOneThreads) {
             o.threads = threads;
             o.grain = 1;
             auto many = kernels::run_chain(g, calls, temps, input, o);
+            auto again = kernels::run_chain(g, calls, temps, input, o);
             ASSERT_TRUE(many.ok()) << many.error().to_string();
+            ASSERT_TRUE(again.ok()) << again.error().to_string();
             ASSERT_EQ(many->size(), one->size());
-            for (size_t i = 0; i < one->size(); ++i)
-              EXPECT_TRUE(same_bits((*many)[i].second, (*one)[i].second))
-                  << "chain at op " << ops[0] << ", value " << (*one)[i].first << ", " << threads
-                  << " threads";
+            for (size_t i = 0; i < one->size(); ++i) {
+              const auto& [v, t] = (*one)[i];
+              const std::string what = "chain at op " + std::to_string(ops[0]) + ", value " +
+                                       std::to_string(v) + ", " + std::to_string(threads) +
+                                       " threads";
+              EXPECT_TRUE(same_bits((*many)[i].second, (*again)[i].second)) << what;
+              if (bitwise)
+                EXPECT_TRUE(same_bits((*many)[i].second, t)) << what;
+              else
+                EXPECT_LT(testing::max_rel_diff((*many)[i].second, t), 1e-5) << what;
+            }
           }
           ++chains;
         });

@@ -71,6 +71,13 @@ void combine(Monoid m, Tensor& dst, const Tensor& src);
 /// The identity of monoid `m`: 0, -inf or +inf.
 float monoid_identity(Monoid m);
 
+/// True on hosts where the contraction kernels' one-thread sgemm is oneDNN's (AVX-512 hosts:
+/// faster there), false where it is OpenBLAS's (AVX2-only hosts, where oneDNN's AVX2 sgemm ran the
+/// GPT step's weight gradients at half OpenBLAS's speed; docs/benchmarks.md). Fixed per process,
+/// so a run's results repeat bitwise. On false hosts OpenBLAS must be set to one thread while a
+/// device's own threads call it (runtime/BlasThreads.h: device_blas_threads).
+bool onednn_sgemm_first();
+
 /// How many kernel calls the oneDNN convolution and pooling path has served in this process (the
 /// rest fell back to im2col + sgemm or the direct loops; the depthwise weight gradients it hands
 /// to its own loops, where oneDNN has only its gemm path, count as served): lets tests and

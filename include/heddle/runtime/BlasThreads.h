@@ -11,7 +11,8 @@ namespace heddle {
 /// cores OpenBLAS uses both; with as many devices as cores each device's calls run on its own
 /// thread (OpenBLAS's pool would oversubscribe the cores, and its callers would queue for the one
 /// pool). einsum's sgemms no longer use it: they run as one-thread oneDNN sgemms on the device's
-/// own pool (support/ThreadPool.h); OpenBLAS serves the im2col convolutions and fallbacks.
+/// own pool (support/ThreadPool.h; one-thread OpenBLAS ones on AVX2-only hosts, see
+/// device_blas_threads); OpenBLAS serves the im2col convolutions and fallbacks.
 /// The previous count is restored on destruction. `threads < 1` changes nothing. Not for nesting
 /// across threads: the setting is global.
 class BlasThreads {
@@ -24,6 +25,13 @@ class BlasThreads {
  private:
   int saved_ = 0;  // the count to restore; 0 when unchanged
 };
+
+/// The OpenBLAS threads for a device of `threads` cores: `threads` where the contraction kernels'
+/// one-thread products are oneDNN's (kernels::onednn_sgemm_first()), else 1: there the device's
+/// own threads split each product into one-thread OpenBLAS calls, which OpenBLAS runs on the
+/// calling thread only while set to one thread. Either way a product's results do not depend on
+/// the device's thread count.
+int device_blas_threads(int threads);
 
 /// The number of threads OpenBLAS runs each call on now.
 int blas_threads();
