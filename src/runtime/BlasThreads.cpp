@@ -18,9 +18,7 @@ BlasThreads::~BlasThreads() {
   if (saved_ > 0) openblas_set_num_threads(saved_);
 }
 
-int device_blas_threads(int threads) {
-  return kernels::onednn_sgemm_first() ? threads : 1;
-}
+int device_blas_threads(int threads) { return kernels::onednn_sgemm_first() ? threads : 1; }
 
 int blas_threads() { return openblas_get_num_threads(); }
 
