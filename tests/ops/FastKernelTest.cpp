@@ -410,15 +410,17 @@ TEST(FastKernels, ContractionsWithAMaskOfMostlyZerosMatchTheReference) {
   EXPECT_EQ(checked, 120);
 }
 
-// Plain products in the four transpositions either side of the size (2^22 multiply-adds) under
-// which the one-thread sgemm on AVX2-only hosts is oneDNN's instead of OpenBLAS's (sgemm1 in
-// KernelContraction.cpp), and attention's small per-head shapes: both libraries' results match
-// the reference, on the whole box (one product) and random sub-boxes and tiles.
+// Plain products in the four transpositions either side of the rule by which the one-thread
+// sgemm on AVX2-only hosts is oneDNN's instead of OpenBLAS's (sgemm1 in KernelContraction.cpp:
+// under 2^22 multiply-adds with m and n multiples of 8), and attention's small per-head shapes:
+// both libraries' results match the reference, on the whole box (one product) and random
+// sub-boxes and tiles.
 TEST(FastKernels, ProductsEitherSideOfTheSmallProductSizeMatchTheReference) {
   std::mt19937 rng(71);
   const std::vector<std::string> specs = {"mk,kn->mn", "km,kn->mn", "mk,nk->mn", "km,nk->mn"};
-  // m x n x k: 128x128x255 and 100x160x262 (just under 2^22), 128x128x257 (just over),
-  // 256x128x256 (2^23), and the 32x128x64 and 32x64x128 blocks of causal attention.
+  // m x n x k: 128x128x255 (just under 2^22), 100x160x262 (under, m not a multiple of 8),
+  // 128x128x257 (just over), 256x128x256 (2^23), and the 32x128x64 and 32x64x128 blocks of
+  // causal attention.
   const std::vector<std::array<int64_t, 3>> sizes = {{128, 128, 255}, {100, 160, 262},
                                                      {128, 128, 257}, {256, 128, 256},
                                                      {32, 128, 64},   {32, 64, 128}};
