@@ -8,7 +8,7 @@
 // compile by hand from the repository root:
 //   g++ -O2 -std=c++20 -fopenmp bench/sgemm_entries.cpp -o /tmp/sgemm_entries \
 //       $(pkg-config --cflags --libs openblas) -ldnnl
-//   taskset -c 0 /tmp/sgemm_entries [rounds]
+//   taskset -c 0 /tmp/sgemm_entries [rounds] [vit]
 #include <cblas.h>
 #include <omp.h>
 
@@ -18,6 +18,8 @@
 #include <ctime>
 #include <functional>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <span>
+#include <string>
 #include <vector>
 
 namespace {
@@ -39,6 +41,17 @@ const Shape kShapes[] = {
     {"mlp.proj forward", false, false, 1024, 256, 1024},
     {"mlp.proj dx", false, true, 1024, 1024, 256},
     {"mlp.proj dW", true, false, 1024, 256, 1024},
+};
+
+// vit_b_32 forward (2x3x224x224: 100 tokens, hidden 768, MLP 3072; the ONNX export's fused q/k/v
+// projection and its transposed out projection) and GPT's causal attention blocks (32-row blocks
+// of the 128x128x64 heads: scores q k^T, context p v).
+const Shape kVitShapes[] = {
+    {"vit qkv", false, false, 100, 2304, 768},    {"vit out proj", false, true, 100, 768, 768},
+    {"vit mlp.fc", false, false, 100, 3072, 768}, {"vit mlp.proj", false, false, 100, 768, 3072},
+    {"gpt scores blk", false, true, 32, 128, 64}, {"gpt scores blk", false, true, 128, 32, 64},
+    {"gpt ctx blk", false, false, 32, 64, 128},   {"gpt ctx dP blk", false, true, 32, 128, 64},
+    {"gpt ctx dV blk", true, false, 32, 64, 128}, {"gpt head 128", false, true, 128, 128, 64},
 };
 
 // The process's CPU seconds (the scheduler's clock: exact where getrusage counts ticks).
@@ -66,6 +79,8 @@ double per_call(const std::function<void()>& f, int rounds, int reps) {
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 9;
+  // A second argument "vit" measures kVitShapes instead of the GPT step's linear products.
+  const bool vit = argc > 2 && std::string(argv[2]) == "vit";
   omp_set_num_threads(1);
   openblas_set_num_threads(1);
   using dnnl::memory;
@@ -75,7 +90,8 @@ int main(int argc, char** argv) {
   dnnl::stream st(eng);
   std::printf("%-17s %-2s %5s %5s %5s | us per call (GFLOP/s): %-13s %-13s %-13s %-13s\n",
               "product", "", "m", "n", "k", "dnnl_sgemm", "matmul", "matmul+packB", "OpenBLAS");
-  for (const Shape& s : kShapes) {
+  for (const Shape& s :
+       vit ? std::span<const Shape>(kVitShapes) : std::span<const Shape>(kShapes)) {
     const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n, ldc = s.n;
     std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.k * s.n)),
         c(static_cast<size_t>(s.m * s.n));

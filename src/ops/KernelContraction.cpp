@@ -42,11 +42,21 @@ void sgemm_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
+// On AVX2-only hosts, products of fewer multiply-adds than this whose C is a whole number of
+// 8-float rows and columns (causal attention's 32-row blocks of GPT's 128x128x64 heads) still go
+// to oneDNN's sgemm: it ran them at 67-78 GFLOP/s against OpenBLAS's 44-63 on AMD EPYC Zen 3
+// (bench/sgemm_entries.cpp vit), a sixth off the GPT step's attention products. ViT's 50-token
+// heads ran slower there (50x50x64 at 12 against 34 GFLOP/s in its training step), and from
+// 1024x256x256 up OpenBLAS was as fast or faster. A fixed shape rule, so a shape always takes
+// the same library.
+constexpr int64_t kSmallProduct = int64_t{1} << 22;
+
 void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   // OpenBLAS runs a product on the calling thread only while it is set to one thread; set to
   // more, concurrent callers would share (and wait for) its own pool.
-  if (!kernels::onednn_sgemm_first() && openblas_get_num_threads() == 1)
+  if (!kernels::onednn_sgemm_first() && openblas_get_num_threads() == 1 &&
+      (m * n * k >= kSmallProduct || m % 8 != 0 || n % 8 != 0))
     return sgemm_blas(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
   omp_set_num_threads(1);
   if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) !=

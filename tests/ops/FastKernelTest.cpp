@@ -410,6 +410,36 @@ TEST(FastKernels, ContractionsWithAMaskOfMostlyZerosMatchTheReference) {
   EXPECT_EQ(checked, 120);
 }
 
+// Plain products in the four transpositions either side of the rule by which the one-thread
+// sgemm on AVX2-only hosts is oneDNN's instead of OpenBLAS's (sgemm1 in KernelContraction.cpp:
+// under 2^22 multiply-adds with m and n multiples of 8), and attention's small per-head shapes:
+// both libraries' results match the reference, on the whole box (one product) and random
+// sub-boxes and tiles.
+TEST(FastKernels, ProductsEitherSideOfTheSmallProductSizeMatchTheReference) {
+  std::mt19937 rng(71);
+  const std::vector<std::string> specs = {"mk,kn->mn", "km,kn->mn", "mk,nk->mn", "km,nk->mn"};
+  // m x n x k: 128x128x255 (just under 2^22), 100x160x262 (under, m not a multiple of 8),
+  // 128x128x257 (just over), 256x128x256 (2^23), and the 32x128x64 and 32x64x128 blocks of
+  // causal attention.
+  const std::vector<std::array<int64_t, 3>> sizes = {{128, 128, 255}, {100, 160, 262},
+                                                     {128, 128, 257}, {256, 128, 256},
+                                                     {32, 128, 64},   {32, 64, 128}};
+  int64_t checked = 0;
+  for (const auto& [m, n, k] : sizes)
+    for (const std::string& spec : specs) {
+      Graph g;
+      Ops ops(g);
+      einsum_of(ops, spec, {{'m', m}, {'n', n}, {'k', k}});
+      ASSERT_TRUE(ops.ok()) << spec << ": " << ops.status().error().message;
+      SCOPED_TRACE(spec + " m " + std::to_string(m) + " n " + std::to_string(n) + " k " +
+                   std::to_string(k));
+      std::map<ValueId, Tensor> full;
+      for (int round = 0; round < 2; ++round)
+        checked += check_op(g, g.op(0), full, rng, round == 0);
+    }
+  EXPECT_EQ(checked, 48);
+}
+
 // Convolution-network elementwise ops (NCHW, per-channel broadcasts [C, 1, 1], residual adds)
 // and AdamW on convolution weights: the fast loops merge the trailing dims every operand walks
 // regularly into one row, which happens on whole boxes of whole tiles and must not when a tile
