@@ -81,6 +81,9 @@ struct Plan {
   memory::desc pre_dst, pre_scratch, workspace;
   // The implementation oneDNN chose is its im2col + gemm path (not a jit kernel).
   bool gemm = false;
+  // A pooling implementation of plain loops (simple_nchw: no jit kernel takes NCHW pooling on
+  // AVX2-only hosts).
+  bool plain = false;
 };
 
 dnnl::primitive_attr user_scratchpad() {
@@ -393,6 +396,8 @@ Plan pool_plan(const ConvProblem& c, Kind kind, bool mx) {
                                              engine());
     p.prim = dnnl::pooling_forward(pd);
     p.scratch = pd.scratchpad_desc();
+    const std::string impl = pd.impl_info_str();
+    p.plain = impl.find("simple") != std::string::npos || impl.find("ref") != std::string::npos;
     p.ins = {make_port(DNNL_ARG_SRC, c.src(), pd.src_desc(), false)};
     p.out = make_port(DNNL_ARG_DST, c.dst(), pd.dst_desc(), true);
     return p;
@@ -673,7 +678,17 @@ bool pool_forward(const Op& op, const Box& box, const std::vector<const Tensor*>
   c.ys = strides4(Y);
   const float* x = X.data + X.off(rn.lo, rc.lo, at->first, at->second);
   float* y = Y.data + Y.off(rn.lo, rc.lo, oh.lo, ow.lo);
-  return run_plan(c, kPoolFwd, o, {x}, y, op.kind == OpKind::kMaxPool2d);
+  const bool mx = op.kind == OpKind::kMaxPool2d;
+  // oneDNN's plain NCHW loops (the only NCHW pooling it has on AVX2-only hosts) took 10 ms for
+  // AlexNet's first max pooling (2x64x55x55, 3x3 windows, stride 2) on an AMD EPYC (Zen 3) host,
+  // where the own loops (run_conv_fast, which overwrite the box's outputs) took under a tenth.
+  auto plan = find_plan(c, kPoolFwd, o, mx, nullptr, nullptr);
+  if (plan && plan->plain) {
+    if (!run_conv_fast(op, box, ins, outs)) return false;
+    served.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  return run_plan(c, kPoolFwd, o, {x}, y, mx);
 }
 
 // pool2d_grad over [n, c, ih, iw], for boxes over the whole input plane.
