@@ -55,9 +55,13 @@ void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, i
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   // OpenBLAS runs a product on the calling thread only while it is set to one thread; set to
   // more, concurrent callers would share (and wait for) its own pool.
-  if (!kernels::onednn_sgemm_first() && openblas_get_num_threads() == 1 &&
-      (m * n * k >= kSmallProduct || m % 8 != 0 || n % 8 != 0))
-    return sgemm_blas(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  if (!kernels::onednn_sgemm_first() && openblas_get_num_threads() == 1) {
+    // A product of one or two rows (a fully connected layer at batch 2) reads B once as dot
+    // products instead of through OpenBLAS's packed copies (KernelSkinny.cpp).
+    if (skinny_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)) return;
+    if (m * n * k >= kSmallProduct || m % 8 != 0 || n % 8 != 0)
+      return sgemm_blas(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  }
   omp_set_num_threads(1);
   if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) !=
       dnnl_success)

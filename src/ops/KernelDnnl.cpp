@@ -81,6 +81,9 @@ struct Plan {
   memory::desc pre_dst, pre_scratch, workspace;
   // The implementation oneDNN chose is its im2col + gemm path (not a jit kernel).
   bool gemm = false;
+  // A pooling implementation of plain loops (simple_nchw: no jit kernel takes NCHW pooling on
+  // AVX2-only hosts).
+  bool plain = false;
 };
 
 dnnl::primitive_attr user_scratchpad() {
@@ -348,6 +351,7 @@ Plan conv_plan(const ConvProblem& c, Kind kind, bool acc, const std::vector<Post
              make_port(DNNL_ARG_WEIGHTS, c.wts(), pd.weights_desc(), false)};
     p.ins[1].own = own;
     p.out = make_port(DNNL_ARG_DST, c.dst(), pd.dst_desc(), true, acc);
+    p.gemm = std::string(pd.impl_info_str()).find("gemm") != std::string::npos;
     return p;
   }
   dnnl::convolution_forward::primitive_desc hint(
@@ -392,6 +396,8 @@ Plan pool_plan(const ConvProblem& c, Kind kind, bool mx) {
                                              engine());
     p.prim = dnnl::pooling_forward(pd);
     p.scratch = pd.scratchpad_desc();
+    const std::string impl = pd.impl_info_str();
+    p.plain = impl.find("simple") != std::string::npos || impl.find("ref") != std::string::npos;
     p.ins = {make_port(DNNL_ARG_SRC, c.src(), pd.src_desc(), false)};
     p.out = make_port(DNNL_ARG_DST, c.dst(), pd.dst_desc(), true);
     return p;
@@ -528,6 +534,39 @@ struct ConvAt {
   int64_t n, cig, cog, ci, co, h, w, oh, ow;
 };
 
+// True when `ep` has a binary step (a value per channel).
+bool has_binary(const std::vector<PostOp>& ep) {
+  return std::any_of(ep.begin(), ep.end(), [](const PostOp& e) { return e.kind <= PostOp::kMin; });
+}
+
+// Forward `c` (one problem for all its groups, strides set) from x and w into y with epilogue
+// `ep` applied by own loops after it, plane by plane, when oneDNN would run the fused problem
+// through its im2col + gemm path: that path applies binary post-ops by reference loops, element
+// by element (AlexNet's first convolution, 11x11 taps on 3 channels, which oneDNN's AVX2 jit
+// kernels do not take: 120 ms with its bias and ReLU as post-ops against 14 ms without, one
+// thread, AMD EPYC; ResNeXt-50's 3x3 convolutions of 4 channels a group likewise). False
+// (nothing written) otherwise.
+bool run_gemm_unfused(const ConvProblem& c, const KernelOptions& o, const float* x, const float* w,
+                      float* y, bool weights_unchanged, const std::vector<PostOp>& ep) {
+  if (!has_binary(ep)) return false;
+  auto fused = find_plan(c, kFwd, o, false, &ep, nullptr);
+  if (!fused || !fused->gemm) return false;
+  if (!run_plan(c, kFwd, o, {x, w}, y, false, weights_unchanged)) return false;
+  // Runs of `len` contiguous outputs: whole planes, rows, or single points.
+  const int64_t C = c.G * c.OC, planes = c.N * C;
+  const bool whole = c.ys[3] == 1 && c.ys[2] == c.OW, row = c.ys[3] == 1;
+  const int64_t len = whole ? c.OH * c.OW : row ? c.OW : 1, runs = c.OH * c.OW / len;
+  const int threads = std::max(1, o.threads);
+#pragma omp parallel for num_threads(threads) if (threads > 1 && planes * c.OH * c.OW >= 8192)
+  for (int64_t q = 0; q < planes; ++q)
+    for (int64_t r = 0; r < runs; ++r) {
+      const int64_t h = whole ? 0 : row ? r : r / c.OW, v = whole || row ? 0 : r % c.OW;
+      apply_epilogue(ep, q % C,
+                     y + (q / C) * c.ys[0] + (q % C) * c.ys[1] + h * c.ys[2] + v * c.ys[3], len);
+    }
+  return true;
+}
+
 // Runs `c` of `kind` on the views of `at`, once for all the groups of `rg` or once per group step
 // of c.G (the view strides are set here); false when oneDNN has no implementation.
 // `weights_unchanged`: the weights tile is unchanged since the caller's last call (forward only);
@@ -541,6 +580,7 @@ bool run_groups(ConvProblem c, Kind kind, const KernelOptions& o, Range rg, cons
     float* x = at.src.data + at.src.off(at.n, g * at.cig + at.ci, at.h, at.w);
     float* w = at.wts.data + at.wts.off(g * at.cog + at.co, at.ci, 0, 0);
     float* y = at.dst.data + at.dst.off(at.n, g * at.cog + at.co, at.oh, at.ow);
+    if (kind == kFwd && ep && run_gemm_unfused(c, o, x, w, y, weights_unchanged, *ep)) continue;
     const bool ok = kind == kFwd ? run_plan(c, kind, o, {x, w}, y, false, weights_unchanged, ep)
                     : kind == kBwdData ? run_plan(c, kind, o, {y, w}, x)
                                        : run_plan(c, kind, o, {x, y}, w);
@@ -638,7 +678,17 @@ bool pool_forward(const Op& op, const Box& box, const std::vector<const Tensor*>
   c.ys = strides4(Y);
   const float* x = X.data + X.off(rn.lo, rc.lo, at->first, at->second);
   float* y = Y.data + Y.off(rn.lo, rc.lo, oh.lo, ow.lo);
-  return run_plan(c, kPoolFwd, o, {x}, y, op.kind == OpKind::kMaxPool2d);
+  const bool mx = op.kind == OpKind::kMaxPool2d;
+  // oneDNN's plain NCHW loops (the only NCHW pooling it has on AVX2-only hosts) took 10 ms for
+  // AlexNet's first max pooling (2x64x55x55, 3x3 windows, stride 2) on an AMD EPYC (Zen 3) host,
+  // where the own loops (run_conv_fast, which overwrite the box's outputs) took under a tenth.
+  auto plan = find_plan(c, kPoolFwd, o, mx, nullptr, nullptr);
+  if (plan && plan->plain) {
+    if (!run_conv_fast(op, box, ins, outs)) return false;
+    served.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  return run_plan(c, kPoolFwd, o, {x}, y, mx);
 }
 
 // pool2d_grad over [n, c, ih, iw], for boxes over the whole input plane.

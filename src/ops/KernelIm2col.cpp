@@ -146,25 +146,38 @@ bool pool_forward(const Op& op, const Box& box, const std::vector<const Tensor*>
   const auto& [X, Y, geo, k, rn, rc, oh, ow] = *form;
   const bool mx = op.kind == OpKind::kMaxPool2d;
   const double inv = 1.0 / static_cast<double>(k[0] * k[1]);
-  for (int64_t n = box.start()[0]; n < box.end()[0]; ++n)
-    for (int64_t c = box.start()[1]; c < box.end()[1]; ++c) {
+  const int64_t n0 = box.start()[0], n1 = box.end()[0], c0 = box.start()[1], c1 = box.end()[1],
+                y0 = box.start()[2], y1 = box.end()[2], x0 = box.start()[3], x1 = box.end()[3];
+  // Per output column, the window's columns inside the tile: [jlo, jhi) of its k[1] taps.
+  std::vector<int64_t> jlo(static_cast<size_t>(x1 - x0)), jhi(jlo.size());
+  for (int64_t x = x0; x < x1; ++x) {
+    const int64_t w0 = x * geo.s1 - geo.p1;
+    jlo[x - x0] = std::clamp<int64_t>(X.org[3] - w0, 0, k[1]);
+    jhi[x - x0] = std::clamp<int64_t>(X.org[3] + X.ext[3] - w0, 0, k[1]);
+  }
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t c = c0; c < c1; ++c) {
       const float* xc = X.data + X.off(n, c, X.org[2], X.org[3]);
-      for (int64_t y = box.start()[2]; y < box.end()[2]; ++y) {
-        float* yr = Y.data + Y.off(n, c, y, box.start()[3]);  // column box.start()[3]
-        for (int64_t x = box.start()[3]; x < box.end()[3]; ++x) {
-          double acc = mx ? -INFINITY : 0.0;
-          for (int64_t i = 0; i < k[0]; ++i) {
-            int64_t h = y * geo.s0 - geo.p0 + i;
-            if (!X.in_h(h)) continue;
-            const float* xr = xc + (h - X.org[2]) * X.st[2];  // row h from column org[3]
-            for (int64_t j = 0; j < k[1]; ++j) {
-              int64_t w = x * geo.s1 - geo.p1 + j;
-              if (!X.in_w(w)) continue;
-              const double v = xr[w - X.org[3]];
-              acc = mx ? std::max(acc, v) : acc + v;
-            }
+      for (int64_t y = y0; y < y1; ++y) {
+        float* yr = Y.data + Y.off(n, c, y, x0);  // column x0
+        const int64_t h0 = y * geo.s0 - geo.p0;
+        const int64_t ilo = std::clamp<int64_t>(X.org[2] - h0, 0, k[0]),
+                      ihi = std::clamp<int64_t>(X.org[2] + X.ext[2] - h0, 0, k[0]);
+        for (int64_t x = x0; x < x1; ++x) {
+          // Column w of row h at xc[(h - org[2]) * st[2] + w - org[3]].
+          const int64_t base = (h0 - X.org[2]) * X.st[2] + (x * geo.s1 - geo.p1 - X.org[3]);
+          const int64_t a = jlo[x - x0], b = jhi[x - x0];
+          if (mx) {  // max is exact in float
+            float acc = -INFINITY;
+            for (int64_t i = ilo; i < ihi; ++i)
+              for (int64_t j = a; j < b; ++j) acc = std::max(acc, xc[base + i * X.st[2] + j]);
+            yr[x - x0] = acc;
+            continue;
           }
-          yr[x - box.start()[3]] = static_cast<float>(mx ? acc : acc * inv);
+          double acc = 0.0;
+          for (int64_t i = ilo; i < ihi; ++i)
+            for (int64_t j = a; j < b; ++j) acc += xc[base + i * X.st[2] + j];
+          yr[x - x0] = static_cast<float>(acc * inv);
         }
       }
     }

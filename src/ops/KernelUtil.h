@@ -436,6 +436,14 @@ bool run_conv_dnnl(const Op& op, const Box& box, const std::vector<const Tensor*
 /// the threads OpenBLAS is set to use (KernelContraction.cpp).
 void sgemm_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+/// The most rows of A, and the least depth, skinny_sgemm takes.
+constexpr int64_t kSkinnyRows = 2, kSkinnyDepth = 64;
+/// Row-major C = A B (+ C when beta is 1) for a B transposed (`tb`) and at most kSkinnyRows rows
+/// of A, depth at least kSkinnyDepth, on the calling thread as one dot product per element, B
+/// read once (KernelSkinny.cpp); false (nothing written) for other arguments. An element's value
+/// does not depend on which columns a call covers.
+bool skinny_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 /// The same on the calling thread alone, for products already split over the device's threads:
 /// OpenBLAS's where !kernels::onednn_sgemm_first() and OpenBLAS is set to one thread, else oneDNN's
 /// (OpenBLAS's when oneDNN refuses the arguments).

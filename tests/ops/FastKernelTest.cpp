@@ -3,6 +3,7 @@
 // AdamW) on random sub-boxes, with input and output tiles cut from larger random regions (so
 // strides, origins and broadcasts vary), overwriting and accumulating; and elementwise chains,
 // hand-made and taken from those graphs, through kernels::run_chain.
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -372,6 +373,39 @@ TEST(FastKernels, ContractionsInEveryLayoutMatchTheReference) {
     checked += check_ops(g, rng);
   }
   EXPECT_EQ(checked, 300);
+}
+
+// Products of 1-3 rows, B as rows of depth 64-600: with OpenBLAS's one-thread sgemm (at one thread,
+// as the CLI sets it) 1-2 rows are dot products (KernelSkinny.cpp); a column split changes no bits.
+TEST(FastKernels, ProductsOfOneOrTwoRowsMatchTheReference) {
+  const int blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  std::mt19937 rng(67);
+  const std::vector<std::string> specs = {"mk,nk->mn", "km,nk->mn", "mk,nk->nm"};
+  for (int trial = 0; trial < 60; ++trial) {
+    Graph g;
+    Ops ops(g);
+    const std::string spec = specs[trial % specs.size()];
+    std::map<char, int64_t> ext = {
+        {'m', uniform(rng, 1, 3)}, {'n', uniform(rng, 1, 80)}, {'k', uniform(rng, 64, 600)}};
+    einsum_of(ops, spec, ext);
+    SCOPED_TRACE(spec + " n " + std::to_string(ext['n']) + " k " + std::to_string(ext['k']));
+    std::map<ValueId, Tensor> full;
+    for (int round = 0; round < 3; ++round)
+      EXPECT_TRUE(check_op(g, g.op(0), full, rng, round == 0));
+    // The whole box on one thread and on two (columns split at grain 1).
+    const Op& op = g.op(0);
+    const std::vector<const Tensor*> ins = {&full.at(0), &full.at(1)};  // params a, b
+    Tensor one = Tensor::tile(DType::kF32, op.results[0].proj.image(op.space.box())), two = one;
+    kernels::KernelOptions o1, o2;
+    o2.threads = 2;
+    o2.grain = 1;
+    ASSERT_TRUE(kernels::run(op, op.space.box(), ins, {&one}, o1).ok() &&
+                kernels::run(op, op.space.box(), ins, {&two}, o2).ok());
+    EXPECT_TRUE(kernels::onednn_sgemm_first() ||
+                std::memcmp(one.f32(), two.f32(), sizeof(float) * one.numel()) == 0);
+  }
+  openblas_set_num_threads(blas_threads);
 }
 
 // Contractions whose first operand is a routing mask of mostly zeros (MoE's dispatch "tec,th->ech"

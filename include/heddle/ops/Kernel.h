@@ -80,8 +80,9 @@ bool onednn_sgemm_first();
 
 /// How many kernel calls the oneDNN convolution and pooling path has served in this process (the
 /// rest fell back to im2col + sgemm or the direct loops; the depthwise weight gradients it hands
-/// to its own loops, where oneDNN has only its gemm path, count as served): lets tests and
-/// benchmarks see that the fast path ran.
+/// to its own loops, where oneDNN has only its gemm path, and the pooling it hands to its own
+/// loops, where oneDNN has only plain NCHW loops (AVX2-only hosts), count as served): lets tests
+/// and benchmarks see that the fast path ran.
 int64_t onednn_calls();
 
 /// How many kernel calls the convolutions as matrix products (forward, input and weight
