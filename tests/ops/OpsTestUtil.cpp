@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "heddle/ir/GraphBuilder.h"
 #include "heddle/ir/Verifier.h"
 #include "heddle/ops/Autodiff.h"
 #include "heddle/ops/Interpreter.h"
@@ -300,6 +301,55 @@ void for_each_chain(
     ops.push_back(id);
   }
   flush();
+}
+
+int64_t uniform(std::mt19937& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+
+double tile_diff(const Tensor& a, const Tensor& b) {
+  if (a.region() != b.region()) return INFINITY;
+  double m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = a.f32()[i], y = b.f32()[i];
+    if (x == y || (std::isnan(x) && std::isnan(y))) continue;
+    m = std::max(m, std::isnan(x - y) ? INFINITY : std::fabs(x - y) / (1 + std::fabs(y)));
+  }
+  return m;
+}
+
+Box random_sub_box(const Box& b, std::mt19937& rng) {
+  std::vector<int64_t> s, e;
+  for (int64_t d = 0; d < b.rank(); ++d) {
+    int64_t lo = b.start()[d], hi = b.end()[d];
+    int64_t x = uniform(rng, lo, hi - 1), y = uniform(rng, lo, hi - 1);
+    s.push_back(std::min(x, y));
+    e.push_back(std::max(x, y) + 1);
+  }
+  return Box(IVec(s), IVec(e));
+}
+
+Box random_cover(const Box& inner, const Box& whole, std::mt19937& rng) {
+  if (uniform(rng, 0, 1) == 0 || inner.empty()) return inner;
+  std::vector<int64_t> s, e;
+  for (int64_t d = 0; d < inner.rank(); ++d) {
+    s.push_back(uniform(rng, whole.start()[d], inner.start()[d]));
+    e.push_back(uniform(rng, inner.end()[d], whole.end()[d]));
+  }
+  return Box(IVec(s), IVec(e));
+}
+
+ValueId einsum_of(Ops& ops, const std::string& spec, const std::map<char, int64_t>& ext) {
+  auto shape = [&](const std::string& x) {
+    std::vector<int64_t> v;
+    for (char ch : x) v.push_back(ext.at(ch));
+    return f32(v);
+  };
+  size_t comma = spec.find(','), arrow = spec.find("->");
+  ValueId a = ops.param("a", shape(spec.substr(0, comma)));
+  ValueId b = ops.param("b", shape(spec.substr(comma + 1, arrow - comma - 1)));
+  ops.output(ops.einsum(spec, a, b));
+  return a;
 }
 
 }  // namespace heddle::testing

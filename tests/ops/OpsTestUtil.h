@@ -3,11 +3,14 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "heddle/ir/Graph.h"
 #include "heddle/ops/Kernel.h"
+#include "heddle/ops/Ops.h"
 #include "heddle/ops/Tensor.h"
 
 namespace heddle::testing {
@@ -64,5 +67,22 @@ Graph small_train_graph(const char* name, int64_t seq, int64_t hidden, int64_t b
 void for_each_chain(
     const Graph& g,
     const std::function<void(const std::vector<OpId>&, const std::vector<ValueId>&)>& f);
+
+/// A uniform integer in [lo, hi].
+int64_t uniform(std::mt19937& rng, int64_t lo, int64_t hi);
+
+/// Max |a - b| / (1 + |b|) over two tiles of one region (equal infinities and NaNs count 0;
+/// infinity when the regions differ).
+double tile_diff(const Tensor& a, const Tensor& b);
+
+/// A random non-empty sub-box of `b`.
+Box random_sub_box(const Box& b, std::mt19937& rng);
+
+/// A random region of `whole` that contains `inner` (inner itself half of the time).
+Box random_cover(const Box& inner, const Box& whole, std::mt19937& rng);
+
+/// The graph of einsum `spec` ("ab,bc->ac") on params a and b whose dims have the extents `ext`
+/// (by letter), its result an output; returns a.
+ValueId einsum_of(Ops& ops, const std::string& spec, const std::map<char, int64_t>& ext);
 
 }  // namespace heddle::testing
