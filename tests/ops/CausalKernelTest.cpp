@@ -22,14 +22,7 @@
 namespace heddle {
 namespace {
 
-using testing::einsum_of;
-using testing::random_cover;
-using testing::random_sub_box;
-using testing::tile_diff;
-using testing::uniform;
-
-// The training step (forward, backward, AdamW) of zoo model `name` at FastKernelTest's size.
-Graph train_graph(const char* name) { return testing::small_train_graph(name, 6, 16, 2, 11); }
+using namespace testing;  // uniform, tile_diff, random_sub_box, random_cover, einsum_of
 
 // Calls f(p) for every global coordinate p of `t`'s region.
 template <class F>
@@ -57,7 +50,7 @@ bool hidden_at(const IVec& p, int64_t shift) {
 // their gradient dP (results the mask hides in part) and the four products that sum over the
 // probabilities or the masked scores' gradient (inputs that are zero where it hides).
 TEST(FastKernels, TheCausalAnalysisFindsEveryAttentionProduct) {
-  Graph g = train_graph("gpt-tiny");
+  Graph g = small_train_graph("gpt-tiny", 6, 16, 2, 11);
   int64_t masks = 0, results = 0, inputs = 0, einsums = 0, softmaxes = 0;
   for (OpId id = 0; id < g.num_ops(); ++id) {
     masks += g.op(id).kind == OpKind::kCausalMask;

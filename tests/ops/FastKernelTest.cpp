@@ -25,11 +25,7 @@
 namespace heddle {
 namespace {
 
-using testing::einsum_of;
-using testing::random_cover;
-using testing::random_sub_box;
-using testing::tile_diff;
-using testing::uniform;
+using namespace testing;  // uniform, tile_diff, random_sub_box, random_cover, einsum_of
 
 // The training step (forward, backward, AdamW) of zoo model `name` at a small size.
 Graph train_graph(const char* name) { return testing::small_train_graph(name, 6, 16, 2, 11); }
