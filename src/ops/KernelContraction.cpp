@@ -5,9 +5,9 @@
 // AVX-512 host, while on an AVX2-only host (AMD EPYC, Zen 3) oneDNN's AVX2 sgemm ran them up to
 // 2x slower than OpenBLAS (the weight gradients' transposed-A products; docs/benchmarks.md). On
 // more threads the batch points, or blocks of one product's rows or columns, go to the device's
-// pool (see sgemm()). A first operand
-// of mostly zeros (MoE's one-hot dispatch and combine masks) multiplies only its nonzeros
-// (sparse_a_gemm): a mixture's routing einsums are most of its step's FLOPs as dense products.
+// pool (see sgemm()). A first operand of mostly zeros (MoE's one-hot dispatch and combine masks)
+// multiplies only its nonzeros (sparse_a_gemm): a mixture's routing einsums are most of its
+// step's FLOPs as dense products.
 // Causal attention's products skip the blocks the mask hides (KernelOptions::causal,
 // causal_gemm): a fifth to a third of their time on GPT's 128x128x64 heads.
 // Embedding lookups and their gradients are gathers/scatter-adds over the one-hot dim.

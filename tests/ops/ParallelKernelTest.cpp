@@ -112,45 +112,42 @@ TEST(ParallelKernels, FusedChainsOnTwoAndThreeThreadsAreBitwiseOneThreads) {
         it = full.emplace(v, testing::random_tensor(g.type(v), rng, -1.0, 1.0, 2)).first;
       return &it->second;
     };
-    testing::for_each_chain(
-        g, [&](const std::vector<OpId>& ops, const std::vector<ValueId>& temps) {
-          // The chain's calls over one random box when they share one space, else each whole.
-          bool one_space = true;
-          for (OpId id : ops)
-            one_space = one_space && g.op(id).space.box() == g.op(ops[0]).space.box();
-          const Box box = some_box(g.op(ops[0]).space.box(), rng);
-          std::vector<kernels::ChainCall> calls;
-          for (OpId id : ops) calls.push_back({id, one_space ? box : g.op(id).space.box()});
-          for (const auto& c : calls)  // inputs made before the runs: the map stays fixed
-            for (const auto& x : g.op(c.op).inputs) input(x.value);
-          // A chain led by a product matches to rounding where the split sgemms are OpenBLAS's.
-          const bool bitwise =
-              kernels::onednn_sgemm_first() || g.op(ops[0]).kind != OpKind::kEinsum;
-          kernels::KernelOptions o;
-          auto one = kernels::run_chain(g, calls, temps, input, o);
-          ASSERT_TRUE(one.ok()) << one.error().to_string();
-          for (int threads : {2, 3}) {
-            o.threads = threads;
-            o.grain = 1;
-            auto many = kernels::run_chain(g, calls, temps, input, o);
-            auto again = kernels::run_chain(g, calls, temps, input, o);
-            ASSERT_TRUE(many.ok()) << many.error().to_string();
-            ASSERT_TRUE(again.ok()) << again.error().to_string();
-            ASSERT_EQ(many->size(), one->size());
-            for (size_t i = 0; i < one->size(); ++i) {
-              const auto& [v, t] = (*one)[i];
-              const std::string what = "chain at op " + std::to_string(ops[0]) + ", value " +
-                                       std::to_string(v) + ", " + std::to_string(threads) +
-                                       " threads";
-              EXPECT_TRUE(same_bits((*many)[i].second, (*again)[i].second)) << what;
-              if (bitwise)
-                EXPECT_TRUE(same_bits((*many)[i].second, t)) << what;
-              else
-                EXPECT_LT(testing::max_rel_diff((*many)[i].second, t), 1e-5) << what;
-            }
-          }
-          ++chains;
-        });
+    testing::for_each_chain(g, [&](const std::vector<OpId>& ops,
+                                   const std::vector<ValueId>& temps) {
+      // The chain's calls over one random box when they share one space, else each whole.
+      bool one_space = true;
+      for (OpId id : ops) one_space = one_space && g.op(id).space.box() == g.op(ops[0]).space.box();
+      const Box box = some_box(g.op(ops[0]).space.box(), rng);
+      std::vector<kernels::ChainCall> calls;
+      for (OpId id : ops) calls.push_back({id, one_space ? box : g.op(id).space.box()});
+      for (const auto& c : calls)  // inputs made before the runs: the map stays fixed
+        for (const auto& x : g.op(c.op).inputs) input(x.value);
+      // A chain led by a product matches to rounding where the split sgemms are OpenBLAS's.
+      const bool bitwise = kernels::onednn_sgemm_first() || g.op(ops[0]).kind != OpKind::kEinsum;
+      kernels::KernelOptions o;
+      auto one = kernels::run_chain(g, calls, temps, input, o);
+      ASSERT_TRUE(one.ok()) << one.error().to_string();
+      for (int threads : {2, 3}) {
+        o.threads = threads;
+        o.grain = 1;
+        auto many = kernels::run_chain(g, calls, temps, input, o);
+        auto again = kernels::run_chain(g, calls, temps, input, o);
+        ASSERT_TRUE(many.ok()) << many.error().to_string();
+        ASSERT_TRUE(again.ok()) << again.error().to_string();
+        ASSERT_EQ(many->size(), one->size());
+        for (size_t i = 0; i < one->size(); ++i) {
+          const auto& [v, t] = (*one)[i];
+          const std::string what = "chain at op " + std::to_string(ops[0]) + ", value " +
+                                   std::to_string(v) + ", " + std::to_string(threads) + " threads";
+          EXPECT_TRUE(same_bits((*many)[i].second, (*again)[i].second)) << what;
+          if (bitwise)
+            EXPECT_TRUE(same_bits((*many)[i].second, t)) << what;
+          else
+            EXPECT_LT(testing::max_rel_diff((*many)[i].second, t), 1e-5) << what;
+        }
+      }
+      ++chains;
+    });
   }
   EXPECT_GT(chains, 8);
 }

@@ -29,9 +29,9 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 // The fraction of elements of float tensor `a` further than 1e-4 (absolute plus relative) from
-// `b`'s (1 when the shapes differ; NaN on both sides agrees). A step's AdamW update is lr * sign(gradient) on its first
-// step, so a gradient rounded across zero moves its parameter by 2 lr: a few such elements are
-// rounding, most of them a wrong product.
+// `b`'s (1 when the shapes differ; NaN on both sides agrees). A step's AdamW update is lr *
+// sign(gradient) on its first step, so a gradient rounded across zero moves its parameter by 2 lr:
+// a few such elements are rounding, most of them a wrong product.
 double far_fraction(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.is_int() || b.is_int()) return same_bits(a, b) ? 0.0 : 1.0;
   int64_t far = 0;
