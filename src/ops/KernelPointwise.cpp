@@ -3,6 +3,7 @@
 // kind only the scalar function differs.
 #include <cmath>
 
+#include "KernelPointwiseFast.h"
 #include "KernelUtil.h"
 #include "Scalar.h"
 #include "Simd.h"
@@ -10,119 +11,6 @@
 namespace heddle::kdetail {
 
 namespace {
-
-// The fast loops below read neither the point p nor the offset j, so their rows merge over the
-// trailing dims every operand walks regularly (for_each_merged_row): NCHW maps of 2x2 to 16x16
-// are one row per plane instead of one per image row, and a per-channel gradient ([C, 1, 1]
-// summed over N, H, W) sums rows of H * W (in the same order, so the same result).
-constexpr bool kMergeRows = true;
-
-// Unary kind K with the kind a constant (the switch folds away, the loop can vectorize).
-template <OpKind K>
-void unary_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
-              const std::vector<Tensor*>& outs, Store mode, double alpha) {
-  pointwise(
-      op, box, ins, outs, mode,
-      [alpha](const float* in, float* out, const int64_t*, int64_t) {
-        out[0] = unary_f<K>(in[0], alpha);
-      },
-      true, {}, kMergeRows);
-}
-
-// elementwise_grad of unary kind K: dy * f'(x).
-template <OpKind K>
-void unary_grad_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
-                   const std::vector<Tensor*>& outs, Store mode, double alpha) {
-  pointwise(
-      op, box, ins, outs, mode,
-      [alpha](const float* in, float* out, const int64_t*, int64_t) {
-        if constexpr (K == OpKind::kGelu || K == OpKind::kSilu)
-          out[0] = in[0] * unary_deriv_f<K>(in[1], alpha);
-        else
-          out[0] = static_cast<float>(in[0] * unary_deriv(K, in[1], alpha));
-      },
-      true, {}, kMergeRows);
-}
-
-// The hot unary kinds of the zoo's models with a constant kind; false for the others.
-bool unary_fast(OpKind k, const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
-                const std::vector<Tensor*>& outs, Store mode, double alpha, bool grad) {
-#define HEDDLE_UNARY_CASE(K)                                     \
-  case OpKind::K:                                                \
-    if (grad)                                                    \
-      unary_grad_as<OpKind::K>(op, box, ins, outs, mode, alpha); \
-    else                                                         \
-      unary_as<OpKind::K>(op, box, ins, outs, mode, alpha);      \
-    return true;
-  switch (k) {
-    HEDDLE_UNARY_CASE(kRelu)
-    HEDDLE_UNARY_CASE(kGelu)
-    HEDDLE_UNARY_CASE(kGeluTanh)
-    HEDDLE_UNARY_CASE(kSilu)
-    HEDDLE_UNARY_CASE(kSigmoid)
-    HEDDLE_UNARY_CASE(kTanh)
-    HEDDLE_UNARY_CASE(kExp)
-    HEDDLE_UNARY_CASE(kScale)
-    HEDDLE_UNARY_CASE(kNeg)
-    HEDDLE_UNARY_CASE(kSquare)
-    HEDDLE_UNARY_CASE(kIdentity)
-    HEDDLE_UNARY_CASE(kCast)
-    default:
-      return false;
-  }
-#undef HEDDLE_UNARY_CASE
-}
-
-// Binary kind K in float (for + - * / max min the float result equals the double one rounded).
-template <OpKind K>
-void binary_as(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
-               const std::vector<Tensor*>& outs, Store mode) {
-  pointwise(
-      op, box, ins, outs, mode,
-      [](const float* in, float* out, const int64_t*, int64_t) {
-        out[0] = static_cast<float>(binary_value(K, in[0], in[1]));
-      },
-      true, {}, kMergeRows);
-}
-
-bool binary_fast(OpKind k, const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
-                 const std::vector<Tensor*>& outs, Store mode) {
-  switch (k) {
-    case OpKind::kAdd:
-      return binary_as<OpKind::kAdd>(op, box, ins, outs, mode), true;
-    case OpKind::kSub:
-      return binary_as<OpKind::kSub>(op, box, ins, outs, mode), true;
-    case OpKind::kMul:
-      return binary_as<OpKind::kMul>(op, box, ins, outs, mode), true;
-    case OpKind::kDiv:
-      return binary_as<OpKind::kDiv>(op, box, ins, outs, mode), true;
-    case OpKind::kMaximum:
-      return binary_as<OpKind::kMaximum>(op, box, ins, outs, mode), true;
-    case OpKind::kMinimum:
-      return binary_as<OpKind::kMinimum>(op, box, ins, outs, mode), true;
-    default:
-      return false;
-  }
-}
-
-// elementwise_grad of add, sub and mul reading only the inputs the derivative needs (dy, and the
-// other factor for mul), the same arithmetic as the generic lambda.
-bool binary_grad_fast(OpKind f, int wrt, const Op& op, const Box& box,
-                      const std::vector<const Tensor*>& ins, const std::vector<Tensor*>& outs,
-                      Store mode) {
-  auto lam = [&](auto g, std::vector<size_t> pick) {
-    pointwise(op, box, ins, outs, mode, g, true, pick, kMergeRows);
-    return true;
-  };
-  if (f == OpKind::kAdd || (f == OpKind::kSub && wrt == 0))
-    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0]; }, {0});
-  if (f == OpKind::kSub)
-    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = -in[0]; }, {0});
-  if (f == OpKind::kMul)
-    return lam([](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0] * in[1]; },
-               {0, wrt == 0 ? size_t{2} : size_t{1}});
-  return false;
-}
 
 // AdamW over rows where every operand is contiguous along the last index dim (in float, through
 // the vector loop of Simd.h; the reference computes in double), trailing dims merged where every
