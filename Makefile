@@ -90,8 +90,8 @@ test-sanitize: deps
 # The CI subset of test-sanitize (.ci/run): ASan+UBSan on the ir, sharding and runtime unit tests
 # plus test_ops_graphs (every zoo training step: built at default size, run shrunk), test_frontend and
 # test_driver (every imported fixture: imported, run partitioned, trained on 2 thread-devices),
-# TSan on the runtime's tests; builds only those binaries. ~15 min on 2 idle cores
-# (docs/reliability.md).
+# TSan on the runtime's tests; builds only those binaries. About 33 min from nothing on 2 idle
+# cores, the ASan binaries two at a time (docs/reliability.md).
 SANITIZE_CI_ASAN ?= test_runtime test_frontend test_ops_graphs test_sharding test_driver test_ir \
   test_support
 test-sanitize-ci: deps
