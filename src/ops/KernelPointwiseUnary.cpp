@@ -1,5 +1,5 @@
-// The unary pointwise loops with the kind a constant (KernelPointwiseFast.h): the switch on the
-// kind folds away and the loop can vectorize.
+// The unary pointwise loops with the kind a constant, and their elementwise gradients
+// (KernelPointwiseFast.h).
 #include "KernelPointwiseFast.h"
 #include "Scalar.h"
 
@@ -36,7 +36,6 @@ void unary_grad_as(const Op& op, const Box& box, const std::vector<const Tensor*
 
 }  // namespace
 
-// The hot unary kinds of the zoo's models with a constant kind; false for the others.
 bool unary_fast(OpKind k, const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                 const std::vector<Tensor*>& outs, Store mode, double alpha, bool grad) {
 #define HEDDLE_UNARY_CASE(K)                                     \
