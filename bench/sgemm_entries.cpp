@@ -3,11 +3,13 @@
 // docs/benchmarks.md, 2026-11-27 branch gemm): oneDNN's dnnl_sgemm (what the contraction kernel
 // calls), a dnnl::matmul primitive on the same strided operands, one whose B was reordered once
 // into the layout the primitive prefers (its time leaves that reorder out: a trained weight is
-// new every step), and OpenBLAS. Prints process CPU microseconds per call (median of rounds, so
-// that a loaded machine's descheduled time does not count) and GFLOP/s. Not part of the build;
-// compile by hand from the repository root:
-//   g++ -O2 -std=c++20 -fopenmp bench/sgemm_entries.cpp -o /tmp/sgemm_entries \
-//       $(pkg-config --cflags --libs openblas) -ldnnl
+// new every step), OpenBLAS, and heddle's own packed AVX2 sgemm (src/ops/KernelGemm.cpp, what the
+// contraction kernel calls for these products on AVX2-only hosts). Prints process CPU microseconds
+// per call (median of rounds, so that a loaded machine's descheduled time does not count) and
+// GFLOP/s. Not part of the build; compile by hand from the repository root:
+//   g++ -O2 -std=c++20 -fopenmp -Iinclude -Isrc/ops bench/sgemm_entries.cpp src/ops/KernelGemm.cpp
+//   \
+//       -o /tmp/sgemm_entries $(pkg-config --cflags --libs openblas) -ldnnl
 //   taskset -c 0 /tmp/sgemm_entries [rounds] [vit]
 #include <cblas.h>
 #include <omp.h>
@@ -21,6 +23,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "KernelUtil.h"  // heddle::kdetail::packed_sgemm (src/ops)
 
 namespace {
 
@@ -88,8 +92,9 @@ int main(int argc, char** argv) {
   constexpr auto kF32 = memory::data_type::f32;
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream st(eng);
-  std::printf("%-17s %-2s %5s %5s %5s | us per call (GFLOP/s): %-13s %-13s %-13s %-13s\n",
-              "product", "", "m", "n", "k", "dnnl_sgemm", "matmul", "matmul+packB", "OpenBLAS");
+  std::printf("%-17s %-2s %5s %5s %5s | us per call (GFLOP/s): %-13s %-13s %-13s %-13s %-13s\n",
+              "product", "", "m", "n", "k", "dnnl_sgemm", "matmul", "matmul+packB", "OpenBLAS",
+              "heddle packed");
   for (const Shape& s :
        vit ? std::span<const Shape>(kVitShapes) : std::span<const Shape>(kShapes)) {
     const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n, ldc = s.n;
@@ -108,7 +113,7 @@ int main(int argc, char** argv) {
     dnnl::reorder(bm, bp).execute(st, bm, bp);
     st.wait();
     const int reps = std::max<int64_t>(1, 400'000'000 / (s.m * s.n * s.k));
-    const double t[4] = {
+    const double t[5] = {
         per_call(
             [&] {
               dnnl_sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.m, s.n, s.k, 1.0f, a.data(), lda,
@@ -136,6 +141,12 @@ int main(int argc, char** argv) {
                           static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, a.data(),
                           static_cast<int>(lda), b.data(), static_cast<int>(ldb), 0.0f, c.data(),
                           static_cast<int>(ldc));
+            },
+            rounds, reps),
+        per_call(
+            [&] {
+              heddle::kdetail::packed_sgemm(s.ta, s.tb, s.m, s.n, s.k, a.data(), lda, b.data(), ldb,
+                                            0.0f, c.data(), ldc);
             },
             rounds, reps),
     };

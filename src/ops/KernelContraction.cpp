@@ -3,7 +3,8 @@
 // sgemm on one thread is the faster library's for the host's instruction set (sgemm1): oneDNN's
 // AVX-512 kernels ran the GPT step's shapes about 10% faster per core than OpenBLAS 0.3.21 on an
 // AVX-512 host, while on an AVX2-only host (AMD EPYC, Zen 3) oneDNN's AVX2 sgemm ran them up to
-// 2x slower than OpenBLAS (the weight gradients' transposed-A products; docs/benchmarks.md). On
+// 2x slower than OpenBLAS (the weight gradients' transposed-A products; docs/benchmarks.md), and
+// heddle's own packed kernel (KernelGemm.cpp) about a tenth faster than OpenBLAS. On
 // more threads the batch points, or blocks of one product's rows or columns, go to the device's
 // pool (see sgemm()). A first operand of mostly zeros (MoE's one-hot dispatch and combine masks)
 // multiplies only its nonzeros (sparse_a_gemm): a mixture's routing einsums are most of its
@@ -55,11 +56,16 @@ void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, i
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   // OpenBLAS runs a product on the calling thread only while it is set to one thread; set to
   // more, concurrent callers would share (and wait for) its own pool.
-  if (!kernels::onednn_sgemm_first() && openblas_get_num_threads() == 1) {
+  if (!kernels::onednn_sgemm_first()) {
+    const bool blas1 = openblas_get_num_threads() == 1;
     // A product of one or two rows (a fully connected layer at batch 2) reads B once as dot
     // products instead of through OpenBLAS's packed copies (KernelSkinny.cpp).
-    if (skinny_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)) return;
-    if (m * n * k >= kSmallProduct || m % 8 != 0 || n % 8 != 0)
+    if (blas1 && skinny_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)) return;
+    // Larger products: heddle's own packed sgemm (KernelGemm.cpp), about a tenth faster than
+    // OpenBLAS's on the transformer steps' products.
+    if (m * n * k >= kSmallProduct && packed_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc))
+      return;
+    if (blas1 && (m * n * k >= kSmallProduct || m % 8 != 0 || n % 8 != 0))
       return sgemm_blas(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
   }
   omp_set_num_threads(1);

@@ -323,6 +323,22 @@ TEST(FastKernels, ContractionsInEveryLayoutMatchTheReference) {
   EXPECT_EQ(checked, 300);
 }
 
+// Runs product `op` (an einsum of params 0 and 1, their tensors in `full`) over its whole box on
+// one thread and on two (rows or columns split at grain 1): on AVX2-only hosts, where the
+// one-thread sgemms sum every element in an order that does not depend on the split, the results
+// have the same bits.
+void expect_same_bits_on_one_and_two_threads(const Op& op, const std::map<ValueId, Tensor>& full) {
+  const std::vector<const Tensor*> ins = {&full.at(0), &full.at(1)};
+  Tensor one = Tensor::tile(DType::kF32, op.results[0].proj.image(op.space.box())), two = one;
+  kernels::KernelOptions o1, o2;
+  o2.threads = 2;
+  o2.grain = 1;
+  ASSERT_TRUE(kernels::run(op, op.space.box(), ins, {&one}, o1).ok() &&
+              kernels::run(op, op.space.box(), ins, {&two}, o2).ok());
+  EXPECT_TRUE(kernels::onednn_sgemm_first() ||
+              std::memcmp(one.f32(), two.f32(), sizeof(float) * one.numel()) == 0);
+}
+
 // Products of 1-3 rows, B as rows of depth 64-600: with OpenBLAS's one-thread sgemm (at one thread,
 // as the CLI sets it) 1-2 rows are dot products (KernelSkinny.cpp); a column split changes no bits.
 TEST(FastKernels, ProductsOfOneOrTwoRowsMatchTheReference) {
@@ -342,18 +358,38 @@ TEST(FastKernels, ProductsOfOneOrTwoRowsMatchTheReference) {
     for (int round = 0; round < 3; ++round)
       EXPECT_TRUE(check_op(g, g.op(0), full, rng, round == 0));
     // The whole box on one thread and on two (columns split at grain 1).
-    const Op& op = g.op(0);
-    const std::vector<const Tensor*> ins = {&full.at(0), &full.at(1)};  // params a, b
-    Tensor one = Tensor::tile(DType::kF32, op.results[0].proj.image(op.space.box())), two = one;
-    kernels::KernelOptions o1, o2;
-    o2.threads = 2;
-    o2.grain = 1;
-    ASSERT_TRUE(kernels::run(op, op.space.box(), ins, {&one}, o1).ok() &&
-                kernels::run(op, op.space.box(), ins, {&two}, o2).ok());
-    EXPECT_TRUE(kernels::onednn_sgemm_first() ||
-                std::memcmp(one.f32(), two.f32(), sizeof(float) * one.numel()) == 0);
+    expect_same_bits_on_one_and_two_threads(g.op(0), full);
   }
   openblas_set_num_threads(blas_threads);
+}
+
+// Products of at least 2^22 multiply-adds, which on AVX2-only hosts run in heddle's packed sgemm
+// (KernelGemm.cpp): sizes off every blocking edge (rows not a multiple of the 6-row register tile,
+// columns not of 16, depths not of 8 or of the 256-deep blocks), in the four transpositions and
+// with the result stored either way round; on the whole box and random sub-boxes and tiles
+// (strided operands, accumulation, 1-3 threads). The whole box on one thread and on two (rows or
+// columns split at grain 1, halves still of 2^22 multiply-adds or more) gives the same bits.
+TEST(FastKernels, LargeProductsMatchTheReferenceAndSplitsChangeNoBits) {
+  std::mt19937 rng(73);
+  const std::vector<std::string> specs = {"mk,kn->mn", "km,kn->mn", "mk,nk->mn",
+                                          "km,nk->mn", "mk,kn->nm", "km,nk->nm"};
+  int64_t checked = 0;
+  for (int trial = 0; trial < 12; ++trial) {
+    Graph g;
+    Ops ops(g);
+    const std::string spec = specs[trial % specs.size()];
+    std::map<char, int64_t> ext = {{'m', uniform(rng, 190, 260)},
+                                   {'n', uniform(rng, 190, 260)},
+                                   {'k', uniform(rng, 260, 400)}};
+    einsum_of(ops, spec, ext);
+    ASSERT_TRUE(ops.ok()) << spec << ": " << ops.status().error().message;
+    SCOPED_TRACE(spec + " m " + std::to_string(ext['m']) + " n " + std::to_string(ext['n']) +
+                 " k " + std::to_string(ext['k']));
+    std::map<ValueId, Tensor> full;
+    for (int round = 0; round < 2; ++round) checked += check_op(g, g.op(0), full, rng, round == 0);
+    expect_same_bits_on_one_and_two_threads(g.op(0), full);
+  }
+  EXPECT_EQ(checked, 24);
 }
 
 // Contractions whose first operand is a routing mask of mostly zeros (MoE's dispatch "tec,th->ech"

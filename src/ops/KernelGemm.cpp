@@ -1,0 +1,267 @@
+// heddle's own one-thread sgemm for AVX2 + FMA hosts: the blocked, packed product of BLIS and
+// OpenBLAS (Goto's layering: a panel of B packed per depth block, a block of A packed into the L2
+// cache, a 6x16 register tile of C per micro-kernel call) with two things they do not do for
+// heddle's shapes. It packs the operands with 8x8 AVX transposes instead of element by element
+// (a transposed B, the input gradients' dY W^T, and a row-major A), and it touches C's rows before
+// the micro-kernel accumulates into them, which pays off when a product's operands arrive cold
+// from memory, as they do inside a training step. On the GPT training step's linear products
+// (1024 tokens, hidden 256 and 1024; docs/benchmarks.md) OpenBLAS 0.3.21's Zen kernels ran at 67
+// to 70 GFLOP/s inside the step on an AMD EPYC (Zen 3) host; this runs them about a tenth faster.
+//
+// Every element of C is summed in the same order whichever rows or columns a call covers (the
+// depth is split into the same blocks, each summed k = 0, 1, ... in one lane), so splitting a
+// product over threads changes no bits.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "KernelUtil.h"
+
+namespace heddle::kdetail {
+
+namespace {
+
+constexpr int64_t kMr = 6;     // rows of C per micro-kernel call
+constexpr int64_t kNr = 16;    // columns of C per micro-kernel call (two 8-float registers)
+constexpr int64_t kKc = 256;   // depth block: a 16-column sliver of B (16 KiB) stays in L1
+constexpr int64_t kMc = 144;   // rows of A per packed block (144 KiB, in the 512 KiB L2)
+constexpr int64_t kNc = 2048;  // columns of B per packed panel (2 MiB, in L3)
+
+#define HEDDLE_AVX2 __attribute__((target("avx2,fma")))
+
+// Packed operands of one thread, allocated on its first product and kept.
+struct PackBuffers {
+  std::unique_ptr<float[]> a_store, b_store;
+  float* a = nullptr;  // kMc x kKc, 32-byte aligned, plus slack for the transposes' full stores
+  float* b = nullptr;  // kKc x kNc, 32-byte aligned
+};
+
+float* aligned(std::unique_ptr<float[]>& store, int64_t floats) {
+  store = std::make_unique<float[]>(static_cast<size_t>(floats + 8));
+  auto p = reinterpret_cast<uintptr_t>(store.get());
+  return reinterpret_cast<float*>((p + 31) & ~uintptr_t{31});
+}
+
+PackBuffers& buffers() {
+  thread_local PackBuffers buf;
+  if (buf.a == nullptr) {
+    buf.a = aligned(buf.a_store, kMc * kKc + 8);
+    buf.b = aligned(buf.b_store, kKc * kNc);
+  }
+  return buf;
+}
+
+// Transposes the 8x8 block of floats in r0..r7 (row i becomes column i).
+HEDDLE_AVX2 inline void transpose8(__m256& r0, __m256& r1, __m256& r2, __m256& r3, __m256& r4,
+                                   __m256& r5, __m256& r6, __m256& r7) {
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r0 = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r1 = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r2 = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r3 = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r4 = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r5 = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r6 = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// Interleaves `n` (6 or 8) rows, each contiguous along the depth: p[k * ld + r] = rows[r][k] for
+// k < kc. Each step of 8 depths stores 8 floats per depth, 2 past the 6 rows' slots (the next
+// depth's slots, written after; the last step's land in the buffer's slack).
+HEDDLE_AVX2 void interleave_rows(const float* const* rows, int64_t n, int64_t kc, float* p,
+                                 int64_t ld) {
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8) {
+    __m256 r0 = _mm256_loadu_ps(rows[0] + k), r1 = _mm256_loadu_ps(rows[1] + k);
+    __m256 r2 = _mm256_loadu_ps(rows[2] + k), r3 = _mm256_loadu_ps(rows[3] + k);
+    __m256 r4 = _mm256_loadu_ps(rows[4] + k), r5 = _mm256_loadu_ps(rows[5] + k);
+    __m256 r6 = n == 8 ? _mm256_loadu_ps(rows[6] + k) : _mm256_setzero_ps();
+    __m256 r7 = n == 8 ? _mm256_loadu_ps(rows[7] + k) : _mm256_setzero_ps();
+    transpose8(r0, r1, r2, r3, r4, r5, r6, r7);
+    float* q = p + k * ld;
+    _mm256_storeu_ps(q, r0);
+    _mm256_storeu_ps(q + ld, r1);
+    _mm256_storeu_ps(q + 2 * ld, r2);
+    _mm256_storeu_ps(q + 3 * ld, r3);
+    _mm256_storeu_ps(q + 4 * ld, r4);
+    _mm256_storeu_ps(q + 5 * ld, r5);
+    _mm256_storeu_ps(q + 6 * ld, r6);
+    _mm256_storeu_ps(q + 7 * ld, r7);
+  }
+  for (; k < kc; ++k)
+    for (int64_t r = 0; r < n; ++r) p[k * ld + r] = rows[r][k];
+}
+
+// Packs the mc x kc block of A at `a` into slivers of kMr rows, each kc x kMr (depth-major),
+// zero-padding the last sliver's missing rows.
+HEDDLE_AVX2 void pack_a(bool ta, const float* a, int64_t lda, int64_t mc, int64_t kc, float* p) {
+  const int64_t full = mc / kMr, rest = mc - full * kMr;
+  if (ta) {  // A stored depth-major: each depth's row holds kMr contiguous floats per sliver
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* s = a + k * lda;
+      float* q = p + k * kMr;
+      for (int64_t sl = 0; sl < full; ++sl, s += kMr, q += kMr * kc) {
+        _mm_storeu_ps(q, _mm_loadu_ps(s));
+        q[4] = s[4];
+        q[5] = s[5];
+      }
+    }
+  } else {
+    for (int64_t sl = 0; sl < full; ++sl) {
+      const float* rows[8];
+      for (int64_t i = 0; i < kMr; ++i) rows[i] = a + (sl * kMr + i) * lda;
+      interleave_rows(rows, kMr, kc, p + sl * kMr * kc, kMr);
+    }
+  }
+  if (rest == 0) return;
+  float* q = p + full * kMr * kc;
+  std::fill(q, q + kMr * kc, 0.0f);
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t i = 0; i < rest; ++i) {
+      const int64_t row = full * kMr + i;
+      q[k * kMr + i] = ta ? a[k * lda + row] : a[row * lda + k];
+    }
+}
+
+// Packs the kc x nc panel of B at `b` into slivers of kNr columns, each kc x kNr, zero-padding
+// the last sliver's missing columns.
+HEDDLE_AVX2 void pack_b(bool tb, const float* b, int64_t ldb, int64_t kc, int64_t nc, float* p) {
+  int64_t j0 = 0;
+  if (!tb) {  // B stored row-major: read row by row (streams from memory), into every sliver
+    const int64_t full = nc / kNr;
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* s = b + k * ldb;
+      float* q = p + k * kNr;
+      for (int64_t sl = 0; sl < full; ++sl, s += kNr, q += kNr * kc) {
+        _mm256_store_ps(q, _mm256_loadu_ps(s));
+        _mm256_store_ps(q + 8, _mm256_loadu_ps(s + 8));
+      }
+    }
+    j0 = full * kNr;
+    p += full * kNr * kc;
+  }
+  for (; j0 < nc; j0 += kNr, p += kNr * kc) {
+    const int64_t nr = std::min(kNr, nc - j0);
+    if (nr == kNr) {  // B stored column-major: 8 columns at a time, transposed
+      for (int64_t h = 0; h < 2; ++h) {
+        const float* rows[8];
+        for (int64_t j = 0; j < 8; ++j) rows[j] = b + (j0 + 8 * h + j) * ldb;
+        interleave_rows(rows, 8, kc, p + 8 * h, kNr);
+      }
+    } else {
+      std::fill(p, p + kNr * kc, 0.0f);
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t j = 0; j < nr; ++j)
+          p[k * kNr + j] = tb ? b[(j0 + j) * ldb + k] : b[k * ldb + j0 + j];
+    }
+  }
+}
+
+// One row of the register tile: (lo, hi) += a * (b0, b1).
+[[gnu::always_inline]] HEDDLE_AVX2 inline void fma_row(float a, __m256 b0, __m256 b1, __m256& lo,
+                                                       __m256& hi) {
+  const __m256 ai = _mm256_set1_ps(a);
+  lo = _mm256_fmadd_ps(ai, b0, lo);
+  hi = _mm256_fmadd_ps(ai, b1, hi);
+}
+
+// C's mr x nr tile at `c` (mr <= kMr, nr <= kNr) = (its values when `add`) + the product of the
+// packed slivers a (kc x kMr) and b (kc x kNr).
+HEDDLE_AVX2 void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                              bool add, int64_t mr, int64_t nr) {
+  for (int64_t i = 0; i < mr; ++i) {  // C's lines on their way while the products run
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + kNr - 1), _MM_HINT_T0);
+  }
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k, a += kMr, b += kNr) {
+    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    // Keeps B's two registers loaded once: without it GCC folds the loads into every FMA,
+    // three loads per two FMAs, and the kernel runs at half the speed, bound by loads.
+    asm("" : "+x"(b0), "+x"(b1));
+    fma_row(a[0], b0, b1, c00, c01);
+    fma_row(a[1], b0, b1, c10, c11);
+    fma_row(a[2], b0, b1, c20, c21);
+    fma_row(a[3], b0, b1, c30, c31);
+    fma_row(a[4], b0, b1, c40, c41);
+    fma_row(a[5], b0, b1, c50, c51);
+  }
+  const __m256 acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                              {c30, c31}, {c40, c41}, {c50, c51}};
+  if (mr == kMr && nr == kNr) {
+    for (int64_t i = 0; i < kMr; ++i) {
+      float* ci = c + i * ldc;
+      __m256 lo = acc[i][0], hi = acc[i][1];
+      if (add) {
+        lo = _mm256_add_ps(_mm256_loadu_ps(ci), lo);
+        hi = _mm256_add_ps(_mm256_loadu_ps(ci + 8), hi);
+      }
+      _mm256_storeu_ps(ci, lo);
+      _mm256_storeu_ps(ci + 8, hi);
+    }
+    return;
+  }
+  alignas(32) float t[kMr * kNr];
+  for (int64_t i = 0; i < kMr; ++i) {
+    _mm256_store_ps(t + i * kNr, acc[i][0]);
+    _mm256_store_ps(t + i * kNr + 8, acc[i][1]);
+  }
+  for (int64_t i = 0; i < mr; ++i)
+    for (int64_t j = 0; j < nr; ++j)
+      c[i * ldc + j] = add ? c[i * ldc + j] + t[i * kNr + j] : t[i * kNr + j];
+}
+
+HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                         int64_t lda, const float* b, int64_t ldb, bool add, float* c,
+                         int64_t ldc) {
+  PackBuffers& buf = buffers();
+  for (int64_t j0 = 0; j0 < n; j0 += kNc) {
+    const int64_t nc = std::min(kNc, n - j0);
+    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+      const int64_t kc = std::min(kKc, k - p0);
+      pack_b(tb, tb ? b + j0 * ldb + p0 : b + p0 * ldb + j0, ldb, kc, nc, buf.b);
+      const bool add_block = add || p0 > 0;
+      for (int64_t i0 = 0; i0 < m; i0 += kMc) {
+        const int64_t mc = std::min(kMc, m - i0);
+        pack_a(ta, ta ? a + p0 * lda + i0 : a + i0 * lda + p0, lda, mc, kc, buf.a);
+        for (int64_t jr = 0; jr < nc; jr += kNr)
+          for (int64_t ir = 0; ir < mc; ir += kMr)
+            micro_kernel(kc, buf.a + ir * kc, buf.b + jr * kc, c + (i0 + ir) * ldc + j0 + jr, ldc,
+                         add_block, std::min(kMr, mc - ir), std::min(kNr, nc - jr));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool packed_sgemm_available() {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return avx2;
+}
+
+bool packed_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (!packed_sgemm_available() || (beta != 0.0f && beta != 1.0f)) return false;
+  if (m <= 0 || n <= 0) return true;
+  if (k <= 0) {
+    if (beta == 0.0f)
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return true;
+  }
+  blocked(ta, tb, m, n, k, a, lda, b, ldb, beta == 1.0f, c, ldc);
+  return true;
+}
+
+}  // namespace heddle::kdetail
