@@ -4,7 +4,7 @@
 // AVX-512 kernels ran the GPT step's shapes about 10% faster per core than OpenBLAS 0.3.21 on an
 // AVX-512 host, while on an AVX2-only host (AMD EPYC, Zen 3) oneDNN's AVX2 sgemm ran them up to
 // 2x slower than OpenBLAS (the weight gradients' transposed-A products; docs/benchmarks.md), and
-// heddle's own packed kernel (KernelGemm.cpp) about a tenth faster than OpenBLAS. On
+// heddle's own packed kernel (KernelGemm.cpp) took 4-9% less time than OpenBLAS. On
 // more threads the batch points, or blocks of one product's rows or columns, go to the device's
 // pool (see sgemm()). A first operand of mostly zeros (MoE's one-hot dispatch and combine masks)
 // multiplies only its nonzeros (sparse_a_gemm): a mixture's routing einsums are most of its
@@ -48,8 +48,8 @@ void sgemm_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
 // to oneDNN's sgemm: it ran them at 67-78 GFLOP/s against OpenBLAS's 44-63 on AMD EPYC Zen 3
 // (bench/sgemm_entries.cpp vit), a sixth off the GPT step's attention products. ViT's 50-token
 // heads ran slower there (50x50x64 at 12 against 34 GFLOP/s in its training step), and from
-// 1024x256x256 up OpenBLAS was as fast or faster. A fixed shape rule, so a shape always takes
-// the same library.
+// 1024x256x256 up OpenBLAS was as fast or faster; those larger products now go to packed_sgemm.
+// A fixed shape rule, so a shape always takes the same kernel.
 constexpr int64_t kSmallProduct = int64_t{1} << 22;
 
 void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
@@ -61,11 +61,11 @@ void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, i
     // A product of one or two rows (a fully connected layer at batch 2) reads B once as dot
     // products instead of through OpenBLAS's packed copies (KernelSkinny.cpp).
     if (blas1 && skinny_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)) return;
-    // Larger products: heddle's own packed sgemm (KernelGemm.cpp), about a tenth faster than
-    // OpenBLAS's on the transformer steps' products.
-    if (m * n * k >= kSmallProduct && packed_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc))
-      return;
-    if (blas1 && (m * n * k >= kSmallProduct || m % 8 != 0 || n % 8 != 0))
+    // Larger products: heddle's own packed sgemm (KernelGemm.cpp), 4-9% faster than OpenBLAS's
+    // on the transformer steps' products.
+    const bool large = m * n * k >= kSmallProduct;
+    if (large && packed_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)) return;
+    if (blas1 && (large || m % 8 != 0 || n % 8 != 0))
       return sgemm_blas(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
   }
   omp_set_num_threads(1);

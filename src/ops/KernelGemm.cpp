@@ -1,12 +1,10 @@
-// heddle's own one-thread sgemm for AVX2 + FMA hosts: the blocked, packed product of BLIS and
-// OpenBLAS (Goto's layering: a panel of B packed per depth block, a block of A packed into the L2
-// cache, a 6x16 register tile of C per micro-kernel call) with two things they do not do for
-// heddle's shapes. It packs the operands with 8x8 AVX transposes instead of element by element
-// (a transposed B, the input gradients' dY W^T, and a row-major A), and it touches C's rows before
-// the micro-kernel accumulates into them, which pays off when a product's operands arrive cold
-// from memory, as they do inside a training step. On the GPT training step's linear products
-// (1024 tokens, hidden 256 and 1024; docs/benchmarks.md) OpenBLAS 0.3.21's Zen kernels ran at 67
-// to 70 GFLOP/s inside the step on an AMD EPYC (Zen 3) host; this runs them about a tenth faster.
+// heddle's own one-thread sgemm for AVX2 + FMA hosts: Goto's blocked, packed product (as in BLIS
+// and OpenBLAS: a panel of B packed per depth block, a block of A packed to stay in L2, a 6x16
+// register tile of C per micro-kernel call). Transposed operands are packed by 8x8 AVX
+// transposes, row-major ones streamed row by row, and C's lines are fetched before the tile
+// accumulates into them. On the GPT training step's nine linear products (1024 tokens, hidden 256
+// and 1024) on an AMD EPYC (Zen 3) host it took 4-9% less time than OpenBLAS 0.3.21 with hot
+// operands (bench/sgemm_entries.cpp), a few percent inside the step (docs/benchmarks.md).
 //
 // Every element of C is summed in the same order whichever rows or columns a call covers (the
 // depth is split into the same blocks, each summed k = 0, 1, ... in one lane), so splitting a
@@ -244,16 +242,16 @@ HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
   }
 }
 
-}  // namespace
-
-bool packed_sgemm_available() {
+bool host_has_avx2_fma() {
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return avx2;
 }
 
+}  // namespace
+
 bool packed_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (!packed_sgemm_available() || (beta != 0.0f && beta != 1.0f)) return false;
+  if (!host_has_avx2_fma() || (beta != 0.0f && beta != 1.0f)) return false;
   if (m <= 0 || n <= 0) return true;
   if (k <= 0) {
     if (beta == 0.0f)

@@ -444,15 +444,14 @@ constexpr int64_t kSkinnyRows = 2, kSkinnyDepth = 64;
 /// does not depend on which columns a call covers.
 bool skinny_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-/// True on hosts with AVX2 and FMA, where packed_sgemm runs.
-bool packed_sgemm_available();
 /// Row-major C = A B (+ C when beta is 1) on the calling thread by heddle's own blocked, packed
 /// AVX2 + FMA kernel (KernelGemm.cpp); false (nothing written) on hosts without AVX2 and FMA or
 /// for a beta other than 0 or 1. An element's value does not depend on which rows or columns a
 /// call covers.
 bool packed_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-/// The same on the calling thread alone, for products already split over the device's threads.
+/// Row-major C = A B (+ C when beta is 1) on the calling thread alone, for products already split
+/// over the device's threads.
 /// Where !kernels::onednn_sgemm_first() (AVX2-only hosts): products of at least 2^22
 /// multiply-adds by packed_sgemm; with OpenBLAS set to one thread, products of one or two rows by
 /// skinny_sgemm and smaller ones whose m or n is not a multiple of 8 by OpenBLAS. The rest by
