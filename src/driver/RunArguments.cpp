@@ -62,6 +62,10 @@ Status check_run_arguments(const RunArguments& a) {
   if (!a.output_file.empty()) HEDDLE_TRY(check_writable_file(a.output_file, "--output"));
   if (!a.emit_dir.empty()) HEDDLE_TRY(check_writable_dir(a.emit_dir, "--emit"));
   HEDDLE_TRY(check_checkpoint_arguments(a));
+  if (a.profile && a.backend == "mpi")
+    return Diagnostic(
+        "--profile times device 0's program on thread-devices; under MPI time a run with "
+        "--backend threads on the same mesh instead");
   if (a.backend == "mpi" && !(a.timeout_s > 0))
     return Diagnostic("--timeout must be a positive number of seconds");
   return {};
@@ -94,7 +98,8 @@ RunRequest run_request(const RunArguments& a) {
           .checkpoint_every = a.checkpoint_every == -1 ? 1 : a.checkpoint_every,
           .resume_dir = a.resume_dir,
           .tactics = a.tactics,
-          .overlap_ring = !a.no_ring_overlap};
+          .overlap_ring = !a.no_ring_overlap,
+          .profile = a.profile};
 }
 
 Result<model::LoadedModel> load_runnable(const RunArguments& a) {

@@ -118,6 +118,10 @@ Result<PreparedRun> prepare_run(const RunRequest& r, model::LoadedModel loaded) 
   HEDDLE_TRY(pipe);
   p.pipe = std::move(*pipe);
   if (p.pipe) HEDDLE_TRY(sequence_layout(r, p.graph, p.spec));  // stages run the contiguous split
+  if (p.pipe && r.profile)
+    return Diagnostic(
+        "--profile times the programs of runs without pipeline stages; drop pp from "
+        "the strategy to profile one stage's programs");
   p.model_outputs = p.graph.outputs().size();
   if (r.train) {
     TrainStepOptions options = r.optimizer;
@@ -229,6 +233,7 @@ Result<ThreadRun> run_threads(const RunRequest& r, PreparedRun& p, const ThreadR
   loop.first_step = checkpoints->resume ? checkpoints->resume->step + 1 : 1;
   loop.train = r.train;
   loop.overlap_ring = r.overlap_ring;
+  loop.profile = r.profile;
   loop.after_update = std::move(checkpoints->after_update);
   loop.reference = out.reference.get();
   loop.on_step = step_callback(g, r.train, hooks.on_step);
@@ -240,6 +245,9 @@ Result<ThreadRun> run_threads(const RunRequest& r, PreparedRun& p, const ThreadR
   s.result = std::move(*ran);
   s.check = out.reference ? &out.reference->errors() : nullptr;
   describe(g, **session, s);
+  const Session& run = **session;
+  if (r.profile && !run.instr_times().empty())
+    s.profile = profile_rows(g, run.programs()[0], run.instr_times()[0]);
   return out;
 }
 

@@ -48,6 +48,12 @@ nlohmann::json summary_json(const RunSummary& s, const std::string& backend, boo
   j["step_times_s"] = s.result.step_times_s;
   j["median_step_s"] = s.result.median_step_s();
   if (!s.peak_bytes_per_device.empty()) j["peak_bytes_per_device"] = s.peak_bytes_per_device;
+  if (!s.profile.empty()) {
+    j["profile"] = nlohmann::json::array();
+    for (const ProfileRow& r : s.profile)
+      j["profile"].push_back(
+          {{"kernel", r.label}, {"calls", r.calls}, {"seconds", r.seconds}, {"share", r.share}});
+  }
   return j;
 }
 

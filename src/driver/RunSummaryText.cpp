@@ -34,6 +34,37 @@ std::string check_text(const CheckErrors& c, const RunArguments& a) {
   return out;
 }
 
+// With --profile: device 0's timed step by kernel, the slowest kProfileRows groups and the rest
+// in one line.
+std::string profile_text(const std::vector<ProfileRow>& rows) {
+  constexpr size_t kProfileRows = 20;
+  double total = 0;
+  int64_t calls = 0;
+  for (const ProfileRow& r : rows) {
+    total += r.seconds;
+    calls += r.calls;
+  }
+  std::string out = fmt::format(
+      "profile    device 0, per timed step: {:.2f} ms in {} instructions\n"
+      "           {:>9}  {:>6}  {:>5}  kernel\n",
+      total * 1e3, calls, "ms", "share", "calls");
+  for (size_t i = 0; i < rows.size() && i < kProfileRows; ++i)
+    out += fmt::format("           {:9.3f}  {:5.1f}%  {:5}  {}\n", rows[i].seconds * 1e3,
+                       rows[i].share * 100, rows[i].calls, rows[i].label);
+  if (rows.size() > kProfileRows) {
+    double rest = 0, share = 0;
+    int64_t n = 0;
+    for (size_t i = kProfileRows; i < rows.size(); ++i) {
+      rest += rows[i].seconds;
+      share += rows[i].share;
+      n += rows[i].calls;
+    }
+    out += fmt::format("           {:9.3f}  {:5.1f}%  {:5}  ({} more kinds)\n", rest * 1e3,
+                       share * 100, n, rows.size() - kProfileRows);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string summary_text(const RunSummary& s, const RunArguments& a) {
@@ -65,6 +96,7 @@ std::string summary_text(const RunSummary& s, const RunArguments& a) {
     out += fmt::format("memory     largest device peak {} of live tiles\n",
                        human_bytes(static_cast<double>(*std::max_element(
                            s.peak_bytes_per_device.begin(), s.peak_bytes_per_device.end()))));
+  if (!s.profile.empty()) out += profile_text(s.profile);
   if (s.check) out += check_text(*s.check, a);
   return out;
 }

@@ -1,6 +1,7 @@
 #include "heddle/runtime/DeviceExecutor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
@@ -12,6 +13,7 @@
 #include <thread>
 #include <variant>
 
+#include "DeviceExecutorSteps.h"
 #include "RingPoster.h"
 #include "heddle/ir/TextPrinter.h"
 #include "heddle/ops/CausalOperand.h"
@@ -161,48 +163,6 @@ bool in_kernel_call() { return kernel_depth > 0; }
 void DeviceExecutor::ArenaFree::operator()(std::byte* p) const {
   ::operator delete[](p, std::align_val_t(64));
 }
-
-// One tile the program makes: a view into the arena, or into a feed for zero-copy loads.
-struct DeviceExecutor::Buffer {
-  Tensor tensor;
-  int64_t first = 0, last = 0;  // positions of its definition and of its last use
-  int64_t bytes = 0;            // arena bytes (0 for feed views)
-  int64_t feed_offset = -1;     // loads: the tile's element offset in the whole feed, or -1
-  bool loaded = false;          // defined by a load (its bytes are the feed's)
-  int view_of = -1;             // a reshape's result viewing this earlier buffer's bytes, or -1
-  bool viewed = false;          // some view_of names this buffer
-  void* home = nullptr;         // its arena memory (bind_outputs may point the tile elsewhere)
-};
-
-// One kernel call on precomputed tiles.
-struct DeviceExecutor::Call {
-  const Op* op = nullptr;
-  Box box;
-  std::vector<const Tensor*> ins;
-  std::vector<Tensor*> outs;
-  std::vector<int> in_buffers, out_buffers;  // resolved to the pointers after compiling
-  uint32_t loaded_inputs = 0;                // bit i: input i is a loaded buffer
-  bool accumulate = false;                   // a ring block combining into its results
-  // An einsum's operand that a causal mask hides in part (KernelOptions::causal), if any.
-  std::optional<kernels::CausalOperand> causal;
-};
-
-// One instruction with its tiles resolved (frees have none and are dropped).
-struct DeviceExecutor::Step {
-  Instr::Kind kind = Instr::Kind::kFree;
-  const Instr* instr = nullptr;
-  ValueId value = -1;
-  int in = -1, out = -1;     // buffers: fetch input and result; load result
-  int whole = -1, own = -1;  // ring steps: the gathered tile, and (step 1) the device's block
-  bool post = false;         // a ring step started before the next step, a block kernel, ...
-  const Instr* waits_for = nullptr;  // ... which waits for it when done (Compiler::overlap)
-  // Collectives: the batch run back to back (run_order), with each one's input and result buffer.
-  std::vector<const Instr*> collectives;
-  std::vector<int> coll_in, coll_out;
-  std::vector<CollectiveCall> batch;  // the same as Communicator::collectives takes them
-  std::vector<Call> calls;
-  std::vector<kernels::BoundCall> chain;  // the calls again, as ops/Chain.h takes them (> 1 call)
-};
 
 // Walks the program once: which buffer each instruction reads and defines, and every buffer's
 // lifetime in positions (one per load, collective, fetch and kernel call).
@@ -677,6 +637,11 @@ Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const Exe
   // the device still takes part in the remaining collectives; it is rethrown at the end. Other
   // exceptions (a communicator that lost its peers, an injected fault) leave at once: the
   // collectives they come from cannot go on.
+  InstrTimes* times = options.instr_times ? &options.instr_times->at(comm.rank()) : nullptr;
+  if (times) {
+    times->seconds.resize(program_.instrs.size());
+    ++times->runs;
+  }
   std::exception_ptr internal;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& s = steps_[i];
@@ -686,8 +651,14 @@ Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const Exe
         if (Status st = b.empty() ? Status{} : run_batch(comm, b); !st.ok()) fail(st.error());
         continue;
       }
-      if (s.kind != Instr::Kind::kKernel || !skip_ || !(*skip_)[s.instr - &program_.instrs[0]])
-        run_step(s, comm, feeds, ko);
+      const size_t at = static_cast<size_t>(s.instr - program_.instrs.data());
+      if (s.kind == Instr::Kind::kKernel && skip_ && (*skip_)[at]) continue;
+      const auto t0 =
+          times ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      run_step(s, comm, feeds, ko);
+      if (times)
+        times->seconds[at] +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } catch (const InternalError&) {
       if (!internal) internal = std::current_exception();
       fail(Diagnostic("internal error on device " + std::to_string(comm.rank())));

@@ -80,13 +80,20 @@ TensorMap relaid(TensorMap& m, const SequenceLayout& layout, bool back = false) 
 Session::Session(const Graph& g, std::vector<ParamUpdate> updates, PipelineProgram pipeline)
     : g_(g), updates_(std::move(updates)), pipeline_(std::move(pipeline)) {}
 
+std::vector<InstrTimes>* Session::times_for(int step, const StepLoopOptions& loop) {
+  if (!loop.profile || pipeline_ || (step == loop.first_step && loop.steps > step)) return nullptr;
+  times_.resize(programs_.size());
+  return &times_;
+}
+
 Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_step,
-                                   bool feeds_unchanged, const StepLoopOptions& loop) {
+                                   bool feeds_unchanged, const StepLoopOptions& loop, bool timed) {
   ExecOptions eo{.optimizer_step = optimizer_step,
                  .feeds_unchanged = feeds_unchanged,
                  .feeds_repeat = !loop.train,
                  .overlap_ring = loop.overlap_ring,
-                 .on_ring_event = loop.on_ring_event};
+                 .on_ring_event = loop.on_ring_event,
+                 .instr_times = timed ? &times_ : nullptr};
   if (!pipeline_) {
     if (!runner_)
       runner_ = std::make_unique<ThreadedRunner>(laid_out_ ? *laid_out_ : g_, programs_);
@@ -105,7 +112,8 @@ Result<RunResult> Session::run(TensorMap feeds, const StepLoopOptions& options) 
     if (laid_out_ && (options.train || s == options.first_step)) laid_out = relaid(feeds, layout_);
     // Forward-only steps run on the same feeds: kernels may keep what they derive from them.
     auto got = execute(laid_out_ ? laid_out : feeds, options.train ? s : 0,
-                       !options.train && s > options.first_step, options);
+                       !options.train && s > options.first_step, options,
+                       times_for(s, options) != nullptr);
     HEDDLE_TRY(got);
     permute_sequences(*got, layout_, true);
     if (options.train)
@@ -135,7 +143,8 @@ Result<RunResult> Session::train_in_place(TensorMap feeds, const StepLoopOptions
     HEDDLE_TRY(runner_->run_into(feeds, kept,
                                  {.optimizer_step = s,
                                   .overlap_ring = options.overlap_ring,
-                                  .on_ring_event = options.on_ring_event}));
+                                  .on_ring_event = options.on_ring_event,
+                                  .instr_times = times_for(s, options)}));
     TensorMap out;
     for (auto& [v, t] : kept) {
       Tensor* now = &t;

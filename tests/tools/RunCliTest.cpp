@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/RunCli.h"
 
@@ -358,6 +359,38 @@ TEST(RunCli, NonDividingTensorParallelDegreeSplitsUnevenly) {
   auto r = run_heddle("run gpt-tiny --mesh 3 --strategy tp=3 --check");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("check      ok"), std::string::npos) << r.out;
+}
+
+// `run --profile`: the step by kernel in the text and as JSON rows that count the program's
+// instructions; runs it cannot time say so with exit 1.
+TEST(RunCli, ProfileShowsTheStepByKernel) {
+  auto r = run_heddle("run gpt-tiny --mesh 2 --strategy dp=2 --train --steps 3 --profile --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("profile"));
+  double share = 0, seconds = 0;
+  std::set<std::string> kernels;
+  for (const auto& row : j["profile"]) {
+    EXPECT_GT(row["calls"].get<int64_t>(), 0);
+    EXPECT_GE(row["seconds"].get<double>(), 0.0);
+    share += row["share"].get<double>();
+    seconds += row["seconds"].get<double>();
+    kernels.insert(row["kernel"].get<std::string>());
+  }
+  EXPECT_NEAR(share, 1.0, 1e-6);
+  EXPECT_LE(seconds, j["median_step_s"].get<double>() * 1.5);  // per timed step
+  EXPECT_TRUE(kernels.count("adamw"));
+  EXPECT_TRUE(kernels.count("all-reduce"));  // dp=2's gradients
+  auto text = run_heddle("run mlp --steps 2 --profile");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("profile    device 0, per timed step:"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("einsum \""), std::string::npos) << text.out;
+  auto plain = run_heddle("run mlp --steps 2 --json");
+  ASSERT_EQ(plain.exit_code, 0);
+  EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("profile"));
+  auto pipe = run_heddle("run gpt-tiny --mesh 2 --strategy pp=2 --train --steps 2 --profile");
+  EXPECT_EQ(pipe.exit_code, 1);
+  EXPECT_NE(pipe.err.find("--profile"), std::string::npos) << pipe.err;
 }
 
 }  // namespace

@@ -130,6 +130,9 @@ Command add_run_command(CLI::App& root) {
   app->add_flag("--no-ring-overlap", a->no_ring_overlap,
                 "Ring attention (cp): run each key/value exchange after the block kernel before "
                 "it instead of overlapping them (same results; for measuring the overlap)");
+  app->add_flag("--profile", a->profile,
+                "Time every instruction of device 0's program in the steps after the first and "
+                "print the step by kernel, slowest first (JSON: profile)");
   add_loss_option(app, a->loss);
   app->add_option("--labels", a->labels_file,
                   "With --loss: the labels .npy, fed after the --input files (default: random)");

@@ -33,6 +33,7 @@ struct RunArguments {
   bool check = false;            ///< --check (default off)
   bool train = false;            ///< --train (default off)
   bool no_ring_overlap = false;  ///< --no-ring-overlap (default off: ring exchanges overlap)
+  bool profile = false;          ///< --profile (default off; RunRequest::profile)
   /// --steps: total steps, forward-only runs too (default -1: 10 with --train, else 1).
   int steps = -1;
   /// --host-memory BYTES: what the run may hold on the host (default empty: physical memory).

@@ -54,6 +54,9 @@ struct RunRequest {
   /// Ring attention's exchanges overlap the block kernels (StepLoopOptions::overlap_ring);
   /// false runs each after the kernel before it. Default true.
   bool overlap_ring = true;
+  /// Time every instruction of device 0's program in the steps after the first and report them
+  /// grouped by kernel (RunSummary::profile); SPMD runs on threads only. Default off.
+  bool profile = false;
 };
 
 /// The steps to run: `steps`, or 10 with train and 1 without.
@@ -155,6 +158,9 @@ struct RunSummary {
   /// MPI: the most bytes of parameters and inputs one rank holds (generated, or cut from the
   /// weights and input files), and the model's total.
   std::optional<std::pair<int64_t, int64_t>> feed_bytes;
+  /// With RunRequest::profile: device 0's step by kernel, slowest first (JSON `profile`); the
+  /// timed steps are the ones after the first (all of a one-step run).
+  std::vector<ProfileRow> profile;
 };
 
 /// Called after each step with its number and, training, its loss (the first output).

@@ -9,6 +9,7 @@
 
 #include "heddle/ops/Tensor.h"
 #include "heddle/runtime/Communicator.h"
+#include "heddle/runtime/InstrProfile.h"
 #include "heddle/runtime/Program.h"
 #include "heddle/runtime/ProgramTemplate.h"
 
@@ -56,6 +57,10 @@ struct ExecOptions {
   /// When set, called on the running thread around each ring block kernel and when a ring step is
   /// posted and waited for (RingEvent): the order tests and traces see. Default unset.
   std::function<void(const RingEvent&)> on_ring_event = nullptr;
+  /// When set, each device adds the wall time of every instruction of this run to
+  /// (*instr_times)[its rank] (InstrProfile.h), which must exist. Devices write only their own
+  /// entry. Default unset: nothing is timed.
+  std::vector<InstrTimes>* instr_times = nullptr;
 };
 
 /// Runs `program` as device comm.rank(). `feeds` holds every graph input and parameter the

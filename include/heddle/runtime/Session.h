@@ -36,6 +36,10 @@ struct StepLoopOptions {
   /// Passed to every device's executor as ExecOptions::on_ring_event (called on the devices'
   /// threads, concurrently). Default unset.
   std::function<void(const RingEvent&)> on_ring_event = nullptr;
+  /// Times every instruction of the SPMD programs (Session::instr_times()) in the steps after
+  /// the first, which sets up (a run of one step times that step). Pipelines ignore it. Default
+  /// false.
+  bool profile = false;
   /// Checks each training step (a forward-only run: the first step, the others repeat the same
   /// computation) and follows the updates. Default none. Not owned.
   ReferenceCheck* reference = nullptr;
@@ -98,12 +102,17 @@ class Session {
   /// compiled it (SPMD programs), else the estimate from replaying the programs (HostMemory.h),
   /// which needs no memory.
   std::vector<int64_t> peak_bytes_per_device() const;
+  /// Per device of the SPMD programs, the instruction times of the steps run with
+  /// StepLoopOptions::profile (empty entries before any).
+  const std::vector<InstrTimes>& instr_times() const { return times_; }
 
  private:
   /// The one call into the executor, per step (`optimizer_step` and `feeds_unchanged` as
   /// ExecOptions takes them).
   Result<TensorMap> execute(const TensorMap& feeds, int64_t optimizer_step, bool feeds_unchanged,
-                            const StepLoopOptions& loop);
+                            const StepLoopOptions& loop, bool timed);
+  /// What ExecOptions::instr_times is for step `step` of `loop`: times_ when it is profiled.
+  std::vector<InstrTimes>* times_for(int step, const StepLoopOptions& loop);
   /// run() for training SPMD programs: each step's outputs land in buffers kept across steps (no
   /// allocation or page faults after the first step), the updated parameters and optimizer state
   /// move into the feeds by swapping buffers instead of copying, and the step loop sees views of
@@ -119,6 +128,7 @@ class Session {
   /// The SPMD programs' executor, built by the first run and kept (threads, memory plans).
   std::unique_ptr<ThreadedRunner> runner_;
   std::unique_ptr<PipelineRunner> pipeline_runner_;  // made at the first step, kept after
+  std::vector<InstrTimes> times_;                    // instr_times(), one per SPMD program
 };
 
 }  // namespace heddle
