@@ -193,7 +193,7 @@ struct Source {
 void run_group(const std::vector<const Op*>& ops, const Box& box,
                const std::function<const Tensor*(ValueId)>& tile_of,
                const std::vector<Tensor*>& outs) {
-  if (ops.size() == 1 && outs[0] && run_channel_affine(*ops[0], box, tile_of, *outs[0])) return;
+  if (run_channel_affine(ops, box, tile_of, outs)) return;
   const size_t n = ops.size();
   std::vector<FusedOp> fo;
   std::vector<std::vector<Source>> src(n);

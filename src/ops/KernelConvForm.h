@@ -218,10 +218,13 @@ bool run_depthwise_grad_weight(const Op& op, const Box& box, const convform::Ins
 
 /// A mul or add of a value per channel (dim 1) to a rank-4 operand walked plane by plane (dims 2
 /// and 3 contiguous), or the gradient of such a mul (elementwise_grad of mul: dy times the value
-/// per channel), into `out` (KernelChannelAffine.cpp); `tile_of` gives each input's tile. The same
-/// float arithmetic as the fused-chain loop; false (nothing written) for other forms.
-bool run_channel_affine(const Op& op, const Box& box,
-                        const std::function<const Tensor*(ValueId)>& tile_of, Tensor& out);
+/// per channel), into outs[0] (KernelChannelAffine.cpp); or a chain of two: a mul or add per
+/// channel, then one on its result (batch norm's scale and shift), into outs[1] and, when not
+/// null (the first result is read after the chain), outs[0]. `tile_of` gives each input's tile.
+/// The same float arithmetic as the fused-chain loop; false (nothing written) for other forms.
+bool run_channel_affine(const std::vector<const Op*>& ops, const Box& box,
+                        const std::function<const Tensor*(ValueId)>& tile_of,
+                        const std::vector<Tensor*>& outs);
 
 /// True when `o`'s map is the identity plus an offset and its window is 1 (KernelConcat.cpp).
 bool shifted_identity(const Operand& o, int64_t rank);

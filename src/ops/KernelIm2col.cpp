@@ -216,15 +216,19 @@ bool pool_grad(const Op& op, const Box& box, const std::vector<const Tensor*>& i
                 acc[(h - ih.lo) * iw.size() + (w - iw.lo)] += g * inv;
             continue;
           }
+          // The first largest tap, without branches on the values (they would mispredict).
           int64_t bh = -1, bw = -1;
           float best = -INFINITY;
-          for (int64_t h = std::max<int64_t>(h0, 0); h < std::min(h0 + k[0], H); ++h)
-            for (int64_t w = std::max<int64_t>(w0, 0); w < std::min(w0 + k[1], Wd); ++w)
-              if (bh < 0 || xc[h * Wd + w] > best) {
-                best = xc[h * Wd + w];
-                bh = h;
-                bw = w;
-              }
+          const int64_t he = std::min(h0 + k[0], H), ws = std::max<int64_t>(w0, 0),
+                        we = std::min(w0 + k[1], Wd);
+          for (int64_t h = std::max<int64_t>(h0, 0); h < he; ++h)
+            for (int64_t w = ws; w < we; ++w) {
+              const float v = xc[h * Wd + w];
+              const bool take = bh < 0 || v > best;
+              best = take ? v : best;
+              bh = take ? h : bh;
+              bw = take ? w : bw;
+            }
           if (bh >= ih.lo && bh < ih.hi && bw >= iw.lo && bw < iw.hi)
             acc[(bh - ih.lo) * iw.size() + (bw - iw.lo)] += g;
         }

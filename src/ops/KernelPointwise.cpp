@@ -57,6 +57,7 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
   OpKind k = op.kind;
   const OpCategory cat = op_kind_info(k).category;
   const bool fast = !o.reference;
+  if (fast && run_channel_reduce(op, box, ins, outs, mode)) return {};
   if (k == OpKind::kCausalMask) {
     CausalMask cm(op);
     pointwise(

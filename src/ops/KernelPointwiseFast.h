@@ -29,4 +29,14 @@ bool binary_grad_fast(OpKind f, int wrt, const Op& op, const Box& box,
                       const std::vector<const Tensor*>& ins, const std::vector<Tensor*>& outs,
                       Store mode);
 
+/// A per-channel sum over an NCHW operand's images and planes (reduce dims 0, 2 and 3 of a rank-4
+/// box, dim 1 kept): reduce_sum, or elementwise_grad of mul summed into the per-channel factor's
+/// gradient (dy times the other factor; batch norm's scale), added into the result `mode` kSum
+/// keeps (KernelChannelAffine.cpp). Walks channel by channel with each image's plane one row, so
+/// late DenseNet planes of 4 or 16 elements cost no per-row set-up; each row is summed as the
+/// pointwise loop sums it (unit_row_as) and the rows in image order, so the result is bitwise the
+/// pointwise loop's. False (nothing written) for other forms.
+bool run_channel_reduce(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                        const std::vector<Tensor*>& outs, Store mode);
+
 }  // namespace heddle::kdetail

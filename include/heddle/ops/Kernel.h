@@ -94,4 +94,8 @@ int64_t conv1x1_calls();
 /// planes, and the mul's gradient; src/ops/KernelChannelAffine.cpp) have served in this process.
 int64_t channel_affine_calls();
 
+/// How many calls the per-channel sums over NCHW images and planes (reduce_sum, and the gradient
+/// of a per-channel factor of a mul; src/ops/KernelChannelAffine.cpp) have served in this process.
+int64_t channel_reduce_calls();
+
 }  // namespace heddle::kernels
