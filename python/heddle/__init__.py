@@ -258,7 +258,8 @@ class Plan(Result):
 class RunResult(Result):
     """A run's results: ``outputs`` (numpy arrays in the model's output order, sharing the run's
     memory), ``loss`` (training), ``ok``/``max_abs_error``/``max_rel_error`` (``check=True``),
-    ``step_times_s``, ``median_step_s``, ``devices``, ``strategy``, ``peak_bytes_per_device``."""
+    ``step_times_s``, ``median_step_s``, ``devices``, ``strategy``, ``peak_bytes_per_device``,
+    ``profile`` (``profile=True``)."""
 
 
 class Schedule(Result):
@@ -350,6 +351,7 @@ def run(
     rtol=1e-3,
     atol=1e-4,
     host_memory=None,
+    profile=False,
 ):
     """Partitions the model over ``mesh`` thread-devices (``4``, ``"2x2"``, ``"dp=2,tp=2"``) and
     runs ``steps`` steps, as ``heddle run`` does.
@@ -359,7 +361,9 @@ def run(
     the single-device interpreter (``ok``, ``max_abs_error``) within ``rtol``/``atol``. ``lr``,
     ``optimizer`` (``"adamw"``, ``"sgd"``), ``ring_overlap`` and ``host_memory`` (bytes or text
     such as ``"8GiB"``; default: physical memory) are ``heddle run``'s ``--lr``, ``--optimizer``,
-    ``--no-ring-overlap`` (inverted) and ``--host-memory``. Returns a :class:`RunResult`.
+    ``--no-ring-overlap`` (inverted) and ``--host-memory``. ``profile=True`` is ``--profile``:
+    ``profile`` holds device 0's timed step by kernel, slowest first (``kernel``, ``calls``,
+    ``seconds``, ``share``). Returns a :class:`RunResult`.
     """
     arrays = None
     if inputs is not None:
@@ -382,7 +386,7 @@ def run(
         _heddle.run(
             model._core, str(mesh), strategy, arrays, bool(train), int(steps), bool(check),
             backend, int(seed), float(lr), str(optimizer), bool(ring_overlap), float(rtol),
-            float(atol), "" if host_memory is None else str(host_memory)
+            float(atol), "" if host_memory is None else str(host_memory), bool(profile)
         )
     )
 

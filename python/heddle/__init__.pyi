@@ -117,6 +117,7 @@ def run(
     rtol: float = ...,
     atol: float = ...,
     host_memory: Union[int, str, None] = ...,
+    profile: bool = ...,
 ) -> RunResult: ...
 def schedule(
     placement: str,

@@ -70,7 +70,7 @@ void bind_run(py::module_& m) {
                   const std::optional<std::vector<py::array>>& inputs, bool train, int steps,
                   bool check, const std::string& backend, uint64_t seed, double lr,
                   const std::string& optimizer, bool ring_overlap, double rtol, double atol,
-                  const std::string& host_memory) {
+                  const std::string& host_memory, bool profile) {
     if (backend != "threads")
       raise(Diagnostic("backend '" + backend +
                        "': Python runs on thread-devices; run MPI ranks with `mpirun heddle run "
@@ -88,6 +88,7 @@ void bind_run(py::module_& m) {
     o.rtol = rtol;
     o.atol = atol;
     o.host_memory = host_memory;
+    o.profile = profile;
     unwrap(driver::check_run_arguments(o));
     model::LoadedModel loaded = runnable(model, o);
     if (auto diags = verify(loaded.graph); !diags.empty()) raise(diags.front());
@@ -130,6 +131,18 @@ void bind_run(py::module_& m) {
     r["median_step_s"] = s.result.median_step_s();
     r["peak_bytes_per_device"] = s.peak_bytes_per_device;
     if (o.train) r["loss"] = s.result.losses;
+    if (profile) {  // as the CLI's JSON `profile`: device 0's timed step by kernel
+      py::list rows;
+      for (const ProfileRow& row : s.profile) {
+        py::dict d;
+        d["kernel"] = row.label;
+        d["calls"] = row.calls;
+        d["seconds"] = row.seconds;
+        d["share"] = row.share;
+        rows.append(d);
+      }
+      r["profile"] = rows;
+    }
     if (c) {
       r["max_abs_error"] = c->max_abs;
       r["max_rel_error"] = c->max_rel;

@@ -633,15 +633,16 @@ Status DeviceExecutor::run(Communicator& comm, const TensorMap& feeds, const Exe
       for (size_t k = 0; k < s.chain.size(); ++k)
         s.chain[k].unchanged_inputs = feeds_unchanged_ ? s.calls[k].loaded_inputs : 0;
   }
-  // A failed assert under throw_on_assert (InternalError) fails the run like a kernel error, so
-  // the device still takes part in the remaining collectives; it is rethrown at the end. Other
-  // exceptions (a communicator that lost its peers, an injected fault) leave at once: the
-  // collectives they come from cannot go on.
+  // ExecOptions::instr_times: this device's entry, sized to its program.
   InstrTimes* times = options.instr_times ? &options.instr_times->at(comm.rank()) : nullptr;
   if (times) {
     times->seconds.resize(program_.instrs.size());
     ++times->runs;
   }
+  // A failed assert under throw_on_assert (InternalError) fails the run like a kernel error, so
+  // the device still takes part in the remaining collectives; it is rethrown at the end. Other
+  // exceptions (a communicator that lost its peers, an injected fault) leave at once: the
+  // collectives they come from cannot go on.
   std::exception_ptr internal;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& s = steps_[i];

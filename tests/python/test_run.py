@@ -92,3 +92,14 @@ def test_training_keywords_equal_the_cli_flags(tiny):
         heddle.run(m, train=True, optimizer="lion")
     with pytest.raises(heddle.Error, match="host"):
         heddle.run(m, host_memory="1KiB")
+
+
+def test_profile_rows_cover_the_step(tiny):
+    r = heddle.run(tiny, mesh=2, strategy="dp=2", train=True, steps=3, profile=True)
+    rows = r.profile
+    assert rows and all(row["calls"] > 0 and row["seconds"] >= 0 for row in rows)
+    assert abs(sum(row["share"] for row in rows) - 1.0) < 1e-6
+    kernels = {row["kernel"] for row in rows}
+    assert "adamw" in kernels and "all-reduce" in kernels
+    assert [row["seconds"] for row in rows] == sorted((row["seconds"] for row in rows), reverse=True)
+    assert "profile" not in heddle.run(tiny, steps=1).keys()
