@@ -158,14 +158,11 @@ bool run_channel_reduce(const Op& op, const Box& box, const std::vector<const Te
     if (d == 1 ? op.space.dim(d).reduce.has_value() : op.space.dim(d).reduce != Monoid::kSum)
       return false;
   // The plane operands summed: x for reduce_sum, (dy, other factor) for mul's gradient.
-  int first = 0, second = 0;
-  if (op.kind == OpKind::kReduceSum && ins.size() == 1) {
-  } else if (op.kind == OpKind::kElementwiseGrad && ins.size() == 3 &&
-             attr_s(op, "fn") == "mul") {
-    second = attr_i(op, "wrt", 0) == 0 ? 2 : 1;
-  } else {
-    return false;
-  }
+  const bool sum = op.kind == OpKind::kReduceSum && ins.size() == 1;
+  const bool grad =
+      op.kind == OpKind::kElementwiseGrad && ins.size() == 3 && attr_s(op, "fn") == "mul";
+  if (!sum && !grad) return false;
+  const int first = 0, second = grad ? (attr_i(op, "wrt", 0) == 0 ? 2 : 1) : 0;
   for (int k : {first, second})
     if (ins[k]->is_int() || op.inputs[k].padded) return false;
   const int64_t h = box.end()[2] - box.start()[2], w = box.end()[3] - box.start()[3];
@@ -180,7 +177,7 @@ bool run_channel_reduce(const Op& op, const Box& box, const std::vector<const Te
   };
   for (p[1] = box.start()[1]; p[1] < box.end()[1]; ++p[1]) {
     p[0] = box.start()[0];
-    float* d = y.fdata == nullptr ? nullptr : outs[0]->f32() + y.offset(p.data());
+    float* d = outs[0]->f32() + y.offset(p.data());
     const float* pa = a.fdata + a.offset(p.data());
     const float* pb = b.fdata + b.offset(p.data());
     for (int64_t n = 0; n < box.end()[0] - box.start()[0]; ++n) {

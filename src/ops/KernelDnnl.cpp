@@ -379,12 +379,12 @@ Plan conv_plan(const ConvProblem& c, Kind kind, bool acc, const std::vector<Post
   return p;
 }
 
-// Pooling over a ConvProblem with G = 1 and IC = OC = the channels (weights unused). Plain
 // True for oneDNN's pooling implementations of plain loops (no jit kernel).
 bool plain_impl(const std::string& impl) {
   return impl.find("simple") != std::string::npos || impl.find("ref") != std::string::npos;
 }
 
+// Pooling over a ConvProblem with G = 1 and IC = OC = the channels (weights unused). Plain
 // NCHW on both sides: the jit pooling kernels take it without reorders.
 Plan pool_plan(const ConvProblem& c, Kind kind, bool mx) {
   Plan p;

@@ -89,9 +89,10 @@ std::vector<ProfileRow> profile_rows(const Graph& g, const DeviceProgram& progra
     const Instr& in = program.instrs[i];
     if (in.kind == Instr::Kind::kFree) continue;
     ProfileRow& r = by_label[instr_label(g, in)];
+    const double per_run = times.seconds[i] / static_cast<double>(times.runs);
     ++r.calls;
-    r.seconds += times.seconds[i] / static_cast<double>(times.runs);
-    total += times.seconds[i] / static_cast<double>(times.runs);
+    r.seconds += per_run;
+    total += per_run;
   }
   std::vector<ProfileRow> rows;
   for (auto& [label, r] : by_label) {

@@ -87,13 +87,14 @@ std::vector<InstrTimes>* Session::times_for(int step, const StepLoopOptions& loo
 }
 
 Result<TensorMap> Session::execute(const TensorMap& feeds, int64_t optimizer_step,
-                                   bool feeds_unchanged, const StepLoopOptions& loop, bool timed) {
+                                   bool feeds_unchanged, const StepLoopOptions& loop,
+                                   std::vector<InstrTimes>* times) {
   ExecOptions eo{.optimizer_step = optimizer_step,
                  .feeds_unchanged = feeds_unchanged,
                  .feeds_repeat = !loop.train,
                  .overlap_ring = loop.overlap_ring,
                  .on_ring_event = loop.on_ring_event,
-                 .instr_times = timed ? &times_ : nullptr};
+                 .instr_times = times};
   if (!pipeline_) {
     if (!runner_)
       runner_ = std::make_unique<ThreadedRunner>(laid_out_ ? *laid_out_ : g_, programs_);
@@ -112,8 +113,7 @@ Result<RunResult> Session::run(TensorMap feeds, const StepLoopOptions& options) 
     if (laid_out_ && (options.train || s == options.first_step)) laid_out = relaid(feeds, layout_);
     // Forward-only steps run on the same feeds: kernels may keep what they derive from them.
     auto got = execute(laid_out_ ? laid_out : feeds, options.train ? s : 0,
-                       !options.train && s > options.first_step, options,
-                       times_for(s, options) != nullptr);
+                       !options.train && s > options.first_step, options, times_for(s, options));
     HEDDLE_TRY(got);
     permute_sequences(*got, layout_, true);
     if (options.train)

@@ -133,7 +133,8 @@ TEST(InstrProfile, LabelsNameTheKernelAndItsShape) {
   Ops ops(g);
   ValueId x = ops.param("x", TensorType(DType::kF32, IVec{2, 8, 9, 9}));
   ValueId w = ops.param("w", TensorType(DType::kF32, IVec{8, 2, 3, 5}));
-  ValueId y = ops.conv2d(x, w, {.stride = {2, 2}, .padding = {0, 0}, .dilation = {1, 1}, .groups = 4});
+  ValueId y =
+      ops.conv2d(x, w, {.stride = {2, 2}, .padding = {0, 0}, .dilation = {1, 1}, .groups = 4});
   ops.output(ops.maxpool2d(y, {.kernel = {2, 2}, .stride = {2, 2}, .padding = {0, 0}}));
   ASSERT_TRUE(ops.status().ok());
   auto grads = build_gradients(g, ops.reduce(OpKind::kReduceSum, g.outputs()[0], {0, 1, 2, 3}));

@@ -107,10 +107,10 @@ class Session {
   const std::vector<InstrTimes>& instr_times() const { return times_; }
 
  private:
-  /// The one call into the executor, per step (`optimizer_step` and `feeds_unchanged` as
-  /// ExecOptions takes them).
+  /// The one call into the executor, per step (`optimizer_step`, `feeds_unchanged` and `times`
+  /// as ExecOptions takes them).
   Result<TensorMap> execute(const TensorMap& feeds, int64_t optimizer_step, bool feeds_unchanged,
-                            const StepLoopOptions& loop, bool timed);
+                            const StepLoopOptions& loop, std::vector<InstrTimes>* times);
   /// What ExecOptions::instr_times is for step `step` of `loop`: times_ when it is profiled.
   std::vector<InstrTimes>* times_for(int step, const StepLoopOptions& loop);
   /// run() for training SPMD programs: each step's outputs land in buffers kept across steps (no
