@@ -10,7 +10,11 @@
 //   g++ -O2 -std=c++20 -fopenmp -Iinclude -Isrc/ops bench/sgemm_entries.cpp src/ops/KernelGemm.cpp
 //   \
 //       -o /tmp/sgemm_entries $(pkg-config --cflags --libs openblas) -ldnnl
-//   taskset -c 0 /tmp/sgemm_entries [rounds] [vit]
+//   taskset -c 0 /tmp/sgemm_entries [rounds] [vit|causal]
+// `causal` times one head of GPT's causal attention products whose depth the mask narrows (128
+// queries and keys, 64 wide; the strided q/k/v/o of 4 heads) two ways: 32-row blocks through
+// oneDNN's sgemm, each over its visible depths (the kernel's way on AVX-512 hosts, and on AVX2
+// hosts before packed_sgemm_causal), and packed_sgemm_causal, which narrows by register tile.
 #include <cblas.h>
 #include <omp.h>
 
@@ -81,11 +85,83 @@ double per_call(const std::function<void()>& f, int rounds, int reps) {
 
 }  // namespace
 
+namespace {
+
+// One of attention's products on one head and the depths a causal mask leaves visible (as the
+// contraction kernel's plan gives them).
+struct CausalShape {
+  const char* what;
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  heddle::kdetail::CausalTiles vis;
+};
+
+// The visible depths of `vis` for the 32-row block [u0, u1) (the union of its rows' ranges).
+std::pair<int64_t, int64_t> block_range(const heddle::kdetail::CausalTiles& vis, int64_t u0,
+                                        int64_t u1, int64_t k) {
+  if (vis.prefix) return {0, std::clamp<int64_t>(u1 - 1 + vis.d, 0, k)};
+  return {std::clamp<int64_t>(u0 + vis.d, 0, k), k};
+}
+
+int causal_main(int rounds) {
+  using heddle::kdetail::CausalTiles;
+  constexpr int64_t S = 128, D = 64, H = 256;  // sequence, head width, 4 heads' row
+  // P V and dQ = dS K (depth = keys, a prefix per query row), dV = P^T dO and dK = dS^T Q
+  // (depth = queries, a suffix per key row).
+  const CausalShape shapes[] = {
+      {"ctx p v", false, false, S, D, S, S, H, H, CausalTiles{true, true, 1}},
+      {"dV p^T dO", true, false, S, D, S, S, H, H, CausalTiles{true, false, 0}},
+      {"dQ dS k", false, false, S, D, S, S, H, H, CausalTiles{true, true, 1}},
+      {"dK dS^T q", true, false, S, D, S, S, H, H, CausalTiles{true, false, 0}},
+  };
+
+  std::printf("%-13s %-2s %4s %4s %4s | us per call: %-18s %-18s ratio\n", "product", "", "m", "n",
+              "k", "32-blocks, oneDNN", "packed, by tile");
+  for (const CausalShape& s : shapes) {
+    std::vector<float> a(static_cast<size_t>(S * H)), b(static_cast<size_t>(S * H)),
+        c(static_cast<size_t>(S * H));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 97) / 97.0f - 0.5f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 89) / 89.0f - 0.5f;
+    auto at = [](const float* p, bool t, int64_t ld, int64_t i, int64_t j) {
+      return p + (t ? j * ld + i : i * ld + j);
+    };
+    auto blocks = [&] {
+      for (int64_t i0 = 0; i0 < s.m; i0 += 32) {
+        const int64_t i1 = std::min(s.m, i0 + 32);
+        const auto [k0, k1] = block_range(s.vis, i0, i1, s.k);
+        if (k1 <= k0) continue;
+        dnnl_sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', i1 - i0, s.n, k1 - k0, 1.0f,
+                   at(a.data(), s.ta, s.lda, i0, k0), s.lda, at(b.data(), s.tb, s.ldb, k0, 0),
+                   s.ldb, 0.0f, c.data() + i0 * s.ldc, s.ldc);
+      }
+    };
+
+    const auto packed = [&] {
+      heddle::kdetail::packed_sgemm_causal(s.ta, s.tb, s.m, s.n, s.k, a.data(), s.lda, b.data(),
+                                           s.ldb, 0.0f, c.data(), s.ldc, s.vis);
+    };
+    // The two kernels alternate round by round (the fastest round of each counts), so that a
+    // slower spell of a shared host weighs on both.
+    double t_old = 1e30, t_new = 1e30;
+    for (int r = 0; r < rounds; ++r) {
+      t_old = std::min(t_old, per_call(blocks, 1, 200));
+      t_new = std::min(t_new, per_call(packed, 1, 200));
+    }
+    std::printf("%-13s %c%c %4ld %4ld %4ld |   %8.1f           %8.1f           %.2f\n", s.what,
+                s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', static_cast<long>(s.m), static_cast<long>(s.n),
+                static_cast<long>(s.k), t_old * 1e6, t_new * 1e6, t_new / t_old);
+  }
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 9;
+  omp_set_num_threads(1);
+  if (argc > 2 && std::string(argv[2]) == "causal") return causal_main(rounds);
   // A second argument "vit" measures kVitShapes instead of the GPT step's linear products.
   const bool vit = argc > 2 && std::string(argv[2]) == "vit";
-  omp_set_num_threads(1);
   openblas_set_num_threads(1);
   using dnnl::memory;
   using Dims = memory::dims;

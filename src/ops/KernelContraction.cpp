@@ -10,13 +10,15 @@
 // multiplies only its nonzeros (sparse_a_gemm): a mixture's routing einsums are most of its
 // step's FLOPs as dense products.
 // Causal attention's products skip the blocks the mask hides (KernelOptions::causal,
-// causal_gemm): a fifth to a third of their time on GPT's 128x128x64 heads.
+// causal_gemm): a fifth to a third of their time on GPT's 128x128x64 heads; on AVX2-only hosts
+// those summing over masked probabilities skip by register tile (packed_sgemm_causal).
 // Embedding lookups and their gradients are gathers/scatter-adds over the one-hot dim.
 #include <cblas.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 
 #include "KernelParallel.h"
@@ -306,13 +308,60 @@ void zero_block(float* c, int64_t ldc, int64_t i0, int64_t i1, int64_t j0, int64
   for (int64_t i = i0; i < i1; ++i) std::fill(c + i * ldc + j0, c + i * ldc + j1, 0.0f);
 }
 
+// causal_gemm by packed_sgemm_causal, on o.threads threads when worth it: false (nothing written)
+// where packed_sgemm_causal refuses.
+bool causal_packed(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_t n, int64_t k,
+                   float beta, float* c, int64_t ldc, const KernelOptions& o) {
+  CausalTiles vis;
+  vis.outer_rows = cp.outer == 'M';
+  vis.prefix = cp.outer_is_query;
+  // Visible: key <= query + shift, in box coordinates (as the block loop below reads it).
+  vis.d =
+      cp.outer_is_query ? cp.outer0 + 1 + cp.shift - cp.inner0 : cp.outer0 - cp.shift - cp.inner0;
+  if (!worth_threads(m * n * k, o))
+    return packed_sgemm_causal(a.trans, b.trans, m, n, k, a.data, a.ld, b.data, b.ld, beta, c, ldc,
+                               vis);
+  // Pieces start on whole register tiles (6 rows, 16 columns), so every piece sees the tiles the
+  // whole product would.
+  const bool split_rows = m >= n;
+  const int64_t len = split_rows ? m : n, align = split_rows ? 24 : 16;
+  const int64_t pieces = std::min<int64_t>(o.threads, (len + align - 1) / align);
+  const char axis = split_rows ? 'M' : 'N';
+  std::atomic<bool> ok{true};
+  parallel_for(o.threads, pieces, [&](int64_t i) {
+    int64_t s = len * i / pieces / align * align, e = len * (i + 1) / pieces / align * align;
+    if (i + 1 == pieces) e = len;
+    if (e <= s) return;
+    CausalTiles v = vis;  // the piece's coordinates start at s along `axis`
+    if (cp.outer == axis) v.d += s;
+    const bool done = split_rows
+                          ? packed_sgemm_causal(a.trans, b.trans, e - s, n, k, a.at(s, 0), a.ld,
+                                                b.data, b.ld, beta, c + s * ldc, ldc, v)
+                          : packed_sgemm_causal(a.trans, b.trans, m, e - s, k, a.data, a.ld,
+                                                b.at(0, s), b.ld, beta, c + s, ldc, v);
+    if (!done) ok = false;
+  });
+  return ok;
+}
+
 // C (= or +=, beta 0 or 1) A B by blocks of the plan's outer group, each over the visible range
 // of its inner group only: a K range narrowed to the terms that are not the mask's zeros, or a
 // range of C's rows or columns narrowed to those the mask does not hide (the block's others are
 // set to 0 when overwriting). Elements on the diagonal blocks are computed densely.
+//
+// Where the mask narrows the depth (P V, dQ = dS K, dV = P^T dO, dK = dS^T Q) on AVX2-only hosts,
+// the product is instead one packed_sgemm_causal call (per thread: C's rows or columns split as
+// sgemm splits them, on whole register tiles, so no element's value depends on the split): each
+// operand packed once, each 6x16 register tile summing only its visible depths. On GPT's
+// 128x128x64 heads it took 0.80-0.96 of the time of the 32-row blocks through oneDNN on an AMD
+// EPYC (Zen 3) host (bench/sgemm_entries.cpp causal); the scores and dP, whose hidden part is C's
+// own, took 0.98-1.11 that way, so they keep the blocks.
 void causal_gemm(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_t n, int64_t k,
                  float beta, float* c, int64_t ldc, const KernelOptions& o) {
   const bool rows = cp.outer == 'M';
+  if (cp.inner == 'K' && !kernels::onednn_sgemm_first() &&
+      causal_packed(cp, a, b, m, n, k, beta, c, ldc, o))
+    return;
   const int64_t len = rows ? m : n, wtot = cp.inner == 'K' ? k : rows ? n : m;
   for (int64_t u0 = 0; u0 < len; u0 += kCausalBlock) {
     const int64_t u1 = std::min(len, u0 + kCausalBlock);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "KernelUtil.h"
 
@@ -220,23 +221,127 @@ HEDDLE_AVX2 void micro_kernel(int64_t kc, const float* a, const float* b, float*
       c[i * ldc + j] = add ? c[i * ldc + j] + t[i * kNr + j] : t[i * kNr + j];
 }
 
+// Packs depths [k0, k1) of the sliver of `rows` (<= kMr) rows of A at `a` (its first row, depth 0
+// of the block) into their slots of the sliver `p` (kc x kMr, depth-major), zero-padding missing
+// rows; the other depths' slots are left as they are.
+HEDDLE_AVX2 void pack_a_depths(bool ta, const float* a, int64_t lda, int64_t rows, int64_t k0,
+                               int64_t k1, float* p) {
+  if (!ta && rows == kMr) {
+    const float* r[8];
+    for (int64_t i = 0; i < kMr; ++i) r[i] = a + i * lda + k0;
+    interleave_rows(r, kMr, k1 - k0, p + k0 * kMr, kMr);
+    return;
+  }
+  if (ta && rows == kMr) {
+    for (int64_t k = k0; k < k1; ++k) {
+      const float* s = a + k * lda;
+      float* q = p + k * kMr;
+      _mm_storeu_ps(q, _mm_loadu_ps(s));
+      q[4] = s[4];
+      q[5] = s[5];
+    }
+    return;
+  }
+  for (int64_t k = k0; k < k1; ++k)
+    for (int64_t i = 0; i < kMr; ++i)
+      p[k * kMr + i] = i >= rows ? 0.0f : ta ? a[k * lda + i] : a[i * lda + k];
+}
+
+// pack_a_depths for a sliver of `cols` (<= kNr) columns of B at `b` into `p` (kc x kNr).
+HEDDLE_AVX2 void pack_b_depths(bool tb, const float* b, int64_t ldb, int64_t cols, int64_t k0,
+                               int64_t k1, float* p) {
+  if (tb && cols == kNr) {
+    for (int64_t h = 0; h < 2; ++h) {
+      const float* r[8];
+      for (int64_t j = 0; j < 8; ++j) r[j] = b + (8 * h + j) * ldb + k0;
+      interleave_rows(r, 8, k1 - k0, p + k0 * kNr + 8 * h, kNr);
+    }
+    return;
+  }
+  if (!tb && cols == kNr) {
+    for (int64_t k = k0; k < k1; ++k) {
+      _mm256_store_ps(p + k * kNr, _mm256_loadu_ps(b + k * ldb));
+      _mm256_store_ps(p + k * kNr + 8, _mm256_loadu_ps(b + k * ldb + 8));
+    }
+    return;
+  }
+  for (int64_t k = k0; k < k1; ++k)
+    for (int64_t j = 0; j < kNr; ++j)
+      p[k * kNr + j] = j >= cols ? 0.0f : tb ? b[j * ldb + k] : b[k * ldb + j];
+}
+
+// The depths [first, second) that C's tile of rows [r0, r1) and columns [c0, c1) sums under
+// `vis`: the union of its rows' (or columns') visible ranges, within [0, k).
+std::pair<int64_t, int64_t> tile_depths(const CausalTiles& vis, int64_t r0, int64_t r1, int64_t c0,
+                                        int64_t c1, int64_t k) {
+  const int64_t u0 = vis.outer_rows ? r0 : c0, u1 = vis.outer_rows ? r1 : c1;
+  if (vis.prefix) return {0, std::clamp<int64_t>(u1 - 1 + vis.d, 0, k)};
+  return {std::clamp<int64_t>(u0 + vis.d, 0, k), k};
+}
+
+void zero_tile(float* c, int64_t ldc, int64_t mr, int64_t nr) {
+  for (int64_t i = 0; i < mr; ++i) std::fill(c + i * ldc, c + i * ldc + nr, 0.0f);
+}
+
+// C (= or += when `add`) A B, blocked and packed; with `vis`, each register tile over its visible
+// depths only. A tile sums each depth block's part of its depth range in turn: the first part it
+// has overwrites C (unless `add`), the later ones add, as the dense product's blocks do.
 HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-                         int64_t lda, const float* b, int64_t ldb, bool add, float* c,
-                         int64_t ldc) {
+                         int64_t lda, const float* b, int64_t ldb, bool add, float* c, int64_t ldc,
+                         const CausalTiles* vis) {
   PackBuffers& buf = buffers();
+  // With `vis`, the operand whose rows (A) or columns (B) the mask narrows has each sliver packed
+  // over the depths its tiles read only.
+  const bool narrow_a = vis != nullptr && vis->outer_rows, narrow_b = vis != nullptr && !narrow_a;
+  // Packs an operand's block whole, or (`narrow`) sliver by sliver (`len` rows or columns from
+  // u0, `width` per sliver) over the depths of [p0, p0 + kc) its tiles read.
+  auto pack = [&](bool narrow, int64_t u0, int64_t len, int64_t width, int64_t p0, int64_t kc,
+                  const auto& whole, const auto& sliver) {
+    if (!narrow) return whole();
+    for (int64_t r = 0; r < len; r += width) {
+      const int64_t w = std::min(width, len - r);
+      const auto [lo, hi] = tile_depths(*vis, u0 + r, u0 + r + w, u0 + r, u0 + r + w, k);
+      sliver(r, w, std::clamp<int64_t>(lo - p0, 0, kc), std::clamp<int64_t>(hi - p0, 0, kc));
+    }
+  };
   for (int64_t j0 = 0; j0 < n; j0 += kNc) {
     const int64_t nc = std::min(kNc, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kKc) {
       const int64_t kc = std::min(kKc, k - p0);
-      pack_b(tb, tb ? b + j0 * ldb + p0 : b + p0 * ldb + j0, ldb, kc, nc, buf.b);
+      const float* bb = tb ? b + j0 * ldb + p0 : b + p0 * ldb + j0;
+      pack(
+          narrow_b, j0, nc, kNr, p0, kc, [&] { pack_b(tb, bb, ldb, kc, nc, buf.b); },
+          [&](int64_t jr, int64_t nr, int64_t ka, int64_t kb) {
+            pack_b_depths(tb, tb ? bb + jr * ldb : bb + jr, ldb, nr, ka, kb, buf.b + jr * kc);
+          });
       const bool add_block = add || p0 > 0;
       for (int64_t i0 = 0; i0 < m; i0 += kMc) {
         const int64_t mc = std::min(kMc, m - i0);
-        pack_a(ta, ta ? a + p0 * lda + i0 : a + i0 * lda + p0, lda, mc, kc, buf.a);
+        const float* ab = ta ? a + p0 * lda + i0 : a + i0 * lda + p0;
+        pack(
+            narrow_a, i0, mc, kMr, p0, kc, [&] { pack_a(ta, ab, lda, mc, kc, buf.a); },
+            [&](int64_t ir, int64_t mr, int64_t ka, int64_t kb) {
+              pack_a_depths(ta, ta ? ab + ir : ab + ir * lda, lda, mr, ka, kb, buf.a + ir * kc);
+            });
         for (int64_t jr = 0; jr < nc; jr += kNr)
-          for (int64_t ir = 0; ir < mc; ir += kMr)
-            micro_kernel(kc, buf.a + ir * kc, buf.b + jr * kc, c + (i0 + ir) * ldc + j0 + jr, ldc,
-                         add_block, std::min(kMr, mc - ir), std::min(kNr, nc - jr));
+          for (int64_t ir = 0; ir < mc; ir += kMr) {
+            const int64_t mr = std::min(kMr, mc - ir), nr = std::min(kNr, nc - jr);
+            float* ct = c + (i0 + ir) * ldc + j0 + jr;
+            if (vis == nullptr) {
+              micro_kernel(kc, buf.a + ir * kc, buf.b + jr * kc, ct, ldc, add_block, mr, nr);
+              continue;
+            }
+            const auto [lo, hi] =
+                tile_depths(*vis, i0 + ir, i0 + ir + mr, j0 + jr, j0 + jr + nr, k);
+            if (hi <= lo) {
+              if (p0 == 0 && !add) zero_tile(ct, ldc, mr, nr);
+              continue;
+            }
+            const int64_t ka = std::max(p0, lo), kb = std::min(p0 + kc, hi);
+            if (kb <= ka) continue;
+            micro_kernel(kb - ka, buf.a + ir * kc + (ka - p0) * kMr,
+                         buf.b + jr * kc + (ka - p0) * kNr, ct, ldc, add || ka > lo, mr, nr);
+          }
       }
     }
   }
@@ -258,7 +363,20 @@ bool packed_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
       for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
     return true;
   }
-  blocked(ta, tb, m, n, k, a, lda, b, ldb, beta == 1.0f, c, ldc);
+  blocked(ta, tb, m, n, k, a, lda, b, ldb, beta == 1.0f, c, ldc, nullptr);
+  return true;
+}
+
+bool packed_sgemm_causal(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                         int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                         int64_t ldc, const CausalTiles& vis) {
+  if (!host_has_avx2_fma() || (beta != 0.0f && beta != 1.0f)) return false;
+  if (m <= 0 || n <= 0) return true;
+  if (k <= 0) {
+    if (beta == 0.0f) zero_tile(c, ldc, m, n);
+    return true;
+  }
+  blocked(ta, tb, m, n, k, a, lda, b, ldb, beta == 1.0f, c, ldc, &vis);
   return true;
 }
 

@@ -46,6 +46,36 @@ bool hidden_at(const IVec& p, int64_t shift) {
   return p[r - 1] > p[r - 2] + shift;
 }
 
+// A contraction told that an operand is causally masked: its einsum spec, and which operand
+// (a result, or input `operand`).
+struct MaskedCase {
+  std::string spec;
+  bool result;
+  int32_t operand;
+};
+
+// Builds the einsum of `c` into `g` (its op 0), each index letter's extent from `extent`, and
+// returns random operands for it, a masked input zero where `shift` hides it.
+template <class F>
+std::vector<Tensor> masked_einsum(Graph& g, const MaskedCase& c, int64_t shift, std::mt19937& rng,
+                                  F extent) {
+  Ops ops(g);
+  std::map<char, int64_t> ext;
+  for (char ch : c.spec)
+    if (std::isalpha(static_cast<unsigned char>(ch)) && !ext.count(ch)) ext[ch] = extent(ch);
+  einsum_of(ops, c.spec, ext);
+  EXPECT_TRUE(ops.ok());
+  std::vector<Tensor> ins;
+  for (const auto& x : g.op(0).inputs) {
+    ins.push_back(testing::random_tensor(g.type(x.value), rng, -1.0, 1.0, 2));
+    if (!c.result && &x == &g.op(0).inputs[c.operand])
+      for_each_coordinate(ins.back(), [&](const IVec& p) {
+        if (hidden_at(p, shift)) ins.back().set(p, 0.0);
+      });
+  }
+  return ins;
+}
+
 // The attention products of a causal training step are found by the analysis: the scores and
 // their gradient dP (results the mask hides in part) and the four products that sum over the
 // probabilities or the masked scores' gradient (inputs that are zero where it hides).
@@ -99,42 +129,24 @@ TEST(FastKernels, TheCausalAnalysisFindsEveryAttentionProduct) {
 // visible and is finite elsewhere. The attention products of a training step and plain ones.
 TEST(FastKernels, CausallyMaskedContractionsMatchTheReference) {
   std::mt19937 rng(43);
-  struct Case {
-    std::string spec;
-    bool result;
-    int32_t operand;
-  };
   // Scores (and dP = dO V^T), P V (and dQ = dS K), dV = P^T dO, dK = dS^T Q; plain products.
-  const std::vector<Case> cases = {
+  const std::vector<MaskedCase> cases = {
       {"bqhd,bkhd->bhqk", true, 0},  {"bhqk,bkhd->bqhd", false, 0}, {"bhqk,bqhd->bkhd", false, 0},
       {"bqhd,bhqk->bkhd", false, 1}, {"qk,kn->qn", false, 0},       {"kq,kn->qn", false, 0},
       {"nk,kq->nq", false, 1},       {"qd,kd->qk", true, 0},        {"kd,qd->kq", true, 0}};
   int64_t checked = 0;
   for (int trial = 0; trial < 220; ++trial) {
-    const Case& c = cases[trial % cases.size()];
-    Graph g;
-    Ops ops(g);
-    std::map<char, int64_t> ext;
-    for (char ch : c.spec)
-      if (std::isalpha(static_cast<unsigned char>(ch)) && !ext.count(ch))
-        ext[ch] = std::string("bh").find(ch) != std::string::npos   ? uniform(rng, 1, 2)
-                  : std::string("dn").find(ch) != std::string::npos ? uniform(rng, 1, 9)
-                                                                    : uniform(rng, 20, 100);
-    einsum_of(ops, c.spec, ext);
-    ASSERT_TRUE(ops.ok());
-    const Op& op = g.op(0);
+    const MaskedCase& c = cases[trial % cases.size()];
     const kernels::CausalOperand hint{c.result, c.operand, uniform(rng, -40, 40)};
     SCOPED_TRACE(c.spec + " shift " + std::to_string(hint.shift));
-    std::vector<Tensor> full;
-    for (const auto& x : op.inputs) {
-      full.push_back(testing::random_tensor(g.type(x.value), rng, -1.0, 1.0, 2));
-      if (!c.result && &x == &op.inputs[c.operand]) {
-        Tensor& t = full.back();
-        for_each_coordinate(t, [&](const IVec& p) {
-          if (hidden_at(p, hint.shift)) t.set(p, 0.0);
-        });
-      }
-    }
+    Graph g;
+    std::vector<Tensor> full = masked_einsum(g, c, hint.shift, rng, [&](char ch) {
+      return std::string("bh").find(ch) != std::string::npos   ? uniform(rng, 1, 2)
+             : std::string("dn").find(ch) != std::string::npos ? uniform(rng, 1, 9)
+                                                               : uniform(rng, 20, 100);
+    });
+    ASSERT_FALSE(HasFailure());
+    const Op& op = g.op(0);
     const Box box = trial % 3 == 0 ? op.space.box() : random_sub_box(op.space.box(), rng);
     std::vector<Tensor> ins;
     std::vector<const Tensor*> in_ptrs;
@@ -166,6 +178,69 @@ TEST(FastKernels, CausallyMaskedContractionsMatchTheReference) {
     ++checked;
   }
   EXPECT_EQ(checked, 220);
+}
+
+// Masked contractions of longer sequences (150-300 queries and keys: several of the packed
+// kernel's 144-row blocks, and more than its 256-deep depth block where the mask narrows the
+// depth) on one head, whole or in part, accumulating or not: they match the reference where
+// visible; and where the mask narrows the depth on hosts that run them as one packed product
+// (AVX2 without AVX-512), splitting them over 2 or 3 threads changes no bit of the result.
+TEST(FastKernels, LongCausalProductsMatchTheReferenceAndSplitsChangeNoBits) {
+  std::mt19937 rng(53);
+  const std::vector<MaskedCase> cases = {{"qd,kd->qk", true, 0},
+                                         {"qk,kd->qd", false, 0},
+                                         {"qk,qd->kd", false, 0},
+                                         {"kd,qd->kq", true, 0},
+                                         {"bqhd,bhqk->bkhd", false, 1}};
+  for (int trial = 0; trial < 30; ++trial) {
+    const MaskedCase& c = cases[trial % cases.size()];
+    const kernels::CausalOperand hint{c.result, c.operand, uniform(rng, -60, 60)};
+    SCOPED_TRACE(c.spec + " shift " + std::to_string(hint.shift));
+    Graph g;
+    std::vector<Tensor> ins = masked_einsum(g, c, hint.shift, rng, [&](char ch) {
+      return std::string("bh").find(ch) != std::string::npos ? 1
+             : ch == 'd'                                     ? uniform(rng, 1, 20)
+                                                             : uniform(rng, 150, 300);
+    });
+    ASSERT_FALSE(HasFailure());
+    const Op& op = g.op(0);
+    std::vector<const Tensor*> in_ptrs;
+    for (auto& t : ins) in_ptrs.push_back(&t);
+    const Box box = trial % 2 == 0 ? op.space.box() : random_sub_box(op.space.box(), rng);
+    const Box img = op.results[0].proj.image(box);
+    Tensor whole = testing::random_tensor(g.type(op.results[0].value), rng, -1.0, 1.0, 2);
+    Tensor out_ref = whole.crop(img);
+    kernels::KernelOptions ref;
+    ref.reference = true;
+    ASSERT_TRUE(kernels::run(op, box, in_ptrs, {&out_ref}, ref).ok());
+    std::vector<Tensor> outs;
+    for (int threads = 1; threads <= 3; ++threads) {
+      kernels::KernelOptions fast;
+      fast.threads = threads;
+      fast.grain = 1;
+      fast.causal = &hint;
+      fast.accumulate = trial % 3 == 1;
+      outs.push_back(whole.crop(img));
+      ASSERT_TRUE(kernels::run(op, box, in_ptrs, {&outs.back()}, fast).ok());
+    }
+    Tensor ref_sum = out_ref;  // what accumulating gives: the tile's values plus the product
+    if (trial % 3 == 1)
+      for_each_coordinate(ref_sum,
+                          [&](const IVec& p) { ref_sum.set(p, whole.at(p) + out_ref.at(p)); });
+    double worst = 0;
+    for_each_coordinate(ref_sum, [&](const IVec& p) {
+      if (c.result && hidden_at(p, hint.shift)) return;
+      const double x = outs[0].at(p), y = ref_sum.at(p);
+      worst = std::max(worst, std::fabs(x - y) / (1 + std::fabs(y)));
+    });
+    EXPECT_LT(worst, 2e-4) << "box " << box.to_string();
+    if (c.result || kernels::onednn_sgemm_first()) continue;
+    for (int t = 1; t < 3; ++t) {
+      EXPECT_EQ(0, std::memcmp(outs[0].f32(), outs[t].f32(),
+                               sizeof(float) * static_cast<size_t>(img.volume())))
+          << (t + 1) << " threads, box " << box.to_string();
+    }
+  }
 }
 
 // A softmax over a causal mask's result told so (KernelOptions::causal) reads each row's visible
