@@ -2,7 +2,8 @@
 // (2) the reference interpreter on a GEMM-heavy MLP as a ratio to raw cblas_sgemm GFLOP/s on the
 // same GEMMs, measured in the same run with the same BLAS thread count; (3) convolution kernels
 // (forward, input and weight gradients) on a ResNet-50 layer shape: im2col + sgemm against the
-// direct per-point loops, as ratios measured in the same run.
+// direct per-point loops, as ratios measured in the same run; (4) reductions over leading axes
+// against a plain row loop.
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -145,14 +146,52 @@ void bench_conv(const char* layer, int64_t n, int64_t c, int64_t hw) {
   }
 }
 
+// reduce_sum and reduce_max over the leading axes of a [8, 128, n] tensor (a bias gradient, or a
+// user's ReduceSum over batch and sequence), as Ops::reduce builds it (index space [n, 8:sum,
+// 128:sum]), against a plain loop adding each contiguous row into the result: best of 20.
+void bench_reduce(int64_t n) {
+  heddle::Graph g("reduce");
+  heddle::Ops o(g);
+  heddle::ValueId x = o.param("x", heddle::f32({8, 128, n}));
+  o.output(o.reduce(heddle::OpKind::kReduceSum, x, {0, 1}));
+  o.output(o.reduce(heddle::OpKind::kReduceMax, x, {0, 1}));
+  if (!o.ok()) std::abort();
+  heddle::Tensor t(g.type(x)), y(heddle::DType::kF32, heddle::IVec({n}));
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = static_cast<float>(i % 13) * 0.1f;
+  std::vector<float> acc(static_cast<size_t>(n));
+  const float* src = t.f32();
+  float* __restrict__ dst = acc.data();
+  const double plain = best_of(20, [&] {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t r = 0; r < 8 * 128; ++r)
+      for (int64_t j = 0; j < n; ++j) dst[j] += src[r * n + j];
+  });
+  const double bytes = static_cast<double>(t.numel()) * 4;
+  for (heddle::OpId id = 0; id < g.num_ops(); ++id) {
+    const heddle::Op& op = g.op(id);
+    const double s = best_of(20, [&] {
+      if (!heddle::kernels::run(op, op.space.box(), {&t}, {&y}).ok()) std::abort();
+    });
+    fmt::print(
+        "{} [8, 128, {}] over axes 0, 1: {:.1f} us ({:.1f} GB/s), a plain row loop {:.1f} us: "
+        "{:.2f}x its time\n",
+        heddle::op_kind_name(op.kind), n, s * 1e6, bytes / s / 1e9, plain * 1e6, s / plain);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--reduce") {  // the reduction figures alone
+    for (int64_t n : {256, 1024}) bench_reduce(n);
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "--conv") {  // the convolution figures alone
     bench_conv("resnet50 layer3 (conv2 of a bottleneck)", 1, 256, 14);
     return 0;
   }
   bench_conv("resnet50 layer3 (conv2 of a bottleneck)", 1, 256, 14);
+  for (int64_t n : {256, 1024}) bench_reduce(n);
   bench_training_graph();
   bench_interpreter(1, 512, 2048, 4);
   bench_interpreter(2, 512, 2048, 4);

@@ -108,6 +108,24 @@ void fill_box(Tensor& t, const Box& b, float v) {
   });
 }
 
+Box unit_stride_last(const Box& box, std::vector<Access>& ai, std::vector<Access>& ao) {
+  const int64_t r = box.rank();
+  if (r < 2 || ai.empty() || ai[0].coef[r - 1] == 1) return box;
+  int64_t u = -1;
+  for (int64_t d = 0; d < r - 1 && u < 0; ++d)
+    if (ai[0].coef[d] == 1 && box.end()[d] - box.start()[d] > 1) u = d;
+  if (u < 0) return box;
+  for (const Access& a : ao)
+    if (a.coef[u] != 0 && a.coef[u] != 1) return box;
+  auto last = [&](std::vector<int64_t> v) {
+    std::rotate(v.begin() + u, v.begin() + u + 1, v.end());
+    return v;
+  };
+  for (auto* as : {&ai, &ao})
+    for (Access& a : *as) a.coef = last(a.coef);
+  return Box(IVec(last(box.start().values())), IVec(last(box.end().values())));
+}
+
 bool unit_windows(const Op& op) {
   for (const auto* v : {&op.inputs, &op.results})
     for (const auto& o : *v)

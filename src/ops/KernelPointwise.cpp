@@ -174,7 +174,8 @@ Status run_pointwise(const Op& op, const Box& box, const std::vector<const Tenso
       auto inv = static_cast<float>(1.0 / reduce_count(op));
       pointwise(
           op, box, ins, outs, mode,
-          [&](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0] * inv; });
+          [&](const float* in, float* out, const int64_t*, int64_t) { out[0] = in[0] * inv; }, fast,
+          {}, kMergeRows);
       return {};
     }
     case OpKind::kConcat:

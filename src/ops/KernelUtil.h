@@ -153,6 +153,15 @@ inline void store_as(float* dst, float v) {
 /// Lanes of a row summed by unit_row_as (a vector register of floats).
 inline constexpr int64_t kSumLanes = 16;
 
+/// For a loop whose body reads neither the point nor the offset: when the first input walks the
+/// box's last dim with a stride other than 1 and another dim with stride 1 (and every result
+/// walks that dim with stride 0 or 1), moves that dim to the end of `box` and of every access's
+/// coefficients, and returns the permuted box; else returns `box`. A reduction over leading axes
+/// (y[c] = sum over a, b of x[a, b, c], its index space [c, a, b]) then adds contiguous rows of x
+/// into y instead of striding down x's columns; each element still sums its terms in the same
+/// order of the reduced dims.
+Box unit_stride_last(const Box& box, std::vector<Access>& ai, std::vector<Access>& ao);
+
 /// The row loop of pointwise_as with the strides as constants (so the compiler vectorizes it when
 /// f is simple): a and b step by SA and SB (0 or 1), d by 1, or, for a sum, by 0: the row sums
 /// into kSumLanes lanes (element j into lane j mod kSumLanes), which are then added in order to
@@ -275,9 +284,10 @@ void pointwise_as(const Box& box, std::vector<Access>& ai, std::vector<Access>& 
     }
   };
   if (!merge || slow || r == 0) return for_each_row(box, row);
+  const Box order = unit_stride_last(box, ai, ao);
   std::vector<Access> all(ai);
   all.insert(all.end(), ao.begin(), ao.end());
-  for_each_merged_row(box, all, row);
+  for_each_merged_row(order, all, row);
 }
 
 /// Pointwise loop over operands with unit windows: f(in, out, p, j) gets the input values of the

@@ -169,6 +169,36 @@ TEST(FastKernels, RowAndPointwiseKernelsOnRandomShapesMatchTheReference) {
   EXPECT_GT(checked, 4000);
 }
 
+// Reductions (sum, mean, max, min) over random sets of axes of 2-4 dim tensors, kept or dropped,
+// on random sub-boxes, tiles, accumulation and threads, match the reference: among them the
+// leading axes alone, whose loop runs along the input's contiguous last dim (unit_stride_last).
+TEST(FastKernels, ReductionsOverAnyAxesMatchTheReference) {
+  std::mt19937 rng(61);
+  int64_t checked = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    Graph g;
+    Ops ops(g);
+    const int64_t rank = uniform(rng, 2, 4);
+    std::vector<int64_t> shape;
+    for (int64_t d = 0; d < rank; ++d)
+      shape.push_back(uniform(rng, d == 0 ? 2 : 3, d + 1 == rank ? 70 : 12));
+    ValueId x = ops.param("x", f32(shape));
+    std::vector<int64_t> axes;
+    for (int64_t d = 0; d < rank; ++d)
+      if (uniform(rng, 0, 1) == 1) axes.push_back(d);
+    if (axes.empty()) axes.push_back(0);
+    if (trial % 3 == 0) axes.assign({0});  // the leading axis alone
+    const bool keep = uniform(rng, 0, 1) == 1;
+    for (OpKind k :
+         {OpKind::kReduceSum, OpKind::kReduceMean, OpKind::kReduceMax, OpKind::kReduceMin})
+      ops.output(ops.reduce(k, x, axes, keep));
+    ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+    std::map<ValueId, Tensor> full;
+    for (const Op& op : g.ops()) checked += check_op(g, op, full, rng, trial % 4 == 0);
+  }
+  EXPECT_GT(checked, 400);
+}
+
 // The vector loops of the activations, softmax and the norms (src/ops/Simd.h) on rows of every
 // length up to 200 (so every size of a zero-padded tail), with values far into the clamped ranges
 // of fast_exp and fast_erf: the forward ops and every gradient op autodiff makes of them.
