@@ -203,22 +203,34 @@ class Heddle:
         return c
 
     def cpu_per_step(self, args, cores, steps, cpus, threads=None, mpi_ranks=0):
-        """CPU seconds per step: the median CPU of the timed runs (`cpus`, `steps` steps each)
-        less that of one more run of the same command with 1 step (start-up, import, planning
-        and the first step), over steps - 1. Load from other jobs does not inflate CPU time as
-        it does wall time."""
-        if steps < 2 or not cpus:
+        """CPU seconds per step from the timed runs' records (`cpus`: self.last_cpu of each run,
+        `steps` steps each): the median of heddle's own per-step figure (`median_step_cpu_s`,
+        the process's CPU time inside its steps) where every run reported it and one process
+        ran them all (not MPI: that figure is rank 0's). Otherwise the median CPU of the runs
+        less the median of as many runs of the same command with 1 step (start-up, import,
+        planning and the first step), over steps - 1. Load from other jobs does not inflate CPU
+        time as it does wall time. (That difference's start-up spread moved forward rows of 3
+        steps by tens of ms.)"""
+        if not cpus:
+            return float("nan")
+        if not mpi_ranks and all(c[1] is not None for c in cpus):
+            return median([c[1] for c in cpus])
+        if steps < 2:
             return float("nan")
         one = [x for x in args]
         i = one.index("--steps")
         one[i + 1] = "1"
-        self.run(one, cores, threads, mpi_ranks)
-        return max(median(cpus) - self.last_cpu, 0.0) / (steps - 1)
+        base = []
+        for _ in cpus:
+            self.run(one, cores, threads, mpi_ranks)
+            base.append(self.last_cpu[0])
+        return max(median([c[0] for c in cpus]) - median(base), 0.0) / (steps - 1)
 
     def run(self, args, cores, threads=None, mpi_ranks=0):
         """One heddle process on `cores` cores with `threads` threads per device (default: as
-        many as cores); returns (seconds per step, parsed JSON). The process's CPU seconds (user
-        + system, every thread, start-up included) are left in self.last_cpu."""
+        many as cores); returns (seconds per step, parsed JSON). self.last_cpu is left as (the
+        process's CPU seconds: user + system, every thread, start-up included; heddle's
+        `median_step_cpu_s`, or None where the binary does not report it)."""
         threads = threads or cores
         c = self.cmd(args + ["--json"], cores, threads, mpi_ranks)
         cpu0 = _child_cpu()
@@ -227,7 +239,7 @@ class Heddle:
                                env=self.env(threads))
         except subprocess.TimeoutExpired:
             raise Failed(f"heddle timed out after {self.timeout:.0f} s")
-        self.last_cpu = _child_cpu() - cpu0
+        self.last_cpu = (_child_cpu() - cpu0, None)
         if r.returncode != 0:
             msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
             errors = [m for m in msg if "error" in m.lower() and "mpirun" not in m.lower()
@@ -238,6 +250,7 @@ class Heddle:
             j = json.loads(r.stdout[r.stdout.index("{"):])
         except ValueError:
             raise Failed("heddle printed no JSON: " + r.stdout[:200])
+        self.last_cpu = (self.last_cpu[0], j.get("median_step_cpu_s"))
         return step_seconds(j), j
 
 
@@ -589,7 +602,10 @@ def run_dist(name, a, heddle, tt):
                 _, j = heddle.run(args, cores, 1, ranks)
                 h = dist_seconds(j)
                 times[label][r] = h
-                cpus[label].append(heddle.last_cpu)
+                # (as dist_seconds: the steps after the first)
+                per_step = j.get("step_cpu_s") or []
+                cpus[label].append((heddle.last_cpu[0],
+                                    median(per_step[1:]) if len(per_step) > 1 else None))
                 digests[label] = (j.get("output_digest"), j.get("loss", [None])[-1])
                 log(f"  {name} {label} round {r + 1}: {h:.4f} s")
             except Failed as e:
@@ -685,8 +701,8 @@ def main():
     p.add_argument("--warmup", type=int, default=1, help="PyTorch warm-up steps per round")
     p.add_argument("--no-mpi", dest="mpi", action="store_false", help="skip the MPI runs")
     p.add_argument("--cpu", action="store_true",
-                   help="also report CPU seconds per step of both sides (one more 1-step heddle "
-                   "run per case and thread count); on a busy machine CPU time is what wall time "
+                   help="also report CPU seconds per step of both sides (as many more 1-step "
+                   "heddle runs as rounds, per case and thread count); on a busy machine CPU time is what wall time "
                    "would be on an idle one, without the other jobs' share")
     p.add_argument("--pin", dest="pin", action="store_true", default=True,
                    help="confine both sides to the first k cores at k threads (default)")

@@ -258,7 +258,7 @@ class Plan(Result):
 class RunResult(Result):
     """A run's results: ``outputs`` (numpy arrays in the model's output order, sharing the run's
     memory), ``loss`` (training), ``ok``/``max_abs_error``/``max_rel_error`` (``check=True``),
-    ``step_times_s``, ``median_step_s``, ``devices``, ``strategy``, ``peak_bytes_per_device``,
+    ``step_times_s``, ``median_step_s``, ``step_cpu_s``, ``median_step_cpu_s``, ``devices``, ``strategy``, ``peak_bytes_per_device``,
     ``profile`` (``profile=True``)."""
 
 

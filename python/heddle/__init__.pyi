@@ -63,6 +63,8 @@ class RunResult(Result):
     strategy: str
     step_times_s: List[float]
     median_step_s: float
+    step_cpu_s: List[float]
+    median_step_cpu_s: float
     wall_time_s: float
     peak_bytes_per_device: List[int]
 

@@ -129,6 +129,8 @@ void bind_run(py::module_& m) {
     r["wall_time_s"] = s.result.wall_time_s();
     r["step_times_s"] = s.result.step_times_s;
     r["median_step_s"] = s.result.median_step_s();
+    r["step_cpu_s"] = s.result.step_cpu_s;
+    r["median_step_cpu_s"] = s.result.median_step_cpu_s();
     r["peak_bytes_per_device"] = s.peak_bytes_per_device;
     if (o.train) r["loss"] = s.result.losses;
     if (profile) {  // as the CLI's JSON `profile`: device 0's timed step by kernel

@@ -47,6 +47,8 @@ nlohmann::json summary_json(const RunSummary& s, const std::string& backend, boo
   if (!s.params_digest.empty()) j["params_digest"] = s.params_digest;
   j["step_times_s"] = s.result.step_times_s;
   j["median_step_s"] = s.result.median_step_s();
+  j["step_cpu_s"] = s.result.step_cpu_s;
+  j["median_step_cpu_s"] = s.result.median_step_cpu_s();
   if (!s.peak_bytes_per_device.empty()) j["peak_bytes_per_device"] = s.peak_bytes_per_device;
   if (!s.profile.empty()) {
     j["profile"] = nlohmann::json::array();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <map>
 
 #include "heddle/runtime/HostMemory.h"
@@ -17,13 +18,28 @@ double RunResult::wall_time_s() const {
   return sum;
 }
 
-double RunResult::median_step_s() const {
-  if (step_times_s.empty()) return 0;
-  std::vector<double> t = step_times_s;
+namespace {
+
+// The median of `t` (the mean of the middle two for an even count; 0 when empty).
+double median_of(std::vector<double> t) {
+  if (t.empty()) return 0;
   std::sort(t.begin(), t.end());
   const size_t n = t.size();
   return n % 2 == 1 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
+
+// This process's CPU seconds so far (every thread).
+double process_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+}  // namespace
+
+double RunResult::median_step_s() const { return median_of(step_times_s); }
+
+double RunResult::median_step_cpu_s() const { return median_of(step_cpu_s); }
 
 std::optional<size_t> RunResult::first_nonfinite_loss() const {
   for (size_t k = 0; k < losses.size(); ++k)
@@ -37,9 +53,11 @@ Result<RunResult> run_steps(const Graph& g, const StepFn& step, const StepLoopOp
   RunResult out;
   for (int s = options.first_step; s <= options.steps; ++s) {
     auto t0 = std::chrono::steady_clock::now();
+    const double c0 = process_cpu_s();
     auto got = step(s);
     out.step_times_s.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    out.step_cpu_s.push_back(process_cpu_s() - c0);
     HEDDLE_TRY(got);
     if (!got->has_value()) continue;
     const TensorMap& outputs = **got;

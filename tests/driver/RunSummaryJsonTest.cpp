@@ -14,12 +14,15 @@ TEST(RunSummaryJson, KeysFollowWhatTheRunHad) {
   s.strategy = "dp=2";
   s.digest = "abc";
   s.result.step_times_s = {0.5, 0.25, 0.75};
+  s.result.step_cpu_s = {0.75, 0.5, 1.5, 1.0};
   s.result.losses = {2.0f, 1.0f, 0.5f};
   nlohmann::json plain = summary_json(s, "threads", false);
   EXPECT_TRUE(plain["ok"].get<bool>());
   EXPECT_EQ(plain["devices"], 2);
   EXPECT_EQ(plain["backend"], "threads");
   EXPECT_EQ(plain["median_step_s"].get<double>(), 0.5);
+  EXPECT_EQ(plain["step_cpu_s"].size(), 4u);
+  EXPECT_EQ(plain["median_step_cpu_s"].get<double>(), 0.875);
   for (const char* absent : {"pipeline", "loss", "params_digest", "max_abs_error",
                              "rank_feed_bytes_max", "peak_bytes_per_device"})
     EXPECT_FALSE(plain.contains(absent)) << absent;

@@ -43,6 +43,7 @@ def test_training_losses_equal_the_cli(tiny):
     assert r.ok and len(r.loss) == 3
     assert r.loss == want["loss"]
     assert len(r.step_times_s) == 3 and r.median_step_s > 0
+    assert len(r.step_cpu_s) == 3 and r.median_step_cpu_s > 0
 
 
 def test_run_errors():

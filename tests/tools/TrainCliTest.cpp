@@ -137,8 +137,8 @@ TEST(TrainCli, BadRequestsExitOne) {
   EXPECT_GT(nlohmann::json::parse(show.out).at("flops").get<double>(), 2e15);
 }
 
-// --steps repeats forward-only runs too; JSON reports every step's time, the median and each
-// device's peak bytes; the outputs equal a one-step run's.
+// --steps repeats forward-only runs too; JSON reports every step's time and CPU time, their
+// medians and each device's peak bytes; the outputs equal a one-step run's.
 TEST(TrainCli, ForwardStepsAreTimedAndRepeatable) {
   Ran three = heddle("run mlp --mesh 2 --steps 3 --check --json");
   ASSERT_EQ(three.code, 0) << three.out.substr(0, 400);
@@ -147,6 +147,15 @@ TEST(TrainCli, ForwardStepsAreTimedAndRepeatable) {
   std::vector<double> t = j.at("step_times_s").get<std::vector<double>>();
   std::sort(t.begin(), t.end());
   EXPECT_DOUBLE_EQ(j.at("median_step_s").get<double>(), t[1]);
+  // Every step's CPU time: some, and no more than the process's two devices' threads could
+  // spend in the step's wall time (the clock's granularity aside).
+  std::vector<double> cpu = j.at("step_cpu_s").get<std::vector<double>>();
+  ASSERT_EQ(cpu.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_GE(cpu[i], 0.0);
+    EXPECT_LE(cpu[i], 2 * j.at("step_times_s")[i].get<double>() + 0.01) << "step " << i + 1;
+  }
+  EXPECT_GT(j.at("median_step_cpu_s").get<double>(), 0.0);
   ASSERT_EQ(j.at("peak_bytes_per_device").size(), 2u);
   EXPECT_GT(j.at("peak_bytes_per_device")[0].get<int64_t>(), 0);
   EXPECT_TRUE(j.at("ok").get<bool>());

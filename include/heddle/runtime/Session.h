@@ -58,10 +58,15 @@ struct RunResult {
   TensorMap outputs;                 ///< the last step's outputs (empty where none were held)
   std::vector<double> losses;        ///< per step, training only
   std::vector<double> step_times_s;  ///< wall time of every step, in order
+  /// CPU time of this process (user + system, every thread) during every step, in order: what a
+  /// step costs without the share of the cores other jobs took (under MPI, this rank's).
+  std::vector<double> step_cpu_s;
   /// The sum of step_times_s.
   double wall_time_s() const;
   /// The median of step_times_s (the mean of the middle two for an even count; 0 when empty).
   double median_step_s() const;
+  /// The median of step_cpu_s, as median_step_s.
+  double median_step_cpu_s() const;
   /// The 1-based step whose loss is the first NaN or infinity (a diverged run); none if all are
   /// finite.
   std::optional<size_t> first_nonfinite_loss() const;
