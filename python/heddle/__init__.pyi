@@ -67,6 +67,8 @@ class RunResult(Result):
     median_step_cpu_s: float
     wall_time_s: float
     peak_bytes_per_device: List[int]
+    held_bytes_per_device: List[int]
+    predicted_peak_bytes_per_device: List[float]
 
 class Schedule(Result):
     makespan: float

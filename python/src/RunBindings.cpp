@@ -132,6 +132,9 @@ void bind_run(py::module_& m) {
     r["step_cpu_s"] = s.result.step_cpu_s;
     r["median_step_cpu_s"] = s.result.median_step_cpu_s();
     r["peak_bytes_per_device"] = s.peak_bytes_per_device;
+    if (!s.held_bytes_per_device.empty()) r["held_bytes_per_device"] = s.held_bytes_per_device;
+    if (!s.predicted_peak_bytes_per_device.empty())
+      r["predicted_peak_bytes_per_device"] = s.predicted_peak_bytes_per_device;
     if (o.train) r["loss"] = s.result.losses;
     if (profile) {  // as the CLI's JSON `profile`: device 0's timed step by kernel
       py::list rows;

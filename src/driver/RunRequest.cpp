@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "heddle/driver/RunCheckpoints.h"
+#include "heddle/driver/RunPrediction.h"
 #include "heddle/ops/Interpreter.h"
+#include "heddle/runtime/HostMemory.h"
 #include "heddle/runtime/ProgramFiles.h"
 #include "heddle/runtime/RunInputs.h"
 #include "heddle/search/RunPlan.h"
@@ -200,6 +202,10 @@ void describe(const Graph& g, const Session& session, RunSummary& s) {
     }
   } else {
     s.stats = program_stats(g, session.programs());
+    s.held_bytes_per_device = feed_bytes_per_device(g, session.programs());
+    for (size_t d = 0; d < s.held_bytes_per_device.size() && d < s.peak_bytes_per_device.size();
+         ++d)
+      s.held_bytes_per_device[d] += s.peak_bytes_per_device[d];
   }
   s.devices_text = std::to_string(s.mesh.num_devices()) + " threads";
   s.model_name = g.name();
@@ -245,6 +251,13 @@ Result<ThreadRun> run_threads(const RunRequest& r, PreparedRun& p, const ThreadR
   s.result = std::move(*ran);
   s.check = out.reference ? &out.reference->errors() : nullptr;
   describe(g, **session, s);
+  if (!s.held_bytes_per_device.empty()) {
+    auto predicted = predicted_peak_bytes(r, s.strategy, s.mesh.num_devices());
+    if (predicted.ok())
+      s.predicted_peak_bytes_per_device = std::move(*predicted);
+    else
+      s.no_prediction = predicted.error().message;
+  }
   const Session& run = **session;
   if (r.profile && !run.instr_times().empty())
     s.profile = profile_rows(g, run.programs()[0], run.instr_times()[0]);

@@ -50,6 +50,9 @@ nlohmann::json summary_json(const RunSummary& s, const std::string& backend, boo
   j["step_cpu_s"] = s.result.step_cpu_s;
   j["median_step_cpu_s"] = s.result.median_step_cpu_s();
   if (!s.peak_bytes_per_device.empty()) j["peak_bytes_per_device"] = s.peak_bytes_per_device;
+  if (!s.held_bytes_per_device.empty()) j["held_bytes_per_device"] = s.held_bytes_per_device;
+  if (!s.predicted_peak_bytes_per_device.empty())
+    j["predicted_peak_bytes_per_device"] = s.predicted_peak_bytes_per_device;
   if (!s.profile.empty()) {
     j["profile"] = nlohmann::json::array();
     for (const ProfileRow& r : s.profile)

@@ -92,10 +92,25 @@ std::string summary_text(const RunSummary& s, const RunArguments& a) {
                      a.train || steps > 1 ? fmt::format(" for {} steps (median {:.4f} s)", steps,
                                                         s.result.median_step_s())
                                           : "");
-  if (!s.peak_bytes_per_device.empty())
-    out += fmt::format("memory     largest device peak {} of live tiles\n",
-                       human_bytes(static_cast<double>(*std::max_element(
-                           s.peak_bytes_per_device.begin(), s.peak_bytes_per_device.end()))));
+  if (!s.peak_bytes_per_device.empty()) {
+    auto largest = [](const auto& v) {
+      return static_cast<double>(*std::max_element(v.begin(), v.end()));
+    };
+    out += fmt::format("memory     largest device peak {} of live tiles",
+                       human_bytes(largest(s.peak_bytes_per_device)));
+    if (!s.held_bytes_per_device.empty())
+      out += fmt::format(", {} with the parameters and inputs it reads",
+                         human_bytes(largest(s.held_bytes_per_device)));
+    out += "\n";
+    if (!s.predicted_peak_bytes_per_device.empty())
+      out += fmt::format(
+          "           the cost model predicts {} (simulate --executor, the cpu cluster at {} "
+          "devices)\n",
+          human_bytes(largest(s.predicted_peak_bytes_per_device)),
+          s.predicted_peak_bytes_per_device.size());
+    else if (!s.no_prediction.empty())
+      out += fmt::format("           no cost-model prediction: {}\n", s.no_prediction);
+  }
   if (!s.profile.empty()) out += profile_text(s.profile);
   if (s.check) out += check_text(*s.check, a);
   return out;

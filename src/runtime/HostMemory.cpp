@@ -76,6 +76,18 @@ std::vector<int64_t> peak_bytes_per_device(const Graph& g,
   return out;
 }
 
+std::vector<int64_t> feed_bytes_per_device(const Graph& g,
+                                           const std::vector<DeviceProgram>& programs) {
+  std::vector<int64_t> out;
+  for (const auto& p : programs) {
+    int64_t bytes = 0;
+    for (const auto& [v, hull] : load_hulls(p))
+      bytes += tensor_storage_bytes(g.type(v).dtype(), hull.volume());
+    out.push_back(bytes);
+  }
+  return out;
+}
+
 std::vector<int64_t> pipeline_peak_bytes(const PipelineProgram& P) {
   std::vector<int64_t> out(static_cast<size_t>(P.num_devices()), 0);
   auto take = [&](int64_t stage, const StageBlock& b) {

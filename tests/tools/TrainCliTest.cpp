@@ -166,4 +166,45 @@ TEST(TrainCli, ForwardStepsAreTimedAndRepeatable) {
   EXPECT_EQ(k.at("output_digest"), j.at("output_digest"));
 }
 
+// Each device's peak sits next to the cost model's figure for it: what the device holds (its
+// peak of live tiles plus the parameters, optimizer state and inputs it reads) and what the
+// simulator predicts under heddle's executor for the same strategy on as many devices. On one
+// device the held bytes beyond the peak are the whole training feeds: every parameter with its
+// two AdamW moments (`show --train` counts them) and the token ids and labels. Pipelines report
+// neither.
+TEST(TrainCli, RunsPutThePeakNextToTheCostModelsPrediction) {
+  Ran show = heddle("show gpt-tiny --train --json");
+  ASSERT_EQ(show.code, 0) << show.out.substr(0, 400);
+  const double states = 4 * nlohmann::json::parse(show.out).at("parameters").get<double>();
+  for (const char* strategy : {"", " --mesh 2 --strategy dp=2", " --mesh 2 --strategy tp=2"}) {
+    SCOPED_TRACE(strategy);
+    const bool one = std::string(strategy).empty();
+    Ran r = heddle(std::string("run gpt-tiny --train --steps 1 --json") +
+                   (one ? " --mesh 1" : strategy));
+    ASSERT_EQ(r.code, 0) << r.out.substr(0, 400);
+    auto j = nlohmann::json::parse(r.out);
+    const auto peak = j.at("peak_bytes_per_device").get<std::vector<int64_t>>();
+    const auto held = j.at("held_bytes_per_device").get<std::vector<int64_t>>();
+    const auto predicted = j.at("predicted_peak_bytes_per_device").get<std::vector<double>>();
+    ASSERT_EQ(held.size(), peak.size());
+    ASSERT_EQ(predicted.size(), peak.size());
+    for (size_t d = 0; d < peak.size(); ++d) {
+      EXPECT_GT(held[d], peak[d]) << "device " << d;
+      EXPECT_GT(predicted[d], 0) << "device " << d;
+    }
+    if (one) {  // the feeds: parameters and moments, plus [8, 128] ids and labels of int64
+      EXPECT_GE(static_cast<double>(held[0] - peak[0]), states);
+      EXPECT_LE(static_cast<double>(held[0] - peak[0]), states + 2 * 8 * 128 * 8);
+    }
+    Ran text =
+        heddle(std::string("run gpt-tiny --train --steps 1") + (one ? " --mesh 1" : strategy));
+    EXPECT_NE(text.out.find("the cost model predicts"), std::string::npos) << text.out;
+  }
+  Ran pipe = heddle("run gpt-tiny --train --steps 1 --mesh 2 --strategy pp=2 --json");
+  ASSERT_EQ(pipe.code, 0) << pipe.out.substr(0, 400);
+  auto p = nlohmann::json::parse(pipe.out);
+  EXPECT_TRUE(p.contains("peak_bytes_per_device"));
+  EXPECT_FALSE(p.contains("predicted_peak_bytes_per_device"));
+}
+
 }  // namespace

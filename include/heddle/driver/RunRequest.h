@@ -144,6 +144,16 @@ struct RunSummary {
   /// Per device, its peak bytes of tiles (JSON `peak_bytes_per_device`): the executor's planned
   /// arena on threads, else the programs' estimate (HostMemory.h); empty: unknown.
   std::vector<int64_t> peak_bytes_per_device;
+  /// Per device of an SPMD run, what it holds at its peak: peak_bytes_per_device plus the feeds
+  /// its program reads (feed_bytes_per_device(); JSON `held_bytes_per_device`), the figure the
+  /// cost model predicts; empty for pipelines.
+  std::vector<int64_t> held_bytes_per_device;
+  /// Per device, the cost model's peak bytes for the same model and strategy
+  /// (predicted_peak_bytes(); JSON `predicted_peak_bytes_per_device`), where the run measured
+  /// held_bytes_per_device and the simulator could price it; else empty, with the reason in
+  /// `no_prediction`.
+  std::vector<double> predicted_peak_bytes_per_device;
+  std::string no_prediction;  ///< why there is no prediction (empty: there is one, or no figure)
   std::string digest;         ///< output_digest() of the last step
   std::string params_digest;  ///< training: params_digest() of the final parameters (JSON)
   const CheckErrors* check = nullptr;

@@ -26,6 +26,12 @@ int64_t program_peak_bytes(const Graph& g, const DeviceProgram& program);
 std::vector<int64_t> peak_bytes_per_device(const Graph& g,
                                            const std::vector<DeviceProgram>& programs);
 
+/// Per device, in device order: the bytes of the parameters and inputs its program reads, each
+/// value counted once over the smallest box covering its loads (load_hulls()): the part of the
+/// feeds the device holds beside program_peak_bytes() (under MPI, what its rank materializes).
+std::vector<int64_t> feed_bytes_per_device(const Graph& g,
+                                           const std::vector<DeviceProgram>& programs);
+
 /// Per global device of a pipeline: the largest program_peak_bytes() over the blocks (forward,
 /// backward, weight-gradient, optimizer) its stage runs. An estimate from below: values stashed
 /// between blocks of different micro-batches are not counted.

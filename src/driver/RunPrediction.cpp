@@ -1,0 +1,31 @@
+// The cost model's memory figure for a run (heddle/driver/RunPrediction.h).
+#include "heddle/driver/RunPrediction.h"
+
+#include "heddle/cost/Cluster.h"
+#include "heddle/driver/SimulateModel.h"
+
+namespace heddle::driver {
+
+Result<std::vector<double>> predicted_peak_bytes(const RunRequest& r, const std::string& strategy,
+                                                 int64_t devices) {
+  auto cluster = cost::resolve_cluster("cpu");
+  HEDDLE_TRY(cluster);
+  cluster->count = devices;
+  cluster->devices_per_node = devices;
+  SimulateModelRequest q;
+  q.model = r.model;
+  q.strategy = strategy;
+  q.train = r.train;
+  q.executor = true;
+  auto sim = simulate_model(q, *cluster);
+  HEDDLE_TRY(sim);
+  std::vector<double> out;
+  for (const cost::StageResult& st : sim->result().stages)
+    out.insert(out.end(), static_cast<size_t>(st.devices), st.peak_memory_bytes);
+  if (static_cast<int64_t>(out.size()) != devices)
+    return Diagnostic("the simulated stages hold " + std::to_string(out.size()) +
+                      " devices, the run " + std::to_string(devices));
+  return out;
+}
+
+}  // namespace heddle::driver
