@@ -3,11 +3,15 @@
 
 #include "heddle/cost/Cluster.h"
 #include "heddle/driver/SimulateModel.h"
+#include "heddle/sharding/StrategySpec.h"
 
 namespace heddle::driver {
 
 Result<std::vector<double>> predicted_peak_bytes(const RunRequest& r, const std::string& strategy,
                                                  int64_t devices) {
+  if (auto spec = StrategySpec::parse(strategy); spec.ok() && spec->auto_search)
+    return Diagnostic(
+        "the plan shards op by op (`auto`), and the cost model prices dp/tp/pp degrees");
   auto cluster = cost::resolve_cluster("cpu");
   HEDDLE_TRY(cluster);
   cluster->count = devices;

@@ -200,6 +200,12 @@ TEST(TrainCli, RunsPutThePeakNextToTheCostModelsPrediction) {
         heddle(std::string("run gpt-tiny --train --steps 1") + (one ? " --mesh 1" : strategy));
     EXPECT_NE(text.out.find("the cost model predicts"), std::string::npos) << text.out;
   }
+  // An op-by-op plan has its held bytes and says why there is no prediction.
+  Ran searched = heddle("run gpt-tiny --train --steps 1 --mesh 2 --strategy auto");
+  ASSERT_EQ(searched.code, 0) << searched.out.substr(0, 400);
+  EXPECT_NE(searched.out.find("no cost-model prediction: the plan shards op by op"),
+            std::string::npos)
+      << searched.out;
   Ran pipe = heddle("run gpt-tiny --train --steps 1 --mesh 2 --strategy pp=2 --json");
   ASSERT_EQ(pipe.code, 0) << pipe.out.substr(0, 400);
   auto p = nlohmann::json::parse(pipe.out);

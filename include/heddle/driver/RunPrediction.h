@@ -15,8 +15,9 @@ namespace heddle::driver {
 /// `r.train`) run as `strategy` (a strategy text, as RunSummary::strategy holds it): the
 /// simulator's per-stage peak memory under heddle's executor (`heddle simulate MODEL --cluster
 /// cpu --strategy S --executor`, the `cpu` cluster sized to `devices`), repeated over each
-/// stage's devices, stages in order. Diagnostics: the model loader's and the simulator's (a
-/// strategy or model it cannot price), and stages whose devices do not add up to `devices`.
+/// stage's devices, stages in order. Diagnostics: an `auto` strategy (an op-by-op plan the
+/// simulator does not price), the model loader's and the simulator's (a strategy or model it
+/// cannot price), and stages whose devices do not add up to `devices`.
 Result<std::vector<double>> predicted_peak_bytes(const RunRequest& r, const std::string& strategy,
                                                  int64_t devices);
 
