@@ -701,9 +701,10 @@ def main():
     p.add_argument("--warmup", type=int, default=1, help="PyTorch warm-up steps per round")
     p.add_argument("--no-mpi", dest="mpi", action="store_false", help="skip the MPI runs")
     p.add_argument("--cpu", action="store_true",
-                   help="also report CPU seconds per step of both sides (as many more 1-step "
-                   "heddle runs as rounds, per case and thread count); on a busy machine CPU time is what wall time "
-                   "would be on an idle one, without the other jobs' share")
+                   help="also report CPU seconds per step of both sides (heddle's "
+                   "median_step_cpu_s; MPI rows: as many more 1-step runs as rounds); on a busy "
+                   "machine CPU time is what wall time would be on an idle one, without the other "
+                   "jobs' share")
     p.add_argument("--pin", dest="pin", action="store_true", default=True,
                    help="confine both sides to the first k cores at k threads (default)")
     p.add_argument("--no-pin", dest="pin", action="store_false")

@@ -177,6 +177,19 @@ bool worth_threads(int64_t mnk, const KernelOptions& o) {
   return o.threads > 1 && mnk >= 64 * std::max<int64_t>(o.grain, 1);
 }
 
+// Calls f(s, e) on o.threads threads of the device's pool for the pieces a product split per
+// thread takes of its `len` rows or columns: one per thread, each starting on a multiple of
+// `align`, the last running to `len`.
+template <class F>
+void for_each_piece(int64_t len, int64_t align, const KernelOptions& o, F&& f) {
+  const int64_t pieces = std::min<int64_t>(o.threads, (len + align - 1) / align);
+  parallel_for(o.threads, pieces, [&](int64_t i) {
+    int64_t s = len * i / pieces / align * align, e = len * (i + 1) / pieces / align * align;
+    if (i + 1 == pieces) e = len;
+    if (e > s) f(s, e);
+  });
+}
+
 // sgemm1 on o.threads threads of the device's pool: C split into one block of rows (or of
 // columns, whichever of M and N is longer) per thread, each a one-thread sgemm. A split per
 // thread count is fixed, so results are deterministic run to run. Neither OpenBLAS's pool (which
@@ -186,12 +199,7 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, in
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const KernelOptions& o) {
   if (!worth_threads(m * n * k, o)) return sgemm1(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
   const bool rows = m >= n;
-  const int64_t len = rows ? m : n, align = rows ? 8 : 16;
-  const int64_t pieces = std::min<int64_t>(o.threads, (len + align - 1) / align);
-  parallel_for(o.threads, pieces, [&](int64_t i) {
-    int64_t s = len * i / pieces / align * align, e = len * (i + 1) / pieces / align * align;
-    if (i + 1 == pieces) e = len;
-    if (e <= s) return;
+  for_each_piece(rows ? m : n, rows ? 8 : 16, o, [&](int64_t s, int64_t e) {
     if (rows)
       sgemm1(ta, tb, e - s, n, k, a + (ta ? s : s * lda), lda, b, ldb, beta, c + s * ldc, ldc);
     else
@@ -324,16 +332,10 @@ bool causal_packed(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_
   // Pieces start on whole register tiles (6 rows, 16 columns), so every piece sees the tiles the
   // whole product would.
   const bool split_rows = m >= n;
-  const int64_t len = split_rows ? m : n, align = split_rows ? 24 : 16;
-  const int64_t pieces = std::min<int64_t>(o.threads, (len + align - 1) / align);
-  const char axis = split_rows ? 'M' : 'N';
   std::atomic<bool> ok{true};
-  parallel_for(o.threads, pieces, [&](int64_t i) {
-    int64_t s = len * i / pieces / align * align, e = len * (i + 1) / pieces / align * align;
-    if (i + 1 == pieces) e = len;
-    if (e <= s) return;
-    CausalTiles v = vis;  // the piece's coordinates start at s along `axis`
-    if (cp.outer == axis) v.d += s;
+  for_each_piece(split_rows ? m : n, split_rows ? 24 : 16, o, [&](int64_t s, int64_t e) {
+    CausalTiles v = vis;  // the piece's coordinates start at s along the split axis
+    if (cp.outer == (split_rows ? 'M' : 'N')) v.d += s;
     const bool done = split_rows
                           ? packed_sgemm_causal(a.trans, b.trans, e - s, n, k, a.at(s, 0), a.ld,
                                                 b.data, b.ld, beta, c + s * ldc, ldc, v)
@@ -353,7 +355,7 @@ bool causal_packed(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_
 // the product is instead one packed_sgemm_causal call (per thread: C's rows or columns split as
 // sgemm splits them, on whole register tiles, so no element's value depends on the split): each
 // operand packed once, each 6x16 register tile summing only its visible depths. On GPT's
-// 128x128x64 heads it took 0.80-0.96 of the time of the 32-row blocks through oneDNN on an AMD
+// 128x128x64 heads it took 0.77-0.98 of the time of the 32-row blocks through oneDNN on an AMD
 // EPYC (Zen 3) host (bench/sgemm_entries.cpp causal); the scores and dP, whose hidden part is C's
 // own, took 0.98-1.11 that way, so they keep the blocks.
 void causal_gemm(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_t n, int64_t k,

@@ -270,11 +270,10 @@ HEDDLE_AVX2 void pack_b_depths(bool tb, const float* b, int64_t ldb, int64_t col
       p[k * kNr + j] = j >= cols ? 0.0f : tb ? b[j * ldb + k] : b[k * ldb + j];
 }
 
-// The depths [first, second) that C's tile of rows [r0, r1) and columns [c0, c1) sums under
-// `vis`: the union of its rows' (or columns') visible ranges, within [0, k).
-std::pair<int64_t, int64_t> tile_depths(const CausalTiles& vis, int64_t r0, int64_t r1, int64_t c0,
-                                        int64_t c1, int64_t k) {
-  const int64_t u0 = vis.outer_rows ? r0 : c0, u1 = vis.outer_rows ? r1 : c1;
+// The depths [first, second) that the rows (or columns, as `vis` says) [u0, u1) of C read under
+// `vis`: the union of their visible ranges, within [0, k).
+std::pair<int64_t, int64_t> visible_depths(const CausalTiles& vis, int64_t u0, int64_t u1,
+                                           int64_t k) {
   if (vis.prefix) return {0, std::clamp<int64_t>(u1 - 1 + vis.d, 0, k)};
   return {std::clamp<int64_t>(u0 + vis.d, 0, k), k};
 }
@@ -300,7 +299,7 @@ HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
     if (!narrow) return whole();
     for (int64_t r = 0; r < len; r += width) {
       const int64_t w = std::min(width, len - r);
-      const auto [lo, hi] = tile_depths(*vis, u0 + r, u0 + r + w, u0 + r, u0 + r + w, k);
+      const auto [lo, hi] = visible_depths(*vis, u0 + r, u0 + r + w, k);
       sliver(r, w, std::clamp<int64_t>(lo - p0, 0, kc), std::clamp<int64_t>(hi - p0, 0, kc));
     }
   };
@@ -331,8 +330,8 @@ HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
               micro_kernel(kc, buf.a + ir * kc, buf.b + jr * kc, ct, ldc, add_block, mr, nr);
               continue;
             }
-            const auto [lo, hi] =
-                tile_depths(*vis, i0 + ir, i0 + ir + mr, j0 + jr, j0 + jr + nr, k);
+            const auto [lo, hi] = narrow_a ? visible_depths(*vis, i0 + ir, i0 + ir + mr, k)
+                                           : visible_depths(*vis, j0 + jr, j0 + jr + nr, k);
             if (hi <= lo) {
               if (p0 == 0 && !add) zero_tile(ct, ldc, mr, nr);
               continue;
@@ -352,32 +351,31 @@ bool host_has_avx2_fma() {
   return avx2;
 }
 
-}  // namespace
-
-bool packed_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (!host_has_avx2_fma() || (beta != 0.0f && beta != 1.0f)) return false;
-  if (m <= 0 || n <= 0) return true;
-  if (k <= 0) {
-    if (beta == 0.0f)
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-    return true;
-  }
-  blocked(ta, tb, m, n, k, a, lda, b, ldb, beta == 1.0f, c, ldc, nullptr);
-  return true;
-}
-
-bool packed_sgemm_causal(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-                         int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                         int64_t ldc, const CausalTiles& vis) {
+// packed_sgemm (vis null) and packed_sgemm_causal: their argument checks, then blocked().
+bool blocked_entry(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                   const CausalTiles* vis) {
   if (!host_has_avx2_fma() || (beta != 0.0f && beta != 1.0f)) return false;
   if (m <= 0 || n <= 0) return true;
   if (k <= 0) {
     if (beta == 0.0f) zero_tile(c, ldc, m, n);
     return true;
   }
-  blocked(ta, tb, m, n, k, a, lda, b, ldb, beta == 1.0f, c, ldc, &vis);
+  blocked(ta, tb, m, n, k, a, lda, b, ldb, beta == 1.0f, c, ldc, vis);
   return true;
+}
+
+}  // namespace
+
+bool packed_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  return blocked_entry(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, nullptr);
+}
+
+bool packed_sgemm_causal(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                         int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                         int64_t ldc, const CausalTiles& vis) {
+  return blocked_entry(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, &vis);
 }
 
 }  // namespace heddle::kdetail
