@@ -1,9 +1,11 @@
 #include "heddle/runtime/Lower.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
 #include "heddle/ir/TextPrinter.h"
+#include "heddle/ops/CausalOperand.h"
 #include "heddle/sharding/Reshard.h"
 
 namespace heddle {
@@ -308,9 +310,14 @@ void fuse(const Graph& g, ProgramTemplate& p) {
           if (x.value == v) return true;
     return false;
   };
+  // Readers per value: an op that reads a value twice (a gradient whose dy stands in for x)
+  // counts once.
   std::vector<int64_t> uses(static_cast<size_t>(g.num_values()), 0);
   for (const Op& op : g.ops())
-    for (const auto& in : op.inputs) ++uses[in.value];
+    for (size_t k = 0; k < op.inputs.size(); ++k)
+      if (std::none_of(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(k),
+                       [&](const Operand& x) { return x.value == op.inputs[k].value; }))
+        ++uses[op.inputs[k].value];
   for (ValueId v : g.outputs()) uses[v] += 1000;  // outputs must be stored
   std::vector<InstrTemplate> out;
   std::vector<InstrTemplate> deferred;  // frees and loads after the chain in out.back(), in order
@@ -350,8 +357,14 @@ void fuse(const Graph& g, ProgramTemplate& p) {
       const Op& next = g.op(in.calls[0]);
       ValueId last = g.op(chain.calls.back()).results[0].value;
       bool single = g.op(chain.calls.back()).results.size() == 1;
+      // A product whose result a causal mask hides in part runs alone (its kernel computes only
+      // the visible blocks; fused, the product would fill the hidden ones too).
+      const Op& first = g.op(chain.calls[0]);
+      auto causal = first.kind == OpKind::kEinsum && chain.calls.size() == 1
+                        ? kernels::causal_operand(g, chain.calls[0])
+                        : std::nullopt;
       bool merge = is_elementwise(next.kind) && reads(next, last) && uses[last] == 1 && single &&
-                   !reads_fetched(chain, next);
+                   !reads_fetched(chain, next) && !(causal && causal->result);
       bool hold = false;
       if (!merge && pending < 0 && single &&
           (is_elementwise(next.kind) || next.kind == OpKind::kReshape) &&

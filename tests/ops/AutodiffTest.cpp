@@ -347,5 +347,38 @@ TEST(TrainStep, EveryComputedValueIsRead) {
   }
 }
 
+// The gradients of `scale` and `causal_mask` do not depend on x, so they read dy in x's place: in
+// the training steps of the attention models no gradient op reads the scores or the scaled
+// scores, which then need not live until the backward (and the forward's scale and mask lower to
+// one fused pass, tests/data/lowered). Each gradient still computes alpha dy and the masked dy:
+// the finite-difference cases above and the zoo steps' --check runs say so.
+TEST(TrainStep, ScaleAndMaskGradientsReadNoForwardValue) {
+  for (const char* name : {"gpt-tiny", "llama-tiny"}) {
+    SCOPED_TRACE(name);
+    zoo::ZooOverrides ov;
+    ov.batch = 2;
+    zoo::ModelOptions mo;
+    mo.with_loss = true;
+    auto fwd = zoo::build_zoo_model(name, ov, mo);
+    ASSERT_TRUE(fwd.ok()) << fwd.error().to_string();
+    auto step = build_train_step(*fwd, {});
+    ASSERT_TRUE(step.ok()) << step.error().to_string();
+    const Graph& g = step->graph;
+    int64_t masks = 0;
+    for (const Op& op : g.ops()) {
+      if (op.kind != OpKind::kCausalMask && op.kind != OpKind::kScale) continue;
+      masks += op.kind == OpKind::kCausalMask;
+      const ValueId x = op.inputs[0].value;
+      for (const Op& u : g.ops())
+        for (const auto& in : u.inputs)
+          EXPECT_FALSE(in.value == x &&
+                       (u.kind == OpKind::kElementwiseGrad || u.kind == OpKind::kNormGrad))
+              << op_kind_name(u.kind) << " reads %" << g.value(x).name << ", the input of "
+              << op_kind_name(op.kind);
+    }
+    EXPECT_GT(masks, 0);
+  }
+}
+
 }  // namespace
 }  // namespace heddle
