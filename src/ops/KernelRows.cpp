@@ -15,6 +15,18 @@
 
 namespace heddle::kdetail {
 
+float softmax_row(const float* x, float* y, int64_t n, bool log) {
+  float mx = row_max_simd(x, n);
+  float s = exp_sum_simd(x, y, n, mx);
+  float lse = std::log(s);
+  if (log) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mx - lse;
+  } else {
+    row_scale_simd(y, 1.0f / s, n);
+  }
+  return mx + lse;
+}
+
 namespace {
 
 // True when the window of `a` is a contiguous run of its elements.
@@ -118,20 +130,6 @@ std::optional<VisiblePrefix> visible_prefix(const Op& op, const kernels::CausalO
     v.ck.push_back(p.map().at(r - 1, k));
   }
   return v;
-}
-
-// y = softmax(x) (or log-softmax); returns log(sum exp(x - max)) + max. The exponentials and
-// sums run through the vector loops of Simd.h (fast_exp, float lanes).
-float softmax_row(const float* x, float* y, int64_t n, bool log) {
-  float mx = row_max_simd(x, n);
-  float s = exp_sum_simd(x, y, n, mx);
-  float lse = std::log(s);
-  if (log) {
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mx - lse;
-  } else {
-    row_scale_simd(y, 1.0f / s, n);
-  }
-  return mx + lse;
 }
 
 // Mean (0 for rmsnorm) and 1/sqrt(var + eps) of a row (float lane sums of Simd.h).

@@ -1,15 +1,21 @@
-// The gradient of attention's scores in one pass per row: softmax's gradient given its output
-// (norm_grad fn=softmax_out), then the causal mask's (zero where the mask hides) and, when it
-// follows, the scale's (times alpha): what autodiff makes of scale -> causal_mask -> softmax.
-// Run call by call, the three pass over the whole [.., q, k] tiles three times and softmax's
-// gradient computes the hidden part of each row too; here a row reads dy and y over its visible
-// prefix only and is written once. The visible elements get the calls' own arithmetic (y times
-// dy less dy's dot with y, then times alpha in float as the fused chain's scale gradient).
+// Attention's score rows in one pass each way. Forward: scale -> causal_mask -> softmax, which
+// lowering fuses into one instruction: a row scales its visible prefix of the scores (in float as
+// the scale kernel does) and takes its softmax, writing 0 past it, as the softmax kernel does
+// for a causal mask's rows; the scaled and the masked scores are never written. Backward: the
+// gradient of the scores, softmax's gradient given its output (norm_grad fn=softmax_out), then
+// the causal mask's (zero where the mask hides) and, when it follows, the scale's (times alpha):
+// what autodiff makes of the forward. Run call by call, the three pass over the whole [.., q, k]
+// tiles three times and softmax's gradient computes the hidden part of each row too; here a row
+// reads dy and y over its visible prefix only and is written once. The visible elements get the
+// calls' own arithmetic (y times dy less dy's dot with y, then times alpha in float as the fused
+// chain's scale gradient).
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "KernelParallel.h"
 #include "KernelUtil.h"
+#include "Scalar.h"
 #include "Simd.h"
 #include "heddle/ops/Chain.h"
 
@@ -131,6 +137,73 @@ bool run_scores_grad(const std::vector<BoundCall>& calls, size_t i,
   std::vector<Box> pieces = split_box({&ng}, sc.box, o);
   *status = pieces.empty() ? rows(sc.box) : run_pieces(pieces, o, rows);
   *end = last + 1;
+  return true;
+}
+
+bool run_masked_softmax(const std::vector<BoundCall>& calls, size_t i,
+                        const std::vector<ValueId>& temporaries, const KernelOptions& o,
+                        size_t* end, Status* status) {
+  if (o.reference || o.accumulate) return false;
+  const bool scaled = calls[i].op->kind == OpKind::kScale;
+  const size_t m = scaled ? i + 1 : i;
+  if (m + 1 >= calls.size()) return false;
+  const BoundCall &xc = calls[i], &mc = calls[m], &sc = calls[m + 1];
+  const Op &mask_op = *mc.op, &soft = *sc.op;
+  if (mask_op.kind != OpKind::kCausalMask || attr_i(mask_op, kZigzagAttr, 0) != 0 ||
+      soft.kind != OpKind::kSoftmax || soft.inputs.size() != 1 || sc.ins.size() != 1 ||
+      sc.outs.size() != 1 || soft.inputs[0].padded || soft.results.size() != 1 ||
+      sc.ins[0]->is_int() || sc.outs[0]->is_int() || !rows_of_last_dim(soft.inputs[0].proj) ||
+      !rows_of_last_dim(soft.results[0].proj) || xc.ins.empty() || xc.ins[0]->is_int())
+    return false;
+  const ValueId masked = mask_op.results[0].value;
+  if (soft.inputs[0].value != masked || mc.box != soft.inputs[0].proj.image(sc.box) ||
+      !contains(temporaries, masked) || read_after(calls, m + 2, masked))
+    return false;
+  if (scaled) {
+    const ValueId v = xc.op->results[0].value;
+    if (!pointwise_on(xc, xc.op->inputs[0].value) || !pointwise_on(mc, v) || xc.box != mc.box ||
+        !contains(temporaries, v) || read_after(calls, m + 1, v))
+      return false;
+  } else if (!pointwise_on(mc, mask_op.inputs[0].value)) {
+    return false;
+  }
+  const double alpha = scaled ? attr_f(*xc.op, "alpha", 1.0) : 1.0;
+  Access x(*xc.ins[0], xc.op->inputs[0]), ao(*sc.outs[0], soft.results[0]);
+  const int64_t rank = sc.box.rank(), n = ao.window_size();
+  if (n != mc.box.shape()[rank] || !whole_rows(ao) || x.coef[rank] != 1) return false;
+  const CausalMask mask(mask_op);
+  const int64_t k0 = mc.box.start()[rank];
+  float* out = sc.outs[0]->f32();
+  auto rows = [&](const Box& b) {
+    std::vector<int64_t> p4(static_cast<size_t>(rank + 1));
+    std::vector<float> t(static_cast<size_t>(n));
+    for_each_point(b, [&](const int64_t* p) {
+      std::copy(p, p + rank, p4.begin());
+      p4[rank] = k0;
+      const float* xr = x.fdata + x.offset(p4.data());
+      float* yr = out + ao.offset(p);
+      const int64_t len = mask.visible_prefix(p4.data(), 0, n);
+      // The scores the unfused calls would hand the softmax: the scale's float arithmetic, -inf
+      // where the mask hides (past a prefix only the prefix is read, as the softmax kernel does).
+      const int64_t upto = len >= 0 ? len : n;
+      for (int64_t j = 0; j < upto; ++j)
+        t[j] = scaled ? unary_f<OpKind::kScale>(xr[j], alpha) : xr[j];
+      if (len < 0)
+        for (int64_t j = 0; j < n; ++j)
+          if (mask.hidden(p4.data(), j)) t[j] = -std::numeric_limits<float>::infinity();
+      if (len > 0 && len < n) {
+        softmax_row(t.data(), yr, len, false);
+        std::fill(yr + len, yr + n, 0.0f);
+      } else {
+        if (len == 0) std::fill(t.begin(), t.end(), -std::numeric_limits<float>::infinity());
+        softmax_row(t.data(), yr, n, false);
+      }
+    });
+    return Status();
+  };
+  std::vector<Box> pieces = split_box({&soft}, sc.box, o);
+  *status = pieces.empty() ? rows(sc.box) : run_pieces(pieces, o, rows);
+  *end = m + 2;
   return true;
 }
 

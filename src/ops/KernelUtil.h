@@ -413,6 +413,20 @@ inline bool row_op(OpKind k) {
       return false;
   }
 }
+/// y = softmax(x) (or log-softmax) over the n floats of a row; returns log(sum exp(x - max)) +
+/// max. The exponentials and sums run through the vector loops of Simd.h (fast_exp, float lanes).
+float softmax_row(const float* x, float* y, int64_t n, bool log);
+
+/// When calls[i] is a causal mask, or a scale and the causal mask of its result, and the next call
+/// is the softmax over the last dim of the mask's result (what lowering fuses of attention's
+/// scale -> causal_mask -> softmax; KernelScoresGrad.cpp): runs them as one pass per row on
+/// o.threads threads, sets *end past the softmax and *status to the result, and returns true.
+/// The scaled and masked scores must be in `temporaries` and read by no later call; they are
+/// never written. False: nothing ran.
+bool run_masked_softmax(const std::vector<kernels::BoundCall>& calls, size_t i,
+                        const std::vector<ValueId>& temporaries, const KernelOptions& o,
+                        size_t* end, Status* status);
+
 /// When calls[i] is softmax's gradient from its output (norm_grad fn=softmax_out) and the next
 /// calls are the causal mask's gradient of it and optionally the scale's gradient of that, over
 /// whole rows of the scores (KernelScoresGrad.cpp): runs them as one pass per row on o.threads

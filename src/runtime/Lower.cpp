@@ -289,16 +289,17 @@ bool reads(const Op& op, ValueId v) {
 }
 
 // Merges a kernel instruction with the next kernel (past frees, and past loads, which move before
-// the chain) when the next op is elementwise and reads the chain's last result, which nothing else
-// uses: that result becomes a temporary. (A batch norm's `mul` by the scale and `add` of the
-// shift have the shift's load between them.) A chain that starts with a convolution also takes
-// an elementwise op that does not read its last result when the kernel after it reads both (the
-// reshape of a bias before its `add`; the `sigmoid` of SiLU before its `mul`), so the whole
-// epilogue follows the convolution in one instruction (ops/Chain.h runs it as the convolution's
-// post-ops); the last result becomes a temporary once every use of it is inside the chain. Never
-// when the next op reads a value that a call of the chain reads through a fetched halo tile: a
-// chain holds one tile per value (a reversal `%a(15 - i)` fused with a `mul` reading `%a(i)`
-// would read its own block from the halo tile).
+// the chain) when the next op is elementwise (or the softmax of a chain of scale and causal_mask
+// ops ending with the mask) and reads the chain's last result, which nothing else uses: that
+// result becomes a temporary. Never onto a product whose result a causal mask hides in part. (A
+// batch norm's `mul` by the scale and `add` of the shift have the shift's load between them.) A
+// chain that starts with a convolution also takes an elementwise op that does not read its last
+// result when the kernel after it reads both (the reshape of a bias before its `add`; the `sigmoid`
+// of SiLU before its `mul`), so the whole epilogue follows the convolution in one instruction
+// (ops/Chain.h runs it as the convolution's post-ops); the last result becomes a temporary once
+// every use of it is inside the chain. Never when the next op reads a value that a call of the
+// chain reads through a fetched halo tile: a chain holds one tile per value (a reversal `%a(15 -
+// i)` fused with a `mul` reading `%a(i)` would read its own block from the halo tile).
 void fuse(const Graph& g, ProgramTemplate& p) {
   std::vector<std::vector<ValueId>> fetched(static_cast<size_t>(g.num_ops()));
   for (const auto& in : p.instrs)
@@ -363,8 +364,16 @@ void fuse(const Graph& g, ProgramTemplate& p) {
       auto causal = first.kind == OpKind::kEinsum && chain.calls.size() == 1
                         ? kernels::causal_operand(g, chain.calls[0])
                         : std::nullopt;
-      bool merge = is_elementwise(next.kind) && reads(next, last) && uses[last] == 1 && single &&
-                   !reads_fetched(chain, next) && !(causal && causal->result);
+      // A softmax joins a chain of scale and causal_mask ops that ends with the mask whose result
+      // it reads (attention's scores to probabilities: one pass per row, ops/Chain.h).
+      const bool masked_softmax =
+          next.kind == OpKind::kSoftmax && g.op(chain.calls.back()).kind == OpKind::kCausalMask &&
+          std::all_of(chain.calls.begin(), chain.calls.end(), [&](OpId c) {
+            return g.op(c).kind == OpKind::kScale || g.op(c).kind == OpKind::kCausalMask;
+          });
+      bool merge = (is_elementwise(next.kind) || masked_softmax) && reads(next, last) &&
+                   uses[last] == 1 && single && !reads_fetched(chain, next) &&
+                   !(causal && causal->result);
       bool hold = false;
       if (!merge && pending < 0 && single &&
           (is_elementwise(next.kind) || next.kind == OpKind::kReshape) &&

@@ -318,6 +318,17 @@ TEST(TrainStep, LossFallsWithEitherOptimizer) {
   }
 }
 
+// The training step (loss, backward, optimizer) of zoo model `name` at batch 2.
+Result<TrainStep> zoo_train_step(const char* name) {
+  zoo::ZooOverrides ov;
+  ov.batch = 2;
+  zoo::ModelOptions mo;
+  mo.with_loss = true;
+  auto fwd = zoo::build_zoo_model(name, ov, mo);
+  if (!fwd.ok()) return fwd.error();
+  return build_train_step(*fwd, {});
+}
+
 // Autodiff emits no gradient nobody reads: in the training step of each zoo family every value an
 // op computes is read by a later op or is an output. A MoE's dispatch and combine come from the
 // routing decision, through which no gradient flows (their gradients would be two [tokens,
@@ -327,13 +338,7 @@ TEST(TrainStep, EveryComputedValueIsRead) {
   for (const char* name :
        {"gpt-tiny", "llama-tiny", "moe-tiny", "mixtral-tiny", "vit-tiny", "resnet-tiny", "mlp"}) {
     SCOPED_TRACE(name);
-    zoo::ZooOverrides ov;
-    ov.batch = 2;
-    zoo::ModelOptions mo;
-    mo.with_loss = true;
-    auto fwd = zoo::build_zoo_model(name, ov, mo);
-    ASSERT_TRUE(fwd.ok()) << fwd.error().to_string();
-    auto step = build_train_step(*fwd, {});
+    auto step = zoo_train_step(name);
     ASSERT_TRUE(step.ok()) << step.error().to_string();
     const Graph& g = step->graph;
     std::vector<bool> read(static_cast<size_t>(g.num_values()), false);
@@ -355,13 +360,7 @@ TEST(TrainStep, EveryComputedValueIsRead) {
 TEST(TrainStep, ScaleAndMaskGradientsReadNoForwardValue) {
   for (const char* name : {"gpt-tiny", "llama-tiny"}) {
     SCOPED_TRACE(name);
-    zoo::ZooOverrides ov;
-    ov.batch = 2;
-    zoo::ModelOptions mo;
-    mo.with_loss = true;
-    auto fwd = zoo::build_zoo_model(name, ov, mo);
-    ASSERT_TRUE(fwd.ok()) << fwd.error().to_string();
-    auto step = build_train_step(*fwd, {});
+    auto step = zoo_train_step(name);
     ASSERT_TRUE(step.ok()) << step.error().to_string();
     const Graph& g = step->graph;
     int64_t masks = 0;

@@ -1,7 +1,7 @@
-// The gradient of attention's scores as one pass per row (src/ops/KernelScoresGrad.cpp): the
-// chain autodiff makes of scale -> causal_mask -> softmax (softmax's gradient from its output,
-// the mask's, the scale's), run through run_chain_into on random row boxes and tiles, against the
-// three calls run one by one through the reference loops.
+// Attention's score rows as one pass per row (src/ops/KernelScoresGrad.cpp): scale ->
+// causal_mask -> softmax as lowering fuses it, and the chain autodiff makes of it (softmax's
+// gradient from its output, the mask's, the scale's), run through run_chain_into on random row
+// boxes and tiles, against the calls run one by one through the reference loops.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -60,6 +60,20 @@ Tensor cover(const Tensor& full, const Box& inner, std::mt19937& rng) {
   return full.crop(Box(IVec(s), IVec(e)));
 }
 
+// A tile over `box` of NaNs: what stands for a value between fused calls, which the one pass
+// never writes.
+Tensor nan_tile(const Box& box) {
+  Tensor v = Tensor::tile(DType::kF32, box);
+  for (int64_t i = 0; i < v.numel(); ++i) v.f32()[i] = NAN;
+  return v;
+}
+
+bool all_nan(const Tensor& t) {
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isnan(t.f32()[i])) return false;
+  return true;
+}
+
 double max_diff(const Tensor& a, const Tensor& b) {
   double m = 0;
   for (int64_t i = 0; i < a.numel(); ++i)
@@ -106,12 +120,7 @@ TEST(FusedChains, TheScoresGradientThroughACausalMaskAndAScaleIsOnePassAndMatche
     Tensor s_full = testing::random_tensor(t, rng, -1.0, 1.0);
     Tensor dy = cover(dy_full, img, rng), y = cover(y_full, img, rng), s = cover(s_full, img, rng);
     // The values between the calls, NaN: the one pass never writes them.
-    auto nan_tile = [&] {
-      Tensor v = Tensor::tile(DType::kF32, img);
-      for (int64_t i = 0; i < v.numel(); ++i) v.f32()[i] = NAN;
-      return v;
-    };
-    Tensor r = nan_tile(), m = nan_tile();
+    Tensor r = nan_tile(img), m = nan_tile(img);
     Tensor out_full = testing::random_tensor(t, rng, -1.0, 1.0);
     Tensor out = cover(out_full, img, rng);
     Tensor* last = scaled ? &out : &m;
@@ -133,11 +142,77 @@ TEST(FusedChains, TheScoresGradientThroughACausalMaskAndAScaleIsOnePassAndMatche
     const Tensor& want = scaled ? outr : mr;
     Tensor got = last->crop(img);
     EXPECT_LT(max_diff(got, want), 2e-5);
-    bool untouched = true;
-    for (int64_t i = 0; i < r.numel(); ++i) untouched = untouched && std::isnan(r.f32()[i]);
-    if (scaled)
-      for (int64_t i = 0; i < m.numel(); ++i) untouched = untouched && std::isnan(m.f32()[i]);
+    const bool untouched = all_nan(r) && (!scaled || all_nan(m));
     EXPECT_TRUE(untouched) << "the values between the calls were written";
+    fused += untouched;
+  }
+  EXPECT_EQ(fused, 80);
+}
+
+// The forward: the scores (a tile of random values, rows contiguous) scaled (or not), masked and
+// softmaxed in one pass on 1-3 threads, never writing the scaled or masked scores; every row
+// against the three reference calls, and exactly 0 where the mask hides an element of a row that
+// shows any.
+TEST(FusedChains, ScaleMaskAndSoftmaxAreOnePassAndMatchTheReference) {
+  std::mt19937 rng(67);
+  int64_t fused = 0;
+  for (int trial = 0; trial < 80; ++trial) {
+    Graph g;
+    Ops ops(g);
+    const int64_t q = uniform(rng, 1, 40), k = q + uniform(rng, 0, 5);
+    const double alpha = 0.05 + 0.1 * static_cast<double>(trial % 7);
+    const bool scaled = trial % 3 != 0;  // else the chain starts at the mask
+    ValueId x = ops.param("x", f32({uniform(rng, 1, 2), uniform(rng, 1, 3), q, k}));
+    ValueId s = scaled ? ops.scale(x, alpha) : x;
+    ValueId mm = ops.causal_mask(s);
+    ValueId p = ops.softmax(mm, -1);
+    ops.output(p);
+    ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+    const Op* sc = scaled ? &g.op(g.value(s).producer) : nullptr;
+    const Op& mk = g.op(g.value(mm).producer);
+    const Op& sm = g.op(g.value(p).producer);
+    kernels::KernelOptions o;
+    o.threads = static_cast<int>(uniform(rng, 1, 3));
+    o.grain = 1;
+    SCOPED_TRACE("q " + std::to_string(q) + " k " + std::to_string(k) + " alpha " +
+                 std::to_string(alpha) + (scaled ? " scaled" : "") + " threads " +
+                 std::to_string(o.threads));
+
+    const Box rows = sub_box(sm.space.box(), rng);
+    const Box img = sm.inputs[0].proj.image(rows);
+    const TensorType t = g.type(x);
+    Tensor x_full = testing::random_tensor(t, rng, -8.0, 8.0);
+    Tensor xt = cover(x_full, img, rng);
+    Tensor r = nan_tile(img), m = nan_tile(img);
+    Tensor out_full = testing::random_tensor(t, rng, -1.0, 1.0);
+    Tensor out = cover(out_full, img, rng);
+    std::vector<kernels::BoundCall> calls;
+    std::vector<ValueId> temps = {mm};
+    if (scaled) {
+      calls.push_back({sc, img, {&xt}, {&r}});
+      temps.push_back(s);
+    }
+    calls.push_back({&mk, img, {scaled ? &r : &xt}, {&m}});
+    calls.push_back({&sm, rows, {&m}, {&out}});
+    ASSERT_TRUE(kernels::run_chain_into(calls, temps, o).ok());
+
+    kernels::KernelOptions ref;
+    ref.reference = true;
+    Tensor rr = Tensor::tile(DType::kF32, img), mr = Tensor::tile(DType::kF32, img),
+           want = Tensor::tile(DType::kF32, img);
+    if (scaled) {
+      ASSERT_TRUE(kernels::run(*sc, img, {&xt}, {&rr}, ref).ok());
+    }
+    ASSERT_TRUE(kernels::run(mk, img, {scaled ? &rr : &xt}, {&mr}, ref).ok());
+    ASSERT_TRUE(kernels::run(sm, rows, {&mr}, {&want}, ref).ok());
+    Tensor got = out.crop(img);
+    EXPECT_LT(max_diff(got, want), 2e-5);
+    int64_t hidden_nonzero = 0;
+    for (int64_t i = 0; i < got.numel(); ++i)
+      hidden_nonzero += std::isinf(mr.f32()[i]) && got.f32()[i] != 0.0f;
+    EXPECT_EQ(hidden_nonzero, 0) << "a hidden element got a weight";
+    const bool untouched = all_nan(m) && (!scaled || all_nan(r));
+    EXPECT_TRUE(untouched) << "the scaled or masked scores were written";
     fused += untouched;
   }
   EXPECT_EQ(fused, 80);
