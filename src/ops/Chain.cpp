@@ -441,7 +441,8 @@ Status run_chain_into(const std::vector<BoundCall>& calls, const std::vector<Val
   for (size_t i = 0; i < calls.size();) {
     one.unchanged_inputs = calls[i].unchanged_inputs;
     Status st;
-    if (size_t e = i; kdetail::run_masked_softmax(calls, i, temporaries, one, &e, &st) ||
+    if (size_t e = i; kdetail::run_norm_grads(calls, i, one, &e, &st) ||
+                      kdetail::run_masked_softmax(calls, i, temporaries, one, &e, &st) ||
                       kdetail::run_scores_grad(calls, i, temporaries, one, &e, &st) ||
                       kdetail::run_conv_epilogue(calls, i, temporaries, one, &e, &st)) {
       HEDDLE_TRY(st);

@@ -5,15 +5,22 @@
 // run through the vector loops of Simd.h. Operands with padding go to the reference loops of
 // KernelWindow.cpp.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "KernelUtil.h"
 #include "Simd.h"
 #include "heddle/ops/CausalOperand.h"
+#include "heddle/ops/Chain.h"
 
 namespace heddle::kdetail {
+
+namespace {
+std::atomic<int64_t> passes{0};  // run_norm_grads' passes
+}  // namespace
 
 float softmax_row(const float* x, float* y, int64_t n, bool log) {
   float mx = row_max_simd(x, n);
@@ -212,6 +219,62 @@ Status rotary(const Op& op, const Box& box, std::vector<Access>& ai, const Acces
   return {};
 }
 
+// One gradient of a layernorm or rmsnorm (norm_grad wrt 0: dx, 1: the scale's, 2: the shift's)
+// row by row: what the op's kernel stores of a row of n given the row's dy, x, scale (wrt 0)
+// and moments (wrt 0 and 1).
+class NormGradRows {
+ public:
+  NormGradRows(int64_t wrt, bool layer, const Access& ao, float* out, Store mode, int64_t n)
+      : wrt_(wrt),
+        layer_(layer),
+        n_(n),
+        ao_(ao),
+        out_(out),
+        mode_(mode),
+        t1_(static_cast<size_t>(std::max<int64_t>(n, 1))),
+        t2_(t1_.size()),
+        y_(t1_.size()),
+        ro_(ao, out, mode, t1_.data()) {}
+  int64_t wrt() const { return wrt_; }
+  void row(const int64_t* p, const float* d, const float* xr, const float* g, float mean,
+           float rstd) {
+    if (wrt_ == 2) {
+      put_row(ao_, ro_.contig, out_, p, d, mode_);
+      return;
+    }
+    float* xh = y_.data();
+    if (wrt_ == 1) {
+      if (mode_ == Store::kSum && ro_.contig) {  // summed over the rows straight into the result
+        norm_dgamma_simd(d, xr, mean, rstd, out_ + ao_.offset(p), n_);
+        return;
+      }
+      float* r = t1_.data();
+      norm_apply_simd(xr, mean, rstd, nullptr, nullptr, xh, n_);
+      row_mul_simd(d, xh, r, n_);
+      put_row(ao_, ro_.contig, out_, p, r, mode_);
+      return;
+    }
+    float* gy = t2_.data();
+    float sum, dot;
+    norm_grad_sums_simd(d, g, xr, mean, rstd, gy, xh, n_, &sum, &dot);
+    auto dn = static_cast<float>(n_);
+    float mgf = layer_ ? sum / dn : 0.0f, mgxf = dot / dn;
+    float* r = ro_.at(p);
+    norm_dx_simd(gy, xh, rstd, mgf, mgxf, r, n_);
+    ro_.put(p, r);
+  }
+
+ private:
+  int64_t wrt_;
+  bool layer_;
+  int64_t n_;
+  const Access& ao_;
+  float* out_;
+  Store mode_;
+  std::vector<float> t1_, t2_, y_;
+  RowOut ro_;
+};
+
 }  // namespace
 
 bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
@@ -343,39 +406,78 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
   bool layer = fn == "layernorm";
   std::vector<RowIn> gr;
   if (ai.size() > 2) gr.emplace_back(ai[2]);
-  RowOut ro(ao, out, mode, t1.data());
+  NormGradRows rows(wrt, layer, ao, out, mode, n);
   for_each_point(box, [&](const int64_t* p) {
-    const float* d = dy.at(p);
     const float* xr = x.at(p);
-    float* r = t1.data();
-    if (wrt == 2) {
-      put_row(ao, ro.contig, out, p, d, mode);
-      return;
-    }
-    float mean, rstd;
-    moments(xr, n, layer, eps, &mean, &rstd);
-    float* xh = y.data();
-    if (wrt == 1) {
-      if (mode == Store::kSum && ro.contig) {  // summed over the rows straight into the result
-        norm_dgamma_simd(d, xr, mean, rstd, out + ao.offset(p), n);
-        return;
-      }
-      norm_apply_simd(xr, mean, rstd, nullptr, nullptr, xh, n);
-      row_mul_simd(d, xh, r, n);
-      put_row(ao, ro.contig, out, p, r, mode);
-      return;
-    }
-    float* gy = t2.data();
-    float sum, dot;
-    norm_grad_sums_simd(d, gr.empty() ? nullptr : gr[0].at(p), xr, mean, rstd, gy, xh, n, &sum,
-                        &dot);
-    auto dn = static_cast<float>(n);
-    float mgf = layer ? sum / dn : 0.0f, mgxf = dot / dn;
-    r = ro.at(p);
-    norm_dx_simd(gy, xh, rstd, mgf, mgxf, r, n);
-    ro.put(p, r);
+    float mean = 0.0f, rstd = 0.0f;
+    if (wrt != 2) moments(xr, n, layer, eps, &mean, &rstd);
+    rows.row(p, dy.at(p), xr, wrt == 0 && !gr.empty() ? gr[0].at(p) : nullptr, mean, rstd);
   });
   return true;
 }
 
+bool run_norm_grads(const std::vector<kernels::BoundCall>& calls, size_t i, const KernelOptions& o,
+                    size_t* end, Status* status) {
+  if (o.reference || o.accumulate || o.threads > 1) return false;
+  const kernels::BoundCall& c0 = calls[i];
+  const Op& first = *c0.op;
+  const std::string fn = attr_s(first, "fn");
+  if (first.kind != OpKind::kNormGrad || (fn != "layernorm" && fn != "rmsnorm") ||
+      c0.ins.size() < 2)
+    return false;
+  for (size_t k = 0; k < c0.ins.size(); ++k)
+    if (first.inputs[k].padded || c0.ins[k]->is_int()) return false;
+  const double eps = attr_f(first, "eps", 1e-5);
+  size_t j = i;
+  for (; j < calls.size(); ++j) {
+    const Op& op = *calls[j].op;
+    if (op.kind != OpKind::kNormGrad || attr_s(op, "fn") != fn || attr_f(op, "eps", 1e-5) != eps ||
+        op.inputs != first.inputs || calls[j].ins != c0.ins || calls[j].box != c0.box ||
+        calls[j].outs.size() != 1 || calls[j].outs[0]->is_int())
+      break;
+  }
+  if (j - i < 2) return false;
+  std::vector<Access> ai;
+  for (size_t k = 0; k < c0.ins.size(); ++k) ai.emplace_back(*c0.ins[k], first.inputs[k]);
+  const int64_t n = ai[1].window_size();
+  std::vector<Access> ao;
+  ao.reserve(j - i);  // the rows keep references to these
+  for (size_t q = i; q < j; ++q) {
+    ao.emplace_back(*calls[q].outs[0], calls[q].op->results[0]);
+    if (ao.back().window_size() != n || ai[0].window_size() != n) return false;
+  }
+  const bool layer = fn == "layernorm";
+  std::vector<std::unique_ptr<NormGradRows>> rows;
+  bool moments_needed = false;
+  for (size_t q = i; q < j; ++q) {
+    const Op& op = *calls[q].op;
+    init_outputs(op, c0.box, calls[q].outs, o);
+    const int64_t wrt = attr_i(op, "wrt", 0);
+    moments_needed = moments_needed || wrt != 2;
+    rows.push_back(std::make_unique<NormGradRows>(wrt, layer, ao[q - i], calls[q].outs[0]->f32(),
+                                                  store_mode(op), n));
+  }
+  RowIn dy(ai[0]), x(ai[1]);
+  std::vector<RowIn> gr;
+  if (ai.size() > 2) gr.emplace_back(ai[2]);
+  for_each_point(c0.box, [&](const int64_t* p) {
+    const float* d = dy.at(p);
+    const float* xr = x.at(p);
+    float mean = 0.0f, rstd = 0.0f;
+    if (moments_needed) moments(xr, n, layer, eps, &mean, &rstd);
+    const float* g = gr.empty() ? nullptr : gr[0].at(p);
+    for (auto& r : rows) r->row(p, d, xr, r->wrt() == 0 ? g : nullptr, mean, rstd);
+  });
+  passes.fetch_add(1, std::memory_order_relaxed);
+  *end = j;
+  *status = {};
+  return true;
+}
+
 }  // namespace heddle::kdetail
+
+namespace heddle::kernels {
+
+int64_t norm_grad_passes() { return kdetail::passes.load(std::memory_order_relaxed); }
+
+}  // namespace heddle::kernels

@@ -417,6 +417,14 @@ inline bool row_op(OpKind k) {
 /// max. The exponentials and sums run through the vector loops of Simd.h (fast_exp, float lanes).
 float softmax_row(const float* x, float* y, int64_t n, bool log);
 
+/// When calls[i] and the calls after it are gradients of one layernorm or rmsnorm (norm_grad of
+/// the same fn, eps, inputs and box: dx, the scale's, the shift's, as lowering fuses them): runs
+/// them in one pass over the rows, each row's moments computed once and every result stored as
+/// its own call would (KernelRows.cpp), sets *end past the last and *status, and returns true.
+/// One thread only (a split would change the sums' order); false: nothing ran.
+bool run_norm_grads(const std::vector<kernels::BoundCall>& calls, size_t i, const KernelOptions& o,
+                    size_t* end, Status* status);
+
 /// When calls[i] is a causal mask, or a scale and the causal mask of its result, and the next call
 /// is the softmax over the last dim of the mask's result (what lowering fuses of attention's
 /// scale -> causal_mask -> softmax; KernelScoresGrad.cpp): runs them as one pass per row on

@@ -374,6 +374,15 @@ void fuse(const Graph& g, ProgramTemplate& p) {
       bool merge = (is_elementwise(next.kind) || masked_softmax) && reads(next, last) &&
                    uses[last] == 1 && single && !reads_fetched(chain, next) &&
                    !(causal && causal->result);
+      // Gradients of one norm (dx, the scale's, the shift's: norm_grad of the same fn and
+      // inputs) one after another: one instruction, whose kernel reads each row once.
+      const bool sibling = !merge && next.kind == OpKind::kNormGrad &&
+                           std::all_of(chain.calls.begin(), chain.calls.end(), [&](OpId c) {
+                             const Op& o = g.op(c);
+                             return o.kind == OpKind::kNormGrad && o.inputs == next.inputs &&
+                                    o.attrs.count("fn") && next.attrs.count("fn") &&
+                                    o.attrs.at("fn") == next.attrs.at("fn");
+                           });
       bool hold = false;
       if (!merge && pending < 0 && single &&
           (is_elementwise(next.kind) || next.kind == OpKind::kReshape) &&
@@ -383,7 +392,7 @@ void fuse(const Graph& g, ProgramTemplate& p) {
         hold = after && is_elementwise(after->kind) && reads(*after, last) &&
                reads(*after, next.results[0].value) && uses[next.results[0].value] == 1;
       }
-      if (merge || hold) {
+      if (merge || hold || sibling) {
         chain.calls.push_back(in.calls[0]);
         if (merge) {
           chain.temporaries.push_back(last);
@@ -393,7 +402,7 @@ void fuse(const Graph& g, ProgramTemplate& p) {
             if (inside == uses[pending]) chain.temporaries.push_back(pending);
             pending = -1;
           }
-        } else {
+        } else if (hold) {
           pending = last;
         }
         InstrTemplate merged = std::move(out.back());
@@ -402,7 +411,7 @@ void fuse(const Graph& g, ProgramTemplate& p) {
         for (auto& f : deferred) {
           if (f.kind == Instr::Kind::kLoad)
             out.push_back(std::move(f));  // before the chain, which now reads it
-          else if (f.value != last || hold)
+          else if (f.value != last || !merge)
             kept.push_back(std::move(f));
         }
         out.push_back(std::move(merged));

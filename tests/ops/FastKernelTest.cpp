@@ -6,6 +6,7 @@
 #include <cblas.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cmath>
@@ -646,6 +647,56 @@ TEST(FusedChains, ChainsOfTheTransformersTrainingStepsMatchTheReference) {
                             });
   }
   EXPECT_GT(chains, 8);
+}
+
+// The gradients of one layernorm or rmsnorm (dx, the scale's, the shift's), as lowering fuses
+// them into one instruction: run_chain_into takes them in one pass over the rows (moments once
+// per row), and each result has the bits its own call gives (random shapes, rows not a multiple
+// of 8, sub-boxes of the rows; the calls in either order).
+TEST(FastKernels, TheGradientsOfOneNormRunInOnePassWithTheBitsOfTheirOwnCalls) {
+  std::mt19937 rng(83);
+  const int64_t before = kernels::norm_grad_passes();
+  for (int trial = 0; trial < 40; ++trial) {
+    Graph g;
+    Ops ops(g);
+    const bool layer = trial % 2 == 0;
+    const int64_t h = uniform(rng, 1, 300);
+    ValueId x = ops.param("x", f32({uniform(rng, 1, 3), uniform(rng, 1, 20), h}));
+    ValueId gamma = ops.param("gamma", f32({h}));
+    ValueId y =
+        layer ? ops.layernorm(x, gamma, ops.param("beta", f32({h}))) : ops.rmsnorm(x, gamma);
+    ValueId loss = ops.reduce(OpKind::kReduceSum, ops.mul(y, ops.input("r", g.type(y))), {0, 1, 2});
+    ops.output(loss);
+    ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+    auto grads = build_gradients(g, loss);
+    ASSERT_TRUE(grads.ok()) << grads.error().to_string();
+    const Graph& G = grads->graph;
+    std::vector<const Op*> ngs;
+    for (const Op& op : G.ops())
+      if (op.kind == OpKind::kNormGrad) ngs.push_back(&op);
+    ASSERT_EQ(ngs.size(), layer ? 3u : 2u);
+    if (trial % 4 >= 2) std::reverse(ngs.begin(), ngs.end());
+    SCOPED_TRACE(std::string(layer ? "layernorm" : "rmsnorm") + " h " + std::to_string(h));
+    const Box rows = random_sub_box(ngs[0]->space.box(), rng);
+    std::vector<Tensor> in;
+    for (const auto& o : ngs[0]->inputs) in.push_back(random_tensor(G.type(o.value), rng, -2, 2));
+    std::vector<const Tensor*> ins;
+    for (const Tensor& t : in) ins.push_back(&t);
+    std::vector<Tensor> fused, own;
+    for (const Op* op : ngs) {
+      fused.push_back(random_tensor(G.type(op->results[0].value), rng));
+      own.push_back(fused.back().crop(fused.back().region()));
+    }
+    std::vector<kernels::BoundCall> calls;
+    for (size_t q = 0; q < ngs.size(); ++q) calls.push_back({ngs[q], rows, ins, {&fused[q]}});
+    ASSERT_TRUE(kernels::run_chain_into(calls, {}).ok());
+    for (size_t q = 0; q < ngs.size(); ++q) {
+      ASSERT_TRUE(kernels::run(*ngs[q], rows, ins, {&own[q]}).ok());
+      EXPECT_EQ(0, std::memcmp(fused[q].f32(), own[q].f32(), sizeof(float) * own[q].numel()))
+          << "wrt " << std::get<int64_t>(ngs[q]->attrs.at("wrt"));
+    }
+  }
+  EXPECT_EQ(kernels::norm_grad_passes() - before, 40);
 }
 
 }  // namespace

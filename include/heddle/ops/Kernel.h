@@ -90,6 +90,10 @@ int64_t onednn_calls();
 /// ones on small planes and strides) have served in this process.
 int64_t conv1x1_calls();
 
+/// How many fused passes over the gradients of one layernorm or rmsnorm (dx, the scale's and the
+/// shift's in one read of each row; src/ops/KernelRows.cpp) this process has run.
+int64_t norm_grad_passes();
+
 /// How many calls the per-channel affine loops (a mul or add of a value per channel on NCHW
 /// planes, and the mul's gradient; src/ops/KernelChannelAffine.cpp) have served in this process.
 int64_t channel_affine_calls();
