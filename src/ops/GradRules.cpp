@@ -306,6 +306,14 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy,
     for (const auto& in : fwd.inputs) v.push_back(in);
     return v;
   };
+  // An operand read point to point with the result (same projection and shape, unpadded): where
+  // a gradient needs only dy, dy stands in for it.
+  auto like_result = [&](const Operand& x) {
+    return x.proj == res.proj && !x.padded && ops.shape(x.value) == ops.shape(res.value);
+  };
+  auto alpha = [&] {
+    return fwd.attrs.count("alpha") ? std::get<double>(fwd.attrs.at("alpha")) : 1.0;
+  };
   switch (k) {
     case OpKind::kFill:
       return out;
@@ -318,13 +326,9 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy,
       if (wanted[0]) {
         const Operand& x = fwd.inputs[0];
         std::vector<Operand> ins = ins_with_dy();
-        if (x.proj == res.proj && !x.padded && ops.shape(x.value) == ops.shape(res.value))
-          ins[1] = with_value(x, dy);
+        if (like_result(x)) ins[1] = with_value(x, dy);
         Attrs attrs = {{"fn", name}};
-        if (k == OpKind::kScale) {
-          attrs["wrt"] = int64_t{0};
-          attrs["alpha"] = fwd.attrs.count("alpha") ? std::get<double>(fwd.attrs.at("alpha")) : 1.0;
-        }
+        if (k == OpKind::kScale) attrs = {{"fn", name}, {"wrt", int64_t{0}}, {"alpha", alpha()}};
         out[0] = space_op(ops, fwd, OpKind::kElementwiseGrad, attrs, ins, x);
       }
       return out;
@@ -478,7 +482,7 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy,
       for (size_t i = 0; i < fwd.inputs.size(); ++i) {
         if (!wanted[i] || (k == OpKind::kSub && i == 1)) continue;
         const Operand& x = fwd.inputs[i];
-        if (x.proj == res.proj && !x.padded && ops.shape(x.value) == ops.shape(res.value))
+        if (like_result(x))
           out[i] = dy;
         else
           out[i] = space_op(ops, fwd, OpKind::kReduceSum, {}, {dyo}, x);
@@ -491,11 +495,10 @@ Result<std::vector<ValueId>> op_gradients(Ops& ops, OpId id, ValueId dy,
     default:
       if (cat == OpCategory::kUnary ||
           (cat == OpCategory::kBinary && k != OpKind::kElementwiseGrad)) {
-        double alpha = fwd.attrs.count("alpha") ? std::get<double>(fwd.attrs.at("alpha")) : 1.0;
         for (size_t i = 0; i < fwd.inputs.size(); ++i)
           if (wanted[i])
             out[i] = space_op(ops, fwd, OpKind::kElementwiseGrad,
-                              {{"fn", name}, {"wrt", static_cast<int64_t>(i)}, {"alpha", alpha}},
+                              {{"fn", name}, {"wrt", static_cast<int64_t>(i)}, {"alpha", alpha()}},
                               ins_with_dy(), fwd.inputs[i]);
         return out;
       }

@@ -275,6 +275,29 @@ class NormGradRows {
   RowOut ro_;
 };
 
+// Runs the rows of `box` through each of `grads`, gradients of one norm whose operands are
+// `ai` (dy, x[, scale]): each row's dy, x and scale read once, its moments computed once when a
+// gradient needs them.
+void norm_grad_rows(const Box& box, const std::vector<Access>& ai, bool layer, double eps,
+                    int64_t n, const std::vector<NormGradRows*>& grads) {
+  RowIn dy(ai[0]), x(ai[1]);
+  std::vector<RowIn> gr;
+  if (ai.size() > 2) gr.emplace_back(ai[2]);
+  bool moments_needed = false, dx = false;
+  for (const NormGradRows* r : grads) {
+    moments_needed = moments_needed || r->wrt() != 2;
+    dx = dx || r->wrt() == 0;
+  }
+  for_each_point(box, [&](const int64_t* p) {
+    const float* d = dy.at(p);
+    const float* xr = x.at(p);
+    float mean = 0.0f, rstd = 0.0f;
+    if (moments_needed) moments(xr, n, layer, eps, &mean, &rstd);
+    const float* g = dx && !gr.empty() ? gr[0].at(p) : nullptr;
+    for (NormGradRows* r : grads) r->row(p, d, xr, r->wrt() == 0 ? g : nullptr, mean, rstd);
+  });
+}
+
 }  // namespace
 
 bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
@@ -403,16 +426,8 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
     });
     return true;
   }
-  bool layer = fn == "layernorm";
-  std::vector<RowIn> gr;
-  if (ai.size() > 2) gr.emplace_back(ai[2]);
-  NormGradRows rows(wrt, layer, ao, out, mode, n);
-  for_each_point(box, [&](const int64_t* p) {
-    const float* xr = x.at(p);
-    float mean = 0.0f, rstd = 0.0f;
-    if (wrt != 2) moments(xr, n, layer, eps, &mean, &rstd);
-    rows.row(p, dy.at(p), xr, wrt == 0 && !gr.empty() ? gr[0].at(p) : nullptr, mean, rstd);
-  });
+  NormGradRows rows(wrt, fn == "layernorm", ao, out, mode, n);
+  norm_grad_rows(box, ai, fn == "layernorm", eps, n, {&rows});
   return true;
 }
 
@@ -440,34 +455,24 @@ bool run_norm_grads(const std::vector<kernels::BoundCall>& calls, size_t i, cons
   std::vector<Access> ai;
   for (size_t k = 0; k < c0.ins.size(); ++k) ai.emplace_back(*c0.ins[k], first.inputs[k]);
   const int64_t n = ai[1].window_size();
+  if (ai[0].window_size() != n) return false;
   std::vector<Access> ao;
   ao.reserve(j - i);  // the rows keep references to these
   for (size_t q = i; q < j; ++q) {
     ao.emplace_back(*calls[q].outs[0], calls[q].op->results[0]);
-    if (ao.back().window_size() != n || ai[0].window_size() != n) return false;
+    if (ao.back().window_size() != n) return false;
   }
   const bool layer = fn == "layernorm";
   std::vector<std::unique_ptr<NormGradRows>> rows;
-  bool moments_needed = false;
+  std::vector<NormGradRows*> grads;
   for (size_t q = i; q < j; ++q) {
     const Op& op = *calls[q].op;
     init_outputs(op, c0.box, calls[q].outs, o);
-    const int64_t wrt = attr_i(op, "wrt", 0);
-    moments_needed = moments_needed || wrt != 2;
-    rows.push_back(std::make_unique<NormGradRows>(wrt, layer, ao[q - i], calls[q].outs[0]->f32(),
-                                                  store_mode(op), n));
+    rows.push_back(std::make_unique<NormGradRows>(attr_i(op, "wrt", 0), layer, ao[q - i],
+                                                  calls[q].outs[0]->f32(), store_mode(op), n));
+    grads.push_back(rows.back().get());
   }
-  RowIn dy(ai[0]), x(ai[1]);
-  std::vector<RowIn> gr;
-  if (ai.size() > 2) gr.emplace_back(ai[2]);
-  for_each_point(c0.box, [&](const int64_t* p) {
-    const float* d = dy.at(p);
-    const float* xr = x.at(p);
-    float mean = 0.0f, rstd = 0.0f;
-    if (moments_needed) moments(xr, n, layer, eps, &mean, &rstd);
-    const float* g = gr.empty() ? nullptr : gr[0].at(p);
-    for (auto& r : rows) r->row(p, d, xr, r->wrt() == 0 ? g : nullptr, mean, rstd);
-  });
+  norm_grad_rows(c0.box, ai, layer, eps, n, grads);
   passes.fetch_add(1, std::memory_order_relaxed);
   *end = j;
   *status = {};

@@ -182,22 +182,22 @@ bool run_masked_softmax(const std::vector<BoundCall>& calls, size_t i,
       p4[rank] = k0;
       const float* xr = x.fdata + x.offset(p4.data());
       float* yr = out + ao.offset(p);
-      const int64_t len = mask.visible_prefix(p4.data(), 0, n);
       // The scores the unfused calls would hand the softmax: the scale's float arithmetic, -inf
-      // where the mask hides (past a prefix only the prefix is read, as the softmax kernel does).
-      const int64_t upto = len >= 0 ? len : n;
-      for (int64_t j = 0; j < upto; ++j)
-        t[j] = scaled ? unary_f<OpKind::kScale>(xr[j], alpha) : xr[j];
-      if (len < 0)
-        for (int64_t j = 0; j < n; ++j)
-          if (mask.hidden(p4.data(), j)) t[j] = -std::numeric_limits<float>::infinity();
+      // where the mask hides. Past a visible prefix only the prefix is read and the weights are
+      // 0, as the softmax kernel does for a mask's rows; other rows go whole.
+      auto scores = [&](int64_t j) {
+        return scaled ? unary_f<OpKind::kScale>(xr[j], alpha) : xr[j];
+      };
+      const int64_t len = mask.visible_prefix(p4.data(), 0, n);
       if (len > 0 && len < n) {
+        for (int64_t j = 0; j < len; ++j) t[j] = scores(j);
         softmax_row(t.data(), yr, len, false);
         std::fill(yr + len, yr + n, 0.0f);
-      } else {
-        if (len == 0) std::fill(t.begin(), t.end(), -std::numeric_limits<float>::infinity());
-        softmax_row(t.data(), yr, n, false);
+        return;
       }
+      for (int64_t j = 0; j < n; ++j)
+        t[j] = mask.hidden(p4.data(), j) ? -std::numeric_limits<float>::infinity() : scores(j);
+      softmax_row(t.data(), yr, n, false);
     });
     return Status();
   };

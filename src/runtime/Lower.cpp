@@ -291,7 +291,9 @@ bool reads(const Op& op, ValueId v) {
 // Merges a kernel instruction with the next kernel (past frees, and past loads, which move before
 // the chain) when the next op is elementwise (or the softmax of a chain of scale and causal_mask
 // ops ending with the mask) and reads the chain's last result, which nothing else uses: that
-// result becomes a temporary. Never onto a product whose result a causal mask hides in part. (A
+// result becomes a temporary. Never onto a product whose result a causal mask hides in part. A
+// norm_grad also joins a chain of norm_grads of the same inputs (no temporary: each result is
+// stored). (A
 // batch norm's `mul` by the scale and `add` of the shift have the shift's load between them.) A
 // chain that starts with a convolution also takes an elementwise op that does not read its last
 // result when the kernel after it reads both (the reshape of a bias before its `add`; the `sigmoid`
@@ -374,14 +376,13 @@ void fuse(const Graph& g, ProgramTemplate& p) {
       bool merge = (is_elementwise(next.kind) || masked_softmax) && reads(next, last) &&
                    uses[last] == 1 && single && !reads_fetched(chain, next) &&
                    !(causal && causal->result);
-      // Gradients of one norm (dx, the scale's, the shift's: norm_grad of the same fn and
-      // inputs) one after another: one instruction, whose kernel reads each row once.
+      // Gradients of one norm (dx, the scale's, the shift's: norm_grads of the same inputs) one
+      // after another: one instruction, whose kernel reads each row once (it runs them one by one
+      // where they are not of one layernorm or rmsnorm).
       const bool sibling = !merge && next.kind == OpKind::kNormGrad &&
                            std::all_of(chain.calls.begin(), chain.calls.end(), [&](OpId c) {
                              const Op& o = g.op(c);
-                             return o.kind == OpKind::kNormGrad && o.inputs == next.inputs &&
-                                    o.attrs.count("fn") && next.attrs.count("fn") &&
-                                    o.attrs.at("fn") == next.attrs.at("fn");
+                             return o.kind == OpKind::kNormGrad && o.inputs == next.inputs;
                            });
       bool hold = false;
       if (!merge && pending < 0 && single &&

@@ -4,6 +4,7 @@
 // boxes and tiles, against the calls run one by one through the reference loops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -151,15 +152,16 @@ TEST(FusedChains, TheScoresGradientThroughACausalMaskAndAScaleIsOnePassAndMatche
 
 // The forward: the scores (a tile of random values, rows contiguous) scaled (or not), masked and
 // softmaxed in one pass on 1-3 threads, never writing the scaled or masked scores; every row
-// against the three reference calls, and exactly 0 where the mask hides an element of a row that
-// shows any.
+// against the three reference calls, exactly 0 where the mask hides an element of a row that
+// shows any, and NaN, as the calls give, in a row that shows none (fewer keys than queries).
 TEST(FusedChains, ScaleMaskAndSoftmaxAreOnePassAndMatchTheReference) {
   std::mt19937 rng(67);
   int64_t fused = 0;
   for (int trial = 0; trial < 80; ++trial) {
     Graph g;
     Ops ops(g);
-    const int64_t q = uniform(rng, 1, 40), k = q + uniform(rng, 0, 5);
+    // Fewer keys than queries too: the first rows then show nothing (NaN, as unfused).
+    const int64_t q = uniform(rng, 1, 40), k = std::max<int64_t>(1, q + uniform(rng, -5, 5));
     const double alpha = 0.05 + 0.1 * static_cast<double>(trial % 7);
     const bool scaled = trial % 3 != 0;  // else the chain starts at the mask
     ValueId x = ops.param("x", f32({uniform(rng, 1, 2), uniform(rng, 1, 3), q, k}));
@@ -207,10 +209,14 @@ TEST(FusedChains, ScaleMaskAndSoftmaxAreOnePassAndMatchTheReference) {
     ASSERT_TRUE(kernels::run(sm, rows, {&mr}, {&want}, ref).ok());
     Tensor got = out.crop(img);
     EXPECT_LT(max_diff(got, want), 2e-5);
-    int64_t hidden_nonzero = 0;
-    for (int64_t i = 0; i < got.numel(); ++i)
-      hidden_nonzero += std::isinf(mr.f32()[i]) && got.f32()[i] != 0.0f;
+    int64_t hidden_nonzero = 0, nan_differs = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const bool row_shows_none = std::isnan(want.f32()[i]);
+      nan_differs += row_shows_none != std::isnan(got.f32()[i]);
+      hidden_nonzero += !row_shows_none && std::isinf(mr.f32()[i]) && got.f32()[i] != 0.0f;
+    }
     EXPECT_EQ(hidden_nonzero, 0) << "a hidden element got a weight";
+    EXPECT_EQ(nan_differs, 0) << "a row that shows nothing differs from the calls one by one";
     const bool untouched = all_nan(m) && (!scaled || all_nan(r));
     EXPECT_TRUE(untouched) << "the scaled or masked scores were written";
     fused += untouched;
