@@ -60,8 +60,7 @@ HEDDLE_LANES float lane_sum(const v8& v) {
 HEDDLE_SIMD_CLONES float max_loop(const float* x, int64_t n) {
   v8 acc;
   splat(acc, -std::numeric_limits<float>::infinity());
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 v;
     if (m == kLanes) {
       load(v, x + j, m);
@@ -71,7 +70,7 @@ HEDDLE_SIMD_CLONES float max_loop(const float* x, int64_t n) {
     }
     v8i more = acc < v;  // false for NaN lanes, which are skipped
     select(acc, more, v, acc);
-  }
+  });
   float r = acc[0];
   for (int i = 1; i < kLanes; ++i) r = std::max(r, acc[i]);
   return r;
@@ -79,8 +78,7 @@ HEDDLE_SIMD_CLONES float max_loop(const float* x, int64_t n) {
 
 HEDDLE_FMA_CLONES float exp_sum_loop(const float* x, float* y, int64_t n, float shift) {
   v8 acc = v8{};
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 v;
     load(v, x + j, m);
     v = v - shift;
@@ -94,49 +92,46 @@ HEDDLE_FMA_CLONES float exp_sum_loop(const float* x, float* y, int64_t n, float 
     if (m < kLanes)
       for (int64_t i = m; i < kLanes; ++i) v[i] = 0.0f;
     acc += v;
-  }
+  });
   return lane_sum(acc);
 }
 
 HEDDLE_SIMD_CLONES float sum_loop(const float* x, int64_t n) {
   v8 acc = v8{};
-  for (int64_t j = 0; j < n; j += kLanes) {
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 v;
-    load(v, x + j, std::min(kLanes, n - j));
+    load(v, x + j, m);
     acc += v;
-  }
+  });
   return lane_sum(acc);
 }
 
 HEDDLE_SIMD_CLONES float dot_loop(const float* x, const float* y, int64_t n) {
   v8 acc = v8{};
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 a, b;
     load(a, x + j, m);
     load(b, y + j, m);
     acc += a * b;
-  }
+  });
   return lane_sum(acc);
 }
 
 HEDDLE_SIMD_CLONES float sq_dev_loop(const float* x, int64_t n, float c) {
   v8 acc = v8{};
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 a;
     load(a, x + j, m);
     a = a - c;
     for (int64_t i = m; i < kLanes; ++i) a[i] = 0.0f;
     acc += a * a;
-  }
+  });
   return lane_sum(acc);
 }
 
 HEDDLE_SIMD_CLONES void norm_apply_loop(const float* x, float mean, float rstd, const float* g,
                                         const float* b, float* y, int64_t n) {
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 v;
     load(v, x + j, m);
     v = (v - mean) * rstd;
@@ -151,7 +146,7 @@ HEDDLE_SIMD_CLONES void norm_apply_loop(const float* x, float mean, float rstd, 
       v = v + bv;
     }
     store(y + j, v, m);
-  }
+  });
 }
 
 // gy = dy * g (dy when g is null) and xh = (x - mean) * rstd, stored; returns the lane sums of gy
@@ -160,8 +155,7 @@ HEDDLE_SIMD_CLONES void norm_grad_sums_loop(const float* dy, const float* g, con
                                             float mean, float rstd, float* gy, float* xh, int64_t n,
                                             float* sum, float* dot) {
   v8 as = v8{}, ad = v8{};
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 d, xv;
     load(d, dy + j, m);
     if (g != nullptr) {
@@ -183,7 +177,7 @@ HEDDLE_SIMD_CLONES void norm_grad_sums_loop(const float* dy, const float* g, con
     }
     as += d;
     ad += d * xv;
-  }
+  });
   *sum = lane_sum(as);
   *dot = lane_sum(ad);
 }
@@ -191,66 +185,60 @@ HEDDLE_SIMD_CLONES void norm_grad_sums_loop(const float* dy, const float* g, con
 // acc[j] += dy[j] * ((x[j] - mean) * rstd): a norm's scale gradient, row by row.
 HEDDLE_SIMD_CLONES void norm_dgamma_loop(const float* dy, const float* x, float mean, float rstd,
                                          float* acc, int64_t n) {
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 d, xv, a;
     load(d, dy + j, m);
     load(xv, x + j, m);
     load(a, acc + j, m);
     store(acc + j, a + d * ((xv - mean) * rstd), m);
-  }
+  });
 }
 
 HEDDLE_SIMD_CLONES void norm_dx_loop(const float* gy, const float* xh, float rstd, float mg,
                                      float mgx, float* r, int64_t n) {
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 a, h;
     load(a, gy + j, m);
     load(h, xh + j, m);
     a = rstd * (a - mg - h * mgx);
     store(r + j, a, m);
-  }
+  });
 }
 
 HEDDLE_SIMD_CLONES void mul_loop(const float* a, const float* b, float* out, int64_t n) {
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 u, v;
     load(u, a + j, m);
     load(v, b + j, m);
     store(out + j, u * v, m);
-  }
+  });
 }
 
 HEDDLE_SIMD_CLONES void add_to_loop(float* acc, const float* v, int64_t n) {
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 a, u;
     load(a, acc + j, m);
     load(u, v + j, m);
     store(acc + j, a + u, m);
-  }
+  });
 }
 
 HEDDLE_SIMD_CLONES void scale_loop(float* y, float c, int64_t n) {
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 a;
     load(a, y + j, m);
     store(y + j, a * c, m);
-  }
+  });
 }
 
 HEDDLE_SIMD_CLONES void softmax_grad_loop(const float* d, const float* y, float s, float* r,
                                           int64_t n) {
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     v8 a, u;
     load(a, d + j, m);
     load(u, y + j, m);
     store(r + j, u * (a - s), m);
-  }
+  });
 }
 
 // A plain loop the compiler vectorizes (Simd.cpp is built without errno from sqrt; the operands

@@ -8,6 +8,8 @@
 #pragma once
 
 #define HEDDLE_LANES [[gnu::always_inline]] inline
+// A lambda body inlined into the (cloned) loop that calls it.
+#define HEDDLE_LAMBDA __attribute__((always_inline))
 
 // 1 where the including files compile loops for several targets (target_clones, target): GCC on
 // x86-64, but not under ThreadSanitizer, where a clone's ifunc resolver runs while the dynamic
@@ -21,10 +23,14 @@
 
 HEDDLE_LANES void splat(vf& v, float s) { v = vf{} + s; }
 
+// A vector at any float's alignment: full loads and stores go straight through it, not through a
+// copy on the stack.
+typedef vf __attribute__((aligned(4))) vf_unaligned;
+
 // m (<= kLanes) elements from p; the other lanes 0.
 HEDDLE_LANES void load(vf& v, const float* p, int64_t m) {
   if (m == kLanes) {
-    std::memcpy(&v, p, sizeof v);
+    v = *reinterpret_cast<const vf_unaligned*>(p);
     return;
   }
   v = vf{};
@@ -32,8 +38,8 @@ HEDDLE_LANES void load(vf& v, const float* p, int64_t m) {
 }
 
 HEDDLE_LANES void store(float* p, const vf& v, int64_t m) {
-  if (m == kLanes) {  // one vector store, not a variable-length copy through the stack
-    std::memcpy(p, &v, sizeof v);
+  if (m == kLanes) {
+    *reinterpret_cast<vf_unaligned*>(p) = v;
     return;
   }
   std::memcpy(p, &v, static_cast<size_t>(m) * sizeof(float));
@@ -51,15 +57,14 @@ HEDDLE_LANES void select(vf& out, const vi& mask, const vf& a, const vf& b) {
   as_floats(out, (ai & mask) | (bi & ~mask));
 }
 
-// x clamped to [lo, hi] as std::min(std::max(x, lo), hi) does.
+// x clamped to [lo, hi] as std::min(std::max(x, lo), hi) does (a NaN stays NaN): a max and a min
+// instruction where the target has them.
 HEDDLE_LANES void clamp(vf& x, float lo, float hi) {
   vf l, h;
   splat(l, lo);
   splat(h, hi);
-  vi below = x < l;
-  select(x, below, l, x);
-  vi above = h < x;
-  select(x, above, h, x);
+  x = x < l ? l : x;
+  x = h < x ? h : x;
 }
 
 // x = fast_exp(x) (Scalar.h), lane by lane.
@@ -162,27 +167,34 @@ HEDDLE_LANES void backward(vf& d, const vf& dy, const vf& x) {
   }
 }
 
+// Calls f(j, m) for the vectors of a row of n floats: m = kLanes for each whole one, so the
+// loads and stores of the body inline to single instructions, then m < kLanes for the tail.
+template <class F>
+HEDDLE_LANES void for_lanes(int64_t n, F&& f) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) f(j, kLanes);
+  if (j < n) f(j, n - j);
+}
+
 template <OpKind K>
 HEDDLE_LANES void forward_loop(const float* x, float* out, int64_t n) {
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     vf v;
     load(v, x + j, m);
     forward<K>(v);
     store(out + j, v, m);
-  }
+  });
 }
 
 template <OpKind K>
 HEDDLE_LANES void backward_loop(const float* dy, const float* x, float* out, int64_t n) {
-  for (int64_t j = 0; j < n; j += kLanes) {
-    int64_t m = std::min(kLanes, n - j);
+  for_lanes(n, [&](int64_t j, int64_t m) HEDDLE_LAMBDA {
     vf d, xv, r;
     load(d, dy + j, m);
     load(xv, x + j, m);
     backward<K>(r, d, xv);
     store(out + j, r, m);
-  }
+  });
 }
 
 // The loops of activation kind k (Simd.h simd_activation).
