@@ -14,9 +14,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <utility>
 
 #include "KernelUtil.h"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace heddle::kdetail {
 
@@ -27,27 +32,38 @@ constexpr int64_t kNr = 16;    // columns of C per micro-kernel call (two 8-floa
 constexpr int64_t kKc = 256;   // depth block: a 16-column sliver of B (16 KiB) stays in L1
 constexpr int64_t kMc = 144;   // rows of A per packed block (144 KiB, in the 512 KiB L2)
 constexpr int64_t kNc = 2048;  // columns of B per packed panel (2 MiB, in L3)
+constexpr size_t kHugePage = size_t{2} << 20;
 
 #define HEDDLE_AVX2 __attribute__((target("avx2,fma")))
 
-// Packed operands of one thread, allocated on its first product and kept.
-struct PackBuffers {
-  std::unique_ptr<float[]> a_store, b_store;
-  float* a = nullptr;  // kMc x kKc, 32-byte aligned, plus slack for the transposes' full stores
-  float* b = nullptr;  // kKc x kNc, 32-byte aligned
+// Frees a pack buffer as it was allocated (operator new[] aligned to a huge page).
+struct HugeFree {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t(kHugePage)); }
 };
 
-float* aligned(std::unique_ptr<float[]>& store, int64_t floats) {
-  store = std::make_unique<float[]>(static_cast<size_t>(floats + 8));
-  auto p = reinterpret_cast<uintptr_t>(store.get());
-  return reinterpret_cast<float*>((p + 31) & ~uintptr_t{31});
+// Packed operands of one thread, allocated on its first product and kept.
+struct PackBuffers {
+  std::unique_ptr<float[], HugeFree> a_store, b_store;
+  float* a = nullptr;  // kMc x kKc, plus slack for the transposes' full stores
+  float* b = nullptr;  // kKc x kNc
+};
+
+// `floats` floats on huge-page boundaries, the pages advised huge (transparent_hugepage=madvise
+// gives them then): B's panel spans 2 MiB, which 4 KiB pages spread over 512 TLB entries.
+float* huge_aligned(std::unique_ptr<float[], HugeFree>& store, int64_t floats) {
+  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+  store.reset(static_cast<float*>(::operator new[](bytes, std::align_val_t(kHugePage))));
+#if defined(__linux__)
+  if (bytes >= kHugePage) madvise(store.get(), bytes, MADV_HUGEPAGE);
+#endif
+  return store.get();
 }
 
 PackBuffers& buffers() {
   thread_local PackBuffers buf;
   if (buf.a == nullptr) {
-    buf.a = aligned(buf.a_store, kMc * kKc + 8);
-    buf.b = aligned(buf.b_store, kKc * kNc);
+    buf.a = huge_aligned(buf.a_store, kMc * kKc + 8);
+    buf.b = huge_aligned(buf.b_store, kKc * kNc);
   }
   return buf;
 }

@@ -20,6 +20,10 @@
 #include "heddle/ops/Chain.h"
 #include "heddle/runtime/ArenaPlan.h"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace heddle {
 
 namespace {
@@ -160,8 +164,15 @@ std::vector<const Instr*> run_order(const Graph& g, const DeviceProgram& p, bool
 
 bool in_kernel_call() { return kernel_depth > 0; }
 
+namespace {
+
+// The arena's alignment: a huge page's, so the advice below covers whole pages.
+constexpr size_t kArenaAlign = size_t{2} << 20;
+
+}  // namespace
+
 void DeviceExecutor::ArenaFree::operator()(std::byte* p) const {
-  ::operator delete[](p, std::align_val_t(64));
+  ::operator delete[](p, std::align_val_t(kArenaAlign));
 }
 
 // Walks the program once: which buffer each instruction reads and defines, and every buffer's
@@ -481,10 +492,17 @@ DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_
   for (const Buffer& b : buffers_) requests.push_back({b.first, b.last, b.bytes});
   ArenaLayout layout = plan_arena(requests);
   arena_bytes_ = layout.bytes;
-  arena_.reset(static_cast<std::byte*>(::operator new[](
-      static_cast<size_t>(std::max<int64_t>(arena_bytes_, 64)), std::align_val_t(64))));
+  const size_t arena_size = static_cast<size_t>(std::max<int64_t>(arena_bytes_, 64));
+  arena_.reset(
+      static_cast<std::byte*>(::operator new[](arena_size, std::align_val_t(kArenaAlign))));
+#if defined(__linux__)
+  // Huge pages where the kernel gives them on request (transparent_hugepage=madvise): a step's
+  // products and row passes walk megabytes of tiles, which 4 KiB pages spread over thousands of
+  // TLB entries. Advice only; its failure changes nothing.
+  if (arena_size >= kArenaAlign) madvise(arena_.get(), arena_size, MADV_HUGEPAGE);
+#endif
   // Zeroed once, so a first step reads the same as a fresh tensor would.
-  std::memset(arena_.get(), 0, static_cast<size_t>(std::max<int64_t>(arena_bytes_, 64)));
+  std::memset(arena_.get(), 0, arena_size);
   for (size_t i = 0; i < buffers_.size(); ++i) {
     Buffer& b = buffers_[i];
     if (b.view_of >= 0) {  // a reshape's view: the bytes of the (earlier, already bound) buffer

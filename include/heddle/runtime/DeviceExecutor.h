@@ -132,7 +132,7 @@ class DeviceExecutor {
   std::vector<std::vector<CollectiveCall>> trailing_batches_;
   std::vector<char> bound_;                  // bind_outputs' scratch: per buffer, bound this run
   const std::vector<char>* skip_ = nullptr;  // skip_kernels: per program instruction, or null
-  /// Frees the arena as it was allocated (64-byte aligned operator new[]).
+  /// Frees the arena as it was allocated (operator new[] aligned to a huge page).
   struct ArenaFree {
     void operator()(std::byte* p) const;
   };
