@@ -323,6 +323,7 @@ bool causal_packed(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_
   CausalTiles vis;
   vis.outer_rows = cp.outer == 'M';
   vis.prefix = cp.outer_is_query;
+  vis.on_c = cp.inner != 'K';
   // Visible: key <= query + shift, in box coordinates (as the block loop below reads it).
   vis.d =
       cp.outer_is_query ? cp.outer0 + 1 + cp.shift - cp.inner0 : cp.outer0 - cp.shift - cp.inner0;
@@ -335,7 +336,10 @@ bool causal_packed(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_
   std::atomic<bool> ok{true};
   for_each_piece(split_rows ? m : n, split_rows ? 24 : 16, o, [&](int64_t s, int64_t e) {
     CausalTiles v = vis;  // the piece's coordinates start at s along the split axis
-    if (cp.outer == (split_rows ? 'M' : 'N')) v.d += s;
+    if (cp.outer == (split_rows ? 'M' : 'N'))
+      v.d += s;
+    else if (vis.on_c)  // the split axis is the one the mask narrows
+      v.d -= s;
     const bool done = split_rows
                           ? packed_sgemm_causal(a.trans, b.trans, e - s, n, k, a.at(s, 0), a.ld,
                                                 b.data, b.ld, beta, c + s * ldc, ldc, v)
@@ -351,19 +355,17 @@ bool causal_packed(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_
 // range of C's rows or columns narrowed to those the mask does not hide (the block's others are
 // set to 0 when overwriting). Elements on the diagonal blocks are computed densely.
 //
-// Where the mask narrows the depth (P V, dQ = dS K, dV = P^T dO, dK = dS^T Q) on AVX2-only hosts,
-// the product is instead one packed_sgemm_causal call (per thread: C's rows or columns split as
-// sgemm splits them, on whole register tiles, so no element's value depends on the split): each
-// operand packed once, each 6x16 register tile summing only its visible depths. On GPT's
-// 128x128x64 heads it took 0.77-0.98 of the time of the 32-row blocks through oneDNN on an AMD
-// EPYC (Zen 3) host (bench/sgemm_entries.cpp causal); the scores and dP, whose hidden part is C's
-// own, took 0.98-1.11 that way, so they keep the blocks.
+// On AVX2-only hosts the product is instead one packed_sgemm_causal call (per thread: C's rows or
+// columns split as sgemm splits them, on whole register tiles, so no element's value depends on
+// the split): each operand packed once; where the mask narrows the depth (P V, dQ = dS K,
+// dV = P^T dO, dK = dS^T Q) each 6x16 register tile sums only its visible depths, and where it
+// hides part of C (the scores, dP) only the tiles with a visible element are computed. On GPT's
+// 128x128x64 heads the first took 0.77-0.98 of the time of the 32-row blocks through oneDNN on an
+// AMD EPYC (Zen 3) host (bench/sgemm_entries.cpp causal).
 void causal_gemm(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_t n, int64_t k,
                  float beta, float* c, int64_t ldc, const KernelOptions& o) {
   const bool rows = cp.outer == 'M';
-  if (cp.inner == 'K' && !kernels::onednn_sgemm_first() &&
-      causal_packed(cp, a, b, m, n, k, beta, c, ldc, o))
-    return;
+  if (!kernels::onednn_sgemm_first() && causal_packed(cp, a, b, m, n, k, beta, c, ldc, o)) return;
   const int64_t len = rows ? m : n, wtot = cp.inner == 'K' ? k : rows ? n : m;
   for (int64_t u0 = 0; u0 < len; u0 += kCausalBlock) {
     const int64_t u1 = std::min(len, u0 + kCausalBlock);

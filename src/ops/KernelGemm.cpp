@@ -300,6 +300,14 @@ HEDDLE_AVX2 void pack_b_depths(bool tb, const float* b, int64_t ldb, int64_t col
       p[k * kNr + j] = j >= cols ? 0.0f : tb ? b[j * ldb + k] : b[k * ldb + j];
 }
 
+// True when some element of C's tile of rows [i0, i1) and columns [j0, j1) is visible under
+// `vis` (on_c): some row's (column's) visible range of columns (rows) meets the tile's.
+bool tile_visible(const CausalTiles& vis, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  const int64_t u0 = vis.outer_rows ? i0 : j0, u1 = vis.outer_rows ? i1 : j1;
+  const int64_t w0 = vis.outer_rows ? j0 : i0, w1 = vis.outer_rows ? j1 : i1;
+  return vis.prefix ? w0 < u1 - 1 + vis.d : w1 - 1 >= u0 + vis.d;
+}
+
 // The depths [first, second) that the rows (or columns, as `vis` says) [u0, u1) of C read under
 // `vis`: the union of their visible ranges, within [0, k).
 std::pair<int64_t, int64_t> visible_depths(const CausalTiles& vis, int64_t u0, int64_t u1,
@@ -312,16 +320,19 @@ void zero_tile(float* c, int64_t ldc, int64_t mr, int64_t nr) {
   for (int64_t i = 0; i < mr; ++i) std::fill(c + i * ldc, c + i * ldc + nr, 0.0f);
 }
 
-// C (= or += when `add`) A B, blocked and packed; with `vis`, each register tile over its visible
-// depths only. A tile sums each depth block's part of its depth range in turn: the first part it
-// has overwrites C (unless `add`), the later ones add, as the dense product's blocks do.
+// C (= or += when `add`) A B, blocked and packed; with `vis` on the depths, each register tile
+// over its visible depths only (a tile sums each depth block's part of its depth range in turn:
+// the first part it has overwrites C unless `add`, the later ones add, as the dense product's
+// blocks do); with `vis` on C, only the tiles with a visible element (the others set to 0 unless
+// `add`).
 HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
                          int64_t lda, const float* b, int64_t ldb, bool add, float* c, int64_t ldc,
                          const CausalTiles* vis) {
   PackBuffers& buf = buffers();
-  // With `vis`, the operand whose rows (A) or columns (B) the mask narrows has each sliver packed
-  // over the depths its tiles read only.
-  const bool narrow_a = vis != nullptr && vis->outer_rows, narrow_b = vis != nullptr && !narrow_a;
+  // With `vis` on the depths, the operand whose rows (A) or columns (B) the mask narrows has each
+  // sliver packed over the depths its tiles read only.
+  const bool on_depths = vis != nullptr && !vis->on_c;
+  const bool narrow_a = on_depths && vis->outer_rows, narrow_b = on_depths && !vis->outer_rows;
   // Packs an operand's block whole, or (`narrow`) sliver by sliver (`len` rows or columns from
   // u0, `width` per sliver) over the depths of [p0, p0 + kc) its tiles read.
   auto pack = [&](bool narrow, int64_t u0, int64_t len, int64_t width, int64_t p0, int64_t kc,
@@ -356,7 +367,12 @@ HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
           for (int64_t ir = 0; ir < mc; ir += kMr) {
             const int64_t mr = std::min(kMr, mc - ir), nr = std::min(kNr, nc - jr);
             float* ct = c + (i0 + ir) * ldc + j0 + jr;
-            if (vis == nullptr) {
+            if (vis != nullptr && vis->on_c &&
+                !tile_visible(*vis, i0 + ir, i0 + ir + mr, j0 + jr, j0 + jr + nr)) {
+              if (p0 == 0 && !add) zero_tile(ct, ldc, mr, nr);
+              continue;
+            }
+            if (!on_depths) {
               micro_kernel(kc, buf.a + ir * kc, buf.b + jr * kc, ct, ldc, add_block, mr, nr);
               continue;
             }

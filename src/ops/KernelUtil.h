@@ -482,18 +482,21 @@ bool skinny_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
 /// call covers.
 bool packed_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-/// The depths of a product a causal mask leaves visible, as packed_sgemm_causal reads them: for
-/// C's row u (its column u when !outer_rows) the depths [0, u + d) when `prefix`, else
-/// [u + d, k). The other depths multiply the mask's zeros.
+/// What a causal mask leaves visible of a product, as packed_sgemm_causal reads it: for C's row u
+/// (its column u when !outer_rows) the range [0, u + d) when `prefix`, else [u + d, len) of the
+/// depths (`on_c` false: the other depths multiply the mask's zeros) or of C's columns (its rows
+/// when !outer_rows; `on_c` true: the mask hides C's other elements, as attention's scores).
 struct CausalTiles {
   bool outer_rows = true;
   bool prefix = true;
   int64_t d = 0;
+  bool on_c = false;
 };
-/// packed_sgemm over the visible depths only: each 6x16 register tile of C sums the depths
-/// visible to some element of it, and a tile with none is set to 0 (beta 0) or left (beta 1). So
-/// an element keeps packed_sgemm's value bit for bit where the skipped terms are the mask's
-/// zeros (finite operands). False (nothing written) where packed_sgemm is.
+/// packed_sgemm over what `vis` leaves visible only. Depths: each 6x16 register tile of C sums
+/// the depths visible to some element of it, and a tile with none is set to 0 (beta 0) or left
+/// (beta 1), so an element keeps packed_sgemm's value bit for bit where the skipped terms are the
+/// mask's zeros (finite operands). C (`on_c`): a tile with no visible element is set to 0 (beta
+/// 0) or left, the others are packed_sgemm's. False (nothing written) where packed_sgemm is.
 bool packed_sgemm_causal(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
                          int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                          int64_t ldc, const CausalTiles& vis);
