@@ -42,13 +42,24 @@ Access::Access(const Tensor& tensor, const Operand& operand)
   coef.assign(static_cast<size_t>(m.in_rank()), 0);
   for (int64_t k = 0; k < m.in_rank(); ++k)
     for (int64_t d = 0; d < m.out_rank(); ++d) coef[k] += st[d] * m.at(d, k);
-  Box w = Box::of_shape(proj->window());
-  for_each_point(w, [&](const int64_t* e) {
-    int64_t o = 0;
-    for (int64_t d = 0; d < w.rank(); ++d) o += st[d] * e[d];
-    woff.push_back(o);
-  });
-  if (w.rank() == 0) woff = {0};
+  // The window's offsets, row-major, counted like an odometer (an Access is built per kernel call,
+  // and per call of a row kernel: no Box or per-element growth of woff).
+  const IVec& win = proj->window();
+  const int64_t r = win.size();
+  woff.resize(static_cast<size_t>(std::max<int64_t>(win.product(), 0)));
+  if (woff.empty()) return;
+  std::vector<int64_t> e(static_cast<size_t>(r), 0);
+  int64_t o = 0;
+  for (size_t i = 0;;) {
+    woff[i] = o;
+    if (++i == woff.size()) break;
+    int64_t d = r - 1;
+    for (; ++e[d] == win[d]; --d) {  // carry: dim d wraps to 0
+      o -= st[d] * (win[d] - 1);
+      e[d] = 0;
+    }
+    o += st[d];
+  }
 }
 
 std::vector<int64_t> Access::coords(const int64_t* p) const {
@@ -180,12 +191,25 @@ void combine(Monoid m, Tensor& dst, const Tensor& src) {
   });
 }
 
+namespace {
+
+// op.space.box().contains(box), without building the space's box (a check on every call).
+bool inside_space(const IndexSpace& space, const Box& box) {
+  if (box.rank() != space.rank()) return false;
+  if (box.empty()) return true;
+  for (int64_t d = 0; d < space.rank(); ++d)
+    if (box.start()[d] < 0 || box.end()[d] > space.dim(d).extent) return false;
+  return true;
+}
+
+}  // namespace
+
 Status run(const Op& op, const Box& box, const std::vector<const Tensor*>& inputs,
            const std::vector<Tensor*>& outputs, const KernelOptions& options) {
   HEDDLE_ASSERT(inputs.size() == op.inputs.size() && outputs.size() == op.results.size())
       << op_kind_name(op.kind) << ": " << inputs.size() << " inputs, " << outputs.size()
       << " outputs";
-  HEDDLE_ASSERT(op.space.box().contains(box))
+  HEDDLE_ASSERT(inside_space(op.space, box))
       << "box " << box.to_string() << " outside " << op.space.to_string();
   for (Tensor* t : outputs)
     HEDDLE_ASSERT(!t->is_int()) << op_kind_name(op.kind) << " writes integer tensor";

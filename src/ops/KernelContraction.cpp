@@ -84,6 +84,13 @@ struct Group {
   int64_t total = 1;
 };
 
+// True when index dim k enters some row of `m` (its column is not all zeros).
+bool reads_dim(const AffineMap& m, int64_t k) {
+  for (int64_t r = 0; r < m.out_rank(); ++r)
+    if (m.at(r, k) != 0) return true;
+  return false;
+}
+
 // True when every row of `p` is one index dim with coefficient 1, no offset, unit window.
 bool simple_proj(const IndexProjection& p) {
   const AffineMap& m = p.map();
@@ -443,10 +450,9 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
   std::vector<int64_t> ext(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) {
     ext[k] = box.end()[k] - box.start()[k];
-    bool a = !op.inputs[0].proj.map().column(k).values().empty() &&
-             op.inputs[0].proj.map().column(k) != IVec::zeros(A.t->rank());
-    bool b = op.inputs[1].proj.map().column(k) != IVec::zeros(B.t->rank());
-    bool c = op.results[0].proj.map().column(k) != IVec::zeros(C.t->rank());
+    bool a = reads_dim(op.inputs[0].proj.map(), k);
+    bool b = reads_dim(op.inputs[1].proj.map(), k);
+    bool c = reads_dim(op.results[0].proj.map(), k);
     Group* g = a && b && c ? &batch : a && c ? &M : b && c ? &N : a && b ? &K : nullptr;
     if (!g) return {};  // a dim summed in one operand only, or a pure broadcast: generic loop
     if (g == &K && !op.space.dim(k).reduce) return {};
