@@ -13,15 +13,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <memory>
-#include <new>
 #include <utility>
 
 #include "KernelUtil.h"
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
+#include "heddle/support/HugePages.h"
 
 namespace heddle::kdetail {
 
@@ -32,38 +27,21 @@ constexpr int64_t kNr = 16;    // columns of C per micro-kernel call (two 8-floa
 constexpr int64_t kKc = 256;   // depth block: a 16-column sliver of B (16 KiB) stays in L1
 constexpr int64_t kMc = 144;   // rows of A per packed block (144 KiB, in the 512 KiB L2)
 constexpr int64_t kNc = 2048;  // columns of B per packed panel (2 MiB, in L3)
-constexpr size_t kHugePage = size_t{2} << 20;
 
 #define HEDDLE_AVX2 __attribute__((target("avx2,fma")))
 
-// Frees a pack buffer as it was allocated (operator new[] aligned to a huge page).
-struct HugeFree {
-  void operator()(float* p) const { ::operator delete[](p, std::align_val_t(kHugePage)); }
-};
-
-// Packed operands of one thread, allocated on its first product and kept.
+// Packed operands of one thread, allocated on its first product and kept; B's 2 MiB panel on a
+// huge page (HugePages.h).
 struct PackBuffers {
-  std::unique_ptr<float[], HugeFree> a_store, b_store;
-  float* a = nullptr;  // kMc x kKc, plus slack for the transposes' full stores
-  float* b = nullptr;  // kKc x kNc
+  HugeBuffer<float> a;  // kMc x kKc, plus slack for the transposes' full stores
+  HugeBuffer<float> b;  // kKc x kNc
 };
-
-// `floats` floats on huge-page boundaries, the pages advised huge (transparent_hugepage=madvise
-// gives them then): B's panel spans 2 MiB, which 4 KiB pages spread over 512 TLB entries.
-float* huge_aligned(std::unique_ptr<float[], HugeFree>& store, int64_t floats) {
-  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
-  store.reset(static_cast<float*>(::operator new[](bytes, std::align_val_t(kHugePage))));
-#if defined(__linux__)
-  if (bytes >= kHugePage) madvise(store.get(), bytes, MADV_HUGEPAGE);
-#endif
-  return store.get();
-}
 
 PackBuffers& buffers() {
   thread_local PackBuffers buf;
   if (buf.a == nullptr) {
-    buf.a = huge_aligned(buf.a_store, kMc * kKc + 8);
-    buf.b = huge_aligned(buf.b_store, kKc * kNc);
+    buf.a = huge_buffer<float>(kMc * kKc + 8);
+    buf.b = huge_buffer<float>(kKc * kNc);
   }
   return buf;
 }
@@ -332,6 +310,7 @@ HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
                          int64_t lda, const float* b, int64_t ldb, bool add, float* c, int64_t ldc,
                          const CausalTiles* vis) {
   PackBuffers& buf = buffers();
+  float *const pa = buf.a.get(), *const pb = buf.b.get();
   // With `vis` on the depths, the operand whose rows (A) or columns (B) the mask narrows has each
   // sliver packed over the depths its tiles read only.
   const bool on_depths = vis != nullptr && !vis->on_c;
@@ -353,18 +332,18 @@ HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
       const int64_t kc = std::min(kKc, k - p0);
       const float* bb = tb ? b + j0 * ldb + p0 : b + p0 * ldb + j0;
       pack(
-          narrow_b, j0, nc, kNr, p0, kc, [&] { pack_b(tb, bb, ldb, kc, nc, buf.b); },
+          narrow_b, j0, nc, kNr, p0, kc, [&] { pack_b(tb, bb, ldb, kc, nc, pb); },
           [&](int64_t jr, int64_t nr, int64_t ka, int64_t kb) {
-            pack_b_depths(tb, tb ? bb + jr * ldb : bb + jr, ldb, nr, ka, kb, buf.b + jr * kc);
+            pack_b_depths(tb, tb ? bb + jr * ldb : bb + jr, ldb, nr, ka, kb, pb + jr * kc);
           });
       const bool add_block = add || p0 > 0;
       for (int64_t i0 = 0; i0 < m; i0 += kMc) {
         const int64_t mc = std::min(kMc, m - i0);
         const float* ab = ta ? a + p0 * lda + i0 : a + i0 * lda + p0;
         pack(
-            narrow_a, i0, mc, kMr, p0, kc, [&] { pack_a(ta, ab, lda, mc, kc, buf.a); },
+            narrow_a, i0, mc, kMr, p0, kc, [&] { pack_a(ta, ab, lda, mc, kc, pa); },
             [&](int64_t ir, int64_t mr, int64_t ka, int64_t kb) {
-              pack_a_depths(ta, ta ? ab + ir : ab + ir * lda, lda, mr, ka, kb, buf.a + ir * kc);
+              pack_a_depths(ta, ta ? ab + ir : ab + ir * lda, lda, mr, ka, kb, pa + ir * kc);
             });
         for (int64_t jr = 0; jr < nc; jr += kNr)
           for (int64_t ir = 0; ir < mc; ir += kMr) {
@@ -376,7 +355,7 @@ HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
               continue;
             }
             if (!on_depths) {
-              micro_kernel(kc, buf.a + ir * kc, buf.b + jr * kc, ct, ldc, add_block, mr, nr);
+              micro_kernel(kc, pa + ir * kc, pb + jr * kc, ct, ldc, add_block, mr, nr);
               continue;
             }
             const auto [lo, hi] = narrow_a ? visible_depths(*vis, i0 + ir, i0 + ir + mr, k)
@@ -387,8 +366,8 @@ HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
             }
             const int64_t ka = std::max(p0, lo), kb = std::min(p0 + kc, hi);
             if (kb <= ka) continue;
-            micro_kernel(kb - ka, buf.a + ir * kc + (ka - p0) * kMr,
-                         buf.b + jr * kc + (ka - p0) * kNr, ct, ldc, add || ka > lo, mr, nr);
+            micro_kernel(kb - ka, pa + ir * kc + (ka - p0) * kMr, pb + jr * kc + (ka - p0) * kNr,
+                         ct, ldc, add || ka > lo, mr, nr);
           }
       }
     }

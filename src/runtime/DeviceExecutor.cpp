@@ -20,10 +20,6 @@
 #include "heddle/ops/Chain.h"
 #include "heddle/runtime/ArenaPlan.h"
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 namespace heddle {
 
 namespace {
@@ -163,17 +159,6 @@ std::vector<const Instr*> run_order(const Graph& g, const DeviceProgram& p, bool
 }  // namespace
 
 bool in_kernel_call() { return kernel_depth > 0; }
-
-namespace {
-
-// The arena's alignment: a huge page's, so the advice below covers whole pages.
-constexpr size_t kArenaAlign = size_t{2} << 20;
-
-}  // namespace
-
-void DeviceExecutor::ArenaFree::operator()(std::byte* p) const {
-  ::operator delete[](p, std::align_val_t(kArenaAlign));
-}
 
 // Walks the program once: which buffer each instruction reads and defines, and every buffer's
 // lifetime in positions (one per load, collective, fetch and kernel call).
@@ -493,14 +478,7 @@ DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_
   ArenaLayout layout = plan_arena(requests);
   arena_bytes_ = layout.bytes;
   const size_t arena_size = static_cast<size_t>(std::max<int64_t>(arena_bytes_, 64));
-  arena_.reset(
-      static_cast<std::byte*>(::operator new[](arena_size, std::align_val_t(kArenaAlign))));
-#if defined(__linux__)
-  // Huge pages where the kernel gives them on request (transparent_hugepage=madvise): a step's
-  // products and row passes walk megabytes of tiles, which 4 KiB pages spread over thousands of
-  // TLB entries. Advice only; its failure changes nothing.
-  if (arena_size >= kArenaAlign) madvise(arena_.get(), arena_size, MADV_HUGEPAGE);
-#endif
+  arena_ = huge_buffer<std::byte>(arena_size);
   // Zeroed once, so a first step reads the same as a fresh tensor would.
   std::memset(arena_.get(), 0, arena_size);
   for (size_t i = 0; i < buffers_.size(); ++i) {

@@ -290,10 +290,9 @@ bool reads(const Op& op, ValueId v) {
 
 // Merges a kernel instruction with the next kernel (past frees, and past loads, which move before
 // the chain) when the next op is elementwise (or the softmax of a chain of scale and causal_mask
-// ops ending with the mask) and reads the chain's last result, which nothing else uses: that
-// result becomes a temporary. Never onto a product whose result a causal mask hides in part. A
-// norm_grad also joins a chain of norm_grads of the same inputs (no temporary: each result is
-// stored). (A
+// ops ending with the mask) and reads the chain's last result, which nothing else uses: that result
+// becomes a temporary. Never onto a product whose result a causal mask hides in part. A norm_grad
+// also joins a chain of norm_grads of the same inputs (no temporary: each result is stored). (A
 // batch norm's `mul` by the scale and `add` of the shift have the shift's load between them.) A
 // chain that starts with a convolution also takes an elementwise op that does not read its last
 // result when the kernel after it reads both (the reshape of a bias before its `add`; the `sigmoid`

@@ -11,6 +11,7 @@
 
 #include "heddle/ops/Kernel.h"
 #include "heddle/runtime/Executor.h"
+#include "heddle/support/HugePages.h"
 
 namespace heddle {
 
@@ -132,11 +133,7 @@ class DeviceExecutor {
   std::vector<std::vector<CollectiveCall>> trailing_batches_;
   std::vector<char> bound_;                  // bind_outputs' scratch: per buffer, bound this run
   const std::vector<char>* skip_ = nullptr;  // skip_kernels: per program instruction, or null
-  /// Frees the arena as it was allocated (operator new[] aligned to a huge page).
-  struct ArenaFree {
-    void operator()(std::byte* p) const;
-  };
-  std::unique_ptr<std::byte[], ArenaFree> arena_;
+  HugeBuffer<std::byte> arena_;  // every planned buffer, on huge pages where the host gives them
   int64_t arena_bytes_ = 0;
   std::vector<Tensor> fallback_;  // owning tiles for loads whose feed cannot be viewed
   Status error_;
