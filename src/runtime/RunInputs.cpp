@@ -30,10 +30,10 @@ int64_t integer_range(const Graph& g) {
 
 namespace {
 
-// The FNV-1a 64 of `t`'s stored bytes (fp32 for float dtypes, int64 for integers), from `h`.
+// The digest_64 of `t`'s stored bytes (fp32 for float dtypes, int64 for integers), from `h`.
 uint64_t tensor_digest(const Tensor& t, uint64_t h) {
-  if (t.is_int()) return fnv1a_64(t.i64(), static_cast<size_t>(t.numel()) * sizeof(int64_t), h);
-  return fnv1a_64(t.f32(), static_cast<size_t>(t.numel()) * sizeof(float), h);
+  if (t.is_int()) return digest_64(t.i64(), static_cast<size_t>(t.numel()) * sizeof(int64_t), h);
+  return digest_64(t.f32(), static_cast<size_t>(t.numel()) * sizeof(float), h);
 }
 
 }  // namespace

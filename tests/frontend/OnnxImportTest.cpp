@@ -1,8 +1,11 @@
 // The torch-exported fixtures import, run in the interpreter and partitioned over thread-devices,
-// and match torch's outputs.
+// and match torch's outputs; a shapes-only read after an import reuses what the import set aside.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "OnnxTestUtil.h"
@@ -191,6 +194,45 @@ TEST(OnnxImport, BindsDynamicDims) {
   ASSERT_FALSE(unbound.ok());
   EXPECT_NE(unbound.error().message.find("--dim batch=VALUE"), std::string::npos)
       << unbound.error().message;
+}
+
+}  // namespace
+}  // namespace heddle
+
+namespace heddle {
+namespace {
+
+// read_onnx_shapes_only answers from what the last import of the same, unchanged file set aside
+// (a run imports its model, then prices it): the same bytes as a fresh read, the import's
+// weights intact, and a rewritten file read again.
+TEST(OnnxShapesOnly, AnImportSetsAsideTheSameShapesAndKeepsItsWeights) {
+  const std::string src = testing::fixture("cnn.onnx");
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("heddle_shapes_" + std::to_string(getpid()) + ".onnx"))
+                               .string();
+  std::filesystem::copy_file(src, path, std::filesystem::copy_options::overwrite_existing);
+  auto fresh = read_onnx_shapes_only(path);  // parsed: nothing set aside for this path yet
+  ASSERT_TRUE(fresh.ok()) << fresh.error().to_string();
+  auto direct = import_onnx_file(src);
+  auto imported = import_onnx_file(path);
+  ASSERT_TRUE(direct.ok() && imported.ok());
+  ASSERT_FALSE(imported->weights.empty());
+  EXPECT_TRUE(imported->missing_weights.empty());
+  ASSERT_EQ(imported->weights.size(), direct->weights.size());
+  for (const auto& [v, t] : direct->weights) EXPECT_EQ(imported->weights.at(v), t);
+  auto again = read_onnx_shapes_only(path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *fresh);
+  auto shapes = import_onnx_bytes(*again, path);
+  ASSERT_TRUE(shapes.ok()) << shapes.error().to_string();
+  EXPECT_FALSE(shapes->missing_weights.empty());  // the large weights are data-free
+  // A rewritten file (another size) is read again, not answered from the last import.
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << "not onnx";
+  }
+  EXPECT_FALSE(read_onnx_shapes_only(path).ok());
+  std::filesystem::remove(path);
 }
 
 }  // namespace
