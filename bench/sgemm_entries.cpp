@@ -8,13 +8,13 @@
 // per call (median of rounds, so that a loaded machine's descheduled time does not count) and
 // GFLOP/s. Not part of the build; compile by hand from the repository root:
 //   g++ -O2 -std=c++20 -fopenmp -Iinclude -Isrc/ops bench/sgemm_entries.cpp src/ops/KernelGemm.cpp
-//   \
-//       -o /tmp/sgemm_entries $(pkg-config --cflags --libs openblas) -ldnnl
+//       src/support/HugePages.cpp -o /tmp/sgemm_entries $(pkg-config --cflags --libs openblas)
+//       -ldnnl
 //   taskset -c 0 /tmp/sgemm_entries [rounds] [vit|causal]
 // `causal` times one head of GPT's causal attention products whose depth the mask narrows (128
 // queries and keys, 64 wide; the strided q/k/v/o of 4 heads) two ways: 32-row blocks through
-// oneDNN's sgemm, each over its visible depths (the kernel's way on AVX-512 hosts, and on AVX2
-// hosts before packed_sgemm_causal), and packed_sgemm_causal, which narrows by register tile.
+// oneDNN's sgemm, each over its visible depths (the kernel's way before packed_sgemm_causal, and
+// still on hosts without AVX2 and FMA), and packed_sgemm_causal, which narrows by register tile.
 #include <cblas.h>
 #include <omp.h>
 

@@ -362,17 +362,20 @@ bool causal_packed(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_
 // range of C's rows or columns narrowed to those the mask does not hide (the block's others are
 // set to 0 when overwriting). Elements on the diagonal blocks are computed densely.
 //
-// On AVX2-only hosts the product is instead one packed_sgemm_causal call (per thread: C's rows or
-// columns split as sgemm splits them, on whole register tiles, so no element's value depends on
-// the split): each operand packed once; where the mask narrows the depth (P V, dQ = dS K,
-// dV = P^T dO, dK = dS^T Q) each 6x16 register tile sums only its visible depths, and where it
-// hides part of C (the scores, dP) only the tiles with a visible element are computed. On GPT's
-// 128x128x64 heads the first took 0.77-0.98 of the time of the 32-row blocks through oneDNN on an
-// AMD EPYC (Zen 3) host (bench/sgemm_entries.cpp causal).
+// On hosts with AVX2 and FMA the product is instead one packed_sgemm_causal call (per thread: C's
+// rows or columns split as sgemm splits them, on whole register tiles, so no element's value
+// depends on the split): each operand packed once; where the mask narrows the depth (P V,
+// dQ = dS K, dV = P^T dO, dK = dS^T Q) each 6x16 register tile sums only its visible depths, and
+// where it hides part of C (the scores, dP) only the tiles with a visible element are computed.
+// On GPT's 128x128x64 heads the first took 0.77-0.98 of the time of the 32-row blocks through
+// oneDNN on an AMD EPYC (Zen 3) host (bench/sgemm_entries.cpp causal). On Zen 4, whose other
+// products stay with oneDNN's sgemm (onednn_sgemm_first()), 0.88-0.99 per head, and the GPT step
+// 0.991 and 1.000 of the time in two A/Bs (20 and 16 interleaved rounds): no slower, and one
+// kernel, whose splits change no bits, on every host with AVX2.
 void causal_gemm(const CausalPlan& cp, MatView a, MatView b, int64_t m, int64_t n, int64_t k,
                  float beta, float* c, int64_t ldc, const KernelOptions& o) {
   const bool rows = cp.outer == 'M';
-  if (!kernels::onednn_sgemm_first() && causal_packed(cp, a, b, m, n, k, beta, c, ldc, o)) return;
+  if (causal_packed(cp, a, b, m, n, k, beta, c, ldc, o)) return;
   const int64_t len = rows ? m : n, wtot = cp.inner == 'K' ? k : rows ? n : m;
   for (int64_t u0 = 0; u0 < len; u0 += kCausalBlock) {
     const int64_t u1 = std::min(len, u0 + kCausalBlock);
