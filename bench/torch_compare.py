@@ -10,7 +10,9 @@ with /usr/bin/python3 (Debian's interpreter, where apt puts torch).
 
 Three groups of cases, every one timed in rounds that alternate heddle and PyTorch runs so that
 load from other jobs falls on both sides alike; each figure is the median over rounds of each
-round's median step:
+round's median step. PyTorch warms up --warmup steps a round, and --first-warmup (10) more before
+a case's first round at each thread count: a fresh process's step keeps getting faster for about
+15 steps.
 
 - forward: a torchvision model with seeded random weights (BatchNorm statistics and norm affines
   randomized so outputs are not degenerate), exported to ONNX at opset 17. heddle runs the .onnx
@@ -306,6 +308,15 @@ def _child_cpu():
     return r.ru_utime + r.ru_stime
 
 
+def torch_warmup(a, r):
+    """PyTorch's warm-up steps before round `r`: --warmup, and --first-warmup more before a case's
+    first round at a thread count. A fresh process's step keeps getting faster for about 15 steps
+    (the gpt step: 177, 178, 142, 151, 152 ms over five rounds of 1 + 4 steps, and 139-144 ms
+    once the process had run other models), so with one warm-up step a case timed alone, or the
+    first in a run, compared heddle with a PyTorch not yet in its steady state."""
+    return a.warmup + (a.first_warmup if r == 0 else 0)
+
+
 def time_torch(step, steps, warmup, cpu=None):
     """Median wall seconds of `steps` calls of step() after `warmup`; appends the CPU seconds per
     step of this process (every thread) to `cpu` when given."""
@@ -390,7 +401,7 @@ def run_forward(name, a, heddle, tt, workdir):
             hs.append(h)
             tt.use(k)
             with torch.no_grad():
-                ts.append(time_torch(lambda: model(x), a.steps, a.warmup, tc))
+                ts.append(time_torch(lambda: model(x), a.steps, torch_warmup(a, r), tc))
             log(f"  {name} threads={k} round {r + 1}: heddle {h:.4f} s, torch {ts[-1]:.4f} s")
         rows.append(dict(group="forward", case=name, what="forward, batch %d, %dx%d" % (
             shape[0], shape[2], shape[3]), threads=k, heddle_s=median(hs), torch_s=median(ts),
@@ -483,7 +494,7 @@ def run_train(name, a, heddle, tt):
             if checks is None:
                 t_loss1 = float(step())
                 checks = lm_checks(heddle, args, module, ids, labels, float(j["loss"][0]), t_loss1)
-            ts.append(time_torch(step, a.train_steps, a.warmup, tc))
+            ts.append(time_torch(step, a.train_steps, torch_warmup(a, r), tc))
             log(f"  {name} threads={k} round {r + 1}: heddle {h:.4f} s, torch {ts[-1]:.4f} s")
         rows.append(dict(group="train", case=name, what="%s train step, l=%d h=%d s=%d b=%d, AdamW"
                          % (model_name, cfg["layers"], cfg["hidden"], cfg["seq"], cfg["batch"]),
@@ -534,7 +545,8 @@ def run_vision_train(name, a, heddle, tt, workdir):
             if check is None:
                 check = vision_checks(heddle, onnx_path, model, x, labels, j.get("loss") or [],
                                       a.train_steps)
-            ts.append(time_torch(vision_step(model, x, labels), a.train_steps, a.warmup, tc))
+            ts.append(time_torch(vision_step(model, x, labels), a.train_steps, torch_warmup(a, r),
+                                  tc))
             log(f"  {name} threads={k} round {r + 1}: heddle {h:.4f} s, torch {ts[-1]:.4f} s")
         rows.append(dict(group="train", case=name, what="%s train step, batch %d, %dx%d, AdamW" % (
             model_name, shape[0], shape[2], shape[3]), threads=k, heddle_s=median(hs),
@@ -613,7 +625,7 @@ def run_dist(name, a, heddle, tt):
                 log(f"  {name} {label}: {e}")
         for k in (1, 2):
             tt.use(k)
-            torch_t[k].append(time_torch(step, steps, a.warmup))
+            torch_t[k].append(time_torch(step, steps, torch_warmup(a, r)))
             log(f"  {name} torch threads={k} round {r + 1}: {torch_t[k][-1]:.4f} s")
 
     def ratio(num, den):
@@ -699,6 +711,9 @@ def main():
                    help="training steps per round of the dist case (default 12; its figure is "
                    "the median of the steps after the first)")
     p.add_argument("--warmup", type=int, default=1, help="PyTorch warm-up steps per round")
+    p.add_argument("--first-warmup", type=int, default=10,
+                   help="PyTorch warm-up steps more before a case's first round at each thread "
+                   "count (default 10; 0 before 2026-11-28)")
     p.add_argument("--no-mpi", dest="mpi", action="store_false", help="skip the MPI runs")
     p.add_argument("--cpu", action="store_true",
                    help="also report CPU seconds per step of both sides (heddle's "
@@ -767,7 +782,8 @@ def main():
     meta = dict(commit=heddle_commit(a.heddle), machine=machine_text(), load_before=load_before,
                 load_after="%.1f" % os.getloadavg()[0],
                 elapsed="%.0f s in all" % (time.time() - t0), rounds=a.rounds, steps=a.steps,
-                train_steps=a.train_steps, dist_steps=a.dist_steps, warmup=a.warmup, pinned=heddle.pin,
+                train_steps=a.train_steps, dist_steps=a.dist_steps, warmup=a.warmup,
+                first_warmup=a.first_warmup, pinned=heddle.pin,
                 heddle_threads_flag=heddle.has_threads_flag, omp_wait=OMP_WAIT,
                 command=" ".join([os.path.basename(sys.executable)] + sys.argv))
     text = table(rows, failures, meta, TRANSFORMERS)

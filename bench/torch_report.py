@@ -69,12 +69,14 @@ def table(rows, failures, meta, transformers):
     measured), the dist table, the targets and the failures."""
     out = []
     out.append("heddle %s; %s" % (meta["commit"], meta["machine"]))
-    out.append("load average %s before, %s after; %s; %d rounds x %d steps (train %d%s), %d warm-up; "
+    out.append("load average %s before, %s after; %s; %d rounds x %d steps (train %d%s), %d warm-up%s; "
                "OMP_WAIT_POLICY %s; %s" % (
                    meta["load_before"], meta["load_after"], meta["elapsed"], meta["rounds"],
                    meta["steps"], meta["train_steps"],
                    ", dist %d" % meta["dist_steps"] if "dist_steps" in meta else "",
-                   meta["warmup"], meta["omp_wait"],
+                   meta["warmup"],
+                   " (+%d before a case's first round)" % meta["first_warmup"]
+                   if meta.get("first_warmup") else "", meta["omp_wait"],
                    "pinned to the first k cores at k threads" if meta["pinned"] else "not pinned"))
     out.append("")
     single = [r for r in rows if r["group"] in ("forward", "train")]
