@@ -430,8 +430,8 @@ std::optional<FileStamp> stamp_of(const std::string& path) {
 }
 
 // The shapes-only serialization of the last ONNX file parsed, while that file is unchanged: a
-// run imports its model, then prices it (read_onnx_shapes_only), and reading a large file twice
-// cost ViT-B/32's run 0.7 s and 700 MB.
+// run imports its model, then prices it (read_onnx_shapes_only), and that second read of a large
+// file cost ViT-B/32's run about 0.7 s and 700 MB (`heddle simulate --executor` on it alone).
 struct ShapesMemo {
   std::mutex mu;
   std::string path;
@@ -492,7 +492,7 @@ Result<ImportedModel> import_onnx_file(const std::string& path, const OnnxImport
   const auto stamp = stamp_of(path);
   auto model = parse_file(path);
   HEDDLE_TRY(model);
-  remember_shapes(path, stamp, *model, true);  // before the import frees the data
+  if (stamp) remember_shapes(path, stamp, *model, true);  // before the import frees the data
   return import_any(*model, path, options);
 }
 

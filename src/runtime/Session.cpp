@@ -20,6 +20,14 @@ double RunResult::wall_time_s() const {
 
 namespace {
 
+// The first element of `t`'s storage, whichever its dtype.
+void* storage(Tensor& t) {
+  return t.is_int() ? static_cast<void*>(t.i64()) : static_cast<void*>(t.f32());
+}
+
+// A view of all of `t`.
+Tensor view_of(Tensor& t) { return Tensor::view(t.dtype(), t.region(), storage(t)); }
+
 // The median of `t` (the mean of the middle two for an even count; 0 when empty).
 double median_of(std::vector<double> t) {
   if (t.empty()) return 0;
@@ -85,10 +93,7 @@ namespace {
 // as copies, and views of the others.
 TensorMap relaid(TensorMap& m, const SequenceLayout& layout, bool back = false) {
   TensorMap out;
-  for (auto& [v, t] : m)
-    out.emplace(
-        v, Tensor::view(t.dtype(), t.region(),
-                        t.is_int() ? static_cast<void*>(t.i64()) : static_cast<void*>(t.f32())));
+  for (auto& [v, t] : m) out.emplace(v, view_of(t));
   permute_sequences(out, layout, back);
   return out;
 }
@@ -175,9 +180,7 @@ Result<RunResult> Session::train_in_place(TensorMap feeds, const StepLoopOptions
       } else if (back != feeds_back.end()) {
         feeds.insert_or_assign(back->second, t);
       }
-      out.emplace(v, Tensor::view(now->dtype(), now->region(),
-                                  now->is_int() ? static_cast<void*>(now->i64())
-                                                : static_cast<void*>(now->f32())));
+      out.emplace(v, view_of(*now));
     }
     permute_sequences(out, layout_, true);
     if (options.after_update)
@@ -188,19 +191,16 @@ Result<RunResult> Session::train_in_place(TensorMap feeds, const StepLoopOptions
   HEDDLE_TRY(r);
   // The last step's outputs view `feeds` and `kept`, which end here: each takes the buffer it
   // views (a copy only where none matches). Copying them instead allocated and filled as many
-  // bytes again as the model's parameters and optimizer state (ViT-B/32: 1 GiB, 2 s a run).
-  auto data = [](const Tensor& t) -> const void* {
-    return t.is_int() ? static_cast<const void*>(t.i64()) : static_cast<const void*>(t.f32());
-  };
+  // bytes again as the model's parameters and optimizer state (ViT-B/32: 1 GiB).
   for (auto& [v, t] : r->outputs) {
     if (!t.is_view()) continue;
     Tensor* owner = nullptr;
     auto back = feeds_back.find(v);
     auto fed = back == feeds_back.end() ? feeds.end() : feeds.find(back->second);
     if (auto k = kept.find(v);
-        k != kept.end() && !k->second.is_view() && data(k->second) == data(t))
+        k != kept.end() && !k->second.is_view() && storage(k->second) == storage(t))
       owner = &k->second;
-    else if (fed != feeds.end() && !fed->second.is_view() && data(fed->second) == data(t))
+    else if (fed != feeds.end() && !fed->second.is_view() && storage(fed->second) == storage(t))
       owner = &fed->second;
     if (owner != nullptr && owner->dtype() == t.dtype() && owner->shape() == t.shape() &&
         owner->origin() == t.origin())

@@ -1,3 +1,4 @@
+// huge_alloc and HugeFree (heddle/support/HugePages.h): aligned operator new[] plus madvise.
 #include "heddle/support/HugePages.h"
 
 #include <new>

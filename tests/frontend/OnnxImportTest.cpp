@@ -4,6 +4,7 @@
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -204,7 +205,7 @@ namespace {
 
 // read_onnx_shapes_only answers from what the last import of the same, unchanged file set aside
 // (a run imports its model, then prices it): the same bytes as a fresh read, the import's
-// weights intact, and a rewritten file read again.
+// weights intact, answered without reading the file, and a changed file read again.
 TEST(OnnxShapesOnly, AnImportSetsAsideTheSameShapesAndKeepsItsWeights) {
   const std::string src = testing::fixture("cnn.onnx");
   const std::string path = (std::filesystem::temp_directory_path() /
@@ -226,7 +227,21 @@ TEST(OnnxShapesOnly, AnImportSetsAsideTheSameShapesAndKeepsItsWeights) {
   auto shapes = import_onnx_bytes(*again, path);
   ASSERT_TRUE(shapes.ok()) << shapes.error().to_string();
   EXPECT_FALSE(shapes->missing_weights.empty());  // the large weights are data-free
-  // A rewritten file (another size) is read again, not answered from the last import.
+  // The answer comes from the import, not from the file: bytes that do not parse, of the same
+  // size and modification time, still read as the import's shapes.
+  const auto size = std::filesystem::file_size(path);
+  const auto mtime = std::filesystem::last_write_time(path);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << std::string(size, '\xff');
+  }
+  std::filesystem::last_write_time(path, mtime);
+  auto kept = read_onnx_shapes_only(path);
+  ASSERT_TRUE(kept.ok()) << kept.error().to_string();
+  EXPECT_EQ(*kept, *fresh);
+  // A file whose size or time changed is read again, not answered from the last import.
+  std::filesystem::last_write_time(path, mtime + std::chrono::seconds(1));
+  EXPECT_FALSE(read_onnx_shapes_only(path).ok());
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << "not onnx";

@@ -27,8 +27,8 @@ inline uint64_t fnv1a_64(const void* data, size_t n, uint64_t h = 14695981039346
 /// A 64-bit digest of `n` bytes at `data`, continuing from `h`: FNV-1a's step on 64-bit words in
 /// four interleaved lanes (so four multiplies are in flight, not one a byte), the lanes and the
 /// tail's bytes folded together by fnv1a_64. Stable across builds and hosts; any change of one
-/// word changes its lane. A ViT-B/32 training run's 1 GiB of outputs: 1.3 s by fnv1a_64, about
-/// a tenth of a second by this.
+/// word changes its lane. 1300 MiB (a ViT-B/32 training run's outputs are 1.3 GiB) on one core
+/// of an AMD EPYC (Zen 4): 1.50 s by fnv1a_64, 0.13 s by this.
 inline uint64_t digest_64(const void* data, size_t n, uint64_t h = 1469598103934665603ULL) {
   constexpr uint64_t kPrime = 1099511628211ULL;
   const auto* p = static_cast<const unsigned char*>(data);
