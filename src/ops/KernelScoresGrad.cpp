@@ -23,6 +23,15 @@ namespace heddle::kdetail {
 
 namespace {
 
+// A row prefix of `len` elements rounded up to whole vectors of the row loops (Simd.h: 8 floats,
+// 16 on AVX-512), at most the row's `n`: a row loop over it takes no partial vector, whose lanes
+// go through the stack (a stalled load per pass on rows of a few vectors, as causal attention's
+// are: on average half of 128).
+int64_t whole_vectors(int64_t len, int64_t n) {
+  constexpr int64_t kVector = 16;
+  return std::min(n, (len + kVector - 1) / kVector * kVector);
+}
+
 using kernels::BoundCall;
 
 bool grad_of(const Op& op, OpKind fn) {
@@ -122,8 +131,9 @@ bool run_scores_grad(const std::vector<BoundCall>& calls, size_t i,
       float* w = out + ao.offset(p4.data());
       const int64_t len = mask.visible_prefix(p4.data(), 0, n);
       // The dot over the whole row (y is 0 past the prefix when it is the softmax of the masked
-      // scores, but the chain does not say so); the products only where the mask shows them.
-      const int64_t upto = len >= 0 ? len : n;
+      // scores, but the chain does not say so); the products only where the mask shows them,
+      // in whole vectors (whole_vectors): the elements past the prefix are set to 0 below.
+      const int64_t upto = len >= 0 ? whole_vectors(len, n) : n;
       softmax_grad_simd(d, yr, row_dot_simd(d, yr, n), w, upto);
       if (alpha != 1.0f) row_scale_simd(w, alpha, upto);
       if (len >= 0)
@@ -190,9 +200,13 @@ bool run_masked_softmax(const std::vector<BoundCall>& calls, size_t i,
       };
       const int64_t len = mask.visible_prefix(p4.data(), 0, n);
       if (len > 0 && len < n) {
+        // The prefix in whole vectors, the hidden scores past it -inf: their weights are exactly
+        // 0 and add 0 to the sum, so y is bit for bit the prefix's softmax and 0 past it.
+        const int64_t upto = whole_vectors(len, n);
         for (int64_t j = 0; j < len; ++j) t[j] = scores(j);
-        softmax_row(t.data(), yr, len, false);
-        std::fill(yr + len, yr + n, 0.0f);
+        std::fill(t.begin() + len, t.begin() + upto, -std::numeric_limits<float>::infinity());
+        softmax_row(t.data(), yr, upto, false);
+        std::fill(yr + upto, yr + n, 0.0f);
         return;
       }
       for (int64_t j = 0; j < n; ++j)
