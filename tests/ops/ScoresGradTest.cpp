@@ -199,27 +199,31 @@ TEST(FusedChains, ScaleMaskAndSoftmaxAreOnePassAndMatchTheReference) {
     calls.push_back({&sm, rows, {&m}, {&out}});
     ASSERT_TRUE(kernels::run_chain_into(calls, temps, o).ok());
 
-    kernels::KernelOptions ref;
-    ref.reference = true;
-    Tensor rr = Tensor::tile(DType::kF32, img), mr = Tensor::tile(DType::kF32, img),
-           want = Tensor::tile(DType::kF32, img);
-    if (scaled) {
-      ASSERT_TRUE(kernels::run(*sc, img, {&xt}, {&rr}, ref).ok());
-    }
-    ASSERT_TRUE(kernels::run(mk, img, {scaled ? &rr : &xt}, {&mr}, ref).ok());
-    ASSERT_TRUE(kernels::run(sm, rows, {&mr}, {&want}, ref).ok());
+    // The three calls one by one (the reference loops, or the fast kernels): the scaled and the
+    // masked scores, and the probabilities.
+    struct OneByOne {
+      Tensor scaled, masked, probs;
+    };
+    auto one_by_one = [&](bool reference) {
+      kernels::KernelOptions k;
+      k.reference = reference;
+      OneByOne c{Tensor::tile(DType::kF32, img), Tensor::tile(DType::kF32, img),
+                 Tensor::tile(DType::kF32, img)};
+      if (scaled) {
+        EXPECT_TRUE(kernels::run(*sc, img, {&xt}, {&c.scaled}, k).ok());
+      }
+      EXPECT_TRUE(kernels::run(mk, img, {scaled ? &c.scaled : &xt}, {&c.masked}, k).ok());
+      EXPECT_TRUE(kernels::run(sm, rows, {&c.masked}, {&c.probs}, k).ok());
+      return c;
+    };
+    const OneByOne refc = one_by_one(true);
+    const Tensor& want = refc.probs;
+    const Tensor& mr = refc.masked;
     Tensor got = out.crop(img);
     EXPECT_LT(max_diff(got, want), 2e-5);
     // The fast kernels one by one give the same bits: a row's visible prefix, run in whole
     // vectors with -inf past it, sums and scales exactly as the whole masked row.
-    kernels::KernelOptions one;
-    Tensor rf = Tensor::tile(DType::kF32, img), mf = Tensor::tile(DType::kF32, img),
-           fast = Tensor::tile(DType::kF32, img);
-    if (scaled) {
-      ASSERT_TRUE(kernels::run(*sc, img, {&xt}, {&rf}, one).ok());
-    }
-    ASSERT_TRUE(kernels::run(mk, img, {scaled ? &rf : &xt}, {&mf}, one).ok());
-    ASSERT_TRUE(kernels::run(sm, rows, {&mf}, {&fast}, one).ok());
+    const Tensor fast = one_by_one(false).probs;
     int64_t bits_differ = 0;
     for (int64_t i = 0; i < got.numel(); ++i)
       bits_differ += std::memcmp(&got.f32()[i], &fast.f32()[i], sizeof(float)) != 0 &&
