@@ -34,7 +34,7 @@ PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 
 def heddle_profile(binary, model, size, steps):
     """heddle's per-step kernel times (ms) and median step (ms) on one core."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = tc.Heddle.env(1)
     cmd = ["taskset", "-c", "0", binary, "run"] + tc.zoo_args(model, size) + [
         "--mesh", "1", "--train", "--steps", str(steps), "--profile", "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
@@ -62,6 +62,10 @@ def torch_profile(model, size, seed):
             step()
     ops = [(e.key, e.self_cpu_time_total / 1e3 / n) for e in prof.key_averages()]
     return ops, statistics.median(ts) * 1e3
+
+
+def ms(v):
+    return "" if v is None else f"{v:.2f}"
 
 
 def split(rows, is_product):
@@ -98,8 +102,7 @@ def main():
         for i in range(max(len(hs), len(ts))):
             h = hs[i] if i < len(hs) else ("", None)
             t = ts[i] if i < len(ts) else ("", None)
-            fmt = lambda v: "" if v is None else f"{v:.2f}"  # noqa: E731
-            print(f"| {h[0]} | {fmt(h[1])} | {t[0]} | {fmt(t[1])} |")
+            print(f"| {h[0]} | {ms(h[1])} | {t[0]} | {ms(t[1])} |")
         print()
 
 

@@ -23,12 +23,12 @@ namespace heddle::kdetail {
 
 namespace {
 
-// A row prefix of `len` elements rounded up to whole vectors of the row loops (Simd.h: 8 floats,
-// 16 on AVX-512), at most the row's `n`: a row loop over it takes no partial vector, whose lanes
-// go through the stack (a stalled load per pass on rows of a few vectors, as causal attention's
-// are: on average half of 128).
+// A row prefix of `len` elements rounded up to whole vectors of the row loops softmax_row and
+// softmax_grad_simd run on (Simd.cpp: 8 floats), at most the row's `n`: a row loop over it takes
+// no partial vector, whose lanes go through the stack (a stalled load per pass on rows of a few
+// vectors, as causal attention's are: on average half of 128).
 int64_t whole_vectors(int64_t len, int64_t n) {
-  constexpr int64_t kVector = 16;
+  constexpr int64_t kVector = 8;
   return std::min(n, (len + kVector - 1) / kVector * kVector);
 }
 
