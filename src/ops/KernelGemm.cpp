@@ -316,13 +316,14 @@ void zero_tile(float* c, int64_t ldc, int64_t mr, int64_t nr) {
 // prefetchers do not run ahead of. Regions are rows of `bytes` bytes, `ld` floats apart.
 struct Prefetcher {
   struct Region {
-    const float* base = nullptr;
-    int64_t ld = 0, rows = 0, lines = 0;  // lines per row
+    const char* base = nullptr;
+    int64_t ld = 0, rows = 0, lines = 0;  // bytes between rows; lines per row
   };
   Region r[2];
-  int64_t nregions = 0, region = 0, line = 0, per_call = 0;
+  int64_t nregions = 0, region = 0, row = 0, col = 0, per_call = 0;
   void add(const float* base, int64_t ld, int64_t rows, int64_t bytes) {
-    if (rows > 0 && bytes > 0) r[nregions++] = {base, ld, rows, (bytes + 63) / 64 + 1};
+    if (rows > 0 && bytes > 0)
+      r[nregions++] = {reinterpret_cast<const char*>(base), ld * 4, rows, (bytes + 63) / 64 + 1};
   }
   // Spreads the regions' lines over `calls` calls of step().
   void spread(int64_t calls) {
@@ -333,9 +334,12 @@ struct Prefetcher {
   void step() {
     for (int64_t q = 0; q < per_call && region < nregions; ++q) {
       const Region& g = r[region];
-      const int64_t row = line / g.lines, col = line % g.lines;
-      _mm_prefetch(reinterpret_cast<const char*>(g.base + row * g.ld) + col * 64, _MM_HINT_T1);
-      if (++line == g.rows * g.lines) ++region, line = 0;
+      _mm_prefetch(g.base + row * g.ld + col * 64, _MM_HINT_T1);
+      if (++col < g.lines) continue;
+      col = 0;
+      if (++row < g.rows) continue;
+      row = 0;
+      ++region;
     }
   }
 };
