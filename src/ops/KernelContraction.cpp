@@ -4,10 +4,7 @@
 // AVX-512 kernels ran the GPT step's shapes about 10% faster per core than OpenBLAS 0.3.21 on an
 // AVX-512 host, while on an AVX2-only host (AMD EPYC, Zen 3) oneDNN's AVX2 sgemm ran them up to
 // 2x slower than OpenBLAS (the weight gradients' transposed-A products; docs/benchmarks.md), and
-// heddle's own packed kernel (KernelGemm.cpp) took 4-9% less time than OpenBLAS. AMD's Zen 4
-// has AVX-512 but runs it on 256-bit units: there the own kernel, its next operand blocks
-// prefetched while it computes, took 1-2 ms less of the GPT training step's products than
-// oneDNN's (docs/benchmarks.md, session 24), so Zen 4 takes the AVX2-host path. On
+// heddle's own packed kernel (KernelGemm.cpp) took 4-9% less time than OpenBLAS. On
 // more threads the batch points, or blocks of one product's rows or columns, go to the device's
 // pool (see sgemm()). A first operand of mostly zeros (MoE's one-hot dispatch and combine masks)
 // multiplies only its nonzeros (sparse_a_gemm): a mixture's routing einsums are most of its
@@ -17,7 +14,6 @@
 // those summing over masked probabilities skip by register tile (packed_sgemm_causal).
 // Embedding lookups and their gradients are gathers/scatter-adds over the one-hot dim.
 #include <cblas.h>
-#include <cpuid.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -33,25 +29,9 @@
 
 namespace heddle::kernels {
 
-namespace {
-
-// True on AMD's family 19h (Zen 3 and Zen 4; Zen 5 is 1Ah): Zen 4 runs AVX-512 on its two
-// 256-bit FMA units, so 512-bit kernels reach no more multiply-adds per cycle than heddle's AVX2
-// one (the GPT step's 6x16 micro-kernel: 116 GFLOP/s hot on one core, 512-bit ones 118).
-bool amd_family_19h() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // AuthenticAMD
-  if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
-  const unsigned family = ((eax >> 8) & 0xf) + ((eax >> 20) & 0xff);
-  return family == 0x19;
-}
-
-}  // namespace
-
 bool onednn_sgemm_first() {
-  static const bool first = __builtin_cpu_supports("avx512f") && !amd_family_19h();
-  return first;
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
 }
 
 }  // namespace heddle::kernels

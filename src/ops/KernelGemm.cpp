@@ -4,10 +4,7 @@
 // transposes, row-major ones streamed row by row, and C's lines are fetched before the tile
 // accumulates into them. On the GPT training step's nine linear products (1024 tokens, hidden 256
 // and 1024) on an AMD EPYC (Zen 3) host it took 4-9% less time than OpenBLAS 0.3.21 with hot
-// operands (bench/sgemm_entries.cpp), a few percent inside the step (docs/benchmarks.md). While
-// the micro-kernels run, the operand blocks the next packing reads are fetched toward L2
-// (Prefetcher): on AMD Zen 4 (hot operands, one core) packing took 4-14% of these products'
-// time without it and 3-9% with it, and the GPT step's linear products took 1-2 ms less.
+// operands (bench/sgemm_entries.cpp), a few percent inside the step (docs/benchmarks.md).
 //
 // Every element of C is summed in the same order whichever rows or columns a call covers (the
 // depth is split into the same blocks, each summed k = 0, 1, ... in one lane), so splitting a
@@ -310,40 +307,6 @@ void zero_tile(float* c, int64_t ldc, int64_t mr, int64_t nr) {
   for (int64_t i = 0; i < mr; ++i) std::fill(c + i * ldc, c + i * ldc + nr, 0.0f);
 }
 
-// Lines of operand blocks the next packing will read, fetched toward L2 a few at a time between
-// micro-kernel calls, so that packing finds them there instead of waiting on L3 or memory: a
-// block's rows are short runs (1 KiB at a depth block of 256) far apart, which the hardware
-// prefetchers do not run ahead of. Regions are rows of `bytes` bytes, `ld` floats apart.
-struct Prefetcher {
-  struct Region {
-    const char* base = nullptr;
-    int64_t ld = 0, rows = 0, lines = 0;  // bytes between rows; lines per row
-  };
-  Region r[2];
-  int64_t nregions = 0, region = 0, row = 0, col = 0, per_call = 0;
-  void add(const float* base, int64_t ld, int64_t rows, int64_t bytes) {
-    if (rows > 0 && bytes > 0)
-      r[nregions++] = {reinterpret_cast<const char*>(base), ld * 4, rows, (bytes + 63) / 64 + 1};
-  }
-  // Spreads the regions' lines over `calls` calls of step().
-  void spread(int64_t calls) {
-    int64_t total = 0;
-    for (int64_t i = 0; i < nregions; ++i) total += r[i].rows * r[i].lines;
-    per_call = (total + calls - 1) / std::max<int64_t>(calls, 1);
-  }
-  void step() {
-    for (int64_t q = 0; q < per_call && region < nregions; ++q) {
-      const Region& g = r[region];
-      _mm_prefetch(g.base + row * g.ld + col * 64, _MM_HINT_T1);
-      if (++col < g.lines) continue;
-      col = 0;
-      if (++row < g.rows) continue;
-      row = 0;
-      ++region;
-    }
-  }
-};
-
 // C (= or += when `add`) A B, blocked and packed; with `vis` on the depths, each register tile
 // over its visible depths only (a tile sums each depth block's part of its depth range in turn:
 // the first part it has overwrites C unless `add`, the later ones add, as the dense product's
@@ -388,28 +351,8 @@ HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
             [&](int64_t ir, int64_t mr, int64_t ka, int64_t kb) {
               pack_a_depths(ta, ta ? ab + ir : ab + ir * lda, lda, mr, ka, kb, pa + ir * kc);
             });
-        // The next block of A (the next depth block's first, after the last), and with the
-        // last block of A the next depth block's panel of B.
-        Prefetcher pf;
-        const bool last_i = i0 + mc >= m;
-        const int64_t na0 = last_i ? 0 : i0 + mc, np0 = last_i ? p0 + kc : p0;
-        if (np0 < k) {
-          const int64_t nmc = std::min(kMc, m - na0), nkc = std::min(kKc, k - np0);
-          if (ta)
-            pf.add(a + np0 * lda + na0, lda, nkc, nmc * 4);
-          else
-            pf.add(a + na0 * lda + np0, lda, nmc, nkc * 4);
-          if (last_i) {
-            if (tb)
-              pf.add(b + j0 * ldb + np0, ldb, nc, nkc * 4);
-            else
-              pf.add(b + np0 * ldb + j0, ldb, nkc, nc * 4);
-          }
-        }
-        pf.spread(((nc + kNr - 1) / kNr) * ((mc + kMr - 1) / kMr));
         for (int64_t jr = 0; jr < nc; jr += kNr)
           for (int64_t ir = 0; ir < mc; ir += kMr) {
-            pf.step();
             const int64_t mr = std::min(kMr, mc - ir), nr = std::min(kNr, nc - jr);
             float* ct = c + (i0 + ir) * ldc + j0 + jr;
             if (vis != nullptr && vis->on_c &&

@@ -502,7 +502,7 @@ bool packed_sgemm_causal(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
                          int64_t ldc, const CausalTiles& vis);
 /// Row-major C = A B (+ C when beta is 1) on the calling thread alone, for products already split
 /// over the device's threads.
-/// Where !kernels::onednn_sgemm_first() (AVX2-only hosts, Zen 4): products of at least 2^22
+/// Where !kernels::onednn_sgemm_first() (AVX2-only hosts): products of at least 2^22
 /// multiply-adds by packed_sgemm; with OpenBLAS set to one thread, products of one or two rows by
 /// skinny_sgemm and smaller ones whose m or n is not a multiple of 8 by OpenBLAS. The rest by
 /// oneDNN's (OpenBLAS's when oneDNN refuses the arguments).

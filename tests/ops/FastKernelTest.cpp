@@ -394,13 +394,12 @@ TEST(FastKernels, ProductsOfOneOrTwoRowsMatchTheReference) {
   openblas_set_num_threads(blas_threads);
 }
 
-// Products of at least 2^22 multiply-adds, which on AVX2-only hosts and AMD Zen 4 run in heddle's
-// packed sgemm (KernelGemm.cpp): sizes off every blocking edge (rows not a multiple of the 6-row
-// register tile, columns not of 16, depths not of 8 or of the 256-deep blocks), in the four
-// transpositions and with the result stored either way round; on the whole box and random
-// sub-boxes and tiles (strided operands, accumulation, 1-3 threads). The whole box on one thread
-// and on two (rows or columns split at grain 1, halves still of 2^22 multiply-adds or more) gives
-// the same bits.
+// Products of at least 2^22 multiply-adds, which on AVX2-only hosts run in heddle's packed sgemm
+// (KernelGemm.cpp): sizes off every blocking edge (rows not a multiple of the 6-row register tile,
+// columns not of 16, depths not of 8 or of the 256-deep blocks), in the four transpositions and
+// with the result stored either way round; on the whole box and random sub-boxes and tiles
+// (strided operands, accumulation, 1-3 threads). The whole box on one thread and on two (rows or
+// columns split at grain 1, halves still of 2^22 multiply-adds or more) gives the same bits.
 TEST(FastKernels, LargeProductsMatchTheReferenceAndSplitsChangeNoBits) {
   std::mt19937 rng(73);
   const std::vector<std::string> specs = {"mk,kn->mn", "km,kn->mn", "mk,nk->mn",
@@ -461,10 +460,10 @@ TEST(FastKernels, ContractionsWithAMaskOfMostlyZerosMatchTheReference) {
 }
 
 // Plain products in the four transpositions either side of the rule by which the one-thread
-// sgemm on AVX2-only hosts and Zen 4 is oneDNN's instead of OpenBLAS's (sgemm1 in
-// KernelContraction.cpp: under 2^22 multiply-adds with m and n multiples of 8), and attention's
-// small per-head shapes: both libraries' results match the reference, on the whole box (one
-// product) and random sub-boxes and tiles.
+// sgemm on AVX2-only hosts is oneDNN's instead of OpenBLAS's (sgemm1 in KernelContraction.cpp:
+// under 2^22 multiply-adds with m and n multiples of 8), and attention's small per-head shapes:
+// both libraries' results match the reference, on the whole box (one product) and random
+// sub-boxes and tiles.
 TEST(FastKernels, ProductsEitherSideOfTheSmallProductSizeMatchTheReference) {
   std::mt19937 rng(71);
   const std::vector<std::string> specs = {"mk,kn->mn", "km,kn->mn", "mk,nk->mn", "km,nk->mn"};

@@ -1,9 +1,8 @@
 // One device on 1, 2 and 3 intra-op threads (ExecOptions::threads): the own loops and sgemms run
 // split over the device's pool, and a training step's outputs (loss, updated parameters, AdamW
 // state) are bitwise the same run after run, and at every thread count where the split products
-// are oneDNN's (kernels::onednn_sgemm_first(): AVX-512 hosts other than AMD Zen 4). OpenBLAS's
-// (AVX2-only hosts and Zen 4) round a block of a product differently from the whole, so there the
-// thread counts agree to rounding.
+// are oneDNN's (kernels::onednn_sgemm_first(): AVX-512 hosts). OpenBLAS's (AVX2-only hosts) round
+// a block of a product differently from the whole, so there the thread counts agree to rounding.
 #include <gtest/gtest.h>
 
 #include <cmath>

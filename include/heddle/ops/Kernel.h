@@ -72,9 +72,8 @@ void combine(Monoid m, Tensor& dst, const Tensor& src);
 float monoid_identity(Monoid m);
 
 /// True on hosts where the contraction kernels' one-thread sgemm is oneDNN's (AVX-512 hosts:
-/// faster there), false where it is heddle's own and OpenBLAS's (AVX2-only hosts, where oneDNN's
-/// AVX2 sgemm ran the GPT step's weight gradients at half OpenBLAS's speed, and AMD Zen 4, whose
-/// AVX-512 runs on 256-bit units; docs/benchmarks.md). Fixed per process,
+/// faster there), false where it is OpenBLAS's (AVX2-only hosts, where oneDNN's AVX2 sgemm ran the
+/// GPT step's weight gradients at half OpenBLAS's speed; docs/benchmarks.md). Fixed per process,
 /// so a run's results repeat bitwise. On false hosts OpenBLAS must be set to one thread while a
 /// device's own threads call it (runtime/BlasThreads.h: device_blas_threads).
 bool onednn_sgemm_first();
