@@ -69,8 +69,8 @@ def ms(v):
 
 
 def split(rows, is_product):
-    prod = sum(ms for name, ms in rows if is_product(name))
-    return prod, sum(ms for _, ms in rows) - prod
+    prod = sum(t for name, t in rows if is_product(name))
+    return prod, sum(t for _, t in rows) - prod
 
 
 def main():

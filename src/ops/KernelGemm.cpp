@@ -415,9 +415,10 @@ HEDDLE_AVX2 void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
 // depth block and one panel (attention's P V, dS K, dS^T Q and P^T dO on heads of up to 256
 // keys): whole tiles read A and B in place (micro_kernel_direct), edge tiles pack their two
 // slivers; each tile sums the depths blocked() gives it, in the same order, so the bits are
-// blocked()'s. On AMD Zen 4 these four products of the GPT step took about 5% less time than
-// packed (the packing of a head's operands was about a fifth of them); reading A in place in the
-// scores' and dP's products (B transposed, packed) gained nothing measurable. False (nothing
+// blocked()'s. On AMD Zen 4 packing took about a fifth of a head's P V product (perf, hot), and
+// the GPT step's attention einsums, these four among them, took 6.84-7.15 ms against 7.35-7.49
+// (min and median of 8 interleaved --profile runs); reading A in place in the scores' and dP's
+// products (B transposed, packed) gained nothing measurable. False (nothing
 // written) for other arguments.
 HEDDLE_AVX2 bool direct_causal(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
                                int64_t lda, const float* b, int64_t ldb, bool add, float* c,
