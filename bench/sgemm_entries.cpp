@@ -52,14 +52,25 @@ const Shape kShapes[] = {
 };
 
 // vit_b_32 forward (2x3x224x224: 100 tokens, hidden 768, MLP 3072; the ONNX export's fused q/k/v
-// projection and its transposed out projection) and GPT's causal attention blocks (32-row blocks
-// of the 128x128x64 heads: scores q k^T, context p v).
+// projection and its transposed out projection), its MLP's input and weight gradients (dy W^T,
+// x^T dy: on AVX-512 hosts the contraction kernel takes these to oneDNN's matmul primitive and
+// to heddle's packed sgemm, sgemm1 in src/ops/KernelContraction.cpp), and GPT's causal attention
+// blocks (32-row blocks of the 128x128x64 heads: scores q k^T, context p v).
 const Shape kVitShapes[] = {
-    {"vit qkv", false, false, 100, 2304, 768},    {"vit out proj", false, true, 100, 768, 768},
-    {"vit mlp.fc", false, false, 100, 3072, 768}, {"vit mlp.proj", false, false, 100, 768, 3072},
-    {"gpt scores blk", false, true, 32, 128, 64}, {"gpt scores blk", false, true, 128, 32, 64},
-    {"gpt ctx blk", false, false, 32, 64, 128},   {"gpt ctx dP blk", false, true, 32, 128, 64},
-    {"gpt ctx dV blk", true, false, 32, 64, 128}, {"gpt head 128", false, true, 128, 128, 64},
+    {"vit qkv", false, false, 100, 2304, 768},
+    {"vit out proj", false, true, 100, 768, 768},
+    {"vit mlp.fc", false, false, 100, 3072, 768},
+    {"vit mlp.proj", false, false, 100, 768, 3072},
+    {"vit mlp.fc dx", false, true, 100, 768, 3072},
+    {"vit mlp.fc dW", true, false, 768, 3072, 100},
+    {"vit mlp.proj dx", false, true, 100, 3072, 768},
+    {"vit mlp.proj dW", true, false, 3072, 768, 100},
+    {"gpt scores blk", false, true, 32, 128, 64},
+    {"gpt scores blk", false, true, 128, 32, 64},
+    {"gpt ctx blk", false, false, 32, 64, 128},
+    {"gpt ctx dP blk", false, true, 32, 128, 64},
+    {"gpt ctx dV blk", true, false, 32, 64, 128},
+    {"gpt head 128", false, true, 128, 128, 64},
 };
 
 // The process's CPU seconds (the scheduler's clock: exact where getrusage counts ticks).

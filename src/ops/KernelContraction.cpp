@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
+#include <utility>
 
 #include "KernelParallel.h"
 #include "KernelUtil.h"
@@ -54,6 +55,17 @@ void sgemm_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
 // A fixed shape rule, so a shape always takes the same kernel.
 constexpr int64_t kSmallProduct = int64_t{1} << 22;
 
+// On AVX-512 hosts (AMD EPYC Zen 4, one thread, bench/sgemm_entries.cpp vit), oneDNN's sgemm ran
+// ViT-B/32's training products of 100 rows at 75-93 GFLOP/s: its matmul primitive ran dy W^T at
+// 91-97 (the MLP's 100x768x3072 at 92-96 against 75-81), and packed_sgemm ran x^T dy (depth 100)
+// at 93-106 against 78-100. In the training step (4 interleaved runs, minimum) the input
+// gradients took 162 ms against 179 and the weight gradients 150 against 160, the step 646
+// against 692 ms; the GPT, Llama and MoE steps (products of 1024 rows and depth) do not take
+// these paths. Products of one or two rows (AlexNet's classifier at batch 2) ran slower through
+// the matmul primitive (the forward 41 against 35 ms), so the rows are bounded both ways.
+constexpr std::pair<int64_t, int64_t> kMatmulRows = {16, 256};
+constexpr int64_t kPackedDepth = 256;
+
 void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   // OpenBLAS runs a product on the calling thread only while it is set to one thread; set to
@@ -70,7 +82,19 @@ void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, i
     if (blas1 && (large || m % 8 != 0 || n % 8 != 0))
       return sgemm_blas(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
   }
+  // AVX-512 hosts: a product of few rows with B transposed (a linear layer's input gradient
+  // dy W^T at ViT-B/32's 100 tokens) by oneDNN's matmul primitive, and one of small depth with A
+  // transposed (its weight gradient x^T dy) by packed_sgemm; the rest by oneDNN's sgemm. oneDNN
+  // runs on this thread alone.
   omp_set_num_threads(1);
+  if (kernels::onednn_sgemm_first() && m * n * k >= kSmallProduct) {
+    if (tb && !ta && m >= kMatmulRows.first && m <= kMatmulRows.second &&
+        matmul_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc))
+      return;
+    if (ta && !tb && k <= kPackedDepth &&
+        packed_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc))
+      return;
+  }
   if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) !=
       dnnl_success)
     sgemm_blas(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);

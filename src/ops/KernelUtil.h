@@ -482,6 +482,11 @@ bool skinny_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
 /// call covers.
 bool packed_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+/// Row-major C = A B (+ C when beta is 1) on the calling thread by oneDNN's matmul primitive on
+/// the operands in place (KernelDnnlMatmul.cpp); false (nothing written) for a beta other than 0
+/// or 1, an empty product, or arguments the primitive refuses.
+bool matmul_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 /// What a causal mask leaves visible of a product, as packed_sgemm_causal reads it: for C's row u
 /// (its column u when !outer_rows) the range [0, u + d) when `prefix`, else [u + d, len) of the
 /// depths (`on_c` false: the other depths multiply the mask's zeros) or of C's columns (its rows
@@ -504,8 +509,10 @@ bool packed_sgemm_causal(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
 /// over the device's threads.
 /// Where !kernels::onednn_sgemm_first() (AVX2-only hosts): products of at least 2^22
 /// multiply-adds by packed_sgemm; with OpenBLAS set to one thread, products of one or two rows by
-/// skinny_sgemm and smaller ones whose m or n is not a multiple of 8 by OpenBLAS. The rest by
-/// oneDNN's (OpenBLAS's when oneDNN refuses the arguments).
+/// skinny_sgemm and smaller ones whose m or n is not a multiple of 8 by OpenBLAS. Where it is
+/// (AVX-512 hosts): products of at least 2^22 multiply-adds with B transposed and 16-256 rows by
+/// matmul_sgemm, with A transposed and a depth of at most 256 by packed_sgemm. The rest by
+/// oneDNN's sgemm (OpenBLAS's when oneDNN refuses the arguments).
 void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
