@@ -19,6 +19,18 @@ void Importer::set_constant(const std::string& name, Tensor t) {
   entries_[name].constant = std::move(t);
 }
 
+void Importer::set_transposed(const std::string& name, ValueId x, std::vector<int64_t> perm) {
+  Entry& e = entries_[name];
+  e.transposed_of = x;
+  e.perm = std::move(perm);
+}
+
+const Entry* Importer::transposed(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end() || it->second.value != kNoValue) return nullptr;
+  return it->second.transposed_of != kNoValue ? &it->second : nullptr;
+}
+
 const Tensor* Importer::constant(const std::string& name) const {
   auto it = entries_.find(name);
   if (it == entries_.end() || !it->second.constant) return nullptr;
@@ -28,6 +40,12 @@ const Tensor* Importer::constant(const std::string& name) const {
 TensorType Importer::type(const std::string& name) const {
   const Entry& e = entries_.at(name);
   if (e.value != kNoValue) return out_.graph.type(e.value);
+  if (e.transposed_of != kNoValue) {
+    const TensorType& x = out_.graph.type(e.transposed_of);
+    std::vector<int64_t> shape;
+    for (int64_t d : e.perm) shape.push_back(x.shape()[d]);
+    return TensorType(x.dtype(), IVec(shape));
+  }
   if (e.constant) return TensorType(e.constant->dtype(), e.constant->shape());
   HEDDLE_ASSERT(e.data_free) << "entry '" << name << "' has no type";
   return *e.data_free;
@@ -77,6 +95,10 @@ Result<ValueId> Importer::value(const std::string& name) {
     return Diagnostic(SourceLoc{file_, 0, 0}, "tensor '" + name + "' is used before it is defined");
   Entry& e = it->second;
   if (e.value != kNoValue) return e.value;
+  if (e.transposed_of != kNoValue) {
+    e.value = ops_.transpose(e.transposed_of, e.perm);
+    return e.value;
+  }
   if (e.constant) {
     TensorType t(e.constant->dtype(), e.constant->shape());
     e.value = add_param(name, t, &*e.constant, e.weight);

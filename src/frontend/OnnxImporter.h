@@ -23,6 +23,10 @@ struct Entry {
   /// Data from a float initializer, or folded from one: trainable. Constant nodes, integer and
   /// boolean initializers and what folds from them alone are constants (never trained).
   bool weight = false;
+  /// A Transpose's result not yet emitted (Importer::set_transposed): transposed_of with dims
+  /// `perm`, emitted on the first value() call; a MatMul reads transposed_of instead.
+  ValueId transposed_of = kNoValue;
+  std::vector<int64_t> perm;
 };
 
 /// What an import at the exported batch saw, for re-batching (OnnxImportOptions::batch).
@@ -61,6 +65,12 @@ class Importer {
 
   /// Defines `name`.
   void set_value(const std::string& name, ValueId v) { entries_[name].value = v; }
+  /// Defines `name` as `x` with its dims permuted by `perm` (result dim d is x's dim perm[d]),
+  /// emitted as a transpose only when value(name) is first asked for (a contraction that reads
+  /// `x` with its letters permuted needs no copy: transposed()).
+  void set_transposed(const std::string& name, ValueId x, std::vector<int64_t> perm);
+  /// The entry of `name` when it is a transpose not yet emitted, else null.
+  const Entry* transposed(const std::string& name) const;
   /// Defines `name` as known data (foldable; becomes a parameter when a real op uses it).
   void set_constant(const std::string& name, Tensor t);
   /// Defines `name` as an initializer whose data is missing.

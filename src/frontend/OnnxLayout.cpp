@@ -66,7 +66,10 @@ Status transpose(Importer& im, const onnx::NodeProto& n) {
   HEDDLE_TRY(check_perm(im, n, perm, r));
   bool id = true;
   for (int64_t d = 0; d < r; ++d) id &= perm[d] == d;
-  im.set_value(n.output(0), id ? *x : im.ops().transpose(*x, perm));
+  if (id)
+    im.set_value(n.output(0), *x);
+  else
+    im.set_transposed(n.output(0), *x, perm);  // emitted on first use, unless a MatMul folds it
   return {};
 }
 

@@ -175,18 +175,36 @@ Status einsum(Importer& im, const onnx::NodeProto& n) {
   return im.check(n);
 }
 
+// Operand `name` of a batched MatMul read with `letters`: its value, or, for a Transpose not yet
+// emitted (Importer::set_transposed) when `fold`, the transpose's input with the letters permuted
+// to its dims (the result's dim d is the input's dim perm[d]): the einsum reads the input where it
+// lies, and no copy is made unless another node asks for the transpose.
+Result<std::pair<ValueId, std::string>> matmul_operand(Importer& im, const std::string& name,
+                                                       const std::string& letters, bool fold) {
+  if (const Entry* t = fold ? im.transposed(name) : nullptr) {
+    std::string l(letters.size(), ' ');
+    for (size_t d = 0; d < letters.size(); ++d) l[static_cast<size_t>(t->perm[d])] = letters[d];
+    return std::pair{t->transposed_of, l};
+  }
+  auto v = im.value(name);
+  HEDDLE_TRY(v);
+  return std::pair{*v, letters};
+}
+
 Status matmul(Importer& im, const onnx::NodeProto& n) {
-  auto a = im.value(n.input(0));
-  HEDDLE_TRY(a);
-  auto b = im.value(n.input(1));
-  HEDDLE_TRY(b);
+  for (int i = 0; i < 2; ++i)
+    if (!im.has(n.input(i))) return im.value(n.input(i)).error();  // used before it is defined
   Ops& ops = im.ops();
-  IVec sa = ops.shape(*a), sb = ops.shape(*b);
+  IVec sa = im.type(n.input(0)).shape(), sb = im.type(n.input(1)).shape();
   if (sa.size() < 1 || sb.size() < 1) return im.error(n, "operands must have rank >= 1");
   if (sa.size() == 1 || sb.size() == 1)
     return im.error(
         n, "rank-1 operands are not supported; got " + sa.to_string() + " and " + sb.to_string());
   if (sb.size() == 2) {
+    auto a = im.value(n.input(0));
+    HEDDLE_TRY(a);
+    auto b = im.value(n.input(1));
+    HEDDLE_TRY(b);
     im.set_value(n.output(0), ops.linear(*a, *b));
     return {};
   }
@@ -203,15 +221,26 @@ Status matmul(Importer& im, const onnx::NodeProto& n) {
             n, "batch dims of " + sa.to_string() + " and " + sb.to_string() + " do not broadcast");
       o = std::max(o, v);
     }
-  auto widen = [&](ValueId v, const IVec& s) {
+  const std::string bl(kBatchLetters.substr(0, static_cast<size_t>(r - 2)));
+  // An operand already of the common shape is read as it is (a transpose folded in); another is
+  // broadcast first.
+  auto operand = [&](const std::string& name, const IVec& s,
+                     const std::string& mn) -> Result<std::pair<ValueId, std::string>> {
     std::vector<int64_t> want = batch;
     want.push_back(s[s.size() - 2]);
     want.push_back(s[s.size() - 1]);
-    return IVec(want) == s ? v : ops.broadcast(v, want);
+    const bool whole = IVec(want) == s;
+    auto x = matmul_operand(im, name, bl + mn, whole);
+    HEDDLE_TRY(x);
+    if (!whole) x->first = ops.broadcast(x->first, want);
+    return x;
   };
-  ValueId wa = widen(*a, sa), wb = widen(*b, sb);
-  std::string bl(kBatchLetters.substr(0, static_cast<size_t>(r - 2)));
-  im.set_value(n.output(0), ops.einsum(bl + "pq," + bl + "qr->" + bl + "pr", wa, wb));
+  auto a = operand(n.input(0), sa, "pq");
+  HEDDLE_TRY(a);
+  auto b = operand(n.input(1), sb, "qr");
+  HEDDLE_TRY(b);
+  im.set_value(n.output(0),
+               ops.einsum(a->second + "," + b->second + "->" + bl + "pr", a->first, b->first));
   return {};
 }
 

@@ -197,6 +197,66 @@ TEST(OnnxImport, BindsDynamicDims) {
       << unbound.error().message;
 }
 
+// x [3, 2, 4] (sequence, batch, width, as torch's attention holds it): q = x^T [2, 3, 4] and
+// k = x^T [2, 4, 3] by Transposes, s = q k by a MatMul, then y = s (q + q). The MatMul reads x in
+// place for both operands (no transpose op for k, which nothing else reads); q is emitted once, for
+// the Add. Both outputs match loops over x, as do the attention fixtures (OnnxFixture).
+TEST(OnnxImport, TransposesIntoBatchedMatMulsAreReadInPlace) {
+  onnx::ModelProto m = testing::model_with_input("transposed_matmuls", {3, 2, 4});
+  auto* g = m.mutable_graph();
+  auto node = [&](const char* op, std::vector<std::string> ins, const std::string& out,
+                  std::vector<int64_t> perm = {}) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(out + "_node");
+    for (const auto& i : ins) n->add_input(i);
+    n->add_output(out);
+    if (perm.empty()) return;
+    auto* a = n->add_attribute();
+    a->set_name("perm");
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t v : perm) a->add_ints(v);
+  };
+  node("Transpose", {"x"}, "q", {1, 0, 2});
+  node("Transpose", {"x"}, "k", {1, 2, 0});
+  node("MatMul", {"q", "k"}, "s");
+  node("Add", {"q", "q"}, "q2");
+  node("MatMul", {"s", "q2"}, "y");
+  g->add_output()->set_name("s");
+  g->add_output()->set_name("y");
+  auto model = import_onnx_bytes(m.SerializeAsString(), "transposed_matmuls.onnx");
+  ASSERT_TRUE(model.ok()) << model.error().to_string();
+  const Graph& gr = model->graph;
+  EXPECT_TRUE(verify(gr).empty());
+  int transposes = 0;
+  for (const Op& op : gr.ops()) transposes += op.kind == OpKind::kTranspose;
+  EXPECT_EQ(transposes, 1);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Tensor x(DType::kF32, IVec{3, 2, 4});
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = u(rng);
+  auto at = [&](int64_t t, int64_t b, int64_t d) { return x.f32()[(t * 2 + b) * 4 + d]; };
+  Tensor s(DType::kF32, IVec{2, 3, 3}), y(DType::kF32, IVec{2, 3, 4});
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 3; ++i) {
+      for (int64_t j = 0; j < 3; ++j) {
+        float acc = 0.0f;
+        for (int64_t d = 0; d < 4; ++d) acc += at(i, b, d) * at(j, b, d);  // q[b,i,d] k[b,d,j]
+        s.f32()[(b * 3 + i) * 3 + j] = acc;
+      }
+      for (int64_t d = 0; d < 4; ++d) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < 3; ++j) acc += s.f32()[(b * 3 + i) * 3 + j] * 2.0f * at(j, b, d);
+        y.f32()[(b * 3 + i) * 4 + d] = acc;
+      }
+    }
+  Interpreter it(gr);
+  auto got = it.run({x});
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  expect_close((*got)[0], s, 1e-5, 1e-6);
+  expect_close((*got)[1], y, 1e-5, 1e-6);
+}
+
 }  // namespace
 }  // namespace heddle
 

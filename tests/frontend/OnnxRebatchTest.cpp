@@ -71,16 +71,8 @@ TEST(OnnxRebatch, DynamicBatchIsBoundByBatch) {
 
 // x [2, 3, 4] -> Reshape(shape) -> (MatMul by w [features, 5] when `matmul`) -> y.
 std::string pinned_model(const std::vector<int64_t>& shape, bool matmul) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
+  onnx::ModelProto m = testing::model_with_input("pinned", {2, 3, 4});
   auto* g = m.mutable_graph();
-  g->set_name("pinned");
-  auto* x = g->add_input();
-  x->set_name("x");
-  auto* tt = x->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {2, 3, 4}) tt->mutable_shape()->add_dim()->set_dim_value(d);
   auto* s = g->add_initializer();
   s->set_name("shape");
   s->set_data_type(onnx::TensorProto::INT64);
@@ -146,16 +138,8 @@ TEST(OnnxRebatch, AShapeFixedAtExportIsNamed) {
 // literal [4, 2, 6] could scale its 4 or its 2: only where the batch sits in [8, 6] (tracked from
 // the input through every Reshape and Transpose) says the 2. Every step inverts, so y is x.
 std::string attention_reshapes_model() {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
+  onnx::ModelProto m = testing::model_with_input("mha_reshapes", {2, 4, 6});
   auto* g = m.mutable_graph();
-  g->set_name("mha_reshapes");
-  auto* x = g->add_input();
-  x->set_name("x");
-  auto* tt = x->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {2, 4, 6}) tt->mutable_shape()->add_dim()->set_dim_value(d);
   int k = 0;
   std::string last = "x";
   auto transpose = [&] {
