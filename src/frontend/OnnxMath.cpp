@@ -75,6 +75,16 @@ Status binary(Importer& im, const onnx::NodeProto& n) {
   for (int side = 0; side < 2; ++side) {
     auto c = scalar(im, n.input(side));
     if (!c || im.constant(n.input(1 - side))) continue;
+    // On a Transpose not yet emitted, the unary op runs on the transpose's input and the result
+    // stays a transpose, which a MatMul may still read in place (torch's attention scales q
+    // after moving its heads forward).
+    if (const Entry* t = im.transposed(n.input(1 - side))) {
+      const std::vector<int64_t> perm = t->perm;
+      if (auto v = scalar_binary(im, n, t->transposed_of, side, *c)) {
+        im.set_transposed(n.output(0), *v, perm);
+        return {};
+      }
+    }
     auto x = im.value(n.input(1 - side));
     HEDDLE_TRY(x);
     if (auto v = scalar_binary(im, n, *x, side, *c)) {

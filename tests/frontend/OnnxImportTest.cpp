@@ -198,9 +198,10 @@ TEST(OnnxImport, BindsDynamicDims) {
 }
 
 // x [3, 2, 4] (sequence, batch, width, as torch's attention holds it): q = x^T [2, 3, 4] and
-// k = x^T [2, 4, 3] by Transposes, s = q k by a MatMul, then y = s (q + q). The MatMul reads x in
-// place for both operands (no transpose op for k, which nothing else reads); q is emitted once, for
-// the Add. Both outputs match loops over x, as do the attention fixtures (OnnxFixture).
+// k = x^T [2, 4, 3] by Transposes, s = (q / 2) k by a Mul and a MatMul, then y = s (q + q). The
+// halving runs on x's layout and the MatMul reads both operands in place (no transpose op for k,
+// which nothing else reads); q is emitted once, for the Add. Both outputs match loops over x, as
+// do the attention fixtures (OnnxFixture).
 TEST(OnnxImport, TransposesIntoBatchedMatMulsAreReadInPlace) {
   onnx::ModelProto m = testing::model_with_input("transposed_matmuls", {3, 2, 4});
   auto* g = m.mutable_graph();
@@ -217,9 +218,14 @@ TEST(OnnxImport, TransposesIntoBatchedMatMulsAreReadInPlace) {
     a->set_type(onnx::AttributeProto::INTS);
     for (int64_t v : perm) a->add_ints(v);
   };
+  auto* half = g->add_initializer();
+  half->set_name("half");
+  half->set_data_type(onnx::TensorProto::FLOAT);
+  half->add_float_data(0.5f);
   node("Transpose", {"x"}, "q", {1, 0, 2});
   node("Transpose", {"x"}, "k", {1, 2, 0});
-  node("MatMul", {"q", "k"}, "s");
+  node("Mul", {"q", "half"}, "qs");
+  node("MatMul", {"qs", "k"}, "s");
   node("Add", {"q", "q"}, "q2");
   node("MatMul", {"s", "q2"}, "y");
   g->add_output()->set_name("s");
@@ -241,7 +247,7 @@ TEST(OnnxImport, TransposesIntoBatchedMatMulsAreReadInPlace) {
     for (int64_t i = 0; i < 3; ++i) {
       for (int64_t j = 0; j < 3; ++j) {
         float acc = 0.0f;
-        for (int64_t d = 0; d < 4; ++d) acc += at(i, b, d) * at(j, b, d);  // q[b,i,d] k[b,d,j]
+        for (int64_t d = 0; d < 4; ++d) acc += 0.5f * at(i, b, d) * at(j, b, d);  // q k / 2
         s.f32()[(b * 3 + i) * 3 + j] = acc;
       }
       for (int64_t d = 0; d < 4; ++d) {
