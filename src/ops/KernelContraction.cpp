@@ -55,14 +55,15 @@ void sgemm_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
 // A fixed shape rule, so a shape always takes the same kernel.
 constexpr int64_t kSmallProduct = int64_t{1} << 22;
 
-// On AVX-512 hosts (AMD EPYC Zen 4, one thread, bench/sgemm_entries.cpp vit), oneDNN's sgemm ran
-// ViT-B/32's training products of 100 rows at 75-93 GFLOP/s: its matmul primitive ran dy W^T at
-// 91-97 (the MLP's 100x768x3072 at 92-96 against 75-81), and packed_sgemm ran x^T dy (depth 100)
-// at 93-106 against 78-100. In the training step (4 interleaved runs, minimum) the input
-// gradients took 162 ms against 179 and the weight gradients 150 against 160, the step 646
-// against 692 ms; the GPT, Llama and MoE steps (products of 1024 rows and depth) do not take
-// these paths. Products of one or two rows (AlexNet's classifier at batch 2) ran slower through
-// the matmul primitive (the forward 41 against 35 ms), so the rows are bounded both ways.
+// On AVX-512 hosts (AMD EPYC Zen 4, one thread, bench/sgemm_entries.cpp vit, four runs on a
+// noisy host), oneDNN's matmul primitive ran ViT-B/32's input gradients dy W^T of 100 rows at
+// 92-97 GFLOP/s against its sgemm's 75-81 (MLP.fc's, 100x768x3072) and 87-97 against 91-93
+// (MLP.proj's), and packed_sgemm ran the weight gradients x^T dy (depth 100) at 93-106 against
+// 78-100. In the training step (4 interleaved runs, minimum) the input gradients took 162 ms
+// against 179 and the weight gradients 150 against 160, the step 646 against 692 ms; the GPT,
+// Llama and MoE steps (products of 1024 rows and depth) do not take these paths. Products of one or
+// two rows (AlexNet's classifier at batch 2) ran slower through the matmul primitive (the forward
+// 41 against 35 ms), so the rows are bounded both ways.
 constexpr std::pair<int64_t, int64_t> kMatmulRows = {16, 256};
 constexpr int64_t kPackedDepth = 256;
 
