@@ -55,7 +55,7 @@ void sgemm_blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
 // A fixed shape rule, so a shape always takes the same kernel.
 constexpr int64_t kSmallProduct = int64_t{1} << 22;
 
-// On AVX-512 hosts (AMD EPYC Zen 4, one thread, bench/sgemm_entries.cpp vit, four runs on a
+// On AVX-512 hosts (AMD EPYC Zen 4, one thread, bench/sgemm_entries.cpp vit, three runs on a
 // noisy host), oneDNN's matmul primitive ran ViT-B/32's input gradients dy W^T of 100 rows at
 // 92-97 GFLOP/s against its sgemm's 75-81 (MLP.fc's, 100x768x3072) and 87-97 against 91-93
 // (MLP.proj's), and packed_sgemm ran the weight gradients x^T dy (depth 100) at 93-106 against
