@@ -1,7 +1,7 @@
 // A row-major single-precision product through oneDNN's matmul primitive (its batch-reduce gemm
 // kernels) on the operands in place, as opposed to dnnl_sgemm (its older packed gemm). One
 // primitive per shape, strides and beta, created on a thread's first product of that shape and
-// kept: a training step runs the same few shapes every step.
+// kept (up to kMaxCached): a training step runs the same few shapes every step.
 #include <array>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -31,10 +31,15 @@ struct Matmul {
 // ta, tb, m, n, k, lda, ldb, ldc, accumulate.
 using Key = std::array<int64_t, 9>;
 
+// The most primitives a thread keeps: a training step runs a few shapes, but a sweep over
+// random boxes (the kernel tests) would otherwise keep one per box.
+constexpr size_t kMaxCached = 64;
+
 const Matmul& matmul_for(const Key& key) {
   thread_local std::map<Key, Matmul> cache;
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
+  if (cache.size() >= kMaxCached) cache.clear();
   const auto [ta, tb, m, n, k, lda, ldb, ldc, acc] = key;
   Matmul mm;
   mm.a = memory::desc({m, k}, kF32, ta ? MDims{1, lda} : MDims{lda, 1});
