@@ -59,7 +59,7 @@ constexpr int64_t kSmallProduct = int64_t{1} << 22;
 // noisy host), oneDNN's matmul primitive ran ViT-B/32's input gradients dy W^T of 100 rows at
 // 92-97 GFLOP/s against its sgemm's 75-81 (MLP.fc's, 100x768x3072) and 87-97 against 91-93
 // (MLP.proj's), and packed_sgemm ran the weight gradients x^T dy (depth 100) at 93-106 against
-// 78-100. In the training step (4 interleaved runs, minimum) the input gradients took 162 ms
+// 78-100. In the training step (3 interleaved runs, minimum) the input gradients took 162 ms
 // against 179 and the weight gradients 150 against 160, the step 646 against 692 ms; the GPT,
 // Llama and MoE steps (products of 1024 rows and depth) do not take these paths. Products of one or
 // two rows (AlexNet's classifier at batch 2) ran slower through the matmul primitive (the forward
