@@ -27,6 +27,16 @@
 
 namespace heddle::kdetail {
 
+dnnl::engine& dnnl_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& dnnl_stream() {
+  thread_local dnnl::stream s(dnnl_engine());
+  return s;
+}
+
 namespace {
 
 using namespace convform;
@@ -34,16 +44,6 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using MDims = memory::dims;
 constexpr auto kF32 = memory::data_type::f32;
-
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-dnnl::stream& stream() {
-  thread_local dnnl::stream s(engine());
-  return s;
-}
 
 // Per-thread buffers, reused across calls (slots 0-2: inputs, 3: output, 4: scratchpad,
 // 5: workspace), 64-byte aligned.
@@ -104,15 +104,15 @@ Port make_port(int arg, const memory::desc& user, const memory::desc& prim, bool
     po.append_sum(1.0f);
     a.set_post_ops(po);
   }
-  auto pd = to_user ? dnnl::reorder::primitive_desc(engine(), prim, engine(), user, a)
-                    : dnnl::reorder::primitive_desc(engine(), user, engine(), prim, a);
+  auto pd = to_user ? dnnl::reorder::primitive_desc(dnnl_engine(), prim, dnnl_engine(), user, a)
+                    : dnnl::reorder::primitive_desc(dnnl_engine(), user, dnnl_engine(), prim, a);
   p.reorder = dnnl::reorder(pd);
   p.reorder_scratch = pd.scratchpad_desc();
   return p;
 }
 
 memory scratch_memory(const memory::desc& d) {
-  return memory(d, engine(), buffer(4, d.get_size()));
+  return memory(d, dnnl_engine(), buffer(4, d.get_size()));
 }
 
 // Convolution weights in the layout the primitive wants, kept per thread across calls: reordering
@@ -160,7 +160,7 @@ float* reordered_weights(const Port& pt, const float* w, bool unchanged, dnnl::s
   }
   e.epoch = epoch;
   if (pt.own && own_reorder(pt.user, w, pt.prim, e.aligned(), false, true)) return e.aligned();
-  memory u(pt.user, engine(), const_cast<float*>(w)), t(pt.prim, engine(), e.aligned());
+  memory u(pt.user, dnnl_engine(), const_cast<float*>(w)), t(pt.prim, dnnl_engine(), e.aligned());
   pt.reorder->execute(s, {{DNNL_ARG_FROM, u},
                           {DNNL_ARG_TO, t},
                           {DNNL_ARG_SCRATCHPAD, scratch_memory(pt.reorder_scratch)}});
@@ -171,30 +171,31 @@ float* reordered_weights(const Port& pt, const float* w, bool unchanged, dnnl::s
 // reordered_weights; `post`: the second operands of p.post, in order.
 void execute(const Plan& p, const std::vector<const float*>& in, float* out, bool weights_unchanged,
              const std::vector<const float*>& post = {}) {
-  dnnl::stream& s = stream();
+  dnnl::stream& s = dnnl_stream();
   std::unordered_map<int, memory> args;
   for (size_t k = 0; k < p.post.size(); ++k)
-    args[p.post[k].first] = memory(p.post[k].second, engine(), const_cast<float*>(post[k]));
+    args[p.post[k].first] = memory(p.post[k].second, dnnl_engine(), const_cast<float*>(post[k]));
   for (size_t i = 0; i < p.ins.size(); ++i) {
     const Port& pt = p.ins[i];
-    memory u(pt.user, engine(), const_cast<float*>(in[i]));
+    memory u(pt.user, dnnl_engine(), const_cast<float*>(in[i]));
     if (!pt.reorder) {
       args[pt.arg] = u;
       continue;
     }
     if (pt.arg == DNNL_ARG_WEIGHTS) {
-      args[pt.arg] = memory(pt.prim, engine(), reordered_weights(pt, in[i], weights_unchanged, s));
+      args[pt.arg] =
+          memory(pt.prim, dnnl_engine(), reordered_weights(pt, in[i], weights_unchanged, s));
       continue;
     }
-    memory t(pt.prim, engine(), buffer(static_cast<int>(i), pt.prim.get_size()));
+    memory t(pt.prim, dnnl_engine(), buffer(static_cast<int>(i), pt.prim.get_size()));
     pt.reorder->execute(s, {{DNNL_ARG_FROM, u},
                             {DNNL_ARG_TO, t},
                             {DNNL_ARG_SCRATCHPAD, scratch_memory(pt.reorder_scratch)}});
     args[pt.arg] = t;
   }
   if (p.pre) {  // max pooling gradient: recompute the forward pass for its workspace
-    memory ws(p.workspace, engine(), buffer(5, p.workspace.get_size()));
-    memory dst(p.pre_dst, engine(), buffer(3, p.pre_dst.get_size()));
+    memory ws(p.workspace, dnnl_engine(), buffer(5, p.workspace.get_size()));
+    memory dst(p.pre_dst, dnnl_engine(), buffer(3, p.pre_dst.get_size()));
     p.pre->execute(s, {{DNNL_ARG_SRC, args.at(DNNL_ARG_SRC)},
                        {DNNL_ARG_DST, dst},
                        {DNNL_ARG_WORKSPACE, ws},
@@ -202,8 +203,9 @@ void execute(const Plan& p, const std::vector<const float*>& in, float* out, boo
     args.erase(DNNL_ARG_SRC);
     args[DNNL_ARG_WORKSPACE] = ws;
   }
-  memory u(p.out.user, engine(), out);
-  memory t = p.out.reorder ? memory(p.out.prim, engine(), buffer(3, p.out.prim.get_size())) : u;
+  memory u(p.out.user, dnnl_engine(), out);
+  memory t =
+      p.out.reorder ? memory(p.out.prim, dnnl_engine(), buffer(3, p.out.prim.get_size())) : u;
   args[p.out.arg] = t;
   args[DNNL_ARG_SCRATCHPAD] = scratch_memory(p.scratch);
   p.prim.execute(s, args);
@@ -344,7 +346,7 @@ Plan conv_plan(const ConvProblem& c, Kind kind, bool acc, const std::vector<Post
   if (kind == kFwd) {
     dnnl::convolution_forward::primitive_desc pd(
         c.desc<dnnl::convolution_forward::desc>(dnnl::prop_kind::forward_inference), attr,
-        engine());
+        dnnl_engine());
     p.prim = dnnl::convolution_forward(pd);
     p.scratch = pd.scratchpad_desc();
     p.ins = {make_port(DNNL_ARG_SRC, c.src(), pd.src_desc(), false),
@@ -355,10 +357,10 @@ Plan conv_plan(const ConvProblem& c, Kind kind, bool acc, const std::vector<Post
     return p;
   }
   dnnl::convolution_forward::primitive_desc hint(
-      c.desc<dnnl::convolution_forward::desc>(dnnl::prop_kind::forward_training), engine());
+      c.desc<dnnl::convolution_forward::desc>(dnnl::prop_kind::forward_training), dnnl_engine());
   if (kind == kBwdData) {
     dnnl::convolution_backward_data::primitive_desc pd(
-        c.desc<dnnl::convolution_backward_data::desc>(), attr, engine(), hint);
+        c.desc<dnnl::convolution_backward_data::desc>(), attr, dnnl_engine(), hint);
     p.prim = dnnl::convolution_backward_data(pd);
     p.scratch = pd.scratchpad_desc();
     p.ins = {make_port(DNNL_ARG_DIFF_DST, c.dst(), pd.diff_dst_desc(), false),
@@ -368,7 +370,7 @@ Plan conv_plan(const ConvProblem& c, Kind kind, bool acc, const std::vector<Post
     return p;
   }
   dnnl::convolution_backward_weights::primitive_desc pd(
-      c.desc<dnnl::convolution_backward_weights::desc>(), attr, engine(), hint);
+      c.desc<dnnl::convolution_backward_weights::desc>(), attr, dnnl_engine(), hint);
   p.prim = dnnl::convolution_backward_weights(pd);
   p.scratch = pd.scratchpad_desc();
   p.gemm = std::string(pd.impl_info_str()).find("gemm") != std::string::npos;
@@ -398,7 +400,7 @@ Plan pool_plan(const ConvProblem& c, Kind kind, bool mx) {
   };
   if (kind == kPoolFwd) {
     dnnl::pooling_forward::primitive_desc pd(fwd(dnnl::prop_kind::forward_inference), attr,
-                                             engine());
+                                             dnnl_engine());
     p.prim = dnnl::pooling_forward(pd);
     p.scratch = pd.scratchpad_desc();
     p.plain = plain_impl(pd.impl_info_str());
@@ -407,10 +409,10 @@ Plan pool_plan(const ConvProblem& c, Kind kind, bool mx) {
     return p;
   }
   dnnl::pooling_forward::primitive_desc hint(fwd(dnnl::prop_kind::forward_training), attr,
-                                             engine());
+                                             dnnl_engine());
   dnnl::pooling_backward::desc d(alg, src, dst, {c.sh, c.sw}, {c.KH, c.KW}, {c.plh, c.plw},
                                  {c.prh, c.prw});
-  dnnl::pooling_backward::primitive_desc pd(d, attr, engine(), hint);
+  dnnl::pooling_backward::primitive_desc pd(d, attr, dnnl_engine(), hint);
   p.prim = dnnl::pooling_backward(pd);
   p.scratch = pd.scratchpad_desc();
   p.plain = plain_impl(pd.impl_info_str()) || (mx && plain_impl(hint.impl_info_str()));

@@ -6,6 +6,7 @@
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "KernelDnnlReorder.h"  // dnnl_engine, dnnl_stream
 #include "KernelUtil.h"
 
 namespace heddle::kdetail {
@@ -15,13 +16,6 @@ namespace {
 using dnnl::memory;
 using MDims = memory::dims;
 constexpr auto kF32 = memory::data_type::f32;
-
-// The engine and stream of this file's primitives (a stream per thread: each thread runs its own
-// products).
-dnnl::engine& matmul_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
 
 struct Matmul {
   dnnl::matmul prim;
@@ -52,7 +46,7 @@ const Matmul& matmul_for(const Key& key) {
     attr.set_post_ops(po);
   }
   mm.prim = dnnl::matmul(
-      dnnl::matmul::primitive_desc(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr, matmul_engine()));
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr, dnnl_engine()));
   return cache.emplace(key, std::move(mm)).first->second;
 }
 
@@ -68,8 +62,8 @@ bool matmul_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
   } catch (const dnnl::error&) {
     return false;  // a shape or strides the primitive refuses: the caller's other kernel runs
   }
-  thread_local dnnl::stream s(matmul_engine());
-  dnnl::engine& e = matmul_engine();
+  dnnl::stream& s = dnnl_stream();
+  dnnl::engine& e = dnnl_engine();
   memory am(mm->a, e, const_cast<float*>(a)), bm(mm->b, e, const_cast<float*>(b)), cm(mm->c, e, c);
   mm->prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   s.wait();

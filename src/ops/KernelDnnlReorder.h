@@ -1,4 +1,5 @@
-// Private to the oneDNN kernels (KernelDnnl.cpp): copies between a tile's strided view and the
+// Private to the oneDNN kernels (KernelDnnl.cpp, KernelDnnlMatmul.cpp): the engine and streams
+// they share, and copies between a tile's strided view and the
 // blocked layouts oneDNN's convolutions want, by own tiled loops over the threads of the calling
 // OpenMP team. oneDNN 2.6's reorders for convolution weights (`Acdb48a`, `ABcd16b16a`, ...) ran
 // at a third to a half of memory bandwidth; ResNet-50's training step reorders its 94 MB of
@@ -8,6 +9,11 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace heddle::kdetail {
+
+/// The CPU engine every oneDNN primitive of the kernels runs on (one per process).
+dnnl::engine& dnnl_engine();
+/// The calling thread's stream on dnnl_engine() (each thread runs its own primitives).
+dnnl::stream& dnnl_stream();
 
 /// Copies (or with `add`, adds) the f32 tensor `src`, laid out as `from`, into `dst`, laid out as
 /// `to` (same dims): what a oneDNN reorder from `from` to `to` (with a sum post-op for `add`)
