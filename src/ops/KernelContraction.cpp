@@ -65,6 +65,13 @@ constexpr int64_t kSmallProduct = int64_t{1} << 22;
 // two rows (AlexNet's classifier at batch 2) ran slower through the matmul primitive (the forward
 // 41 against 35 ms), so the rows are bounded both ways.
 constexpr std::pair<int64_t, int64_t> kMatmulRows = {16, 256};
+// Past those rows, input gradients dy W^T of at most this many columns go to the matmul
+// primitive too: GPT's (1024 rows, 256 columns, depth 256 and 1024; bench/sgemm_entries.cpp, three
+// runs) ran 4-5% and 6-8% faster there than in oneDNN's sgemm, while its 1024-column one ran 5%
+// slower. In the GPT training step (5 interleaved runs, minimum) the input gradients took 30.2 ms
+// against 31.5, the step 113.1 against 115.0; Llama's step 59.3 against 60.6, MoE's 81.2 against
+// 82.9.
+constexpr int64_t kMatmulColumns = 256;
 constexpr int64_t kPackedDepth = 256;
 
 void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
@@ -83,13 +90,16 @@ void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, i
     if (blas1 && (large || m % 8 != 0 || n % 8 != 0))
       return sgemm_blas(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
   }
-  // AVX-512 hosts: a product of few rows with B transposed (a linear layer's input gradient
-  // dy W^T at ViT-B/32's 100 tokens) by oneDNN's matmul primitive, and one of small depth with A
+  // AVX-512 hosts: a product of few rows or few columns with B transposed (a linear layer's input
+  // gradient dy W^T at ViT-B/32's 100 tokens, or into GPT's 256 features) by oneDNN's matmul
+  // primitive, and one of small depth with A
   // transposed (its weight gradient x^T dy) by packed_sgemm; the rest by oneDNN's sgemm. oneDNN
   // runs on this thread alone.
   omp_set_num_threads(1);
   if (kernels::onednn_sgemm_first() && m * n * k >= kSmallProduct) {
-    if (tb && !ta && m >= kMatmulRows.first && m <= kMatmulRows.second &&
+    const bool few_rows = m >= kMatmulRows.first && m <= kMatmulRows.second;
+    const bool narrow = m > kMatmulRows.second && n <= kMatmulColumns;
+    if (tb && !ta && (few_rows || narrow) &&
         matmul_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc))
       return;
     if (ta && !tb && k <= kPackedDepth &&

@@ -401,20 +401,24 @@ TEST(FastKernels, ProductsOfOneOrTwoRowsMatchTheReference) {
 // (strided operands, accumulation, 1-3 threads). The whole box on one thread and on two (rows or
 // columns split at grain 1, halves still of 2^22 multiply-adds or more) gives the same bits. Then
 // the products that on AVX-512 hosts leave oneDNN's sgemm (sgemm1 in KernelContraction.cpp): B
-// transposed with 16-256 rows (oneDNN's matmul primitive, ViT's input gradients) and A
-// transposed with a depth of at most 256 (the packed sgemm, ViT's weight gradients), at random
-// sizes on and off those bounds.
+// transposed with 16-256 rows or with more rows and at most 256 columns (oneDNN's matmul
+// primitive, ViT's and GPT's input gradients) and A transposed with a depth of at most 256 (the
+// packed sgemm, ViT's weight gradients), at random sizes on and off those bounds.
 TEST(FastKernels, LargeProductsMatchTheReferenceAndSplitsChangeNoBits) {
   std::mt19937 rng(73);
   const std::vector<std::string> specs = {"mk,kn->mn", "km,kn->mn", "mk,nk->mn",
                                           "km,nk->mn", "mk,kn->nm", "km,nk->nm"};
   int64_t checked = 0;
-  for (int trial = 0; trial < 24; ++trial) {
+  for (int trial = 0; trial < 30; ++trial) {
     std::string spec = specs[trial % specs.size()];
     std::map<char, int64_t> ext = {{'m', uniform(rng, 190, 260)},
                                    {'n', uniform(rng, 190, 260)},
                                    {'k', uniform(rng, 260, 400)}};
-    if (trial >= 12) {
+    if (trial >= 24) {  // B transposed, more than 256 rows, columns either side of 256
+      spec = trial % 2 == 0 ? "mk,nk->mn" : "mk,nk->nm";
+      const int64_t m = uniform(rng, 257, 320), n = uniform(rng, 200, 300);
+      ext = {{'m', m}, {'n', n}, {'k', (int64_t{1} << 22) / (m * n) + uniform(rng, 1, 40)}};
+    } else if (trial >= 12) {
       const bool few_rows = trial % 2 == 0;  // else shallow depth
       spec = few_rows ? (trial % 4 == 0 ? "mk,nk->mn" : "mk,nk->nm")
                       : (trial % 4 == 1 ? "km,kn->mn" : "km,kn->nm");
@@ -435,7 +439,7 @@ TEST(FastKernels, LargeProductsMatchTheReferenceAndSplitsChangeNoBits) {
     // (The later sizes' halves fall under 2^22 and so to another kernel.)
     if (trial < 12) expect_same_bits_on_one_and_two_threads(g.op(0), full);
   }
-  EXPECT_EQ(checked, 48);
+  EXPECT_EQ(checked, 60);
 }
 
 // Contractions whose first operand is a routing mask of mostly zeros (MoE's dispatch "tec,th->ech"
