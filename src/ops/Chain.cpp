@@ -444,7 +444,8 @@ Status run_chain_into(const std::vector<BoundCall>& calls, const std::vector<Val
     if (size_t e = i; kdetail::run_norm_grads(calls, i, one, &e, &st) ||
                       kdetail::run_masked_softmax(calls, i, temporaries, one, &e, &st) ||
                       kdetail::run_scores_grad(calls, i, temporaries, one, &e, &st) ||
-                      kdetail::run_conv_epilogue(calls, i, temporaries, one, &e, &st)) {
+                      kdetail::run_conv_epilogue(calls, i, temporaries, one, &e, &st) ||
+                      kdetail::run_product_bias(calls, i, temporaries, one, &e, &st)) {
       HEDDLE_TRY(st);
       i = e;
       continue;

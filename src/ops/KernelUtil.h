@@ -487,6 +487,35 @@ bool packed_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
 /// or 1, an empty product, or arguments the primitive refuses.
 bool matmul_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+/// matmul_sgemm with a bias: C = A B (+ C when beta is 1) + bias[j] in every row's column j
+/// (when `bias` is not null), the bias added to the float product in the primitive's epilogue.
+/// False (nothing written) where matmul_sgemm is.
+bool matmul_sgemm_bias(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                       int64_t lda, const float* b, int64_t ldb, float beta, const float* bias,
+                       float* c, int64_t ldc);
+/// The bias product_bias adds to a product and where it writes the sum.
+struct ProductBias {
+  /// The buffer the sum goes to, laid out as the product's own result tile (same region and
+  /// strides), instead of that tile.
+  float* out = nullptr;
+  /// The bias's element at the box start, and its stride along each index dim of the product.
+  const float* bias = nullptr;
+  std::vector<int64_t> coef;
+};
+/// An einsum over `box` that is one plain product (no batch dims, operands in place), of at
+/// least 2^22 multiply-adds and depth at most 256, on an AVX-512 host, with a bias per column of
+/// its result: writes product + bias to pb.out through matmul_sgemm_bias, C's rows split over
+/// o.threads threads (KernelContraction.cpp), and returns true; `t`, the product's result tile,
+/// is not written. False (nothing written) otherwise.
+bool product_bias(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
+                  const Tensor& t, const ProductBias& pb, const KernelOptions& o);
+/// When calls[i] is such a product whose result only the next call reads and the next call adds
+/// a bias per column to it (a linear layer): runs the two as one product_bias, sets *end past the
+/// add and *status, and returns true (KernelProductBias.cpp). The product's result must be in
+/// `temporaries`; it is never written. False: nothing ran.
+bool run_product_bias(const std::vector<kernels::BoundCall>& calls, size_t i,
+                      const std::vector<ValueId>& temporaries, const KernelOptions& o, size_t* end,
+                      Status* status);
 /// What a causal mask leaves visible of a product, as packed_sgemm_causal reads it: for C's row u
 /// (its column u when !outer_rows) the range [0, u + d) when `prefix`, else [u + d, len) of the
 /// depths (`on_c` false: the other depths multiply the mask's zeros) or of C's columns (its rows

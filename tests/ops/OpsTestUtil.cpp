@@ -352,4 +352,16 @@ ValueId einsum_of(Ops& ops, const std::string& spec, const std::map<char, int64_
   return a;
 }
 
+Tensor nan_tile(const Box& box) {
+  Tensor v = Tensor::tile(DType::kF32, box);
+  for (int64_t i = 0; i < v.numel(); ++i) v.f32()[i] = NAN;
+  return v;
+}
+
+bool all_nan(const Tensor& t) {
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isnan(t.f32()[i])) return false;
+  return true;
+}
+
 }  // namespace heddle::testing

@@ -75,6 +75,13 @@ int64_t uniform(std::mt19937& rng, int64_t lo, int64_t hi);
 /// infinity when the regions differ).
 double tile_diff(const Tensor& a, const Tensor& b);
 
+/// A float tile over `box` of NaNs: what stands for a value between fused calls, which a fused
+/// kernel never writes.
+Tensor nan_tile(const Box& box);
+
+/// True when every element of float tile `t` is NaN.
+bool all_nan(const Tensor& t);
+
 /// A random non-empty sub-box of `b`.
 Box random_sub_box(const Box& b, std::mt19937& rng);
 

@@ -19,6 +19,9 @@
 namespace heddle {
 namespace {
 
+using testing::all_nan;
+using testing::nan_tile;
+
 int64_t uniform(std::mt19937& rng, int64_t lo, int64_t hi) {
   return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
 }
@@ -60,20 +63,6 @@ Tensor cover(const Tensor& full, const Box& inner, std::mt19937& rng) {
     e[d] = uniform(rng, e[d], full.region().end()[d]);
   }
   return full.crop(Box(IVec(s), IVec(e)));
-}
-
-// A tile over `box` of NaNs: what stands for a value between fused calls, which the one pass
-// never writes.
-Tensor nan_tile(const Box& box) {
-  Tensor v = Tensor::tile(DType::kF32, box);
-  for (int64_t i = 0; i < v.numel(); ++i) v.f32()[i] = NAN;
-  return v;
-}
-
-bool all_nan(const Tensor& t) {
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (!std::isnan(t.f32()[i])) return false;
-  return true;
 }
 
 double max_diff(const Tensor& a, const Tensor& b) {
