@@ -32,8 +32,9 @@ a case's first round at each thread count: a fresh process's step keeps getting 
 - dist: the GPT training step with dp=2 and tp=2 on 2 thread-devices and on 2 MPI ranks, against
   heddle on one device with one core, and PyTorch on 1 and 2 threads. Each run takes
   --dist-steps steps (default 12) and its figure is the median of its steps after the first; the
-  speedups and MPI/threads ratios are medians over rounds of each round's own ratio (a round's
-  runs follow one another, so load that drifts between rounds cancels). Before 2026-11-27 the
+  speedups and MPI/threads ratios are medians over rounds (--dist-rounds, default 5) of each
+  round's own ratio (a round's runs follow one another, so load that drifts between rounds
+  cancels). Before 2026-11-27 the
   dist runs took --train-steps (4) steps, the median counted the first, and the ratios were taken
   between medians over rounds: 4-step rounds read MPI/threads 1.00-1.18 where 12-step runs of
   the same binaries read 0.96-1.04.
@@ -601,12 +602,13 @@ def run_dist(name, a, heddle, tt):
             ("heddle dp=2, 2 MPI ranks", base + ["--mesh", "2", "--strategy", "dp=2"], 2, 2),
             ("heddle tp=2, 2 MPI ranks", base + ["--mesh", "2", "--strategy", "tp=2"], 2, 2),
         ]
-    times = {v[0]: [None] * a.rounds for v in variants}  # per round; None: failed
+    rounds = a.dist_rounds
+    times = {v[0]: [None] * rounds for v in variants}  # per round; None: failed
     cpus = {v[0]: [] for v in variants}
     errors = {}
     digests = {}
     torch_t = {1: [], 2: []}
-    for r in range(a.rounds):
+    for r in range(rounds):
         for label, args, cores, ranks in variants:
             if label in errors:
                 continue
@@ -710,6 +712,9 @@ def main():
     p.add_argument("--dist-steps", type=int, default=12,
                    help="training steps per round of the dist case (default 12; its figure is "
                    "the median of the steps after the first)")
+    p.add_argument("--dist-rounds", type=int,
+                   help="rounds of the dist case (default 5, quick 2; 3 before 2026-11-28: its "
+                   "2-core runs meet the other tenants' load more often than the 1-core ones)")
     p.add_argument("--warmup", type=int, default=1, help="PyTorch warm-up steps per round")
     p.add_argument("--first-warmup", type=int, default=10,
                    help="PyTorch warm-up steps more before a case's first round at each thread "
@@ -745,6 +750,7 @@ def main():
                 f.write(text + "\n")
         return 0
     a.rounds = a.rounds or (2 if a.quick else 3)
+    a.dist_rounds = a.dist_rounds or (2 if a.quick else 5)
     a.threads = [int(t) for t in a.threads.split(",")]
     cases = a.cases.split(",") if a.cases else (QUICK if a.quick else ALL)
     unknown = [c for c in cases if c not in ALL]
@@ -782,7 +788,8 @@ def main():
     meta = dict(commit=heddle_commit(a.heddle), machine=machine_text(), load_before=load_before,
                 load_after="%.1f" % os.getloadavg()[0],
                 elapsed="%.0f s in all" % (time.time() - t0), rounds=a.rounds, steps=a.steps,
-                train_steps=a.train_steps, dist_steps=a.dist_steps, warmup=a.warmup,
+                train_steps=a.train_steps, dist_steps=a.dist_steps, dist_rounds=a.dist_rounds,
+                warmup=a.warmup,
                 first_warmup=a.first_warmup, pinned=heddle.pin,
                 heddle_threads_flag=heddle.has_threads_flag, omp_wait=OMP_WAIT,
                 command=" ".join([os.path.basename(sys.executable)] + sys.argv))

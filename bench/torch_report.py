@@ -73,7 +73,8 @@ def table(rows, failures, meta, transformers):
                "OMP_WAIT_POLICY %s; %s" % (
                    meta["load_before"], meta["load_after"], meta["elapsed"], meta["rounds"],
                    meta["steps"], meta["train_steps"],
-                   ", dist %d" % meta["dist_steps"] if "dist_steps" in meta else "",
+                   (", dist %d" % meta["dist_steps"] if "dist_steps" in meta else "") +
+                   (" in %d rounds" % meta["dist_rounds"] if "dist_rounds" in meta else ""),
                    meta["warmup"],
                    " (+%d before a case's first round)" % meta["first_warmup"]
                    if meta.get("first_warmup") else "", meta["omp_wait"],
