@@ -10,7 +10,7 @@
 //   g++ -O2 -std=c++20 -fopenmp -Iinclude -Isrc/ops bench/sgemm_entries.cpp src/ops/KernelGemm.cpp
 //       src/support/HugePages.cpp -o /tmp/sgemm_entries $(pkg-config --cflags --libs openblas)
 //       -ldnnl
-//   taskset -c 0 /tmp/sgemm_entries [rounds] [vit|causal]
+//   taskset -c 0 /tmp/sgemm_entries [rounds] [vit|causal|bias]
 // `causal` times one head of GPT's causal attention products whose depth the mask narrows (128
 // queries and keys, 64 wide; the strided q/k/v/o of 4 heads) two ways: 32-row blocks through
 // oneDNN's sgemm, each over its visible depths (the kernel's way before packed_sgemm_causal, and
@@ -165,12 +165,63 @@ int causal_main(int rounds) {
   return 0;
 }
 
+// `bias`: GPT's forward products with their bias (x W + b), two ways: oneDNN's sgemm and then a
+// pass adding b to every row of C (the fused chain's way before run_product_bias), and oneDNN's
+// matmul primitive with b as its bias argument, added in its epilogue (run_product_bias,
+// src/ops/KernelProductBias.cpp, for depths up to 256).
+int bias_main(int rounds) {
+  using dnnl::memory;
+  using Dims = memory::dims;
+  constexpr auto kF32 = memory::data_type::f32;
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream st(eng);
+  std::printf("%-17s %5s %5s %5s | us per call: %-15s %-15s ratio\n", "product", "m", "n", "k",
+              "sgemm + pass", "matmul + bias");
+  for (const Shape& s : kShapes) {
+    if (s.ta || s.tb) continue;  // the forward products
+    std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.k * s.n)),
+        c(static_cast<size_t>(s.m * s.n)), bias(static_cast<size_t>(s.n));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 97) / 97.0f - 0.5f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 89) / 89.0f - 0.5f;
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 7) / 7.0f;
+    const memory::desc ad({s.m, s.k}, kF32, Dims{s.k, 1}), bd({s.k, s.n}, kF32, Dims{s.n, 1}),
+        cd({s.m, s.n}, kF32, Dims{s.n, 1}), biasd({1, s.n}, kF32, Dims{s.n, 1});
+    dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, bd, biasd, cd), eng));
+    memory am(ad, eng, a.data()), bm(bd, eng, b.data()), cm(cd, eng, c.data()),
+        biasm(biasd, eng, bias.data());
+    const auto pass = [&] {
+      dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(), s.n, 0.0f, c.data(), s.n);
+      for (int64_t i = 0; i < s.m; ++i) {
+        float* ci = c.data() + i * s.n;
+        for (int64_t j = 0; j < s.n; ++j) ci[j] += bias[static_cast<size_t>(j)];
+      }
+    };
+    const auto fused = [&] {
+      mm.execute(
+          st,
+          {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_BIAS, biasm}, {DNNL_ARG_DST, cm}});
+      st.wait();
+    };
+    // Alternating round by round, the fastest round of each counting.
+    double t_pass = 1e30, t_fused = 1e30;
+    for (int r = 0; r < rounds; ++r) {
+      t_pass = std::min(t_pass, per_call(pass, 1, 20));
+      t_fused = std::min(t_fused, per_call(fused, 1, 20));
+    }
+    std::printf("%-17s %5ld %5ld %5ld |   %8.0f        %8.0f        %.2f\n", s.what,
+                static_cast<long>(s.m), static_cast<long>(s.n), static_cast<long>(s.k),
+                t_pass * 1e6, t_fused * 1e6, t_fused / t_pass);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 9;
   omp_set_num_threads(1);
   if (argc > 2 && std::string(argv[2]) == "causal") return causal_main(rounds);
+  if (argc > 2 && std::string(argv[2]) == "bias") return bias_main(rounds);
   // A second argument "vit" measures kVitShapes instead of the GPT step's linear products.
   const bool vit = argc > 2 && std::string(argv[2]) == "vit";
   openblas_set_num_threads(1);

@@ -646,11 +646,14 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
 }
 
 // The most depth of a product whose bias the matmul primitive adds (product_bias). One thread,
-// hot (3 runs): GPT's forward products of depth 256 (1024 rows; q/k/v's 256 columns, MLP.fc's
-// 1024) with their bias took 0.90 and 0.96-0.99 of the time of oneDNN's sgemm and a pass over C;
-// its MLP.proj's, of depth 1024, 1.04-1.07. In the training step (5 interleaved runs, medians)
-// q/k/v's instructions took 1.25 against 1.31 ms and MLP.fc's 5.27 against 5.46; o's, whose
-// residual the primitive added too (a binary post-op), 1.46 against 1.39, so residuals stay out.
+// hot (bench/sgemm_entries.cpp bias, three runs): GPT's forward products of depth 256 (1024 rows;
+// q/k/v's 256 columns, MLP.fc's 1024) with their bias took 0.87-0.88 and 0.94-0.95 of the time of
+// oneDNN's sgemm and a pass over C. In the training step (5 interleaved runs, medians) q/k/v's
+// instructions took 1.25 against 1.31 ms and MLP.fc's 5.27 against 5.46; o's, whose residual the
+// primitive added too (a binary post-op), 1.46 against 1.39, so residuals stay out (and with them
+// GPT's MLP.proj, of depth 1024). Deeper products stay with oneDNN's sgemm: ViT-B/32's forward
+// products (100 rows, depth 768 and 3072) ran slower through the matmul primitive (session 25:
+// the forward 163.0 against 157.6 ms), and no deeper one was measured faster in a step.
 constexpr int64_t kBiasDepth = 256;
 
 }  // namespace
