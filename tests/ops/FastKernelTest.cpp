@@ -546,72 +546,88 @@ TEST(FastKernels, ConvNetElementwiseOpsOnMergedRowsMatchTheReference) {
   EXPECT_GT(checked, 2000);
 }
 
+// A product and a random elementwise tail of 2-7 ops over [B, Q, K] (K >= Q, the causal mask's
+// keys), each op over one random sub-box, through run_chain against the reference.
+void check_random_chain(std::mt19937& rng, int64_t B, int64_t Q, int64_t K, int64_t M) {
+  Graph g;
+  Ops ops(g);
+  ValueId a = ops.param("a", f32({B, Q, M}));
+  ValueId w = ops.param("w", f32({M, K}));
+  ValueId bias = ops.param("bias", f32({K}));
+  ValueId y = ops.param("y", f32({B, 1, K}));
+  ValueId c = ops.input("c", TensorType(DType::kBool, IVec{B, Q, K}));
+  // einsum (not fusable) then a random elementwise tail.
+  std::vector<ValueId> vs = {ops.einsum("bqm,mk->bqk", a, w)};
+  int len = static_cast<int>(uniform(rng, 2, 7));
+  for (int i = 0; i < len; ++i) {
+    ValueId v = vs.back();
+    switch (uniform(rng, 0, 8)) {
+      case 0:
+        vs.push_back(ops.add(v, bias));
+        break;
+      case 1:
+        vs.push_back(ops.gelu(v));
+        break;
+      case 2:
+        vs.push_back(ops.mul(y, v));
+        break;
+      case 3:
+        vs.push_back(ops.scale(v, 0.37));
+        break;
+      case 4:
+        vs.push_back(ops.causal_mask(ops.silu(v)));
+        break;
+      case 5:
+        vs.push_back(ops.where(c, v, y));
+        break;
+      case 6:
+        vs.push_back(ops.unary(OpKind::kTanh, v));
+        break;
+      case 7:
+        vs.push_back(ops.binary(OpKind::kMaximum, v, bias));
+        break;
+      default:
+        vs.push_back(ops.sub(v, vs[0]));  // reads a surviving value of the chain
+        break;
+    }
+  }
+  ops.output(vs.back());
+  ASSERT_TRUE(ops.ok()) << ops.status().error().message;
+  // Every elementwise op of the chain over one random sub-box of the common [B, Q, K] space;
+  // the einsum over its whole space.
+  Box box = random_sub_box(Box::of_shape(IVec{B, Q, K}), rng);
+  std::vector<kernels::ChainCall> calls;
+  std::vector<ValueId> temps;
+  for (OpId id = 0; id < g.num_ops(); ++id)
+    calls.push_back({id, g.op(id).kind == OpKind::kEinsum ? g.op(id).space.box() : box});
+  // Values read only by the next call are temporaries (the lowering's rule); others survive.
+  for (size_t i = 0; i + 1 < calls.size(); ++i) {
+    ValueId v = g.op(calls[i].op).results[0].value;
+    int uses = 0;
+    for (const Op& op : g.ops())
+      for (const auto& x : op.inputs) uses += x.value == v;
+    if (uses == 1 && v != vs.back()) temps.push_back(v);
+  }
+  check_chain(g, calls, temps, rng);
+}
+
 TEST(FusedChains, HandMadeChainsOnRandomBoxesMatchTheReference) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 400; ++trial) {
-    Graph g;
-    Ops ops(g);
-    int64_t B = uniform(rng, 1, 3), Q = uniform(rng, 1, 9), K = Q + uniform(rng, 0, 2),
-            M = uniform(rng, 1, 5);
-    ValueId a = ops.param("a", f32({B, Q, M}));
-    ValueId w = ops.param("w", f32({M, K}));
-    ValueId bias = ops.param("bias", f32({K}));
-    ValueId y = ops.param("y", f32({B, 1, K}));
-    ValueId c = ops.input("c", TensorType(DType::kBool, IVec{B, Q, K}));
-    // einsum (not fusable) then a random elementwise tail.
-    std::vector<ValueId> vs = {ops.einsum("bqm,mk->bqk", a, w)};
-    int len = static_cast<int>(uniform(rng, 2, 7));
-    for (int i = 0; i < len; ++i) {
-      ValueId v = vs.back();
-      switch (uniform(rng, 0, 8)) {
-        case 0:
-          vs.push_back(ops.add(v, bias));
-          break;
-        case 1:
-          vs.push_back(ops.gelu(v));
-          break;
-        case 2:
-          vs.push_back(ops.mul(y, v));
-          break;
-        case 3:
-          vs.push_back(ops.scale(v, 0.37));
-          break;
-        case 4:
-          vs.push_back(ops.causal_mask(ops.silu(v)));
-          break;
-        case 5:
-          vs.push_back(ops.where(c, v, y));
-          break;
-        case 6:
-          vs.push_back(ops.unary(OpKind::kTanh, v));
-          break;
-        case 7:
-          vs.push_back(ops.binary(OpKind::kMaximum, v, bias));
-          break;
-        default:
-          vs.push_back(ops.sub(v, vs[0]));  // reads a surviving value of the chain
-          break;
-      }
-    }
-    ops.output(vs.back());
-    ASSERT_TRUE(ops.ok()) << ops.status().error().message;
-    // Every elementwise op of the chain over one random sub-box of the common [B, Q, K] space;
-    // the einsum over its whole space.
-    Box box = random_sub_box(Box::of_shape(IVec{B, Q, K}), rng);
-    std::vector<kernels::ChainCall> calls;
-    std::vector<ValueId> temps;
-    for (OpId id = 0; id < g.num_ops(); ++id)
-      calls.push_back({id, g.op(id).kind == OpKind::kEinsum ? g.op(id).space.box() : box});
-    // Values read only by the next call are temporaries (the lowering's rule); others survive.
-    for (size_t i = 0; i + 1 < calls.size(); ++i) {
-      ValueId v = g.op(calls[i].op).results[0].value;
-      int uses = 0;
-      for (const Op& op : g.ops())
-        for (const auto& x : op.inputs) uses += x.value == v;
-      if (uses == 1 && v != vs.back()) temps.push_back(v);
-    }
     SCOPED_TRACE("trial " + std::to_string(trial));
-    check_chain(g, calls, temps, rng);
+    const int64_t q = uniform(rng, 1, 9);
+    check_random_chain(rng, uniform(rng, 1, 3), q, q + uniform(rng, 0, 2), uniform(rng, 1, 5));
+  }
+}
+
+// The same on rows of 1000-3000 elements: rows run in several blocks, whose length depends on how
+// many buffers a group has (kMinBlock..kMaxBlock in src/ops/Chain.cpp), and end in a partial one.
+TEST(FusedChains, HandMadeChainsOnLongRowsMatchTheReference) {
+  std::mt19937 rng(13);
+  for (int trial = 0; trial < 40; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int64_t q = uniform(rng, 1, 3);
+    check_random_chain(rng, uniform(rng, 1, 2), q, uniform(rng, 1000, 3000), uniform(rng, 1, 3));
   }
 }
 
