@@ -92,9 +92,8 @@ void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, i
   }
   // AVX-512 hosts: a product of few rows or few columns with B transposed (a linear layer's input
   // gradient dy W^T at ViT-B/32's 100 tokens, or into GPT's 256 features) by oneDNN's matmul
-  // primitive, and one of small depth with A
-  // transposed (its weight gradient x^T dy) by packed_sgemm; the rest by oneDNN's sgemm. oneDNN
-  // runs on this thread alone.
+  // primitive, and one of small depth with A transposed (its weight gradient x^T dy) by
+  // packed_sgemm; the rest by oneDNN's sgemm. oneDNN runs on this thread alone.
   omp_set_num_threads(1);
   if (kernels::onednn_sgemm_first() && m * n * k >= kSmallProduct) {
     const bool few_rows = m >= kMatmulRows.first && m <= kMatmulRows.second;

@@ -539,9 +539,9 @@ bool packed_sgemm_causal(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
 /// Where !kernels::onednn_sgemm_first() (AVX2-only hosts): products of at least 2^22
 /// multiply-adds by packed_sgemm; with OpenBLAS set to one thread, products of one or two rows by
 /// skinny_sgemm and smaller ones whose m or n is not a multiple of 8 by OpenBLAS. Where it is
-/// (AVX-512 hosts): products of at least 2^22 multiply-adds with B transposed and 16-256 rows by
-/// matmul_sgemm, with A transposed and a depth of at most 256 by packed_sgemm. The rest by
-/// oneDNN's sgemm (OpenBLAS's when oneDNN refuses the arguments).
+/// (AVX-512 hosts): products of at least 2^22 multiply-adds with B transposed and 16-256 rows, or
+/// more rows and at most 256 columns, by matmul_sgemm, with A transposed and a depth of at most 256
+/// by packed_sgemm. The rest by oneDNN's sgemm (OpenBLAS's when oneDNN refuses the arguments).
 void sgemm1(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
