@@ -9,11 +9,7 @@ namespace heddle::kernels {
 
 namespace {
 
-// True when `p` maps each index dim to the same tensor dim with a unit window.
-bool same_coordinates(const IndexProjection& p) {
-  return p.map() == AffineMap::identity(p.index_rank()) && p.tensor_rank() == p.index_rank() &&
-         std::all_of(p.window().begin(), p.window().end(), [](int64_t w) { return w == 1; });
-}
+using kdetail::same_coordinates;
 
 // An op whose every operand and result is on the same coordinates (one element per point).
 bool pointwise(const Op& op) {

@@ -493,6 +493,22 @@ Status run_chain_into(const std::vector<BoundCall>& calls, const std::vector<Val
 
 namespace heddle::kdetail {
 
+bool same_coordinates(const IndexProjection& p) {
+  return p.map() == AffineMap::identity(p.index_rank()) && p.tensor_rank() == p.index_rank() &&
+         std::all_of(p.window().begin(), p.window().end(), [](int64_t w) { return w == 1; });
+}
+
+bool is_temporary(const std::vector<ValueId>& temporaries, ValueId v) {
+  return std::find(temporaries.begin(), temporaries.end(), v) != temporaries.end();
+}
+
+bool read_from(const std::vector<kernels::BoundCall>& calls, ValueId v, size_t from) {
+  for (size_t q = from; q < calls.size(); ++q)
+    for (const auto& x : calls[q].op->inputs)
+      if (x.value == v) return true;
+  return false;
+}
+
 void run_elementwise(const Op& op, const Box& box, const std::vector<const Tensor*>& ins,
                      const std::vector<Tensor*>& outs) {
   auto tile_of = [&](ValueId v) -> const Tensor* {

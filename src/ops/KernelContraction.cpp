@@ -67,10 +67,10 @@ constexpr int64_t kSmallProduct = int64_t{1} << 22;
 constexpr std::pair<int64_t, int64_t> kMatmulRows = {16, 256};
 // Past those rows, input gradients dy W^T of at most this many columns go to the matmul
 // primitive too: GPT's (1024 rows, 256 columns, depth 256 and 1024; bench/sgemm_entries.cpp, three
-// runs) ran 4-5% and 6-8% faster there than in oneDNN's sgemm, while its 1024-column one ran 5%
-// slower. In the GPT training step (5 interleaved runs, minimum) the input gradients took 30.2 ms
-// against 31.5, the step 113.1 against 115.0; Llama's step 59.3 against 60.6, MoE's 81.2 against
-// 82.9.
+// runs) ran 4-5% and 5-10% faster there than in oneDNN's sgemm, while its 1024-column one ran
+// 6-12% slower. In the GPT training step (5 interleaved runs, minimum) the input gradients
+// took 30.2 ms against 31.5, the step 113.1 against 115.0; Llama's step 59.3 against 60.6,
+// MoE's 81.2 against 82.9.
 constexpr int64_t kMatmulColumns = 256;
 constexpr int64_t kPackedDepth = 256;
 
@@ -172,13 +172,18 @@ std::vector<int64_t> group_offsets(const Group& g, const Access& a,
   return off;
 }
 
+// True when a matrix of rows R and columns C whose merged strides are `rs` and `cs` is one sgemm
+// takes as it lies, not transposed: a row's elements contiguous (or one column), rows at least a
+// row apart (or one row).
+bool row_major(int64_t rs, int64_t cs, const Group& R, const Group& C) {
+  return (cs == 1 || C.total == 1) && (R.total == 1 || rs >= std::max<int64_t>(C.total, 1));
+}
+
 // True when describe() takes operand `a` (rows group R, cols group C) in place, unpacked.
 bool fits(const Access& a, const Group& R, const Group& C, const std::vector<int64_t>& ext) {
   int64_t rs, cs;
   if (!merged_stride(R, a, ext, &rs) || !merged_stride(C, a, ext, &cs)) return false;
-  int64_t r = std::max<int64_t>(R.total, 1), c = std::max<int64_t>(C.total, 1);
-  return ((cs == 1 || C.total == 1) && (R.total == 1 || rs >= c)) ||
-         ((rs == 1 || R.total == 1) && (C.total == 1 || cs >= r));
+  return row_major(rs, cs, R, C) || row_major(cs, rs, C, R);
 }
 
 // `g` without index dim d.
@@ -451,13 +456,13 @@ void describe(const Access& a, const Group& R, const Group& C, int64_t base,
               int64_t rs, int64_t cs, Mat* m) {
   const float* d = a.t->f32() + base;
   if (can_direct) {
-    if ((cs == 1 || C.total == 1) && (R.total == 1 || rs >= std::max<int64_t>(C.total, 1))) {
+    if (row_major(rs, cs, R, C)) {
       m->data = d;
       m->trans = false;
       m->ld = R.total == 1 ? std::max<int64_t>(C.total, 1) : rs;
       return;
     }
-    if ((rs == 1 || R.total == 1) && (C.total == 1 || cs >= std::max<int64_t>(R.total, 1))) {
+    if (row_major(cs, rs, C, R)) {
       m->data = d;
       m->trans = true;
       m->ld = C.total == 1 ? std::max<int64_t>(R.total, 1) : cs;
@@ -538,11 +543,10 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
   bool a_direct = merged_stride(M, A, ext, &a_rs) && merged_stride(K, A, ext, &a_cs);
   bool b_direct = merged_stride(K, B, ext, &b_rs) && merged_stride(N, B, ext, &b_cs);
   bool c_merged = merged_stride(M, C, ext, &c_rs) && merged_stride(N, C, ext, &c_cs);
-  bool c_direct = c_merged && (c_cs == 1 || N.total == 1) && (M.total == 1 || c_rs >= N.total);
+  bool c_direct = c_merged && row_major(c_rs, c_cs, M, N);
   // A result stored transposed (M along its rows' elements) is written in place as
   // C^T = B^T A^T, not through a scattered temporary.
-  bool c_transposed =
-      !c_direct && c_merged && (c_rs == 1 || M.total == 1) && (N.total == 1 || c_cs >= M.total);
+  bool c_transposed = !c_direct && c_merged && row_major(c_cs, c_rs, N, M);
   // describe() packs an operand whose merged strides still fit neither sgemm layout (e.g. a tile
   // wider than the box), so the offsets of A and B are always needed.
   std::vector<int64_t> a_roff = group_offsets(M, A, ext), a_coff = group_offsets(K, A, ext);
@@ -648,11 +652,12 @@ Status einsum_gemm(const Op& op, const Box& box, const std::vector<const Tensor*
 // hot (bench/sgemm_entries.cpp bias, three runs): GPT's forward products of depth 256 (1024 rows;
 // q/k/v's 256 columns, MLP.fc's 1024) with their bias took 0.87-0.88 and 0.94-0.95 of the time of
 // oneDNN's sgemm and a pass over C. In the training step (5 interleaved runs, medians) q/k/v's
-// instructions took 1.25 against 1.31 ms and MLP.fc's 5.27 against 5.46; o's, whose residual the
-// primitive added too (a binary post-op), 1.46 against 1.39, so residuals stay out (and with them
-// GPT's MLP.proj, of depth 1024). Deeper products stay with oneDNN's sgemm: ViT-B/32's forward
-// products (100 rows, depth 768 and 3072) ran slower through the matmul primitive (session 25:
-// the forward 163.0 against 157.6 ms), and no deeper one was measured faster in a step.
+// instructions took 1.24-1.30 against 1.30-1.33 ms and MLP.fc's 5.27 against 5.39-5.46; o's, whose
+// residual the primitive added too (a binary post-op), 1.46 against 1.39, so residuals stay out
+// (and with them GPT's MLP.proj, of depth 1024). Deeper products stay with oneDNN's sgemm:
+// ViT-B/32's forward products (100 rows, depth 768 and 3072) ran slower through the matmul
+// primitive (session 25: the forward 163.0 against 157.6 ms), and no deeper one was measured faster
+// in a step.
 constexpr int64_t kBiasDepth = 256;
 
 }  // namespace
@@ -667,13 +672,13 @@ bool product_bias(const Op& op, const Box& box, const std::vector<const Tensor*>
   if (batch.total != 1 || M.total * N.total * K.total < kSmallProduct || K.total > kBiasDepth)
     return false;
   Access A(*ins[0], op.inputs[0]), B(*ins[1], op.inputs[1]), C(t, op.results[0]);
-  if (loop_dim(A, B, C, M, N, K, ext) >= 0 || !fits(A, M, K, ext) || !fits(B, K, N, ext))
-    return false;
+  // A and B in place either way round, C row-major (as einsum_gemm's c_direct).
   int64_t a_rs, a_cs, b_rs, b_cs, c_rs, c_cs;
   if (!merged_stride(M, A, ext, &a_rs) || !merged_stride(K, A, ext, &a_cs) ||
       !merged_stride(K, B, ext, &b_rs) || !merged_stride(N, B, ext, &b_cs) ||
       !merged_stride(M, C, ext, &c_rs) || !merged_stride(N, C, ext, &c_cs) ||
-      (c_cs != 1 && N.total > 1) || (M.total > 1 && c_rs < N.total))
+      !(row_major(a_rs, a_cs, M, K) || row_major(a_cs, a_rs, K, M)) ||
+      !(row_major(b_rs, b_cs, K, N) || row_major(b_cs, b_rs, N, K)) || !row_major(c_rs, c_cs, M, N))
     return false;
   // The bias: one value per column (along N's one dim longer than 1), the same in every row.
   int64_t columns = 0;

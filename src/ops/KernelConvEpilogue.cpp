@@ -187,14 +187,6 @@ void run_concat_epilogue(const std::vector<std::pair<const Tensor*, int64_t>>& s
   }
 }
 
-// True when value v is read by a call at or after j.
-bool read_from(const std::vector<BoundCall>& calls, ValueId v, size_t j) {
-  for (size_t r = j; r < calls.size(); ++r)
-    for (const auto& x : calls[r].op->inputs)
-      if (x.value == v) return true;
-  return false;
-}
-
 }  // namespace
 
 bool run_conv_epilogue(const std::vector<BoundCall>& calls, size_t i,
@@ -242,7 +234,7 @@ bool run_conv_epilogue(const std::vector<BoundCall>& calls, size_t i,
     for (size_t q = i; q < j && ok; ++q) {
       ValueId v = calls[q].op->results[0].value;
       if (q + 1 == j || !contains(chain, v)) continue;
-      ok = contains(temporaries, v) && !read_from(calls, v, j);
+      ok = is_temporary(temporaries, v) && !read_from(calls, v, j);
     }
     if (ok) break;
     steps.pop_back();

@@ -4,8 +4,6 @@
 // product's result is read only by the add, point for point, whose other input holds one value
 // per column of it. Where the product is not one plain product the primitive takes
 // (product_bias), the calls run as before.
-#include <algorithm>
-
 #include "KernelUtil.h"
 #include "heddle/ops/Chain.h"
 
@@ -14,24 +12,6 @@ namespace heddle::kdetail {
 namespace {
 
 using kernels::BoundCall;
-
-bool contains(const std::vector<ValueId>& vs, ValueId v) {
-  return std::find(vs.begin(), vs.end(), v) != vs.end();
-}
-
-// True when value v is read by a call at or after j.
-bool read_from(const std::vector<BoundCall>& calls, ValueId v, size_t j) {
-  for (size_t r = j; r < calls.size(); ++r)
-    for (const auto& x : calls[r].op->inputs)
-      if (x.value == v) return true;
-  return false;
-}
-
-// Index dim d to tensor dim d, unit windows.
-bool identity(const IndexProjection& p) {
-  return p.map() == AffineMap::identity(p.index_rank()) && p.tensor_rank() == p.index_rank() &&
-         std::all_of(p.window().begin(), p.window().end(), [](int64_t w) { return w == 1; });
-}
 
 bool same_layout(const Tensor& a, const Tensor& b) {
   return !a.is_int() && !b.is_int() && a.region() == b.region() && a.strides() == b.strides();
@@ -48,11 +28,12 @@ bool overlap(const Tensor& a, const Tensor& b) {
 int other_input(const BoundCall& c, ValueId v, const Box& box) {
   const Op& op = *c.op;
   if (op.kind != OpKind::kAdd || op.inputs.size() != 2 || op.results.size() != 1 ||
-      c.outs.size() != 1 || c.ins.size() != 2 || c.box != box || !identity(op.results[0].proj))
+      c.outs.size() != 1 || c.ins.size() != 2 || c.box != box ||
+      !same_coordinates(op.results[0].proj))
     return -1;
   for (int k = 0; k < 2; ++k)
-    if (op.inputs[k].value == v && op.inputs[1 - k].value != v && identity(op.inputs[k].proj) &&
-        !op.inputs[1 - k].padded && !c.ins[1 - k]->is_int())
+    if (op.inputs[k].value == v && op.inputs[1 - k].value != v &&
+        same_coordinates(op.inputs[k].proj) && !op.inputs[1 - k].padded && !c.ins[1 - k]->is_int())
       return 1 - k;
   return -1;
 }
@@ -72,12 +53,12 @@ bool run_product_bias(const std::vector<BoundCall>& calls, size_t i,
   const Box rbox = prod.results[0].proj.image(pc.box);
   const BoundCall& bc = calls[i + 1];
   const int bi = other_input(bc, t, rbox);
-  if (bi < 0 || !contains(temporaries, t) || read_from(calls, t, i + 2) ||
+  if (bi < 0 || !is_temporary(temporaries, t) || read_from(calls, t, i + 2) ||
       !same_layout(*pc.outs[0], *bc.outs[0]))
     return false;
   // The sum must be stored: not a temporary that a later call of the chain reads.
   const ValueId u = bc.op->results[0].value;
-  if (contains(temporaries, u) && read_from(calls, u, i + 2)) return false;
+  if (is_temporary(temporaries, u) && read_from(calls, u, i + 2)) return false;
   Tensor& out = *bc.outs[0];
   for (const Tensor* x : {pc.ins[0], pc.ins[1], bc.ins[bi]})
     if (overlap(out, *x)) return false;

@@ -38,20 +38,14 @@ bool grad_of(const Op& op, OpKind fn) {
   return op.kind == OpKind::kElementwiseGrad && attr_s(op, "fn") == op_kind_name(fn);
 }
 
-// Index dim d to tensor dim d, unit windows.
-bool identity(const IndexProjection& p) {
-  return p.map() == AffineMap::identity(p.index_rank()) && p.tensor_rank() == p.index_rank() &&
-         std::all_of(p.window().begin(), p.window().end(), [](int64_t w) { return w == 1; });
-}
-
 // An elementwise gradient over identity projections whose dy (input 0) is `dy`.
 bool pointwise_on(const BoundCall& c, ValueId dy) {
   const Op& op = *c.op;
   if (op.inputs.empty() || op.inputs[0].value != dy || c.outs.size() != 1 ||
-      op.results.size() != 1 || !identity(op.results[0].proj))
+      op.results.size() != 1 || !same_coordinates(op.results[0].proj))
     return false;
   return std::all_of(op.inputs.begin(), op.inputs.end(),
-                     [](const Operand& x) { return identity(x.proj); });
+                     [](const Operand& x) { return same_coordinates(x.proj); });
 }
 
 // A row operand's window: the elements of the last tensor dim, in order.
@@ -73,17 +67,6 @@ bool rows_of_last_dim(const IndexProjection& p) {
   return true;
 }
 
-bool read_after(const std::vector<BoundCall>& calls, size_t from, ValueId v) {
-  for (size_t q = from; q < calls.size(); ++q)
-    for (const auto& x : calls[q].op->inputs)
-      if (x.value == v) return true;
-  return false;
-}
-
-bool contains(const std::vector<ValueId>& vs, ValueId v) {
-  return std::find(vs.begin(), vs.end(), v) != vs.end();
-}
-
 }  // namespace
 
 bool run_scores_grad(const std::vector<BoundCall>& calls, size_t i,
@@ -100,14 +83,14 @@ bool run_scores_grad(const std::vector<BoundCall>& calls, size_t i,
   const BoundCall& mc = calls[i + 1];
   if (!grad_of(*mc.op, OpKind::kCausalMask) || !pointwise_on(mc, r) ||
       attr_i(*mc.op, kZigzagAttr, 0) != 0 || mc.box != ng.results[0].proj.image(sc.box) ||
-      !contains(temporaries, r) || read_after(calls, i + 2, r))
+      !is_temporary(temporaries, r) || read_from(calls, r, i + 2))
     return false;
   size_t last = i + 1;
   float alpha = 1.0f;
   const ValueId m = mc.op->results[0].value;
   if (i + 2 < calls.size() && grad_of(*calls[i + 2].op, OpKind::kScale) &&
-      pointwise_on(calls[i + 2], m) && calls[i + 2].box == mc.box && contains(temporaries, m) &&
-      !read_after(calls, i + 3, m)) {
+      pointwise_on(calls[i + 2], m) && calls[i + 2].box == mc.box && is_temporary(temporaries, m) &&
+      !read_from(calls, m, i + 3)) {
     last = i + 2;
     alpha = static_cast<float>(attr_f(*calls[i + 2].op, "alpha", 1.0));
   }
@@ -167,12 +150,12 @@ bool run_masked_softmax(const std::vector<BoundCall>& calls, size_t i,
     return false;
   const ValueId masked = mask_op.results[0].value;
   if (soft.inputs[0].value != masked || mc.box != soft.inputs[0].proj.image(sc.box) ||
-      !contains(temporaries, masked) || read_after(calls, m + 2, masked))
+      !is_temporary(temporaries, masked) || read_from(calls, masked, m + 2))
     return false;
   if (scaled) {
     const ValueId v = xc.op->results[0].value;
     if (!pointwise_on(xc, xc.op->inputs[0].value) || !pointwise_on(mc, v) || xc.box != mc.box ||
-        !contains(temporaries, v) || read_after(calls, m + 1, v))
+        !is_temporary(temporaries, v) || read_from(calls, v, m + 1))
       return false;
   } else if (!pointwise_on(mc, mask_op.inputs[0].value)) {
     return false;

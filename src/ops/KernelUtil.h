@@ -417,6 +417,13 @@ inline bool row_op(OpKind k) {
 /// max. The exponentials and sums run through the vector loops of Simd.h (fast_exp, float lanes).
 float softmax_row(const float* x, float* y, int64_t n, bool log);
 
+/// True when `p` maps each index dim to the same tensor dim with a unit window (an operand read
+/// point for point).
+bool same_coordinates(const IndexProjection& p);
+/// True when value `v` is one of a fused chain's `temporaries` (Chain.cpp).
+bool is_temporary(const std::vector<ValueId>& temporaries, ValueId v);
+/// True when a call of `calls` from `from` on reads value `v` (Chain.cpp).
+bool read_from(const std::vector<kernels::BoundCall>& calls, ValueId v, size_t from);
 /// When calls[i] and the calls after it are gradients of one layernorm or rmsnorm (norm_grad of
 /// the same fn, eps, inputs and box: dx, the scale's, the shift's, as lowering fuses them): runs
 /// them in one pass over the rows, each row's moments computed once and every result stored as
