@@ -359,6 +359,22 @@ bool chain_fusable(const Op& op, const KernelOptions& options) {
   return true;
 }
 
+bool writes_in_place(const Op& op, size_t input) {
+  if (input >= op.inputs.size() || !chain_fusable(op)) return false;
+  // The kinds whose loops (unary, binary, eval) compute out[j] from the inputs' j-th elements
+  // alone; not the copies of a causal mask or of add's gradient, nor where's three operands.
+  const OpKind k = op.kind == OpKind::kElementwiseGrad ? *parse_op_kind(attr_s(op, "fn")) : op.kind;
+  const OpCategory cat = op_kind_info(k).category;
+  if (k == OpKind::kCausalMask) return false;
+  if (op.kind == OpKind::kElementwiseGrad ? cat != OpCategory::kUnary
+                                          : cat != OpCategory::kUnary && cat != OpCategory::kBinary)
+    return false;
+  if (!kdetail::same_coordinates(op.results[0].proj)) return false;
+  for (const auto& x : op.inputs)
+    if (x.value == op.inputs[input].value && !kdetail::same_coordinates(x.proj)) return false;
+  return true;
+}
+
 namespace {
 
 // The end of the fused group that starts at call i of n (i + 1 when call i runs alone): the

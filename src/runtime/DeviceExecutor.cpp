@@ -202,11 +202,7 @@ class DeviceExecutor::Compiler {
       x_.buffers_[it->second].last = std::numeric_limits<int64_t>::max();
       out_buffers_.emplace_back(v, it->second);
     }
-    // A viewed buffer lives as long as its views (a view is always defined after what it views,
-    // so one pass from the last buffer down carries lifetimes through views of views).
-    for (size_t i = x_.buffers_.size(); i-- > 0;)
-      if (int src = x_.buffers_[i].view_of; src >= 0)
-        x_.buffers_[src].last = std::max(x_.buffers_[src].last, x_.buffers_[i].last);
+    carry_view_lifetimes(x_.buffers_);
   }
 
   std::vector<std::pair<ValueId, int>> out_buffers_;
@@ -465,17 +461,15 @@ class DeviceExecutor::Compiler {
 };
 
 DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_collective_inputs,
-                               bool batch_collectives)
+                               bool batch_collectives, bool in_place)
     : g_(g),
       program_(std::move(program)),
       hold_collective_inputs_(hold_collective_inputs),
-      batch_collectives_(batch_collectives) {
+      batch_collectives_(batch_collectives),
+      in_place_(in_place) {
   Compiler c(*this);
   c.run();
-  std::vector<ArenaRequest> requests;
-  requests.reserve(buffers_.size());
-  for (const Buffer& b : buffers_) requests.push_back({b.first, b.last, b.bytes});
-  ArenaLayout layout = plan_arena(requests);
+  const ArenaLayout layout = plan_buffers(buffers_, steps_, in_place_);
   arena_bytes_ = layout.bytes;
   const size_t arena_size = static_cast<size_t>(std::max<int64_t>(arena_bytes_, 64));
   arena_ = huge_buffer<std::byte>(arena_size);
@@ -483,7 +477,7 @@ DeviceExecutor::DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_
   std::memset(arena_.get(), 0, arena_size);
   for (size_t i = 0; i < buffers_.size(); ++i) {
     Buffer& b = buffers_[i];
-    if (b.view_of >= 0) {  // a reshape's view: the bytes of the (earlier, already bound) buffer
+    if (b.view_of >= 0) {  // a view (reshape, in place): the (earlier, already bound) bytes
       Tensor& src = buffers_[b.view_of].tensor;
       b.tensor.rebind(src.is_int() ? static_cast<void*>(src.i64()) : static_cast<void*>(src.f32()));
     } else if (b.feed_offset < 0) {

@@ -18,7 +18,8 @@ struct DeviceExecutor::Buffer {
   int64_t bytes = 0;            // arena bytes (0 for feed views)
   int64_t feed_offset = -1;     // loads: the tile's element offset in the whole feed, or -1
   bool loaded = false;          // defined by a load (its bytes are the feed's)
-  int view_of = -1;             // a reshape's result viewing this earlier buffer's bytes, or -1
+  int view_of = -1;             // the earlier buffer whose bytes this one views (a reshape's
+                                // result, an in-place result), or -1
   bool viewed = false;          // some view_of names this buffer
   void* home = nullptr;         // its arena memory (bind_outputs may point the tile elsewhere)
 };

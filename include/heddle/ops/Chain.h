@@ -53,4 +53,12 @@ Status run_chain_into(const std::vector<BoundCall>& calls, const std::vector<Val
 /// True when run_chain evaluates op `op` inside a fused loop (given a compatible neighbour).
 bool chain_fusable(const Op& op, const KernelOptions& options = {});
 
+/// True when the fast kernel of a lone call of `op` (run(), not the reference loops) may write its
+/// result over the tile of input `input`, when that tile has the result's region and dtype: `op`
+/// is chain_fusable, unary, binary or a unary op's elementwise_grad, and its result and every
+/// operand that reads input `input`'s value take the index point's own coordinates. Each element
+/// is then read only by the point that writes it, before it writes it. An executor that frees the
+/// input there may give the result the input's memory (in place).
+bool writes_in_place(const Op& op, size_t input);
+
 }  // namespace heddle::kernels

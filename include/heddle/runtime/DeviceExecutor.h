@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "heddle/ops/Kernel.h"
+#include "heddle/runtime/ArenaPlan.h"
 #include "heddle/runtime/Executor.h"
 #include "heddle/support/HugePages.h"
 
@@ -30,9 +31,12 @@ class DeviceExecutor {
   /// close together (nothing between them touches their values: a data-parallel step's gradient
   /// all-reduces, each followed by its optimizer update) move up to run back to back and go to
   /// the communicator as one Communicator::collectives() batch; peers must batch alike
-  /// (collective_batches()); default false.
+  /// (collective_batches()); default false. With `in_place` (default true), the result of a lone
+  /// elementwise call whose input tile nothing reads afterwards, of the same region and dtype,
+  /// takes that tile's memory (kernels::writes_in_place says which inputs a kernel may overwrite):
+  /// a gradient sum or an activation's gradient writes over the tile it reads.
   DeviceExecutor(const Graph& g, DeviceProgram program, bool hold_collective_inputs = false,
-                 bool batch_collectives = false);
+                 bool batch_collectives = false, bool in_place = true);
   ~DeviceExecutor();
   DeviceExecutor(const DeviceExecutor&) = delete;
   DeviceExecutor& operator=(const DeviceExecutor&) = delete;
@@ -103,6 +107,14 @@ class DeviceExecutor {
   class Compiler;
   class Poster;
 
+  // The arena layout of `buffers` (DeviceExecutorInPlace.cpp). With `in_place`, the result of a
+  // lone kernel call whose input tile nothing reads after it, and which kernels::writes_in_place
+  // lets it overwrite, becomes a view of that tile (no bytes of its own), so the call writes over
+  // the input it reads; kept only where the arena comes out no larger than without it.
+  static ArenaLayout plan_buffers(std::vector<Buffer>& buffers, const std::vector<Step>& steps,
+                                  bool in_place);
+  // A viewed buffer lives as long as its views.
+  static void carry_view_lifetimes(std::vector<Buffer>& buffers);
   void fail(Diagnostic d);
   void load(const Step& s, const TensorMap& feeds);
   // One step of the program: a load, a collective or fetch, a kernel instruction.
@@ -120,6 +132,7 @@ class DeviceExecutor {
   DeviceProgram program_;
   bool hold_collective_inputs_;
   bool batch_collectives_;
+  bool in_place_;
   std::vector<int64_t> batch_sizes_;
   std::vector<Buffer> buffers_;
   std::vector<Step> steps_;
