@@ -22,6 +22,11 @@ namespace {
 std::atomic<int64_t> passes{0};  // run_norm_grads' passes
 }  // namespace
 
+void softmax_probs(const float* x, float* y, int64_t n) {
+  const float mx = row_max_simd(x, n);
+  row_scale_simd(y, 1.0f / exp_sum_simd(x, y, n, mx), n);
+}
+
 float softmax_row(const float* x, float* y, int64_t n, bool log) {
   float mx = row_max_simd(x, n);
   float s = exp_sum_simd(x, y, n, mx);
@@ -341,7 +346,7 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
         float* yr = ro.at(p);
         const int64_t len = vp ? vp->length(p, n) : n;
         if (len > 0 && len < n) {
-          softmax_row(x.at(p), yr, len, false);
+          softmax_probs(x.at(p), yr, len);
           std::fill(yr + len, yr + n, 0.0f);
         } else {
           softmax_row(x.at(p), yr, n, log);
@@ -410,7 +415,7 @@ bool run_rows_fast(const Op& op, const Box& box, const std::vector<const Tensor*
     RowOut o(ao, out, mode, t1.data());
     for_each_point(box, [&](const int64_t* p) {
       const float* d = dy.at(p);
-      softmax_row(x.at(p), y.data(), n, false);
+      softmax_probs(x.at(p), y.data(), n);
       float* r = o.at(p);
       if (ce) {
         auto label = static_cast<int64_t>(ai[2].load(ai[2].offset(p)));

@@ -416,6 +416,9 @@ inline bool row_op(OpKind k) {
 /// y = softmax(x) (or log-softmax) over the n floats of a row; returns log(sum exp(x - max)) +
 /// max. The exponentials and sums run through the vector loops of Simd.h (fast_exp, float lanes).
 float softmax_row(const float* x, float* y, int64_t n, bool log);
+/// y = softmax(x) over the n floats of a row, as softmax_row(x, y, n, false) computes it, without
+/// the log it returns (a logarithm a row: a short row's softmax spent a tenth of its time there).
+void softmax_probs(const float* x, float* y, int64_t n);
 
 /// True when `p` maps each index dim to the same tensor dim with a unit window (an operand read
 /// point for point).
