@@ -62,10 +62,6 @@ Status check_run_arguments(const RunArguments& a) {
   if (!a.output_file.empty()) HEDDLE_TRY(check_writable_file(a.output_file, "--output"));
   if (!a.emit_dir.empty()) HEDDLE_TRY(check_writable_dir(a.emit_dir, "--emit"));
   HEDDLE_TRY(check_checkpoint_arguments(a));
-  if (a.profile && a.backend == "mpi")
-    return Diagnostic(
-        "--profile times device 0's program on thread-devices; under MPI time a run with "
-        "--backend threads on the same mesh instead");
   if (a.backend == "mpi" && !(a.timeout_s > 0))
     return Diagnostic("--timeout must be a positive number of seconds");
   return {};

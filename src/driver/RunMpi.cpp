@@ -11,6 +11,7 @@
 #include "heddle/ir/Verifier.h"
 #include "heddle/runtime/BlasThreads.h"
 #include "heddle/runtime/HostMemory.h"
+#include "heddle/runtime/InstrProfile.h"
 #include "heddle/runtime/Lower.h"
 #include "heddle/runtime/MpiEnvironment.h"
 #include "heddle/runtime/ProgramFiles.h"
@@ -329,6 +330,7 @@ MpiRun run_mpi(const RunRequest& r, Result<model::LoadedModel> loaded, const Mpi
   ro.loop.steps = steps_of(r);
   ro.loop.train = r.train;
   ro.loop.overlap_ring = r.overlap_ring;
+  ro.loop.profile = r.profile;
   ro.loop.first_step = resumed ? resumed->step + 1 : 1;
   ro.loop.after_update = std::move(checkpoints->after_update);
   ro.loop.reference = reference ? &*reference : nullptr;
@@ -347,9 +349,11 @@ MpiRun run_mpi(const RunRequest& r, Result<model::LoadedModel> loaded, const Mpi
   }
   if (rank != 0) return out;
   if (r.train) summary.params_digest = params_digest(p.run.updates, ran.run->result.outputs);
+  const InstrTimes times = std::move(ran.run->instr_times);  // rank 0's, with --profile
   auto s = rank0_summary(p, std::move(summary), std::move(*ran.run));
   if (!s.ok()) return fail(s.error());
   out.summary = std::move(*s);
+  if (r.profile && own && times.runs > 0) out.summary->profile = profile_rows(g, *own, times);
   if (reference) {
     out.check = std::make_unique<CheckErrors>(reference->errors());
     out.summary->check = out.check.get();

@@ -321,16 +321,20 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
   // it: no copy. The spares are made after the first step and hold the replaced feeds between
   // steps.
   TensorMap spare;
+  // StepLoopOptions::profile: the steps after the first, as a thread-device's (Session).
+  std::vector<InstrTimes> times(static_cast<size_t>(r + 1));
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
     mpi.set_step(s);
     if (s == o.loop.steps) exec->skip_gathers({});  // the last step's outputs are whole
     if (!spare.empty()) exec->bind_outputs(spare);
+    const bool timed = o.loop.profile && !(s == o.loop.first_step && o.loop.steps > s);
     Status st;
     try {
       st = exec->run(comm, feeds,
                      {.optimizer_step = o.loop.train ? s : 0,
                       .overlap_ring = o.loop.overlap_ring,
-                      .on_ring_event = o.loop.on_ring_event},
+                      .on_ring_event = o.loop.on_ring_event,
+                      .instr_times = timed ? &times : nullptr},
                      1);
     } catch (const std::exception& e) {
       fail_job(mpi, Diagnostic(e.what()), FailureKind::kInternal);
@@ -385,9 +389,11 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
     if (o.loop.train && o.loop.after_update) HEDDLE_TRY(o.loop.after_update(s, feeds));
     return std::optional<TensorMap>(std::move(outs));
   };
-  return finish_rank(mpi, g, step, o, failure, std::move(out), [&] {
+  MpiOutcome done = finish_rank(mpi, g, step, o, failure, std::move(out), [&] {
     return or_fail(mpi, mpi.exchange({exec->peak_bytes()}, "gathering per-rank peaks"));
   });
+  if (done.run) done.run->instr_times = std::move(times[static_cast<size_t>(r)]);
+  return done;
 }
 
 MpiOutcome run_pipeline_rank(MpiCommunicator& mpi, const Graph& g,

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "common/RunMpi.h"
@@ -224,6 +225,54 @@ TEST(MpiCli, TextSummaryComesOnceFromRankZero) {
   ASSERT_EQ(t.r.exit_code, 0) << t.r.err;
   EXPECT_EQ(count(t.r.out, "check      ok"), 1u) << t.r.out;
   EXPECT_NE(t.r.out.find("2 MPI ranks"), std::string::npos) << t.r.out;
+}
+
+// `run --profile` under MPI: rank 0 times its own program's instructions, reported once as the
+// threads backend reports device 0's (the same kernels, the gradients' all-reduces among them);
+// a pipeline is refused as on threads.
+TEST(MpiCli, ProfileTimesRankZerosProgram) {
+  auto t = mpirun(2,
+                  "run gpt-tiny --mesh 2 --strategy dp=2 --backend mpi --train --steps 3 "
+                  "--profile --json");
+  ASSERT_EQ(t.r.exit_code, 0) << t.r.err;
+  auto j = nlohmann::json::parse(t.r.out);
+  ASSERT_TRUE(j.contains("profile")) << t.r.out;
+  double share = 0, seconds = 0;
+  int64_t calls = 0;
+  std::set<std::string> kernels;
+  for (const auto& row : j["profile"]) {
+    EXPECT_GT(row["calls"].get<int64_t>(), 0);
+    share += row["share"].get<double>();
+    seconds += row["seconds"].get<double>();
+    calls += row["calls"].get<int64_t>();
+    kernels.insert(row["kernel"].get<std::string>());
+  }
+  EXPECT_NEAR(share, 1.0, 1e-6);
+  EXPECT_GT(seconds, 0.0);
+  EXPECT_LE(seconds, j["median_step_s"].get<double>() * 1.5);  // per timed step
+  EXPECT_TRUE(kernels.count("adamw"));
+  EXPECT_TRUE(kernels.count("all-reduce"));
+  // The same program as device 0's on threads: the same rows and instruction counts.
+  auto thr = testing::run_heddle(
+      "run gpt-tiny --mesh 2 --strategy dp=2 --train --steps 3 --profile --json");
+  ASSERT_EQ(thr.exit_code, 0) << thr.err;
+  std::set<std::string> thr_kernels;
+  int64_t thr_calls = 0;
+  const auto jt = nlohmann::json::parse(thr.out);
+  for (const auto& row : jt["profile"]) {
+    thr_kernels.insert(row["kernel"].get<std::string>());
+    thr_calls += row["calls"].get<int64_t>();
+  }
+  EXPECT_EQ(kernels, thr_kernels);
+  EXPECT_EQ(calls, thr_calls);
+  auto text = mpirun(2, "run mlp --mesh 2 --strategy dp=2 --backend mpi --steps 2 --profile");
+  ASSERT_EQ(text.r.exit_code, 0) << text.r.err;
+  EXPECT_EQ(count(text.r.out, "profile    device 0, per timed step:"), 1u) << text.r.out;
+  auto pipe = mpirun(2,
+                     "run gpt-tiny --mesh 2 --strategy pp=2 --backend mpi --train --steps 2 "
+                     "--profile");
+  EXPECT_EQ(pipe.r.exit_code, 1);
+  EXPECT_NE(pipe.r.err.find("--profile"), std::string::npos) << pipe.r.err;
 }
 
 TEST(MpiCli, ARankThatThrowsStopsEveryRankNamingIt) {

@@ -55,7 +55,8 @@ struct RunRequest {
   /// false runs each after the kernel before it. Default true.
   bool overlap_ring = true;
   /// Time every instruction of device 0's program in the steps after the first and report them
-  /// grouped by kernel (RunSummary::profile); SPMD runs on threads only. Default off.
+  /// grouped by kernel (RunSummary::profile); SPMD runs, on threads or MPI ranks (rank 0's
+  /// program). Default off.
   bool profile = false;
 };
 

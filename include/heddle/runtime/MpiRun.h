@@ -13,6 +13,7 @@
 
 #include "heddle/ops/Autodiff.h"
 #include "heddle/runtime/Executor.h"
+#include "heddle/runtime/InstrProfile.h"
 #include "heddle/runtime/MpiCommunicator.h"
 #include "heddle/runtime/PipelineProgram.h"
 #include "heddle/runtime/SequenceLayout.h"
@@ -85,6 +86,10 @@ struct MpiRankRun {
   /// Per rank, the bytes of tiles its compiled executors hold: its program's arena (SPMD), or
   /// the arenas of every block of its stage, compiled once and all held between steps (pipelines).
   std::vector<int64_t> peak_bytes_per_device;
+  /// SPMD runs with options.loop.profile: this rank's program's instruction times over the steps
+  /// after the first (the only step of a one-step run), as Session::instr_times() holds a
+  /// thread-device's; empty otherwise.
+  InstrTimes instr_times;
 };
 
 /// A failure of a rank's run that every rank agreed on (a kernel's diagnostic, ranks that ran a
