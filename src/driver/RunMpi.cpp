@@ -353,7 +353,7 @@ MpiRun run_mpi(const RunRequest& r, Result<model::LoadedModel> loaded, const Mpi
   auto s = rank0_summary(p, std::move(summary), std::move(*ran.run));
   if (!s.ok()) return fail(s.error());
   out.summary = std::move(*s);
-  if (r.profile && own && times.runs > 0) out.summary->profile = profile_rows(g, *own, times);
+  if (own && times.runs > 0) out.summary->profile = profile_rows(g, *own, times);
   if (reference) {
     out.check = std::make_unique<CheckErrors>(reference->errors());
     out.summary->check = out.check.get();

@@ -8,6 +8,7 @@
 
 #include "DeviceExecutorSteps.h"
 #include "heddle/ops/Chain.h"
+#include "heddle/runtime/ArenaPlan.h"
 
 namespace heddle {
 
@@ -47,9 +48,9 @@ ArenaLayout DeviceExecutor::plan_buffers(std::vector<Buffer>& buffers,
       Buffer& in = buffers[b];
       // A tile read after this call (its last use later), a feed's, one whose bytes another
       // buffer also names (a view of it, or it a view), or of another shape stays as it is.
-      if (in.last != out.first || in.loaded || in.feed_offset >= 0 || in.viewed ||
-          in.view_of >= 0 || in.bytes != out.bytes || in.tensor.dtype() != out.tensor.dtype() ||
-          in.tensor.region() != out.tensor.region() || !kernels::writes_in_place(*c.op, k))
+      if (in.last != out.first || in.loaded || in.viewed || in.view_of >= 0 ||
+          in.tensor.dtype() != out.tensor.dtype() || in.tensor.region() != out.tensor.region() ||
+          !kernels::writes_in_place(*c.op, k))
         continue;
       shared.push_back({r, b, out.bytes, in.last});
       out.bytes = 0;

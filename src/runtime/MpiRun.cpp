@@ -321,20 +321,19 @@ MpiOutcome run_spmd_rank(MpiCommunicator& mpi, const Graph& g,
   // it: no copy. The spares are made after the first step and hold the replaced feeds between
   // steps.
   TensorMap spare;
-  // StepLoopOptions::profile: the steps after the first, as a thread-device's (Session).
+  // StepLoopOptions::profile: this rank's entry, in the steps profiled_step() names.
   std::vector<InstrTimes> times(static_cast<size_t>(r + 1));
   StepFn step = [&](int s) -> Result<std::optional<TensorMap>> {
     mpi.set_step(s);
     if (s == o.loop.steps) exec->skip_gathers({});  // the last step's outputs are whole
     if (!spare.empty()) exec->bind_outputs(spare);
-    const bool timed = o.loop.profile && !(s == o.loop.first_step && o.loop.steps > s);
     Status st;
     try {
       st = exec->run(comm, feeds,
                      {.optimizer_step = o.loop.train ? s : 0,
                       .overlap_ring = o.loop.overlap_ring,
                       .on_ring_event = o.loop.on_ring_event,
-                      .instr_times = timed ? &times : nullptr},
+                      .instr_times = profiled_step(s, o.loop) ? &times : nullptr},
                      1);
     } catch (const std::exception& e) {
       fail_job(mpi, Diagnostic(e.what()), FailureKind::kInternal);

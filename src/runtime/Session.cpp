@@ -103,8 +103,12 @@ TensorMap relaid(TensorMap& m, const SequenceLayout& layout, bool back = false) 
 Session::Session(const Graph& g, std::vector<ParamUpdate> updates, PipelineProgram pipeline)
     : g_(g), updates_(std::move(updates)), pipeline_(std::move(pipeline)) {}
 
+bool profiled_step(int step, const StepLoopOptions& loop) {
+  return loop.profile && !(step == loop.first_step && loop.steps > step);
+}
+
 std::vector<InstrTimes>* Session::times_for(int step, const StepLoopOptions& loop) {
-  if (!loop.profile || pipeline_ || (step == loop.first_step && loop.steps > step)) return nullptr;
+  if (pipeline_ || !profiled_step(step, loop)) return nullptr;
   times_.resize(programs_.size());
   return &times_;
 }

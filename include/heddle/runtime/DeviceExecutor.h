@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "heddle/ops/Kernel.h"
-#include "heddle/runtime/ArenaPlan.h"
 #include "heddle/runtime/Executor.h"
 #include "heddle/support/HugePages.h"
 
 namespace heddle {
+
+struct ArenaLayout;  // heddle/runtime/ArenaPlan.h
 
 /// One device's program, compiled: tiles are views into a per-device arena whose layout
 /// (plan_arena over the tiles' lifetimes, from definition to last use or free) is fixed at

@@ -53,6 +53,10 @@ struct StepLoopOptions {
   std::function<Status(int step, const TensorMap& feeds)> after_update;
 };
 
+/// True when step `step` of `loop` is timed (StepLoopOptions::profile): every step after the
+/// first, or the only step of a one-step run. Both backends' step loops ask this.
+bool profiled_step(int step, const StepLoopOptions& loop);
+
 /// What a run of steps gives back.
 struct RunResult {
   TensorMap outputs;                 ///< the last step's outputs (empty where none were held)
