@@ -10,7 +10,9 @@ with /usr/bin/python3 (Debian's interpreter, where apt puts torch).
 
 Three groups of cases, every one timed in rounds that alternate heddle and PyTorch runs so that
 load from other jobs falls on both sides alike; each figure is the median over rounds of each
-round's median step. PyTorch warms up --warmup steps a round, and --first-warmup (10) more before
+round's median step (--rounds, default 3; the training cases --train-rounds, default 5: their
+heddle / PyTorch <= 0.8 rows sat close to the line, and three rounds let one slow spell move a
+median). PyTorch warms up --warmup steps a round, and --first-warmup (10) more before
 a case's first round at each thread count: a fresh process's step keeps getting faster for about
 15 steps.
 
@@ -487,7 +489,7 @@ def run_train(name, a, heddle, tt):
     run_args = args + ["--mesh", "1", "--train", "--steps", str(a.train_steps)]
     for k in a.threads:
         hs, ts, hc, tc = [], [], [], []
-        for r in range(a.rounds):
+        for r in range(a.train_rounds):
             h, j = heddle.run(run_args, k)
             hs.append(h)
             hc.append(heddle.last_cpu)
@@ -538,7 +540,7 @@ def run_vision_train(name, a, heddle, tt, workdir):
     check = None
     for k in a.threads:
         hs, ts, hc, tc = [], [], [], []
-        for r in range(a.rounds):
+        for r in range(a.train_rounds):
             h, j = heddle.run(args, k)
             hs.append(h)
             hc.append(heddle.last_cpu)
@@ -707,6 +709,9 @@ def main():
     p.add_argument("--quick", action="store_true", help="fewer cases and rounds")
     p.add_argument("--threads", default="1,2", help="core counts to compare at (default 1,2)")
     p.add_argument("--rounds", type=int, help="alternating heddle/PyTorch rounds (default 3, quick 2)")
+    p.add_argument("--train-rounds", type=int,
+                   help="rounds of the training cases (default 5, quick 2; --rounds before "
+                   "2026-11-29)")
     p.add_argument("--steps", type=int, default=3, help="forward steps per round (default 3)")
     p.add_argument("--train-steps", type=int, default=4, help="training steps per round (default 4)")
     p.add_argument("--dist-steps", type=int, default=12,
@@ -751,6 +756,7 @@ def main():
         return 0
     a.rounds = a.rounds or (2 if a.quick else 3)
     a.dist_rounds = a.dist_rounds or (2 if a.quick else 5)
+    a.train_rounds = a.train_rounds or (2 if a.quick else 5)
     a.threads = [int(t) for t in a.threads.split(",")]
     cases = a.cases.split(",") if a.cases else (QUICK if a.quick else ALL)
     unknown = [c for c in cases if c not in ALL]
@@ -788,7 +794,7 @@ def main():
     meta = dict(commit=heddle_commit(a.heddle), machine=machine_text(), load_before=load_before,
                 load_after="%.1f" % os.getloadavg()[0],
                 elapsed="%.0f s in all" % (time.time() - t0), rounds=a.rounds, steps=a.steps,
-                train_steps=a.train_steps, dist_steps=a.dist_steps, dist_rounds=a.dist_rounds,
+                train_steps=a.train_steps, train_rounds=a.train_rounds, dist_steps=a.dist_steps, dist_rounds=a.dist_rounds,
                 warmup=a.warmup,
                 first_warmup=a.first_warmup, pinned=heddle.pin,
                 heddle_threads_flag=heddle.has_threads_flag, omp_wait=OMP_WAIT,

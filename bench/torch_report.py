@@ -69,10 +69,11 @@ def table(rows, failures, meta, transformers):
     measured), the dist table, the targets and the failures."""
     out = []
     out.append("heddle %s; %s" % (meta["commit"], meta["machine"]))
-    out.append("load average %s before, %s after; %s; %d rounds x %d steps (train %d%s), %d warm-up%s; "
+    out.append("load average %s before, %s after; %s; %d rounds x %d steps (train %d%s%s), %d warm-up%s; "
                "OMP_WAIT_POLICY %s; %s" % (
                    meta["load_before"], meta["load_after"], meta["elapsed"], meta["rounds"],
                    meta["steps"], meta["train_steps"],
+                   " in %d rounds" % meta["train_rounds"] if "train_rounds" in meta else "",
                    (", dist %d" % meta["dist_steps"] if "dist_steps" in meta else "") +
                    (" in %d rounds" % meta["dist_rounds"] if "dist_rounds" in meta else ""),
                    meta["warmup"],
