@@ -159,6 +159,14 @@ std::function<void(int, const TensorMap&)> step_callback(const Graph& g, bool tr
   };
 }
 
+LowerOptions thread_lowering() {
+  // Threads share memory: the programs end without gathering sharded outputs (a ZeRO step's
+  // optimizer state stays sharded), which the runner assembles from the tiles.
+  LowerOptions o;
+  o.replicate_outputs = false;
+  return o;
+}
+
 namespace {
 
 // The session of `p`: its pipeline, else SPMD programs (written to emit_dir). Fills the
@@ -176,7 +184,7 @@ Result<std::unique_ptr<Session>> make_session(const RunRequest& r, PreparedRun& 
   HEDDLE_TRY(planned);
   auto layout = sequence_layout(r, g, planned->spec);
   HEDDLE_TRY(layout);
-  auto programs = lower(with_layout(g, *layout), planned->propagation.plan);
+  auto programs = lower(with_layout(g, *layout), planned->propagation.plan, thread_lowering());
   HEDDLE_TRY(programs);
   if (!r.emit_dir.empty()) HEDDLE_TRY(write_programs(r.emit_dir, g, planned->mesh, *programs));
   summary.note = planned->note;

@@ -747,8 +747,10 @@ void DeviceExecutor::run_block(const Step& s, const kernels::KernelOptions& ko) 
   if (waits) finish();
 }
 
-void DeviceExecutor::copy_outputs(TensorMap& out) const {
-  for (const auto& [v, t] : outputs_) {
+void DeviceExecutor::copy_outputs(TensorMap& out, const std::vector<char>& only) const {
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    if (!only.empty() && !only[k]) continue;
+    const auto& [v, t] = outputs_[k];
     auto it = out.find(v);
     if (it != out.end() && !it->second.is_view() && it->second.dtype() == t->dtype() &&
         it->second.shape() == t->shape() && it->second.origin() == t->origin()) {

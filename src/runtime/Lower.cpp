@@ -52,6 +52,14 @@ std::vector<OpId> lowering_order(const Graph& g, bool early_updates) {
   return order;
 }
 
+// `s` with every pending sum combined: its Partial axes become Replicate.
+TensorSharding without_partial(const TensorSharding& s) {
+  TensorSharding out = s;
+  for (int64_t a = 0; a < s.rank(); ++a)
+    if (s.at(a).is_partial()) out = out.with(a, Placement::replicate());
+  return out;
+}
+
 // Emits the instructions every device runs once, into a ProgramTemplate whose per-device boxes
 // and groups are recipes (instantiate() evaluates them for one device).
 class Lowering {
@@ -74,15 +82,15 @@ class Lowering {
   Result<ProgramTemplate> run() {
     HEDDLE_TRY(plan_.check(g_));
     for (OpId i : order_) HEDDLE_TRY(op(i));
-    if (o_.replicate_outputs)
-      for (ValueId v : g_.outputs()) {
-        if (!placement_[v]) {
-          auto pin = plan_.pinned.find(v);
-          HEDDLE_TRY(load(v, pin == plan_.pinned.end() ? TensorSharding::replicated(mesh_.rank())
-                                                       : pin->second));
-        }
-        HEDDLE_TRY(reshard(v, TensorSharding::replicated(mesh_.rank())));
+    for (ValueId v : g_.outputs()) {
+      if (!placement_[v]) {
+        auto pin = plan_.pinned.find(v);
+        HEDDLE_TRY(load(
+            v, pin == plan_.pinned.end() ? TensorSharding::replicated(mesh_.rank()) : pin->second));
       }
+      HEDDLE_TRY(reshard(v, o_.replicate_outputs ? TensorSharding::replicated(mesh_.rank())
+                                                 : without_partial(*placement_[v])));
+    }
     return std::move(t_);
   }
 

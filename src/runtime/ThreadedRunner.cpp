@@ -78,6 +78,9 @@ std::vector<int64_t> ThreadedRunner::peak_bytes_per_device() const {
 void ThreadedRunner::run_device_step(int64_t d) {
   try {
     status_[d] = devices_[d]->run(world_.endpoint(d), *feeds_, options_, threads_);
+    if (status_[d].ok())
+      for (const OutputCopy& c : tile_copies_)
+        if (c.device == d) c.dst->copy_from(*c.src);
     if (split_copy_ && status_[d].ok())
       for (const OutputCopy& c : copies_)
         if (c.device == d) c.dst->copy_from(*c.src);
@@ -115,6 +118,20 @@ Status ThreadedRunner::run_into(const TensorMap& feeds, TensorMap& outputs,
   options_ = options;
   threads_ = threads_per_device(n, options.threads);
   world_.reset();
+  if (!assembly_) assembly_ = plan_assembly();
+  if (!assembly_->ok()) return *assembly_;
+  // The assembled outputs' tensors (kept from step to step), which the devices' tiles fill.
+  tile_copies_.clear();
+  for (const Assembled& a : assembled_) {
+    const TensorType& type = g_.type(a.value);
+    auto it = outputs.find(a.value);
+    if (it == outputs.end() || it->second.is_view() || it->second.dtype() != type.dtype() ||
+        it->second.shape() != type.shape() ||
+        std::any_of(it->second.origin().begin(), it->second.origin().end(),
+                    [](int64_t o) { return o != 0; }))
+      it = outputs.insert_or_assign(a.value, Tensor(type)).first;
+    for (const auto& [d, t] : a.parts) tile_copies_.push_back({d, t, &it->second});
+  }
   split_copy_ = copies_planned_ && bind_output_copies(outputs);
   // One device: its outputs are computed in `outputs`' tensors themselves, not copied there.
   // Several, once copies are planned: each device computes the outputs it copies there, and
@@ -140,20 +157,8 @@ Status ThreadedRunner::run_into(const TensorMap& feeds, TensorMap& outputs,
   for (const Status& s : status_)
     if (!s.ok()) return s;
   const DeviceExecutor& d0 = *devices_[0];
-  size_t k = 0;
-  for (ValueId v : g_.outputs()) {
-    const auto& outs = d0.outputs();
-    bool whole = k < outs.size() && outs[k].first == v &&
-                 outs[k].second->shape() == g_.type(v).shape() &&
-                 std::all_of(outs[k].second->origin().begin(), outs[k].second->origin().end(),
-                             [](int64_t o) { return o == 0; });
-    if (!whole)
-      return Diagnostic("output " + value_ref(g_.value(v).name) +
-                        " is not whole on device 0; lower with replicate_outputs");
-    ++k;
-  }
   if (!split_copy_) {
-    d0.copy_outputs(outputs);
+    d0.copy_outputs(outputs, whole_);
     if (!copies_planned_) plan_output_copies();
   }
   return {};
@@ -197,16 +202,20 @@ void ThreadedRunner::plan_output_copies() {
       if (it != kernels[d].end()) at.push_back(it->instr);
     }
     std::vector<size_t> unit;
+    bool assembled = false;  // its outputs are tiles every device computes its own of
     for (size_t k = 0; k < outs0.size(); ++k)
-      if (std::binary_search(k0.outputs.begin(), k0.outputs.end(), outs0[k].first))
+      if (std::binary_search(k0.outputs.begin(), k0.outputs.end(), outs0[k].first)) {
         unit.push_back(k);
-    if (static_cast<int64_t>(at.size()) != n || unit.size() != k0.outputs.size()) continue;
+        assembled |= !whole_[k];
+      }
+    if (static_cast<int64_t>(at.size()) != n || unit.size() != k0.outputs.size() || assembled)
+      continue;
     for (size_t k : unit) grouped[k] = 1;
     units.push_back(std::move(unit));
     instrs.push_back(std::move(at));
   }
   for (size_t k = 0; k < outs0.size(); ++k)
-    if (!grouped[k]) units.push_back({k});
+    if (!grouped[k] && whole_[k]) units.push_back({k});
   auto bytes = [&](const std::vector<size_t>& u) {
     int64_t b = 0;
     for (size_t k : u) b += outs0[k].second->numel();
@@ -216,7 +225,7 @@ void ThreadedRunner::plan_output_copies() {
   for (size_t u = 0; u < order.size(); ++u) order[u] = u;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return bytes(units[a]) > bytes(units[b]); });
-  copies_.assign(outs0.size(), OutputCopy{});
+  copies_.assign(outs0.size(), OutputCopy{.device = -1});  // assembled ones stay so
   skips_.assign(static_cast<size_t>(n), {});
   binds_.assign(static_cast<size_t>(n), {});
   for (int64_t d = 0; d < n; ++d) {
@@ -251,9 +260,55 @@ void ThreadedRunner::plan_output_copies() {
   }
 }
 
+Status ThreadedRunner::plan_assembly() {
+  const int64_t n = num_devices();
+  const auto& outs0 = devices_[0]->outputs();
+  whole_.assign(outs0.size(), 1);
+  std::vector<int64_t> load(static_cast<size_t>(n), 0);  // elements each device copies
+  for (ValueId v : g_.outputs()) {
+    const Box whole(IVec::zeros(g_.type(v).shape().size()), g_.type(v).shape());
+    auto tile_of = [&](int64_t d) -> const Tensor* {
+      for (const auto& [w, t] : devices_[d]->outputs())
+        if (w == v) return t;
+      return nullptr;
+    };
+    if (const Tensor* t0 = tile_of(0); t0 != nullptr && t0->region() == whole) continue;
+    for (size_t k = 0; k < outs0.size(); ++k)
+      if (outs0[k].first == v) whole_[k] = 0;
+    // Each distinct tile goes to the device holding it that copies the fewest elements so far.
+    Assembled a{v, {}};
+    int64_t covered = 0;
+    for (int64_t d = 0; d < n; ++d) {
+      const Tensor* t = tile_of(d);
+      if (t == nullptr || t->region().empty()) continue;
+      auto same = std::find_if(a.parts.begin(), a.parts.end(),
+                               [&](const auto& p) { return p.second->region() == t->region(); });
+      if (same == a.parts.end()) {
+        bool apart = whole.contains(t->region()) && t->dtype() == g_.type(v).dtype();
+        for (const auto& p : a.parts) apart &= p.second->region().intersect(t->region()).empty();
+        if (!apart) break;
+        covered += t->region().volume();
+        load[d] += t->region().volume();
+        a.parts.emplace_back(d, t);
+      } else if (load[d] < load[same->first]) {
+        load[same->first] -= t->region().volume();
+        load[d] += t->region().volume();
+        *same = {d, t};
+      }
+    }
+    if (covered != whole.volume())
+      return Diagnostic("output " + value_ref(g_.value(v).name) +
+                        " is whole on no device and the devices' tiles do not cover it exactly "
+                        "once; lower with replicate_outputs");
+    assembled_.push_back(std::move(a));
+  }
+  return {};
+}
+
 bool ThreadedRunner::bind_output_copies(TensorMap& outputs) {
   const auto& outs0 = devices_[0]->outputs();
   for (size_t k = 0; k < copies_.size(); ++k) {
+    if (copies_[k].device < 0) continue;  // assembled from tiles
     auto it = outputs.find(outs0[k].first);
     const Tensor& src = *copies_[k].src;
     if (it == outputs.end() || it->second.is_view() || it->second.dtype() != src.dtype() ||

@@ -67,14 +67,14 @@ struct Counts {
 // the allocations of the last three steps. Training graphs feed their updated parameters and
 // optimizer state back, in place, as a training loop does.
 Counts steady_state(const Graph& g, const std::vector<ParamUpdate>& updates, const char* strategy,
-                    int64_t devices) {
+                    int64_t devices, const LowerOptions& lowering = {}) {
   auto spec = StrategySpec::parse(strategy);
   EXPECT_TRUE(spec.ok());
   auto mesh = spec->mesh(devices);
   EXPECT_TRUE(mesh.ok());
   auto plan = plan_from_strategy(g, *mesh, *spec);
   EXPECT_TRUE(plan.ok()) << plan.error().to_string();
-  auto programs = lower(g, plan->plan);
+  auto programs = lower(g, plan->plan, lowering);
   EXPECT_TRUE(programs.ok());
   TensorMap feeds = testing::random_feeds(g, 5), outs;
   ThreadedRunner runner(g, *programs);
@@ -126,6 +126,11 @@ TEST(Allocation, TrainingStepsAllocateNothingInTheExecutor) {
   EXPECT_EQ(steady_state(step->graph, step->updates, "dp=1", 1).outside, 0);
   EXPECT_EQ(steady_state(step->graph, step->updates, "dp=2", 2).outside, 0);
   EXPECT_EQ(steady_state(step->graph, step->updates, "tp=2", 2).outside, 0);
+  // Outputs assembled from the devices' tiles (as `heddle run` lowers for threads).
+  LowerOptions tiles;
+  tiles.replicate_outputs = false;
+  EXPECT_EQ(steady_state(step->graph, step->updates, "dp=2,zero=1", 2, tiles).outside, 0);
+  EXPECT_EQ(steady_state(step->graph, step->updates, "tp=2", 2, tiles).outside, 0);
 }
 
 // The counter works: a step of a fresh runner (which builds its executors) does allocate.

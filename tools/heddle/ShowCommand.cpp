@@ -57,7 +57,7 @@ int show_plan(const Graph& g, const ShowOptions& o) {
   // The sequence in the order `run` holds it (cp_layout).
   auto layout = driver::sequence_layout(g, planned->spec);
   if (!layout.ok()) return user_error(layout.error());
-  auto programs = lower_template(with_layout(g, *layout), plan);
+  auto programs = lower_template(with_layout(g, *layout), plan, driver::thread_lowering());
   if (!programs.ok()) return user_error(programs.error());
   if (auto s = write_programs(o.emit_dir, g, *programs); !s.ok()) return user_error(s.error());
   fmt::print("wrote {} device programs to {}\n", plan.mesh.num_devices(), o.emit_dir);

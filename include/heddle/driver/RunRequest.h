@@ -101,6 +101,11 @@ Result<std::optional<PipelinePlan>> pipeline_if_asked(const RunRequest& r, const
 Result<SequenceLayout> sequence_layout(const Graph& g, const StrategySpec& spec,
                                        bool mpi_checkpoints = false);
 
+/// How a run on threads lowers its SPMD programs (what `heddle show --emit` prints): outputs
+/// left sharded (LowerOptions::replicate_outputs off), since the ThreadedRunner assembles them
+/// from the devices' tiles in shared memory. MPI ranks lower with the defaults.
+LowerOptions thread_lowering();
+
 /// sequence_layout() for request `r`: its backend and checkpoints.
 Result<SequenceLayout> sequence_layout(const RunRequest& r, const Graph& g,
                                        const StrategySpec& spec);

@@ -73,8 +73,9 @@ class DeviceExecutor {
 
   /// Copies outputs() into `out`: an entry of the same dtype and region is overwritten in place
   /// (no allocation), others are replaced by an owning copy. A tile bound to its entry
-  /// (bind_outputs) is already there and is not copied.
-  void copy_outputs(TensorMap& out) const;
+  /// (bind_outputs) is already there and is not copied. With `only` (one flag per outputs()
+  /// entry; empty, the default: every output), only the flagged outputs are copied.
+  void copy_outputs(TensorMap& out, const std::vector<char>& only = {}) const;
 
   /// Until the next call, the kernels computing an output write it straight into the entry of
   /// `out` of the same dtype and region (an owning tensor), so copy_outputs has nothing to copy:

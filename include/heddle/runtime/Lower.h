@@ -18,7 +18,12 @@ struct LowerOptions {
   /// Fuse chains of elementwise ops (each consuming the previous result) into one instruction
   /// whose intermediates are never stored. Default true.
   bool fuse_elementwise = true;
-  /// Reshard every graph output to Replicate at the end, so every device holds it. Default true.
+  /// Reshard every graph output to Replicate at the end, so every device holds it (what an MPI
+  /// rank needs). Off, each output stays as its producer placed it but for pending sums, which
+  /// are combined (Partial axes become Replicate): the devices' tiles then cover it together,
+  /// and a runner whose devices share memory assembles it from them (ThreadedRunner), without
+  /// the trailing all-gathers (a ZeRO or tensor-parallel step's updated parameters and optimizer
+  /// state). Default true.
   bool replicate_outputs = true;
   /// Prices reshard paths; null (default) uses BytesMovedCost.
   const CommCost* cost = nullptr;

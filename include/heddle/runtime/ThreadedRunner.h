@@ -6,6 +6,7 @@
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -27,7 +28,11 @@ namespace heddle {
 /// a data-parallel step's optimizer update of one parameter, alike on every device) go to one
 /// device as a group, which computes them straight into the caller's tensors; the other devices
 /// skip that kernel. Each update is then computed once per step instead of once per device, and
-/// copied not at all.
+/// copied not at all. An output no device holds whole (lowered without
+/// LowerOptions::replicate_outputs: a ZeRO or tensor-parallel step's updated parameters and
+/// optimizer state) is assembled from the devices' tiles, each distinct tile copied into the
+/// caller's tensor by one device as soon as it finishes: shared memory does what the trailing
+/// all-gathers would.
 class ThreadedRunner {
  public:
   /// Compiles one program per device (device order). Precondition: lowered from `g`.
@@ -40,10 +45,11 @@ class ThreadedRunner {
   ThreadedRunner& operator=(const ThreadedRunner&) = delete;
 
   /// One step from `feeds` (every graph input and parameter, whole; unchanged until the call
-  /// returns). Returns the graph outputs (whole tensors, from device 0's tiles, which cover them
-  /// when lowering replicated the outputs). Repeated runs are bit-identical. An exception on a
-  /// device's thread (a failed assert under throw_on_assert) is rethrown here, on the calling
-  /// thread, once every device has finished the step; the runner stays usable.
+  /// returns). Returns the graph outputs (whole tensors: device 0's tile where it holds one whole,
+  /// else assembled from every device's tile). An output whose tiles do not cover it exactly
+  /// (each element in one distinct tile) is a diagnostic. Repeated runs are bit-identical. An
+  /// exception on a device's thread (a failed assert under throw_on_assert) is rethrown here, on
+  /// the calling thread, once every device has finished the step; the runner stays usable.
   Result<TensorMap> run(const TensorMap& feeds, const ExecOptions& options = {});
   /// The same, writing the outputs into `outputs`: entries that already hold a tensor of the
   /// output's type are overwritten in place, so a steady-state loop allocates nothing. On one
@@ -75,11 +81,22 @@ class ThreadedRunner {
   // type or region (the copy is then serial, from device 0).
   bool bind_output_copies(TensorMap& outputs);
 
-  // One graph output's copy after a step: from `device`'s replica into the caller's tensor.
+  // Which device copies each distinct tile of the outputs device 0 does not hold whole
+  // (assembled_); their entries of whole_ are cleared. A diagnostic when the tiles of one do not
+  // cover it exactly once.
+  Status plan_assembly();
+
+  // One graph output's copy after a step: from `device`'s replica (or tile) into the caller's
+  // tensor; device -1: not copied this way.
   struct OutputCopy {
     int64_t device = 0;
     const Tensor* src = nullptr;
     Tensor* dst = nullptr;
+  };
+  // An output assembled from tiles: each part is a device and the distinct tile it copies.
+  struct Assembled {
+    ValueId value;
+    std::vector<std::pair<int64_t, const Tensor*>> parts;
   };
 
   const Graph& g_;
@@ -102,7 +119,11 @@ class ThreadedRunner {
   // no output (a step whose copies are not split binds none).
   std::vector<std::vector<char>> skips_, binds_, unbound_;
   bool copies_planned_ = false;
-  bool split_copy_ = false;  // this step: devices copy their shares of copies_
+  std::vector<Assembled> assembled_;     // once planned (plan_assembly)
+  std::vector<char> whole_;              // per device-0 outputs() entry: not assembled
+  std::vector<OutputCopy> tile_copies_;  // this step's copies of assembled_'s parts
+  std::optional<Status> assembly_;       // plan_assembly's verdict, once planned
+  bool split_copy_ = false;              // this step: devices copy their shares of copies_
 };
 
 }  // namespace heddle
