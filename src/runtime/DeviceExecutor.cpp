@@ -179,19 +179,25 @@ class DeviceExecutor::Compiler {
         instr(*order[i++]);
         continue;
       }
+      if (local_slice(*order[i])) {
+        ++i;
+        continue;
+      }
       // A batch ends before a collective of a value it already holds: that one sends what an
-      // earlier one of the batch receives.
+      // earlier one of the batch receives. Local slices among its collectives run before it
+      // (their values are none of the batch's).
+      std::vector<const Instr*> batch{order[i]};
       size_t j = i + 1;
       auto fresh = [&](size_t k) {
         for (size_t m = i; m < k; ++m)
           if (order[m]->value == order[k]->value) return false;
         return true;
       };
-      while (x_.batch_collectives_ && j < order.size() &&
-             order[j]->kind == Instr::Kind::kCollective && !ring_step_instr(*order[j]) && fresh(j))
-        ++j;
-      collectives(order.begin() + static_cast<std::ptrdiff_t>(i),
-                  order.begin() + static_cast<std::ptrdiff_t>(j));
+      for (; x_.batch_collectives_ && j < order.size() &&
+             order[j]->kind == Instr::Kind::kCollective && !ring_step_instr(*order[j]) && fresh(j);
+           ++j)
+        if (!local_slice(*order[j])) batch.push_back(order[j]);
+      collectives(batch);
       i = j;
     }
     for (int b : held_) x_.buffers_[b].last = std::numeric_limits<int64_t>::max();
@@ -391,24 +397,59 @@ class DeviceExecutor::Compiler {
 
   // Collectives run back to back, as one step and one position: every input and result is alive
   // while the batch runs, so none shares memory with another.
-  void collectives(std::vector<const Instr*>::const_iterator first,
-                   std::vector<const Instr*>::const_iterator last) {
+  void collectives(const std::vector<const Instr*>& batch) {
     Step s;
     s.kind = Instr::Kind::kCollective;
-    s.instr = *first;
-    s.value = (*first)->value;
-    for (auto it = first; it != last; ++it) {
-      s.collectives.push_back(*it);
-      s.coll_in.push_back(tile((*it)->value));
+    s.instr = batch.front();
+    s.value = batch.front()->value;
+    for (const Instr* in : batch) {
+      s.collectives.push_back(in);
+      s.coll_in.push_back(tile(in->value));
       use(s.coll_in.back());
     }
     hold(s.coll_in);
-    for (auto it = first; it != last; ++it) {
-      s.coll_out.push_back(define((*it)->value, (*it)->box));
-      tiles_[(*it)->value] = s.coll_out.back();
+    for (const Instr* in : batch) {
+      s.coll_out.push_back(define(in->value, in->box));
+      tiles_[in->value] = s.coll_out.back();
     }
     ++pos_;
     x_.steps_.push_back(std::move(s));
+  }
+
+  // A slice whose box lies inside the device's own tile (of a replicated value: ZeRO's
+  // parameter and gradient shards) needs no peer, so it meets none: its result views the feed,
+  // as a load, where the tile is a loaded feed's and the box one run of it; else it is copied
+  // from the tile (Step::local). Every device decides alike when the value is replicated. False
+  // (and nothing emitted) for other collectives.
+  bool local_slice(const Instr& in) {
+    if (in.kind != Instr::Kind::kCollective || in.collective != Collective::kSlice || in.ring > 0 ||
+        halos_.count(in.value))
+      return false;
+    auto it = tiles_.find(in.value);
+    if (it == tiles_.end() || !x_.buffers_[it->second].tensor.region().contains(in.box))
+      return false;
+    const int src = it->second;
+    Step s;
+    s.instr = &in;
+    s.value = in.value;
+    const int64_t off = contiguous_offset(g_.type(in.value).shape(), in.box);
+    if (x_.buffers_[src].loaded && x_.buffers_[src].feed_offset >= 0 && off >= 0) {
+      s.kind = Instr::Kind::kLoad;
+      s.out = define(in.value, in.box);
+      x_.buffers_[s.out].loaded = true;
+      x_.buffers_[s.out].bytes = 0;
+      x_.buffers_[s.out].feed_offset = off;
+    } else {
+      s.kind = Instr::Kind::kCollective;
+      s.local = true;
+      s.in = src;
+      use(src);
+      s.out = define(in.value, in.box);
+    }
+    tiles_[in.value] = s.out;
+    ++pos_;
+    x_.steps_.push_back(std::move(s));
+    return true;
   }
 
   // A lone call that passes its input through (passes_through) over exactly the input's tile:
@@ -666,6 +707,10 @@ void DeviceExecutor::run_step(const Step& s, Communicator& comm, const TensorMap
       load(s, feeds);
       break;
     case Instr::Kind::kCollective:
+      if (s.local) {
+        buffers_[s.out].tensor.copy_from(buffers_[s.in].tensor);
+        break;
+      }
       if (Status st = run_batch(comm, s.batch); !st.ok()) fail(st.error());
       break;
     case Instr::Kind::kFetch: {

@@ -44,6 +44,7 @@ struct DeviceExecutor::Step {
   ValueId value = -1;
   int in = -1, out = -1;     // buffers: fetch input and result; load result
   int whole = -1, own = -1;  // ring steps: the gathered tile, and (step 1) the device's block
+  bool local = false;        // a slice copied from the device's own tile `in` (no peer)
   bool post = false;         // a ring step started before the next step, a block kernel, ...
   const Instr* waits_for = nullptr;  // ... which waits for it when done (Compiler::overlap)
   // Collectives: the batch run back to back (run_order), with each one's input and result buffer.

@@ -261,6 +261,25 @@ Lowered lowered_train_step(const char* model, const char* strategy, int64_t devi
   return l;
 }
 
+// A ZeRO-1 step slices each replicated parameter and gradient to the device's shard. A slice of the
+// device's own tile meets no peer (a parameter's becomes a view of its feed), so the executor's
+// meetings hold only the collectives that move data. (AssembledOutputs.ZeroOne... checks the
+// step against the reference.)
+TEST(DeviceExecutor, SlicesOfItsOwnTileMeetNoPeer) {
+  Lowered l = lowered_train_step("gpt-tiny", "dp=2,zero=1", 2);
+  for (const DeviceProgram& p : l.programs) {
+    int64_t slices = 0, others = 0;
+    for (const Instr& in : p.instrs)
+      if (in.kind == Instr::Kind::kCollective)
+        ++(in.collective == Collective::kSlice ? slices : others);
+    EXPECT_GT(slices, 30) << "device " << p.device;
+    DeviceExecutor x(l.g, p, true, true);
+    int64_t met = 0;
+    for (int64_t k : x.collective_batches()) met += k;
+    EXPECT_EQ(met, others) << "device " << p.device;
+  }
+}
+
 // A runner kept across training steps (arena reused, feeds viewed) gives bit-identical results to
 // fresh one-shot runs of every step.
 TEST(ThreadedRunner, StepsOfAKeptRunnerEqualFreshRuns) {
