@@ -223,6 +223,17 @@ class DeviceExecutor::Compiler {
     x_.buffers_.push_back(std::move(b));
     return static_cast<int>(x_.buffers_.size() - 1);
   }
+  // A loaded tile of `v`: a view of the feed where `box` is one run of it (no arena bytes), else
+  // a copy load() makes.
+  int define_load(ValueId v, const Box& box) {
+    const int b = define(v, box);
+    x_.buffers_[b].loaded = true;
+    if (int64_t off = contiguous_offset(g_.type(v).shape(), box); off >= 0) {
+      x_.buffers_[b].bytes = 0;
+      x_.buffers_[b].feed_offset = off;
+    }
+    return b;
+  }
   void use(int b) { x_.buffers_[b].last = std::max(x_.buffers_[b].last, pos_); }
   int tile(ValueId v) const {
     auto it = tiles_.find(v);
@@ -238,13 +249,7 @@ class DeviceExecutor::Compiler {
     s.value = in.value;
     switch (in.kind) {
       case Instr::Kind::kLoad: {
-        s.out = define(in.value, in.box);
-        x_.buffers_[s.out].loaded = true;
-        int64_t off = contiguous_offset(g_.type(in.value).shape(), in.box);
-        if (off >= 0) {
-          x_.buffers_[s.out].bytes = 0;
-          x_.buffers_[s.out].feed_offset = off;
-        }
+        s.out = define_load(in.value, in.box);
         tiles_[in.value] = s.out;
         ++pos_;
         break;
@@ -432,13 +437,10 @@ class DeviceExecutor::Compiler {
     Step s;
     s.instr = &in;
     s.value = in.value;
-    const int64_t off = contiguous_offset(g_.type(in.value).shape(), in.box);
-    if (x_.buffers_[src].loaded && x_.buffers_[src].feed_offset >= 0 && off >= 0) {
+    if (x_.buffers_[src].loaded && x_.buffers_[src].feed_offset >= 0 &&
+        contiguous_offset(g_.type(in.value).shape(), in.box) >= 0) {
       s.kind = Instr::Kind::kLoad;
-      s.out = define(in.value, in.box);
-      x_.buffers_[s.out].loaded = true;
-      x_.buffers_[s.out].bytes = 0;
-      x_.buffers_[s.out].feed_offset = off;
+      s.out = define_load(in.value, in.box);
     } else {
       s.kind = Instr::Kind::kCollective;
       s.local = true;

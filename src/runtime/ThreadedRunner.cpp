@@ -78,12 +78,12 @@ std::vector<int64_t> ThreadedRunner::peak_bytes_per_device() const {
 void ThreadedRunner::run_device_step(int64_t d) {
   try {
     status_[d] = devices_[d]->run(world_.endpoint(d), *feeds_, options_, threads_);
-    if (status_[d].ok())
-      for (const OutputCopy& c : tile_copies_)
+    auto copy_mine = [d](const std::vector<OutputCopy>& copies) {
+      for (const OutputCopy& c : copies)
         if (c.device == d) c.dst->copy_from(*c.src);
-    if (split_copy_ && status_[d].ok())
-      for (const OutputCopy& c : copies_)
-        if (c.device == d) c.dst->copy_from(*c.src);
+    };
+    if (status_[d].ok()) copy_mine(tile_copies_);
+    if (split_copy_ && status_[d].ok()) copy_mine(copies_);
   } catch (...) {  // kept for the caller's thread (rethrow_first)
     exceptions_[d] = std::current_exception();
     status_[d] = Diagnostic("internal error on device " + std::to_string(d));
